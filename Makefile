@@ -1,0 +1,42 @@
+# Two commands: `make demo` and `make test`. Each does all of its own set-up on a fresh machine.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export SPARK_LOCAL_IP ?= 127.0.0.1
+export PYSPARK_PYTHON ?= $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON ?= $(abspath $(PY))
+
+.PHONY: venv java test test-unit lint demo bench clean
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	@command -v python3 >/dev/null || { echo "python3 (3.10+) is required"; exit 1; }
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@test -x $(UV) || $(PY) -m pip install -q uv
+	$(UV) pip install -q --compile-bytecode -p $(PY) -e '.[test,demo]'
+	@touch $@
+
+venv: $(VENV)/.installed
+
+# PySpark needs a Java runtime (17 or 21).
+java:
+	@command -v java >/dev/null || { echo "PySpark needs Java 17+: install it with 'apt-get install -y openjdk-17-jre-headless' (Debian/Ubuntu) or set JAVA_HOME"; exit 1; }
+
+lint: venv
+	$(VENV)/bin/ruff check airflow_provider_kstate dags tests bench scripts
+	$(VENV)/bin/ruff format --check airflow_provider_kstate dags tests bench scripts
+	$(VENV)/bin/mypy airflow_provider_kstate
+
+test: venv java
+	$(PY) scripts/run_tests.py
+
+demo: venv java
+	$(PY) scripts/demo.py
+
+bench: venv java
+	$(PY) scripts/run_bench.py
+
+clean:
+	-$(PY) scripts/embedded_broker.py down
+	rm -rf .kstate artifacts bench/results

@@ -1,0 +1,113 @@
+"""Read and write the control topic. Used by the controller (Airflow side) and by the client wrappers."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from airflow_provider_kstate.client.protocol import (
+    CONTROL_TOPIC_CONFIG,
+    DEFAULT_CONTROL_TOPIC,
+    Record,
+    decode,
+    encode,
+)
+
+_CLIENT_ONLY = ("group.id", "auto.offset.reset", "enable.auto.commit", "partitioner", "isolation.level")
+
+
+def base_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Return the connection part of a librdkafka config (bootstrap, security), without client roles."""
+    return {k: v for k, v in config.items() if k not in _CLIENT_ONLY}
+
+
+def ensure_topic(admin: AdminClient, topic: str, config: dict[str, str], timeout: float = 30.0) -> None:
+    """Create a one-partition topic with ``config`` unless it exists."""
+    if topic in admin.list_topics(timeout=timeout).topics:
+        return
+    futures = admin.create_topics([NewTopic(topic, 1, -1, config=config)], request_timeout=timeout)
+    for future in futures.values():
+        try:
+            future.result(timeout=timeout)
+        except KafkaException as exc:
+            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                raise
+
+
+class ControlChannel:
+    """The compacted control topic: publish protocol records and read its current state.
+
+    :param config: librdkafka settings of the cluster (bootstrap, SASL/SSL).
+    :param topic: the control topic.
+    """
+
+    def __init__(self, config: dict[str, Any], topic: str = DEFAULT_CONTROL_TOPIC) -> None:
+        self.config = base_config(config)
+        self.topic = topic
+        self._producer: Producer | None = None
+
+    def ensure(self, timeout: float = 30.0) -> None:
+        """Create the control topic when it does not exist."""
+        ensure_topic(AdminClient(self.config), self.topic, CONTROL_TOPIC_CONFIG, timeout)
+
+    def publish(self, *records: Record, timeout: float = 30.0) -> None:
+        """Write records and wait until the broker has them all."""
+        if self._producer is None:
+            self._producer = Producer({**self.config, "enable.idempotence": True, "linger.ms": 0})
+        errors: list[str] = []
+
+        def _on_delivery(err: Any, _msg: Any) -> None:
+            if err is not None:
+                errors.append(str(err))
+
+        for record in records:
+            self._producer.produce(self.topic, key=record.key, value=encode(record), on_delivery=_on_delivery)
+        remaining = self._producer.flush(timeout)
+        if remaining or errors:
+            raise KafkaException(f"control topic {self.topic}: {remaining} undelivered, errors: {errors}")
+
+    def snapshot(self, prefix: str = "", timeout: float = 30.0) -> dict[str, Record]:
+        """Read the control topic from the beginning to its end; return the latest record per key.
+
+        :param prefix: keep only keys that start with this.
+        """
+        consumer = Consumer({**self.config, "group.id": "kstate-control-reader", "enable.auto.commit": False})
+        try:
+            return self._read_all(consumer, prefix, timeout)
+        finally:
+            consumer.close()
+
+    def _read_all(self, consumer: Consumer, prefix: str, timeout: float) -> dict[str, Record]:
+        tp = TopicPartition(self.topic, 0)
+        _low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+        state: dict[str, Record] = {}
+        if high <= 0:
+            return state
+        consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + timeout
+        position = -1
+        while position < high - 1:
+            if time.monotonic() > deadline:
+                raise KafkaException(f"control topic {self.topic}: read timed out at {position + 1}/{high}")
+            for msg in consumer.consume(500, 0.5):
+                if msg.error():
+                    continue
+                position = msg.offset()
+                key = (msg.key() or b"").decode()
+                if not key.startswith(prefix):
+                    continue
+                record = decode(msg.value())
+                if record is None:
+                    state.pop(key, None)
+                else:
+                    state[key] = record
+        return state
+
+    def close(self) -> None:
+        """Flush and drop the producer."""
+        if self._producer is not None:
+            self._producer.flush(10)
+            self._producer = None

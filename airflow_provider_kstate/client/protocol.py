@@ -1,0 +1,172 @@
+"""The kstate control protocol: records on a compacted control topic.
+
+The control topic (default ``_kstate_control``) has one partition, ``cleanup.policy=compact`` and
+``message.timestamp.type=LogAppendTime``. Every record is UTF-8 JSON with a UTF-8 string key. Compaction keeps
+the latest record per key, so a client that starts late reads the topic from the beginning and knows the
+current command for its group and the live layout of its topics.
+
+Keys and values (``v`` is the protocol version, 1):
+
+``cmd/<group>``
+    ``{"v": 1, "kind": "command", "group": g, "command": "pause" | "resume", "epoch": e, "topic": t,
+    "issued_at": ms, "issuer": "..."}``. Consumers of group ``g`` must, on ``pause``, commit their offsets
+    and *leave the group* (close or unsubscribe: ``pause()`` is not enough, the broker only accepts new
+    offsets for an EMPTY group), then acknowledge. They stay out of the group, even across restarts, until
+    a ``resume`` with a higher epoch arrives; then they rejoin and acknowledge.
+
+``layout/<topic>``
+    ``{"v": 1, "kind": "layout", "topic": t, "partitions": n, "epoch": e, "issued_at": ms, "issuer": "..."}``.
+    Producers place keyed records with Kafka's Java default partitioner over the *first n partitions
+    only*: ``(murmur2(key) & 0x7fffffff) % n``, and keyless records over those n. The controller pins
+    ``n`` to the old count before it adds partitions and raises it ("scale") once every group is seeded.
+
+``ack/<group>/<client>`` and ``ack-layout/<topic>/<client>``
+    ``{"v": 1, "kind": "ack", "group" | "topic": ..., "client": c, "epoch": e, "state": s, "at": ms}`` with
+    ``s`` one of ``paused``, ``running`` (consumers) or ``layout`` (producers, with ``"partitions": n``).
+
+Epochs are milliseconds since the epoch at issue time; a client ignores a command whose epoch is not
+higher than the last it applied. The broker is the authority on membership: the controller waits for the
+group to be EMPTY (or STABLE on resume), acknowledgements only make the wait observable.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PROTOCOL_VERSION = 1
+DEFAULT_CONTROL_TOPIC = "_kstate_control"
+CONTROL_TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "message.timestamp.type": "LogAppendTime",
+    "min.compaction.lag.ms": "0",
+}
+
+PAUSE = "pause"
+RESUME = "resume"
+COMMANDS = (PAUSE, RESUME)
+
+STATE_PAUSED = "paused"
+STATE_RUNNING = "running"
+STATE_LAYOUT = "layout"
+
+
+def now_ms() -> int:
+    """Return the wall clock in milliseconds: the epoch of a newly issued command."""
+    return int(time.time() * 1000)
+
+
+def command_key(group: str) -> str:
+    """Return the control-topic key of ``group``'s command."""
+    return f"cmd/{group}"
+
+
+def layout_key(topic: str) -> str:
+    """Return the control-topic key of ``topic``'s producer layout."""
+    return f"layout/{topic}"
+
+
+def ack_key(group: str, client: str) -> str:
+    """Return the key under which consumer ``client`` of ``group`` acknowledges."""
+    return f"ack/{group}/{client}"
+
+
+def layout_ack_key(topic: str, client: str) -> str:
+    """Return the key under which producer ``client`` acknowledges a layout of ``topic``."""
+    return f"ack-layout/{topic}/{client}"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A pause or resume command for one consumer group."""
+
+    group: str
+    command: str
+    epoch: int
+    topic: str = ""
+    issued_at: int = field(default_factory=now_ms)
+    issuer: str = ""
+    kind: str = "command"
+    v: int = PROTOCOL_VERSION
+
+    def __post_init__(self) -> None:
+        if self.command not in COMMANDS:
+            raise ValueError(f"unknown command {self.command!r}; expected one of {COMMANDS}")
+
+    @property
+    def key(self) -> str:
+        return command_key(self.group)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The number of partitions producers may write ``topic`` to."""
+
+    topic: str
+    partitions: int
+    epoch: int
+    issued_at: int = field(default_factory=now_ms)
+    issuer: str = ""
+    kind: str = "layout"
+    v: int = PROTOCOL_VERSION
+
+    def __post_init__(self) -> None:
+        if self.partitions <= 0:
+            raise ValueError(f"a layout needs a positive partition count, got {self.partitions}")
+
+    @property
+    def key(self) -> str:
+        return layout_key(self.topic)
+
+
+@dataclass(frozen=True)
+class Ack:
+    """A client's acknowledgement of a command (``group`` set) or a layout (``topic`` set)."""
+
+    client: str
+    epoch: int
+    state: str
+    group: str = ""
+    topic: str = ""
+    partitions: int = 0
+    at: int = field(default_factory=now_ms)
+    kind: str = "ack"
+    v: int = PROTOCOL_VERSION
+
+    @property
+    def key(self) -> str:
+        if self.group:
+            return ack_key(self.group, self.client)
+        return layout_ack_key(self.topic, self.client)
+
+
+Record = Command | Layout | Ack
+_KINDS: dict[str, type] = {"command": Command, "layout": Layout, "ack": Ack}
+
+
+def encode(record: Record) -> bytes:
+    """Serialize a protocol record to its JSON value."""
+    return json.dumps(asdict(record), separators=(",", ":"), sort_keys=True).encode()
+
+
+def decode(value: bytes | None) -> Record | None:
+    """Parse a control-topic value; return None for a tombstone or a record of an unknown kind/version.
+
+    Unknown fields are ignored so that newer controllers can add fields without breaking older clients.
+    """
+    if value is None:
+        return None
+    try:
+        raw: dict[str, Any] = json.loads(value)
+    except ValueError:
+        return None
+    cls = _KINDS.get(raw.get("kind", ""))
+    if cls is None or raw.get("v") != PROTOCOL_VERSION:
+        return None
+    known = {k: v for k, v in raw.items() if k in cls.__dataclass_fields__}
+    try:
+        return cls(**known)  # type: ignore[no-any-return]
+    except (TypeError, ValueError):
+        return None

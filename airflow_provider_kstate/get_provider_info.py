@@ -1,0 +1,69 @@
+"""Provider metadata for Airflow's provider manager. Imports nothing heavy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_kstate import __version__
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Return the provider's metadata: its hooks, operators, sensors, triggers and connection types."""
+    pkg = "airflow_provider_kstate"
+    return {
+        "package-name": "airflow-provider-kstate",
+        "name": "Kafka State (kstate)",
+        "description": "Safe Kafka partition increases and state-store integrity checks with a Spark rebuild.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Kafka State",
+                "external-doc-url": "https://kafka.apache.org/documentation/",
+                "tags": ["service"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Kafka State",
+                "python-modules": [
+                    f"{pkg}.hooks.admin",
+                    f"{pkg}.hooks.control",
+                    f"{pkg}.hooks.lease",
+                    f"{pkg}.hooks.state",
+                ],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Kafka State",
+                "python-modules": [
+                    f"{pkg}.operators.plan",
+                    f"{pkg}.operators.consumers",
+                    f"{pkg}.operators.partitions",
+                    f"{pkg}.operators.seed",
+                    f"{pkg}.operators.producers",
+                    f"{pkg}.operators.verify",
+                    f"{pkg}.operators.guard",
+                    f"{pkg}.operators.state",
+                ],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": "Kafka State",
+                "python-modules": [f"{pkg}.sensors.groups", f"{pkg}.sensors.partitions"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Kafka State",
+                "python-modules": [f"{pkg}.triggers.groups"],
+            }
+        ],
+        "connection-types": [
+            {
+                "hook-class-name": f"{pkg}.hooks.admin.KStateAdminHook",
+                "connection-type": "kafka",
+            }
+        ],
+    }

@@ -1,0 +1,142 @@
+"""Shared fixtures: the real broker, a real Airflow home for ``dag.test()``, unique topic names.
+
+The broker is the one named by ``KSTATE_BOOTSTRAP_SERVERS`` (a real cluster; extra librdkafka settings such
+as SASL go in ``KSTATE_KAFKA_CONFIG`` as JSON), else the embedded one, started here on a free port.
+Airflow's environment is set before anything imports airflow: a fresh ``AIRFLOW_HOME`` under ``.kstate/``,
+the project's ``dags/`` folder, and the connections ``kafka_default`` and ``spark_default``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT))
+
+import embedded_broker  # noqa: E402
+
+_STATE = ROOT / ".kstate"
+_AIRFLOW_HOME = _STATE / f"airflow-test-{os.getpid()}"
+_OWN_BROKER = not os.environ.get("KSTATE_BOOTSTRAP_SERVERS")
+
+if _OWN_BROKER:
+    os.environ["KSTATE_BOOTSTRAP_SERVERS"] = embedded_broker.up(_STATE / f"broker-test-{os.getpid()}")
+BOOTSTRAP = os.environ["KSTATE_BOOTSTRAP_SERVERS"]
+EXTRA_CONFIG: dict[str, Any] = json.loads(os.environ.get("KSTATE_KAFKA_CONFIG", "{}"))
+
+
+def _airflow_env() -> None:
+    """Point Airflow at a fresh home and the project's DAGs before it is imported anywhere."""
+    if "airflow" in sys.modules:
+        return
+    _AIRFLOW_HOME.mkdir(parents=True, exist_ok=True)
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(_AIRFLOW_HOME),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME}/airflow.db",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(
+                {"conn_type": "kafka", "extra": {"bootstrap.servers": BOOTSTRAP, **EXTRA_CONFIG}}
+            ),
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        }
+    )
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    subprocess.run(
+        [str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+_airflow_env()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _OWN_BROKER:
+        embedded_broker.down(_STATE / f"broker-test-{os.getpid()}")
+        shutil.rmtree(_STATE / f"broker-test-{os.getpid()}", ignore_errors=True)
+    shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def bootstrap() -> str:
+    """The bootstrap address of the broker under test."""
+    return BOOTSTRAP
+
+
+@pytest.fixture(scope="session")
+def kafka_config() -> dict[str, Any]:
+    """librdkafka settings for the broker under test (bootstrap plus any SASL/SSL extras)."""
+    return {"bootstrap.servers": BOOTSTRAP, **EXTRA_CONFIG}
+
+
+@pytest.fixture(scope="session")
+def admin(kafka_config: dict[str, Any]) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(kafka_config)
+
+
+@pytest.fixture
+def unique() -> Callable[[str], str]:
+    """Return a maker of names unique to this test run (topics, groups), safe on a shared cluster."""
+    tag = uuid.uuid4().hex[:8]
+    return lambda prefix: f"kstate-test-{prefix}-{tag}"
+
+
+@pytest.fixture
+def make_topic(admin: Any, unique: Callable[[str], str]) -> Iterator[Callable[..., str]]:
+    """Create topics for a test and delete them afterwards."""
+    from confluent_kafka.admin import NewTopic
+
+    created: list[str] = []
+
+    def _make(prefix: str = "t", partitions: int = 1, config: dict[str, str] | None = None) -> str:
+        name = unique(prefix)
+        futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
+        for future in futures.values():
+            future.result(timeout=30)
+        created.append(name)
+        return name
+
+    yield _make
+    if created:
+        for future in admin.delete_topics(created).values():
+            try:
+                future.result(timeout=30)
+            except Exception:  # noqa: BLE001 - best-effort clean-up
+                pass
+
+
+@pytest.fixture(scope="session")
+def run_dag() -> Callable[..., Any]:
+    """Run a DAG of the project's ``dags/`` folder with ``dag.test()`` and return the DagRun.
+
+    A failed task does not raise in ``dag.test()``: callers assert ``dr.state``.
+    """
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags"), include_examples=False)
+    assert not bag.import_errors, bag.import_errors
+
+    def _run(dag_id: str, conf: dict[str, Any]) -> Any:
+        return bag.get_dag(dag_id).test(run_conf=conf)
+
+    return _run
