@@ -133,7 +133,7 @@ def run_dag() -> Callable[..., Any]:
     """
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=str(ROOT / "dags"), include_examples=False)
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
     assert not bag.import_errors, bag.import_errors
 
     def _run(dag_id: str, conf: dict[str, Any]) -> Any:

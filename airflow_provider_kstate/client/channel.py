@@ -37,6 +37,19 @@ def ensure_topic(admin: AdminClient, topic: str, config: dict[str, str], timeout
                 raise
 
 
+def end_offset(consumer: Consumer, topic: str, timeout: float) -> int:
+    """Return the high watermark of ``topic``'s partition 0, waiting for a just-created topic to appear."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)[1])
+        except KafkaException as exc:
+            if exc.args[0].name() != "_UNKNOWN_PARTITION" or time.monotonic() > deadline:
+                raise
+            consumer.list_topics(topic, timeout=timeout)  # refresh metadata for a just-created topic
+            time.sleep(0.2)
+
+
 class ControlChannel:
     """The compacted control topic: publish protocol records and read its current state.
 
@@ -81,8 +94,7 @@ class ControlChannel:
             consumer.close()
 
     def _read_all(self, consumer: Consumer, prefix: str, timeout: float) -> dict[str, Record]:
-        tp = TopicPartition(self.topic, 0)
-        _low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+        high = end_offset(consumer, self.topic, timeout)
         state: dict[str, Record] = {}
         if high <= 0:
             return state
@@ -95,7 +107,7 @@ class ControlChannel:
             for msg in consumer.consume(500, 0.5):
                 if msg.error():
                     continue
-                position = msg.offset()
+                position = int(msg.offset() or 0)
                 key = (msg.key() or b"").decode()
                 if not key.startswith(prefix):
                     continue

@@ -165,7 +165,7 @@ def decode(value: bytes | None) -> Record | None:
     cls = _KINDS.get(raw.get("kind", ""))
     if cls is None or raw.get("v") != PROTOCOL_VERSION:
         return None
-    known = {k: v for k, v in raw.items() if k in cls.__dataclass_fields__}
+    known = {k: v for k, v in raw.items() if k in cls.__dataclass_fields__}  # type: ignore[attr-defined]
     try:
         return cls(**known)  # type: ignore[no-any-return]
     except (TypeError, ValueError):

@@ -1,0 +1,105 @@
+"""The shared poke/deferrable machinery of kstate sensors."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator
+from airflow.sdk.exceptions import AirflowSensorTimeout
+
+from airflow_provider_kstate.exceptions import KStateError
+from airflow_provider_kstate.hooks.admin import KStateAdminHook
+from airflow_provider_kstate.triggers.groups import KStateConditionTrigger
+from airflow_provider_kstate.utils.checks import CHECKS, CheckResult
+
+
+class KStateConditionSensor(BaseSensorOperator):
+    """Wait for a cluster condition, by poking or (``deferrable=True``) in the triggerer.
+
+    Subclasses name the check (``check_name``), build its arguments from the plan and turn a timeout's
+    detail into a clear error.
+
+    :param plan: the plan (XCom of the plan step).
+    :param kafka_config_id: the Airflow connection id (``kafka`` type).
+    :param deferrable: wait in the triggerer instead of holding a worker slot.
+    :param poke_interval: seconds between checks.
+    :param timeout: seconds after which the sensor fails, naming what it still waited for.
+    """
+
+    check_name = ""
+    template_fields: tuple[str, ...] = ("plan",)
+    ui_color = "#e8f4fd"
+
+    def __init__(
+        self,
+        *,
+        plan: Any,
+        kafka_config_id: str = KStateAdminHook.default_conn_name,
+        deferrable: bool = False,
+        poke_interval: float = 2.0,
+        timeout: float = 600.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(poke_interval=poke_interval, timeout=timeout, **kwargs)
+        self.plan = plan
+        self.kafka_config_id = kafka_config_id
+        self.deferrable = deferrable
+        self._last = CheckResult(False, {})
+
+    def check_arguments(self) -> dict[str, Any]:
+        """Return the JSON-safe keyword arguments of the check, from the plan."""
+        raise NotImplementedError
+
+    def timeout_error(self, detail: dict[str, Any]) -> KStateError:
+        """Return the error raised when the wait times out, naming what is still in the way."""
+        raise NotImplementedError
+
+    def poke(self, context: Any) -> bool:
+        hook = KStateAdminHook(kafka_config_id=self.kafka_config_id, timeout=10.0)
+        self._last = CHECKS[self.check_name](hook, **self.check_arguments())
+        if not self._last.ok:
+            self.log.info("%s: still waiting for %s", self.check_name, self._last.detail)
+        return self._last.ok
+
+    def execute(self, context: Any) -> Any:
+        if self.deferrable:
+            self.log.info(
+                "%s: deferring to the triggerer (poll every %ss, up to %ss)",
+                self.check_name,
+                self.poke_interval,
+                self.timeout,
+            )
+            self.defer(
+                trigger=KStateConditionTrigger(
+                    check=self.check_name,
+                    kafka_config_id=self.kafka_config_id,
+                    arguments=self.check_arguments(),
+                    poke_interval=float(self.poke_interval),
+                    deadline=time.time() + float(self.timeout),
+                ),
+                method_name="execute_complete",
+                timeout=timedelta(seconds=float(self.timeout) + 60),
+            )
+        try:
+            super().execute(context)
+        except AirflowSensorTimeout as exc:
+            raise self.timeout_error(self._last.detail) from exc
+        self.log.info("%s: condition met", self.check_name)
+        return self._last.detail
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        """Resume after the trigger fired: return on success, raise a named error otherwise."""
+        status = event.get("status")
+        self.log.info(
+            "%s: resumed from the triggerer with status %s after %s polls",
+            self.check_name,
+            status,
+            event.get("polls"),
+        )
+        if status == "success":
+            return event.get("detail", {})
+        if status == "timeout":
+            raise self.timeout_error(event.get("detail", {}))
+        raise KStateError(f"{self.check_name} failed in the triggerer: {event.get('message')}")

@@ -1,0 +1,51 @@
+"""Sensors on consumer-group state: EMPTY before the increase, STABLE after the resume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_kstate.exceptions import GroupNotEmptyError, GroupNotStableError, KStateError
+from airflow_provider_kstate.sensors.base import KStateConditionSensor
+from airflow_provider_kstate.utils.plan import groups_where
+
+
+class KStateGroupsEmptySensor(KStateConditionSensor):
+    """Wait until every group the plan pauses is EMPTY: its members have left, so offsets can be set.
+
+    On timeout it fails with :class:`GroupNotEmptyError` naming each member still present.
+    """
+
+    check_name = "groups_empty"
+
+    def check_arguments(self) -> dict[str, Any]:
+        return {"topic": self.plan["topic"], "groups": groups_where(self.plan, "seed")}
+
+    def timeout_error(self, detail: dict[str, Any]) -> KStateError:
+        return GroupNotEmptyError(
+            f"timed out after {self.timeout}s waiting for consumer groups to leave topic {self.plan['topic']!r}; "
+            f"members still present: {detail}. Stop those consumers (or make them honour the pause signal), "
+            "then clear this task. Partitions were NOT changed."
+        )
+
+
+class KStateGroupsStableSensor(KStateConditionSensor):
+    """Wait until every group that was active at plan time is back, STABLE, with all partitions assigned.
+
+    Groups that were EMPTY at plan time are seeded but not waited for.
+    """
+
+    check_name = "groups_stable"
+
+    def check_arguments(self) -> dict[str, Any]:
+        return {
+            "topic": self.plan["topic"],
+            "groups": groups_where(self.plan, "wait"),
+            "partitions": int(self.plan["target_partitions"]),
+        }
+
+    def timeout_error(self, detail: dict[str, Any]) -> KStateError:
+        return GroupNotStableError(
+            f"timed out after {self.timeout}s waiting for consumer groups on {self.plan['topic']!r} to come back "
+            f"STABLE with all {self.plan['target_partitions']} partitions assigned: {detail}. Offsets are seeded, "
+            "so restarting those consumers is safe."
+        )

@@ -1,0 +1,31 @@
+"""Sensor on the new partitions: wait until producers write to them after the scale signal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_kstate.exceptions import KStateError
+from airflow_provider_kstate.sensors.base import KStateConditionSensor
+
+
+class KStateNewPartitionsWrittenSensor(KStateConditionSensor):
+    """Wait until every new partition has grown past its end offset at the time of the scale signal.
+
+    :param baseline: ``{"partition": end_offset}`` (the XCom of the scale-producers step).
+    """
+
+    check_name = "partitions_written"
+    template_fields: tuple[str, ...] = ("plan", "baseline")
+
+    def __init__(self, *, baseline: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.baseline = baseline
+
+    def check_arguments(self) -> dict[str, Any]:
+        return {"topic": self.plan["topic"], "baseline": dict(self.baseline["baseline"])}
+
+    def timeout_error(self, detail: dict[str, Any]) -> KStateError:
+        return KStateError(
+            f"timed out after {self.timeout}s waiting for producers to write to the new partitions of "
+            f"{self.plan['topic']!r}: {detail}. Producers may not have picked up the new layout."
+        )

@@ -1,0 +1,134 @@
+"""A task-group factory wiring the safe partition increase in its one safe order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.providers.standard.operators.python import ShortCircuitOperator
+from airflow.sdk import BaseOperator, TaskGroup, chain
+
+from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
+from airflow_provider_kstate.hooks.lease import DEFAULT_LEASE_TOPIC
+from airflow_provider_kstate.operators.consumers import (
+    KStatePauseConsumersOperator,
+    KStateResumeConsumersOperator,
+)
+from airflow_provider_kstate.operators.guard import KStateFailureGuardOperator
+from airflow_provider_kstate.operators.partitions import KStateIncreasePartitionsOperator
+from airflow_provider_kstate.operators.plan import KStatePlanOperator
+from airflow_provider_kstate.operators.producers import KStateScaleProducersOperator
+from airflow_provider_kstate.operators.seed import KStateSeedOffsetsOperator
+from airflow_provider_kstate.operators.verify import KStateVerifyOperator
+from airflow_provider_kstate.sensors.groups import KStateGroupsEmptySensor, KStateGroupsStableSensor
+from airflow_provider_kstate.sensors.partitions import KStateNewPartitionsWrittenSensor
+
+
+def _proceed(plan: dict[str, Any]) -> bool:
+    """Short-circuit the rest of the group after a dry run's plan."""
+    return not plan.get("dry_run")
+
+
+def safe_partition_increase(
+    *,
+    topic: str,
+    partitions: int | str,
+    consumer_groups: list[str] | str | None = None,
+    dry_run: bool | str = False,
+    group_id: str = "safe_partition_increase",
+    kafka_config_id: str = "kafka_default",
+    control_topic: str = DEFAULT_CONTROL_TOPIC,
+    lease_topic: str = DEFAULT_LEASE_TOPIC,
+    deferrable: bool = True,
+    poke_interval: float = 2.0,
+    empty_timeout: float = 600.0,
+    stable_timeout: float = 600.0,
+    wait_for_writes: bool = False,
+    writes_timeout: float = 600.0,
+    pause_consumers: BaseOperator | None = None,
+    resume_consumers: BaseOperator | None = None,
+    scale_producers: BaseOperator | None = None,
+) -> TaskGroup:
+    """Build the task group: plan, pause, wait EMPTY, increase, seed, scale, resume, wait STABLE, verify.
+
+    A guard task runs when any step fails: it resumes consumers when that is safe and otherwise fails
+    loudly, leaving them paused (see :class:`KStateFailureGuardOperator`).
+
+    :param topic: the topic to grow (templated).
+    :param partitions: the target partition count (templated).
+    :param consumer_groups: groups to protect; empty means discover (templated).
+    :param dry_run: stop after the plan (templated).
+    :param group_id: the task group's id.
+    :param kafka_config_id: the Airflow connection id (``kafka`` type).
+    :param control_topic: the control topic of services that use the client piece.
+    :param lease_topic: the topic that holds per-topic leases.
+    :param deferrable: run the sensors in the triggerer.
+    :param poke_interval: seconds between sensor checks.
+    :param empty_timeout: seconds to wait for the groups to become EMPTY.
+    :param stable_timeout: seconds to wait for the groups to come back STABLE.
+    :param wait_for_writes: after the scale signal, wait until producers write to every new partition.
+    :param writes_timeout: seconds to wait for those writes.
+    :param pause_consumers: your own task in place of the built-in pause signal (e.g. a scale-down).
+    :param resume_consumers: your own task in place of the built-in resume signal (it must run only after
+        seeding, which its place in the chain guarantees).
+    :param scale_producers: your own task in place of the built-in layout signal.
+    """
+    common: dict[str, Any] = {
+        "kafka_config_id": kafka_config_id,
+        "control_topic": control_topic,
+        "lease_topic": lease_topic,
+    }
+    sensing: dict[str, Any] = {
+        "kafka_config_id": kafka_config_id,
+        "deferrable": deferrable,
+        "poke_interval": poke_interval,
+    }
+    with TaskGroup(group_id=group_id, tooltip="Safe Kafka partition increase (KAFKA-12261)") as group:
+        plan = KStatePlanOperator(
+            task_id="plan",
+            topic=topic,
+            partitions=partitions,
+            consumer_groups=consumer_groups,
+            dry_run=dry_run,
+            **common,
+        )
+        gate = ShortCircuitOperator(
+            task_id="stop_if_dry_run", python_callable=_proceed, op_args=[plan.output]
+        )
+        steps = [
+            pause_consumers
+            or KStatePauseConsumersOperator(task_id="pause_consumers", plan=plan.output, **common),
+            KStateGroupsEmptySensor(
+                task_id="wait_groups_empty", plan=plan.output, timeout=empty_timeout, **sensing
+            ),
+            KStateIncreasePartitionsOperator(task_id="increase_partitions", plan=plan.output, **common),
+        ]
+        seed = KStateSeedOffsetsOperator(task_id="seed_offsets", plan=plan.output, **common)
+        scale = scale_producers or KStateScaleProducersOperator(
+            task_id="scale_producers", plan=plan.output, **common
+        )
+        steps += [seed, scale]
+        if wait_for_writes and scale_producers is None:
+            steps.append(
+                KStateNewPartitionsWrittenSensor(
+                    task_id="wait_new_partitions_written",
+                    plan=plan.output,
+                    baseline=scale.output,
+                    timeout=writes_timeout,
+                    **sensing,
+                )
+            )
+        steps += [
+            resume_consumers
+            or KStateResumeConsumersOperator(task_id="resume_consumers", plan=plan.output, **common),
+            KStateGroupsStableSensor(
+                task_id="wait_groups_stable", plan=plan.output, timeout=stable_timeout, **sensing
+            ),
+            KStateVerifyOperator(task_id="verify", plan=plan.output, seed_report=seed.output, **common),
+        ]
+        guard = KStateFailureGuardOperator(task_id="failure_guard", plan_task_id=plan.task_id, **common)
+        chain(plan, gate, *steps)
+        # verify stays a leaf beside the guard, so a failure anywhere fails the run; by verify's turn
+        # consumers are resumed and seeded, so a failing verify has nothing left for the guard to decide.
+        for step in steps[:-1]:
+            step >> guard
+    return group

@@ -1,0 +1,83 @@
+"""The trigger behind every deferrable kstate sensor: polls a cluster condition in the triggerer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+from asgiref.sync import sync_to_async
+
+from airflow_provider_kstate.utils.checks import CHECKS, run_check
+
+
+class KStateConditionTrigger(BaseTrigger):
+    """Poll a named check (see ``utils.checks.CHECKS``) until it holds or the deadline passes.
+
+    The admin client is synchronous, so each poll runs in a thread via ``sync_to_async``; waits use
+    ``asyncio.sleep``. The trigger enforces its own deadline, so a wait is bounded even where the
+    deferral timeout is not (``dag.test()``).
+
+    :param check: the check's name, e.g. ``groups_empty``.
+    :param kafka_config_id: the Airflow connection id (``kafka`` type).
+    :param arguments: JSON-safe keyword arguments of the check.
+    :param poke_interval: seconds between polls.
+    :param deadline: unix time after which the trigger gives up with ``{"status": "timeout"}``.
+    """
+
+    def __init__(
+        self,
+        *,
+        check: str,
+        kafka_config_id: str,
+        arguments: dict[str, Any],
+        poke_interval: float,
+        deadline: float,
+    ) -> None:
+        super().__init__()
+        if check not in CHECKS:
+            raise ValueError(f"unknown check {check!r}; expected one of {sorted(CHECKS)}")
+        self.check = check
+        self.kafka_config_id = kafka_config_id
+        self.arguments = arguments
+        self.poke_interval = poke_interval
+        self.deadline = deadline
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{self.__class__.__module__}.{self.__class__.__qualname__}",
+            {
+                "check": self.check,
+                "kafka_config_id": self.kafka_config_id,
+                "arguments": self.arguments,
+                "poke_interval": self.poke_interval,
+                "deadline": self.deadline,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        polls = 0
+        poll = sync_to_async(run_check, thread_sensitive=False)
+        while True:
+            polls += 1
+            try:
+                result = await poll(self.check, self.kafka_config_id, self.arguments)
+            except Exception as exc:  # noqa: BLE001 - reported to the task, which raises it
+                yield TriggerEvent(
+                    {"status": "error", "check": self.check, "message": f"{type(exc).__name__}: {exc}"}
+                )
+                return
+            if result.ok:
+                yield TriggerEvent(
+                    {"status": "success", "check": self.check, "polls": polls, "detail": result.detail}
+                )
+                return
+            if time.time() >= self.deadline:
+                yield TriggerEvent(
+                    {"status": "timeout", "check": self.check, "polls": polls, "detail": result.detail}
+                )
+                return
+            self.log.info("%s not yet: %s", self.check, result.detail)
+            await asyncio.sleep(self.poke_interval)

@@ -1,0 +1,60 @@
+"""Cluster conditions the sensors poke for and the trigger polls for: one implementation for both modes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_kstate.hooks.admin import DEAD, EMPTY, STABLE, KStateAdminHook
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Whether the condition holds, and what still stands in its way (JSON-safe)."""
+
+    ok: bool
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def groups_empty(hook: KStateAdminHook, topic: str, groups: list[str]) -> CheckResult:
+    """Hold when every group is EMPTY (or unknown to the broker); name the members still present."""
+    blockers: dict[str, Any] = {}
+    for group, info in hook.describe_groups(groups, topic).items():
+        if info.state not in (EMPTY, DEAD) or info.members:
+            blockers[group] = {
+                "state": info.state,
+                "members": [f"{m.client_id}@{m.host} ({m.member_id})" for m in info.members],
+            }
+    return CheckResult(not blockers, blockers)
+
+
+def groups_stable(hook: KStateAdminHook, topic: str, groups: list[str], partitions: int) -> CheckResult:
+    """Hold when every group is STABLE with all ``partitions`` of ``topic`` assigned to its members."""
+    problems: dict[str, Any] = {}
+    expected = set(range(partitions))
+    for group, info in hook.describe_groups(groups, topic).items():
+        unassigned = sorted(expected - info.assigned())
+        if info.state != STABLE or unassigned:
+            problems[group] = {"state": info.state, "members": len(info.members), "unassigned": unassigned}
+    return CheckResult(not problems, problems)
+
+
+def partitions_written(hook: KStateAdminHook, topic: str, baseline: dict[str, int]) -> CheckResult:
+    """Hold when each partition in ``baseline`` (``{"p": end offset}``) has grown past it."""
+    ends = hook.watermarks(topic, [int(p) for p in baseline])
+    waiting = {str(p): ends[p][1] for p in ends if ends[p][1] <= int(baseline[str(p)])}
+    return CheckResult(not waiting, {"not_yet_written": waiting})
+
+
+CHECKS: dict[str, Callable[..., CheckResult]] = {
+    "groups_empty": groups_empty,
+    "groups_stable": groups_stable,
+    "partitions_written": partitions_written,
+}
+
+
+def run_check(name: str, kafka_config_id: str, arguments: dict[str, Any]) -> CheckResult:
+    """Run the named check with a fresh hook (used by the trigger, off the event loop)."""
+    hook = KStateAdminHook(kafka_config_id=kafka_config_id, timeout=10.0)
+    return CHECKS[name](hook, **arguments)

@@ -1,0 +1,58 @@
+"""Turn templated or UI-given values into typed ones, with errors that name the argument."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from airflow_provider_kstate.exceptions import KStateConfigError
+
+
+def as_int(name: str, value: Any, minimum: int = 1) -> int:
+    """Return ``value`` as an int ≥ ``minimum`` or raise KStateConfigError naming ``name``."""
+    if isinstance(value, bool):
+        raise KStateConfigError(f"{name} must be an integer, got {value!r}")
+    try:
+        number = int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        raise KStateConfigError(f"{name} must be an integer, got {value!r}") from None
+    if number < minimum:
+        raise KStateConfigError(f"{name} must be at least {minimum}, got {number}")
+    return number
+
+
+def as_bool(name: str, value: Any) -> bool:
+    """Return ``value`` as a bool (accepting "true"/"false" strings from templates)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", "", "none"):
+        return False
+    raise KStateConfigError(f"{name} must be a boolean, got {value!r}")
+
+
+def as_str_list(name: str, value: Any) -> list[str]:
+    """Return ``value`` as a list of non-empty strings (a list, a JSON list, or a comma-separated string)."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        value = json.loads(text.replace("'", '"')) if text.startswith("[") else text.split(",")
+    if not isinstance(value, (list, tuple)):
+        raise KStateConfigError(f"{name} must be a list of strings, got {value!r}")
+    items = [str(v).strip() for v in value]
+    if any(not item for item in items):
+        raise KStateConfigError(f"{name} must not contain empty names, got {value!r}")
+    return items
+
+
+def as_topic(name: str, value: Any) -> str:
+    """Return ``value`` as a topic name or raise naming what is wrong with it."""
+    topic = str(value or "").strip()
+    if not topic:
+        raise KStateConfigError(f"{name} must be a non-empty topic name")
+    if len(topic) > 249 or any(not (c.isalnum() or c in "._-") for c in topic):
+        raise KStateConfigError(f"{name} {topic!r} is not a legal Kafka topic name")
+    return topic

@@ -1,0 +1,79 @@
+"""
+### Safe Kafka partition increase (KAFKA-12261)
+
+Grows a topic without letting `auto.offset.reset=latest` consumers skip the messages producers write to
+the new partitions before the consumers discover them.
+
+**Runbook** (one task per step, each idempotent; a cleared task continues from where the cluster stands):
+
+1. `plan`: validates the topic and target, discovers (or takes) the consumer groups, classifies them
+   (active / empty / spark / absent), takes the topic's lease. With `dry_run` it stops here.
+2. `pause_consumers` then `wait_groups_empty`: services with the kstate client leave their groups; the
+   sensor (deferrable) waits until the broker reports every group EMPTY, naming members still present.
+3. `increase_partitions`: `validate_only`, then create (a no-op when the topic already has the target).
+4. `seed_offsets`: commits the log start of each new partition for every group without an offset there.
+5. `scale_producers`: producers with the kstate client start writing to the new partitions.
+6. `resume_consumers` then `wait_groups_stable`: groups active at plan time come back STABLE with all
+   partitions assigned.
+7. `verify`: per group and partition, committed offset vs log start/end at seed time and lag; fails if any
+   new-partition message would be skipped; releases the lease.
+
+`failure_guard` runs if a step fails: before the create step it resumes consumers; after partitions were
+created but before every group was seeded it **refuses** to resume them and says what to do next.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param
+
+from airflow_provider_kstate.task_groups.partition_increase import safe_partition_increase
+
+with DAG(
+    dag_id="kstate_partition_increase",
+    description="Grow a Kafka topic without losing messages on the new partitions (KAFKA-12261)",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=4,
+    render_template_as_native_obj=True,
+    doc_md=__doc__,
+    tags=["kafka", "kstate"],
+    params={
+        "topic": Param(
+            type="string",
+            minLength=1,
+            maxLength=249,
+            pattern="^[A-Za-z0-9._-]+$",
+            title="Topic",
+            description="The topic to grow. Internal topics (__consumer_offsets, ...) are refused.",
+        ),
+        "partitions": Param(
+            type="integer",
+            minimum=1,
+            maximum=100000,
+            title="Target partition count",
+            description="The total number of partitions after the increase; must exceed the current count.",
+        ),
+        "consumer_groups": Param(
+            [],
+            type="array",
+            items={"type": "string", "minLength": 1},
+            title="Consumer groups",
+            description="Groups to protect. Empty: every group with committed offsets on the topic.",
+        ),
+        "dry_run": Param(
+            False,
+            type="boolean",
+            title="Dry run",
+            description="Plan only: show what would happen, change nothing.",
+        ),
+    },
+) as dag:
+    safe_partition_increase(
+        topic="{{ params.topic }}",
+        partitions="{{ params.partitions }}",
+        consumer_groups="{{ params.consumer_groups }}",
+        dry_run="{{ params.dry_run }}",
+        kafka_config_id="kafka_default",
+    )
