@@ -97,9 +97,13 @@ def running(data_dir: Path = DEFAULT_DATA_DIR, fresh: bool = True) -> Iterator[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("action", choices=["up", "down"])
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("KSTATE_BROKER_DIR", DEFAULT_DATA_DIR)))
+    parser.add_argument(
+        "--data-dir", type=Path, default=Path(os.environ.get("KSTATE_BROKER_DIR", DEFAULT_DATA_DIR))
+    )
     parser.add_argument("--fresh", action="store_true", help="wipe the data folder before starting")
     args = parser.parse_args(argv)
     if args.action == "down":
