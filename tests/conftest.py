@@ -126,7 +126,7 @@ def make_topic(admin: Any, unique: Callable[[str], str]) -> Iterator[Callable[..
 
 
 @pytest.fixture(scope="session")
-def run_dag() -> Callable[..., Any]:
+def run_dag() -> Callable[..., Any]:  # noqa: C901 - fixture with nested helpers
     """Run a DAG of the project's ``dags/`` folder with ``dag.test()`` and return the DagRun.
 
     A failed task does not raise in ``dag.test()``: callers assert ``dr.state``.
@@ -136,7 +136,21 @@ def run_dag() -> Callable[..., Any]:
     bag = DagBag(dag_folder=str(ROOT / "dags"))
     assert not bag.import_errors, bag.import_errors
 
-    def _run(dag_id: str, conf: dict[str, Any]) -> Any:
-        return bag.get_dag(dag_id).test(run_conf=conf)
+    def _run(dag_id: str, conf: dict[str, Any], overrides: dict[str, dict[str, Any]] | None = None) -> Any:
+        """Run ``dag_id`` with ``conf``; ``overrides`` sets task attributes (e.g. a shorter sensor timeout)
+        for this run only: ``{"group.task_id": {"timeout": 5}}``."""
+        dag = bag.get_dag(dag_id)
+        saved = {}
+        for task_id, attrs in (overrides or {}).items():
+            task = dag.get_task(task_id)
+            saved[task_id] = {name: getattr(task, name) for name in attrs}
+            for name, value in attrs.items():
+                setattr(task, name, value)
+        try:
+            return dag.test(run_conf=conf)
+        finally:
+            for task_id, attrs in saved.items():
+                for name, value in attrs.items():
+                    setattr(dag.get_task(task_id), name, value)
 
     return _run

@@ -1,0 +1,165 @@
+"""Live traffic for the KAFKA-12261 scenario: a numbered producer and latest-reset consumers.
+
+Used by the integration tests, the demo and the benchmarks. Every message carries its sequence number;
+loss is ``produced - received``, with the partition each lost message was written to.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+
+from airflow_provider_kstate.client.consumer import ControlledConsumer
+from airflow_provider_kstate.client.producer import ControlledProducer
+
+#: Producers see new partitions quickly, consumers late: the window in which latest-reset skips data.
+PRODUCER_METADATA_MS = 500
+CONSUMER_METADATA_MS = 4000
+
+
+class SeqProducer(threading.Thread):
+    """Write numbered, keyed messages at ``rate`` per second until stopped; remember where each landed.
+
+    :param controlled: use the client piece's ``ControlledProducer`` (honours layout signals).
+    """
+
+    def __init__(
+        self, config: dict[str, Any], topic: str, rate: float = 200.0, controlled: bool = False
+    ) -> None:
+        super().__init__(daemon=True)
+        self.topic = topic
+        self.rate = rate
+        self.placed: dict[int, int] = {}
+        self.errors: list[str] = []
+        self._halt = threading.Event()
+        settings = {**config, "linger.ms": 5, "topic.metadata.refresh.interval.ms": PRODUCER_METADATA_MS}
+        self.producer: Any = (
+            ControlledProducer(settings, [topic], check_interval=0.1)
+            if controlled
+            else Producer({**settings, "partitioner": "murmur2_random"})
+        )
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.placed[int(msg.value())] = msg.partition()
+
+    def run(self) -> None:
+        seq = 0
+        start = time.monotonic()
+        while not self._halt.is_set():
+            self.producer.produce(
+                self.topic, value=str(seq).encode(), key=f"key-{seq}".encode(), on_delivery=self._delivered
+            )
+            self.producer.poll(0)
+            seq += 1
+            delay = start + seq / self.rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        self.producer.flush(30)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(60)
+
+    @property
+    def produced(self) -> set[int]:
+        return set(self.placed)
+
+
+class ConsumerFleet:
+    """``n`` consumer threads of one group with ``auto.offset.reset=latest``, recording what they receive.
+
+    :param controlled: wrap each with the client piece's ``ControlledConsumer`` (honours pause/resume).
+    """
+
+    def __init__(
+        self, config: dict[str, Any], topic: str, group: str, n: int = 2, controlled: bool = False
+    ) -> None:
+        self.topic = topic
+        self.group = group
+        self.received: set[int] = set()
+        self.transitions: list[str] = []
+        self._lock = threading.Lock()
+        self._halt = threading.Event()
+        self._settings = {
+            **config,
+            "group.id": group,
+            "auto.offset.reset": "latest",
+            "topic.metadata.refresh.interval.ms": CONSUMER_METADATA_MS,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "auto.commit.interval.ms": 500,
+        }
+        self._controlled = controlled
+        self._ready = threading.Barrier(n + 1)
+        self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(n)]
+        for thread in self._threads:
+            thread.start()
+        self._ready.wait(60)
+
+    def _make(self, i: int) -> Any:
+        if self._controlled:
+            return ControlledConsumer(
+                {**self._settings, "client.id": f"{self.group}-{i}"},
+                [self.topic],
+                check_interval=0.1,
+                on_state_change=self.transitions.append,
+            )
+        consumer = Consumer({**self._settings, "client.id": f"{self.group}-{i}"})
+        consumer.subscribe([self.topic])
+        return consumer
+
+    def _run(self, i: int) -> None:
+        consumer = self._make(i)
+        self._ready.wait(60)
+        try:
+            while not self._halt.is_set():
+                msg = consumer.poll(0.1)
+                if msg is None or msg.error():
+                    continue
+                with self._lock:
+                    self.received.add(int(msg.value()))
+        finally:
+            consumer.close()
+
+    def stop(self) -> None:
+        self._halt.set()
+        for thread in self._threads:
+            thread.join(60)
+
+
+def wait_until(predicate: Any, timeout: float, interval: float = 0.2) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` seconds pass; return its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
+
+
+def warm_up(producer: SeqProducer, fleet: ConsumerFleet, timeout: float = 60.0) -> int:
+    """Wait until the fleet receives live traffic; return the first sequence number loss is counted from.
+
+    Latest-reset consumers skip what was written before they had positions: that is start-up, not the
+    scenario, so loss is counted only after this mark.
+    """
+    if not wait_until(lambda: len(fleet.received) >= 20, timeout):
+        raise RuntimeError(f"consumers of {fleet.group} received nothing within {timeout}s")
+    time.sleep(1.0)  # let auto-commit record positions
+    with fleet._lock:
+        return max(fleet.received) + 1
+
+
+def loss(
+    producer: SeqProducer, fleet: ConsumerFleet, since: int, drain_timeout: float = 30.0
+) -> dict[int, int]:
+    """Wait (bounded) for the fleet to catch up; return ``{seq: partition}`` of messages ≥ ``since`` never received."""
+    produced = {seq for seq in producer.produced if seq >= since}
+    wait_until(lambda: produced <= fleet.received, drain_timeout)
+    return {seq: producer.placed[seq] for seq in sorted(produced - fleet.received)}

@@ -1,0 +1,212 @@
+"""Bad input and faults: each gives a clear error and changes nothing; never resume after a partial seed."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import NewPartitions
+
+from airflow_provider_kstate.client.channel import ControlChannel
+from airflow_provider_kstate.client.protocol import PAUSE, RESUME, command_key
+from airflow_provider_kstate.exceptions import BrokerUnavailableError, GroupNotEmptyError, UnsafeResumeError
+from airflow_provider_kstate.hooks.lease import KStateLeaseHook
+from airflow_provider_kstate.operators.consumers import KStateResumeConsumersOperator
+from airflow_provider_kstate.operators.guard import KStateFailureGuardOperator
+from airflow_provider_kstate.operators.seed import KStateSeedOffsetsOperator
+from airflow_provider_kstate.utils.plan import build_plan
+
+pytestmark = pytest.mark.integration
+
+DAG_ID = "kstate_partition_increase"
+G = "safe_partition_increase"
+
+
+def _states(dr: Any) -> dict[str, str]:
+    return {ti.task_id.split(".")[-1]: ti.state for ti in dr.get_task_instances()}
+
+
+def _count(admin: Any, topic: str) -> int:
+    return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+
+
+def _group_with_offsets(
+    config: dict[str, Any], topic: str, group: str, live: bool = False
+) -> Consumer | None:
+    """Write one message, commit it as ``group``; with ``live`` keep the consumer in the group (returned)."""
+    producer = Producer(config)
+    producer.produce(topic, value=b"x")
+    producer.flush(30)
+    consumer = Consumer(
+        {**config, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            break
+    consumer.commit(asynchronous=False)
+    if live:
+        return consumer
+    consumer.close()
+    return None
+
+
+def _latest_command(config: dict[str, Any], group: str) -> str | None:
+    record = ControlChannel(config).snapshot(command_key(group)).get(command_key(group))
+    return getattr(record, "command", None)
+
+
+def _context(dag_id: str, run_id: str) -> dict[str, Any]:
+    """The run identity an operator reads from its context (for steps run outside a DAG)."""
+    return {"ti": SimpleNamespace(dag_id=dag_id, run_id=run_id)}
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_target_not_an_increase(
+    kafka_config: dict[str, Any], admin: Any, make_topic: Any, run_dag: Any, partitions: int
+) -> None:
+    topic = make_topic("shrink", partitions=2)
+    dr = run_dag(DAG_ID, {"topic": topic, "partitions": partitions, "consumer_groups": [], "dry_run": False})
+    assert dr.state == "failed"
+    assert _states(dr)["plan"] == "failed" and _states(dr)["increase_partitions"] == "upstream_failed"
+    assert _count(admin, topic) == 2
+    assert KStateLeaseHook().current(topic) is None
+
+
+def test_unknown_and_internal_topics(admin: Any, run_dag: Any, unique: Any) -> None:
+    for topic in (unique("missing"), "__consumer_offsets"):
+        dr = run_dag(DAG_ID, {"topic": topic, "partitions": 99, "consumer_groups": [], "dry_run": False})
+        assert dr.state == "failed" and _states(dr)["plan"] == "failed", topic
+    assert unique("missing") not in admin.list_topics(timeout=10).topics
+    assert _count(admin, "__consumer_offsets") < 99
+
+
+def test_broker_unreachable(admin: Any, make_topic: Any, run_dag: Any, monkeypatch: Any) -> None:
+    topic = make_topic("unreachable", partitions=1)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_UNREACHABLE",
+        json.dumps(
+            {"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:1", "socket.timeout.ms": 2000}}
+        ),
+    )
+    started = time.monotonic()
+    dr = run_dag(
+        DAG_ID,
+        {"topic": topic, "partitions": 2, "consumer_groups": [], "dry_run": False},
+        overrides={f"{G}.plan": {"kafka_config_id": "kafka_unreachable", "request_timeout": 3.0}},
+    )
+    assert dr.state == "failed" and _states(dr)["plan"] == "failed"
+    assert time.monotonic() - started < 60
+    assert _count(admin, topic) == 1
+    with pytest.raises(BrokerUnavailableError, match="unreachable"):
+        build_plan(KStateLeaseHook("kafka_unreachable", timeout=2.0), topic, 2, [])
+
+
+def test_live_group_never_empties(
+    kafka_config: dict[str, Any], admin: Any, make_topic: Any, run_dag: Any
+) -> None:
+    """A consumer that ignores the pause keeps its group non-EMPTY: the sensor names it, nothing changes."""
+    topic = make_topic("stubborn", partitions=1)
+    group = f"{topic}-g"
+    consumer = _group_with_offsets(kafka_config, topic, group, live=True)
+    assert consumer is not None
+    try:
+        dr = run_dag(
+            DAG_ID,
+            {"topic": topic, "partitions": 2, "consumer_groups": [group], "dry_run": False},
+            overrides={f"{G}.wait_groups_empty": {"timeout": 4.0, "poke_interval": 1.0}},
+        )
+    finally:
+        consumer.close()
+    states = _states(dr)
+    assert (
+        dr.state == "failed"
+        and states["wait_groups_empty"] == "failed"
+        and states["failure_guard"] == "failed"
+    )
+    assert _count(admin, topic) == 1
+    assert _latest_command(kafka_config, group) == RESUME, (
+        "the guard should resume consumers before the create step"
+    )
+    assert KStateLeaseHook().current(topic) is None, (
+        "the guard should release the lease before the create step"
+    )
+
+
+def test_seed_refuses_group_that_is_not_empty(
+    kafka_config: dict[str, Any], admin: Any, make_topic: Any
+) -> None:
+    """At seed time a group with a live member makes the seed step fail without writing anything."""
+    topic = make_topic("seedlive", partitions=1)
+    group = f"{topic}-g"
+    consumer = _group_with_offsets(kafka_config, topic, group, live=True)
+    assert consumer is not None
+    try:
+        plan = build_plan(KStateLeaseHook(), topic, 3, [group])
+        assert plan["groups"][group]["class"] == "active"
+        for future in admin.create_partitions([NewPartitions(topic, 3)]).values():
+            future.result(timeout=30)
+        seed = KStateSeedOffsetsOperator(task_id="seed", plan=plan)
+        with pytest.raises(GroupNotEmptyError, match="not EMPTY"):
+            seed.execute(_context("faults", "seed-live"))
+        committed = KStateLeaseHook().committed_offsets(group, topic)
+    finally:
+        consumer.close()
+    assert set(committed) <= {0}, f"seed wrote offsets for new partitions: {committed}"
+
+
+def test_never_resume_after_partial_seed(
+    kafka_config: dict[str, Any], admin: Any, make_topic: Any, run_dag: Any, monkeypatch: Any
+) -> None:
+    """The cluster becomes unreachable from the seed step after partitions were created: consumers stay paused."""
+    topic = make_topic("partial", partitions=1)
+    group = f"{topic}-g"
+    _group_with_offsets(kafka_config, topic, group)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_UNREACHABLE",
+        json.dumps(
+            {"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:1", "socket.timeout.ms": 2000}}
+        ),
+    )
+    dr = run_dag(
+        DAG_ID,
+        {"topic": topic, "partitions": 3, "consumer_groups": [group], "dry_run": False},
+        overrides={f"{G}.seed_offsets": {"kafka_config_id": "kafka_unreachable", "request_timeout": 3.0}},
+    )
+    states = _states(dr)
+    assert dr.state == "failed"
+    assert states["increase_partitions"] == "success" and states["seed_offsets"] == "failed"
+    assert states["resume_consumers"] == "upstream_failed" and states["failure_guard"] == "failed"
+    assert _count(admin, topic) == 3
+    assert _latest_command(kafka_config, group) == PAUSE, "consumers were resumed after a partial seed"
+    lease = KStateLeaseHook().current(topic)
+    assert lease is not None and lease.owner == f"{DAG_ID}/{dr.run_id}", (
+        "the lease must stay with the failed run"
+    )
+
+    plan = dr.get_task_instance(f"{G}.plan").xcom_pull(task_ids=f"{G}.plan")
+    context = _context(DAG_ID, dr.run_id)
+    with pytest.raises(UnsafeResumeError, match="UNSAFE TO RESUME"):
+        KStateResumeConsumersOperator(task_id="resume", plan=plan).execute(context)
+    with pytest.raises(UnsafeResumeError):
+        guard = KStateFailureGuardOperator(task_id="guard", plan_task_id="plan")
+        guard.plan = plan
+        guard.execute(
+            {"ti": SimpleNamespace(dag_id=DAG_ID, run_id=dr.run_id, xcom_pull=lambda task_ids: plan)}
+        )
+    assert _latest_command(kafka_config, group) == PAUSE
+
+    # The runbook's recovery: rerun the steps from seed on; they continue from where the cluster stands.
+    report = KStateSeedOffsetsOperator(task_id="seed", plan=plan).execute(context)
+    assert {p: row["committed"] for p, row in report["groups"][group].items()} == {"1": 0, "2": 0}
+    KStateResumeConsumersOperator(task_id="resume", plan=plan).execute(context)
+    assert _latest_command(kafka_config, group) == RESUME
+    KStateLeaseHook().release(topic, f"{DAG_ID}/{dr.run_id}")
+    assert os.environ.get("AIRFLOW_CONN_KAFKA_UNREACHABLE")
