@@ -1,0 +1,43 @@
+"""`make test`: start the embedded broker (unless KSTATE_BOOTSTRAP_SERVERS names a real cluster), run the
+whole suite against it, stop the broker. Extra arguments go to pytest.
+
+    python scripts/run_tests.py [-k expr] [-m "not deployment"]
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import embedded_broker  # noqa: E402
+
+
+def _pytest(args: list[str]) -> int:
+    cmd = [sys.executable, "-m", "pytest", "-ra", "-p", "no:cacheprovider", *args]
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.call(cmd, cwd=ROOT)
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    if os.environ.get("KSTATE_BOOTSTRAP_SERVERS"):
+        print(f"testing against the cluster at {os.environ['KSTATE_BOOTSTRAP_SERVERS']}", flush=True)
+        return _pytest(argv)
+    with embedded_broker.running(ROOT / ".kstate" / "broker") as bootstrap:
+        print(f"embedded broker at {bootstrap}", flush=True)
+        os.environ["KSTATE_BOOTSTRAP_SERVERS"] = bootstrap
+        try:
+            return _pytest(argv)
+        finally:
+            del os.environ["KSTATE_BOOTSTRAP_SERVERS"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
