@@ -245,7 +245,8 @@ def test_trigger_yields_success_timeout_and_error(monkeypatch: pytest.MonkeyPatc
 
 def _all_operator_classes() -> list[type]:
     from airflow_provider_kstate.operators import consumers, guard, partitions, plan, producers, seed, verify
-    from airflow_provider_kstate.sensors import groups, partitions as psensors
+    from airflow_provider_kstate.sensors import groups
+    from airflow_provider_kstate.sensors import partitions as psensors
 
     mods = [consumers, guard, partitions, plan, producers, seed, verify, groups, psensors]
     return [
@@ -267,8 +268,9 @@ def test_template_fields_are_tuples_and_constructors_are_keyword_only() -> None:
 
 def test_constructors_touch_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Building every step against a connection that does not exist must not fail: nothing is looked up."""
-    from airflow_provider_kstate.task_groups.partition_increase import safe_partition_increase
     from airflow.sdk import DAG
+
+    from airflow_provider_kstate.task_groups.partition_increase import safe_partition_increase
 
     monkeypatch.setattr(
         "socket.socket.connect", lambda *a: (_ for _ in ()).throw(AssertionError("network at parse time"))
