@@ -104,7 +104,7 @@ class ControlChannel:
         while position < high - 1:
             if time.monotonic() > deadline:
                 raise KafkaException(f"control topic {self.topic}: read timed out at {position + 1}/{high}")
-            for msg in consumer.consume(500, 0.5):
+            for msg in consumer.consume(500, 0.05):
                 if msg.error():
                     continue
                 position = int(msg.offset() or 0)

@@ -130,7 +130,7 @@ class KStateLeaseHook(KStateAdminHook):
         while position < last:
             if time.monotonic() > deadline:
                 raise KafkaException(f"lease log {self.lease_topic}: read timed out at offset {position}")
-            for msg in consumer.consume(500, 0.5):
+            for msg in consumer.consume(500, 0.05):
                 offset = int(msg.offset() or 0)
                 if msg.error() or offset > last:
                     continue
