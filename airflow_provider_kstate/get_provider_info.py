@@ -44,6 +44,7 @@ def get_provider_info() -> dict[str, Any]:
                     f"{pkg}.operators.producers",
                     f"{pkg}.operators.verify",
                     f"{pkg}.operators.guard",
+                    f"{pkg}.operators.window",
                     f"{pkg}.operators.state",
                 ],
             }

@@ -84,6 +84,7 @@ class ConsumerFleet:
         self.group = group
         self.received: set[int] = set()
         self.transitions: list[str] = []
+        self.events: list[tuple[float, str]] = []
         self._lock = threading.Lock()
         self._halt = threading.Event()
         self._settings = {
@@ -108,11 +109,15 @@ class ConsumerFleet:
                 {**self._settings, "client.id": f"{self.group}-{i}"},
                 [self.topic],
                 check_interval=0.1,
-                on_state_change=self.transitions.append,
+                on_state_change=self._on_state,
             )
         consumer = Consumer({**self._settings, "client.id": f"{self.group}-{i}"})
         consumer.subscribe([self.topic])
         return consumer
+
+    def _on_state(self, state: str) -> None:
+        self.transitions.append(state)
+        self.events.append((time.monotonic(), state))
 
     def _run(self, i: int) -> None:
         consumer = self._make(i)
@@ -131,6 +136,49 @@ class ConsumerFleet:
         self._halt.set()
         for thread in self._threads:
             thread.join(60)
+
+
+class GroupWatcher(threading.Thread):
+    """Sample a group's state and assigned partitions every ``interval`` s: ``samples`` of (t, state, n)."""
+
+    def __init__(self, config: dict[str, Any], group: str, topic: str, interval: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        from confluent_kafka.admin import AdminClient
+
+        self.admin = AdminClient(config)
+        self.group, self.topic, self.interval = group, topic, interval
+        self.samples: list[tuple[float, str, int]] = []
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            try:
+                desc = self.admin.describe_consumer_groups([self.group])[self.group].result(timeout=5)
+                assigned = sum(
+                    1 for m in desc.members for tp in m.assignment.topic_partitions if tp.topic == self.topic
+                )
+                self.samples.append((time.monotonic(), desc.state.name, assigned))
+            except Exception:  # noqa: BLE001 - a missed sample is fine
+                pass
+            time.sleep(self.interval)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(10)
+
+    def back_at(self, after: float, partitions: int) -> float | None:
+        """Return the first time after ``after`` the group was STABLE with ``partitions`` assigned."""
+        for t, state, assigned in self.samples:
+            if t > after and state == "STABLE" and assigned >= partitions:
+                return t
+        return None
+
+    def left_at(self, after: float) -> float | None:
+        """Return the first time after ``after`` the group had no member consuming (EMPTY or rebalancing)."""
+        for t, state, _assigned in self.samples:
+            if t > after and state != "STABLE":
+                return t
+        return None
 
 
 def wait_until(predicate: Any, timeout: float, interval: float = 0.2) -> bool:

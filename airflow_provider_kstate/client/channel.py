@@ -69,7 +69,9 @@ class ControlChannel:
     def publish(self, *records: Record, timeout: float = 30.0) -> None:
         """Write records and wait until the broker has them all."""
         if self._producer is None:
-            self._producer = Producer({**self.config, "enable.idempotence": True, "linger.ms": 0})
+            self._producer = Producer(
+                {**self.config, "acks": "all", "linger.ms": 0, "max.in.flight.requests.per.connection": 1}
+            )
         errors: list[str] = []
 
         def _on_delivery(err: Any, _msg: Any) -> None:

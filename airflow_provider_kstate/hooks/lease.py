@@ -90,7 +90,14 @@ class KStateLeaseHook(KStateAdminHook):
 
     def _append(self, record: dict[str, Any]) -> int:
         self._ensure()
-        producer = Producer({**base_config(self.client_config()), "enable.idempotence": True, "linger.ms": 0})
+        producer = Producer(
+            {
+                **base_config(self.client_config()),
+                "acks": "all",
+                "linger.ms": 0,
+                "max.in.flight.requests.per.connection": 1,
+            }
+        )
         delivered: list[Any] = []
         producer.produce(
             self.lease_topic,

@@ -11,6 +11,7 @@ from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.hooks.control import KStateControlHook
 from airflow_provider_kstate.hooks.lease import DEFAULT_LEASE_TOPIC, KStateLeaseHook
+from airflow_provider_kstate.utils.steps import SafeIncreaseSteps
 
 
 def run_owner(context: Any) -> str:
@@ -68,3 +69,7 @@ class KStateStepOperator(BaseOperator):
     @property
     def topic(self) -> str:
         return str(self.plan["topic"])
+
+    def steps(self, context: Any) -> SafeIncreaseSteps:
+        """Return the steps of this operator's plan, run as this task's DAG run."""
+        return SafeIncreaseSteps(self.plan, self.admin, self.control, self.log, run_owner(context))

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_kstate.exceptions import UnsafeResumeError
-from airflow_provider_kstate.operators.base import KStateStepOperator, run_owner
-from airflow_provider_kstate.utils.plan import groups_where
-from airflow_provider_kstate.utils.safety import partial_increase_runbook, unseeded
+from airflow_provider_kstate.operators.base import KStateStepOperator
 
 
 class KStatePauseConsumersOperator(KStateStepOperator):
@@ -20,22 +17,10 @@ class KStatePauseConsumersOperator(KStateStepOperator):
     """
 
     def execute(self, context: Any) -> dict[str, Any]:
-        groups = groups_where(self.plan, "pause")
-        owner = run_owner(context)
-        epoch = self.control.pause(groups, self.topic, issuer=owner)
-        for group in groups:
-            self.log.info(
-                "PAUSE group %s: pause command sent (epoch %s) on %s", group, epoch, self.control_topic
-            )
-        layout = self.control.set_layout(self.topic, int(self.plan["original_partitions"]), issuer=owner)
-        self.log.info(
-            "PAUSE producers of %s pinned to the current %s partitions (epoch %s)",
-            self.topic,
-            self.plan["original_partitions"],
-            layout,
-        )
-        self.control.close()
-        return {"epoch": epoch, "groups": groups}
+        try:
+            return self.steps(context).pause()
+        finally:
+            self.control.close()
 
 
 class KStateResumeConsumersOperator(KStateStepOperator):
@@ -45,16 +30,7 @@ class KStateResumeConsumersOperator(KStateStepOperator):
     """
 
     def execute(self, context: Any) -> dict[str, Any]:
-        missing = unseeded(self.admin, self.plan)
-        if missing:
-            raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
-        groups = groups_where(self.plan, "pause")
-        epoch = self.control.resume(groups, self.topic, issuer=run_owner(context))
-        for group in groups:
-            self.log.info(
-                "RESUME group %s: every new partition has a committed offset; resume sent (epoch %s)",
-                group,
-                epoch,
-            )
-        self.control.close()
-        return {"epoch": epoch, "groups": groups}
+        try:
+            return self.steps(context).resume()
+        finally:
+            self.control.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_kstate.operators.base import KStateStepOperator, run_owner
+from airflow_provider_kstate.operators.base import KStateStepOperator
 
 
 class KStateScaleProducersOperator(KStateStepOperator):
@@ -16,15 +16,7 @@ class KStateScaleProducersOperator(KStateStepOperator):
     """
 
     def execute(self, context: Any) -> dict[str, Any]:
-        target = int(self.plan["target_partitions"])
-        epoch = self.control.set_layout(self.topic, target, issuer=run_owner(context))
-        self.control.close()
-        self.log.info(
-            "SCALE producers of %s: layout of %s partitions is live (epoch %s)", self.topic, target, epoch
-        )
-        marks = self.admin.watermarks(self.topic, [int(p) for p in self.plan["new_partitions"]])
-        return {
-            "epoch": epoch,
-            "partitions": target,
-            "baseline": {str(p): end for p, (_s, end) in marks.items()},
-        }
+        try:
+            return self.steps(context).scale()
+        finally:
+            self.control.close()

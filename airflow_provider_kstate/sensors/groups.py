@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_kstate.exceptions import GroupNotEmptyError, GroupNotStableError, KStateError
+from airflow_provider_kstate.exceptions import GroupNotStableError, KStateError
 from airflow_provider_kstate.sensors.base import KStateConditionSensor
 from airflow_provider_kstate.utils.plan import groups_where
+from airflow_provider_kstate.utils.steps import not_empty_error
 
 
 class KStateGroupsEmptySensor(KStateConditionSensor):
@@ -21,11 +22,7 @@ class KStateGroupsEmptySensor(KStateConditionSensor):
         return {"topic": self.plan["topic"], "groups": groups_where(self.plan, "seed")}
 
     def timeout_error(self, detail: dict[str, Any]) -> KStateError:
-        return GroupNotEmptyError(
-            f"timed out after {self.timeout}s waiting for consumer groups to leave topic {self.plan['topic']!r}; "
-            f"members still present: {detail}. Stop those consumers (or make them honour the pause signal), "
-            "then clear this task. Partitions were NOT changed."
-        )
+        return not_empty_error(self.plan, detail, self.timeout)
 
 
 class KStateGroupsStableSensor(KStateConditionSensor):

@@ -19,6 +19,7 @@ from airflow_provider_kstate.operators.plan import KStatePlanOperator
 from airflow_provider_kstate.operators.producers import KStateScaleProducersOperator
 from airflow_provider_kstate.operators.seed import KStateSeedOffsetsOperator
 from airflow_provider_kstate.operators.verify import KStateVerifyOperator
+from airflow_provider_kstate.operators.window import KStatePauseWindowOperator
 from airflow_provider_kstate.sensors.groups import KStateGroupsEmptySensor, KStateGroupsStableSensor
 from airflow_provider_kstate.sensors.partitions import KStateNewPartitionsWrittenSensor
 
@@ -47,6 +48,7 @@ def safe_partition_increase(
     pause_consumers: BaseOperator | None = None,
     resume_consumers: BaseOperator | None = None,
     scale_producers: BaseOperator | None = None,
+    single_window: bool = False,
 ) -> TaskGroup:
     """Build the task group: plan, pause, wait EMPTY, increase, seed, scale, resume, wait STABLE, verify.
 
@@ -71,7 +73,18 @@ def safe_partition_increase(
     :param resume_consumers: your own task in place of the built-in resume signal (it must run only after
         seeding, which its place in the chain guarantees).
     :param scale_producers: your own task in place of the built-in layout signal.
+    :param single_window: run pause .. resume as one task (:class:`KStatePauseWindowOperator`): the same
+        steps without the scheduler's latency between them, for the shortest consumer downtime. Needs the
+        built-in pause, resume and scale signals.
     """
+    if single_window and (pause_consumers or resume_consumers or scale_producers or wait_for_writes):
+        raise ValueError(
+            "single_window=True runs the built-in pause/scale/resume signals; drop the custom tasks"
+        )
+    if single_window and (pause_consumers or resume_consumers or scale_producers or wait_for_writes):
+        raise ValueError(
+            "single_window=True runs the built-in pause, scale and resume signals: drop the custom tasks"
+        )
     common: dict[str, Any] = {
         "kafka_config_id": kafka_config_id,
         "control_topic": control_topic,
@@ -94,36 +107,46 @@ def safe_partition_increase(
         gate = ShortCircuitOperator(
             task_id="stop_if_dry_run", python_callable=_proceed, op_args=[plan.output]
         )
-        steps = [
-            pause_consumers
-            or KStatePauseConsumersOperator(task_id="pause_consumers", plan=plan.output, **common),
-            KStateGroupsEmptySensor(
-                task_id="wait_groups_empty", plan=plan.output, timeout=empty_timeout, **sensing
-            ),
-            KStateIncreasePartitionsOperator(task_id="increase_partitions", plan=plan.output, **common),
-        ]
-        seed = KStateSeedOffsetsOperator(task_id="seed_offsets", plan=plan.output, **common)
-        scale = scale_producers or KStateScaleProducersOperator(
-            task_id="scale_producers", plan=plan.output, **common
-        )
-        steps += [seed, scale]
-        if wait_for_writes and scale_producers is None:
-            steps.append(
-                KStateNewPartitionsWrittenSensor(
-                    task_id="wait_new_partitions_written",
-                    plan=plan.output,
-                    baseline=scale.output,
-                    timeout=writes_timeout,
-                    **sensing,
-                )
+        if single_window:
+            window = KStatePauseWindowOperator(
+                task_id="pause_window", plan=plan.output, empty_timeout=empty_timeout, **common
             )
+            steps: list[BaseOperator] = [window]
+            seed_report = window.output
+        else:
+            steps = [
+                pause_consumers
+                or KStatePauseConsumersOperator(task_id="pause_consumers", plan=plan.output, **common),
+                KStateGroupsEmptySensor(
+                    task_id="wait_groups_empty", plan=plan.output, timeout=empty_timeout, **sensing
+                ),
+                KStateIncreasePartitionsOperator(task_id="increase_partitions", plan=plan.output, **common),
+            ]
+            seed = KStateSeedOffsetsOperator(task_id="seed_offsets", plan=plan.output, **common)
+            scale = scale_producers or KStateScaleProducersOperator(
+                task_id="scale_producers", plan=plan.output, **common
+            )
+            steps += [seed, scale]
+            if wait_for_writes and scale_producers is None:
+                steps.append(
+                    KStateNewPartitionsWrittenSensor(
+                        task_id="wait_new_partitions_written",
+                        plan=plan.output,
+                        baseline=scale.output,
+                        timeout=writes_timeout,
+                        **sensing,
+                    )
+                )
+            steps.append(
+                resume_consumers
+                or KStateResumeConsumersOperator(task_id="resume_consumers", plan=plan.output, **common)
+            )
+            seed_report = seed.output
         steps += [
-            resume_consumers
-            or KStateResumeConsumersOperator(task_id="resume_consumers", plan=plan.output, **common),
             KStateGroupsStableSensor(
                 task_id="wait_groups_stable", plan=plan.output, timeout=stable_timeout, **sensing
             ),
-            KStateVerifyOperator(task_id="verify", plan=plan.output, seed_report=seed.output, **common),
+            KStateVerifyOperator(task_id="verify", plan=plan.output, seed_report=seed_report, **common),
         ]
         guard = KStateFailureGuardOperator(task_id="failure_guard", plan_task_id=plan.task_id, **common)
         chain(plan, gate, *steps)

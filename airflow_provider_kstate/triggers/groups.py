@@ -17,7 +17,8 @@ class KStateConditionTrigger(BaseTrigger):
     """Poll a named check (see ``utils.checks.CHECKS``) until it holds or the deadline passes.
 
     The admin client is synchronous, so each poll runs in a thread via ``sync_to_async``; waits use
-    ``asyncio.sleep``. The trigger enforces its own deadline, so a wait is bounded even where the
+    ``asyncio.sleep``, starting at 0.1 s and doubling up to ``poke_interval`` (a paused consumer leaves
+    within a fraction of a second, so the first polls are cheap and quick). The trigger enforces its own deadline, so a wait is bounded even where the
     deferral timeout is not (``dag.test()``).
 
     :param check: the check's name, e.g. ``groups_empty``.
@@ -80,4 +81,4 @@ class KStateConditionTrigger(BaseTrigger):
                 )
                 return
             self.log.info("%s not yet: %s", self.check, result.detail)
-            await asyncio.sleep(self.poke_interval)
+            await asyncio.sleep(min(self.poke_interval, 0.1 * 2 ** (polls - 1)))
