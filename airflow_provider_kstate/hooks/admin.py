@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, OffsetSpec
+
+from airflow_provider_kstate.utils.model import DEAD, EMPTY, STABLE, GroupInfo, Member
+
+__all__ = ["DEAD", "EMPTY", "STABLE", "GroupInfo", "KStateAdminHook", "Member"]
 
 from airflow_provider_kstate.exceptions import (
     BrokerUnavailableError,
@@ -16,36 +19,6 @@ from airflow_provider_kstate.exceptions import (
     SeedError,
     TopicNotFoundError,
 )
-
-#: Group states as the broker names them (confluent-kafka's ``ConsumerGroupState`` names).
-EMPTY = "EMPTY"
-DEAD = "DEAD"
-STABLE = "STABLE"
-
-
-@dataclass(frozen=True)
-class Member:
-    """A live member of a consumer group and the partitions of the topic assigned to it."""
-
-    member_id: str
-    client_id: str
-    host: str
-    partitions: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class GroupInfo:
-    """A consumer group as the broker describes it."""
-
-    group: str
-    state: str
-    type: str
-    protocol_type: str
-    members: tuple[Member, ...] = field(default_factory=tuple)
-
-    def assigned(self) -> set[int]:
-        """Return the partitions of the described topic held by some member."""
-        return {p for m in self.members for p in m.partitions}
 
 
 class KStateAdminHook(KafkaBaseHook):

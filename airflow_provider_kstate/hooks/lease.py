@@ -20,8 +20,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from airflow_provider_kstate.client.channel import base_config, end_offset, ensure_topic
 from airflow_provider_kstate.exceptions import LeaseHeldError
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
+from airflow_provider_kstate.utils.model import DEFAULT_LEASE_TOPIC
 
-DEFAULT_LEASE_TOPIC = "_kstate_leases"
 LEASE_TOPIC_CONFIG = {
     "cleanup.policy": "delete",
     "retention.ms": str(7 * 24 * 3600 * 1000),

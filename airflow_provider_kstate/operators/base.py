@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
-from airflow_provider_kstate.hooks.admin import KStateAdminHook
-from airflow_provider_kstate.hooks.control import KStateControlHook
-from airflow_provider_kstate.hooks.lease import DEFAULT_LEASE_TOPIC, KStateLeaseHook
+from airflow_provider_kstate.utils.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC
 from airflow_provider_kstate.utils.steps import SafeIncreaseSteps
+
+if TYPE_CHECKING:  # the hooks import confluent-kafka: load them when a task runs, not when a DAG is parsed
+    from airflow_provider_kstate.hooks.admin import KStateAdminHook
+    from airflow_provider_kstate.hooks.control import KStateControlHook
+    from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 
 
 def run_owner(context: Any) -> str:
@@ -37,7 +40,7 @@ class KStateStepOperator(BaseOperator):
         self,
         *,
         plan: Any,
-        kafka_config_id: str = KStateAdminHook.default_conn_name,
+        kafka_config_id: str = DEFAULT_CONN_ID,
         control_topic: str = DEFAULT_CONTROL_TOPIC,
         lease_topic: str = DEFAULT_LEASE_TOPIC,
         request_timeout: float = 30.0,
@@ -52,16 +55,22 @@ class KStateStepOperator(BaseOperator):
 
     @cached_property
     def admin(self) -> KStateAdminHook:
+        from airflow_provider_kstate.hooks.admin import KStateAdminHook
+
         return KStateAdminHook(kafka_config_id=self.kafka_config_id, timeout=self.request_timeout)
 
     @cached_property
     def control(self) -> KStateControlHook:
+        from airflow_provider_kstate.hooks.control import KStateControlHook
+
         return KStateControlHook(
             self.kafka_config_id, control_topic=self.control_topic, timeout=self.request_timeout
         )
 
     @cached_property
     def lease(self) -> KStateLeaseHook:
+        from airflow_provider_kstate.hooks.lease import KStateLeaseHook
+
         return KStateLeaseHook(
             self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
         )

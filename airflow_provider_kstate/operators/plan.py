@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
 from airflow_provider_kstate.exceptions import KStateError
-from airflow_provider_kstate.hooks.admin import KStateAdminHook
-from airflow_provider_kstate.hooks.lease import DEFAULT_LEASE_TOPIC, KStateLeaseHook
 from airflow_provider_kstate.operators.base import run_owner
 from airflow_provider_kstate.utils.coerce import as_bool, as_int, as_str_list, as_topic
+from airflow_provider_kstate.utils.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.hooks.lease import KStateLeaseHook
+
 from airflow_provider_kstate.utils.plan import DEFAULT_SPARK_PREFIXES, build_plan, check_topic_name, describe
 
 
@@ -47,7 +51,7 @@ class KStatePlanOperator(BaseOperator):
         partitions: int | str,
         consumer_groups: list[str] | str | None = None,
         dry_run: bool | str = False,
-        kafka_config_id: str = KStateAdminHook.default_conn_name,
+        kafka_config_id: str = DEFAULT_CONN_ID,
         control_topic: str = DEFAULT_CONTROL_TOPIC,
         lease_topic: str = DEFAULT_LEASE_TOPIC,
         lease_ttl: float = 4 * 3600.0,
@@ -75,6 +79,8 @@ class KStatePlanOperator(BaseOperator):
         dry_run = as_bool("dry_run", self.plan_only)
         check_topic_name(topic)
         owner = run_owner(context)
+        from airflow_provider_kstate.hooks.lease import KStateLeaseHook
+
         hook = KStateLeaseHook(
             self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
         )
@@ -117,3 +123,22 @@ class KStatePlanOperator(BaseOperator):
                 f"topic {plan['topic']!r} changed to {current} partitions while planning; released the lease, "
                 "changed nothing. Run again."
             )
+
+
+class KStateDryRunGateOperator(BaseOperator):
+    """Stop the run after the plan when it was a dry run: this task is skipped, and so is everything after it.
+
+    :param plan: the plan (XCom of :class:`KStatePlanOperator`).
+    """
+
+    template_fields: tuple[str, ...] = ("plan",)
+    ui_color = "#e3f2fd"
+
+    def __init__(self, *, plan: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.plan = plan
+
+    def execute(self, context: Any) -> None:
+        if self.plan.get("dry_run"):
+            raise AirflowSkipException("dry run: the plan is in XCom; nothing was changed")
+        self.log.info("PLAN not a dry run: proceeding with %s", self.plan["topic"])

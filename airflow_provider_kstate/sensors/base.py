@@ -10,9 +10,8 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_provider_kstate.exceptions import KStateError
-from airflow_provider_kstate.hooks.admin import KStateAdminHook
-from airflow_provider_kstate.triggers.groups import KStateConditionTrigger
 from airflow_provider_kstate.utils.checks import CHECKS, CheckResult
+from airflow_provider_kstate.utils.model import DEFAULT_CONN_ID
 
 
 class KStateConditionSensor(BaseSensorOperator):
@@ -36,7 +35,7 @@ class KStateConditionSensor(BaseSensorOperator):
         self,
         *,
         plan: Any,
-        kafka_config_id: str = KStateAdminHook.default_conn_name,
+        kafka_config_id: str = DEFAULT_CONN_ID,
         deferrable: bool = False,
         poke_interval: float = 2.0,
         timeout: float = 600.0,
@@ -57,6 +56,8 @@ class KStateConditionSensor(BaseSensorOperator):
         raise NotImplementedError
 
     def poke(self, context: Any) -> bool:
+        from airflow_provider_kstate.hooks.admin import KStateAdminHook
+
         hook = KStateAdminHook(kafka_config_id=self.kafka_config_id, timeout=10.0)
         self._last = CHECKS[self.check_name](hook, **self.check_arguments())
         if not self._last.ok:
@@ -65,6 +66,8 @@ class KStateConditionSensor(BaseSensorOperator):
 
     def execute(self, context: Any) -> Any:
         if self.deferrable:
+            from airflow_provider_kstate.triggers.groups import KStateConditionTrigger
+
             self.log.info(
                 "%s: deferring to the triggerer (poll every %ss, up to %ss)",
                 self.check_name,

@@ -4,29 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import BaseOperator, TaskGroup, chain
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
-from airflow_provider_kstate.hooks.lease import DEFAULT_LEASE_TOPIC
 from airflow_provider_kstate.operators.consumers import (
     KStatePauseConsumersOperator,
     KStateResumeConsumersOperator,
 )
 from airflow_provider_kstate.operators.guard import KStateFailureGuardOperator
 from airflow_provider_kstate.operators.partitions import KStateIncreasePartitionsOperator
-from airflow_provider_kstate.operators.plan import KStatePlanOperator
+from airflow_provider_kstate.operators.plan import KStateDryRunGateOperator, KStatePlanOperator
 from airflow_provider_kstate.operators.producers import KStateScaleProducersOperator
 from airflow_provider_kstate.operators.seed import KStateSeedOffsetsOperator
 from airflow_provider_kstate.operators.verify import KStateVerifyOperator
 from airflow_provider_kstate.operators.window import KStatePauseWindowOperator
 from airflow_provider_kstate.sensors.groups import KStateGroupsEmptySensor, KStateGroupsStableSensor
 from airflow_provider_kstate.sensors.partitions import KStateNewPartitionsWrittenSensor
-
-
-def _proceed(plan: dict[str, Any]) -> bool:
-    """Short-circuit the rest of the group after a dry run's plan."""
-    return not plan.get("dry_run")
+from airflow_provider_kstate.utils.model import DEFAULT_LEASE_TOPIC
 
 
 def safe_partition_increase(
@@ -104,9 +98,7 @@ def safe_partition_increase(
             dry_run=dry_run,
             **common,
         )
-        gate = ShortCircuitOperator(
-            task_id="stop_if_dry_run", python_callable=_proceed, op_args=[plan.output]
-        )
+        gate = KStateDryRunGateOperator(task_id="stop_if_dry_run", plan=plan.output)
         if single_window:
             window = KStatePauseWindowOperator(
                 task_id="pause_window", plan=plan.output, empty_timeout=empty_timeout, **common

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.hooks.admin import DEAD, EMPTY, STABLE, KStateAdminHook
+from airflow_provider_kstate.utils.model import DEAD, EMPTY, STABLE
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
 
 @dataclass(frozen=True)
@@ -56,5 +59,7 @@ CHECKS: dict[str, Callable[..., CheckResult]] = {
 
 def run_check(name: str, kafka_config_id: str, arguments: dict[str, Any]) -> CheckResult:
     """Run the named check with a fresh hook (used by the trigger, off the event loop)."""
+    from airflow_provider_kstate.hooks.admin import KStateAdminHook
+
     hook = KStateAdminHook(kafka_config_id=kafka_config_id, timeout=10.0)
     return CHECKS[name](hook, **arguments)

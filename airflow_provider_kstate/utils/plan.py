@@ -21,10 +21,13 @@ to the broker: it has no offsets to protect).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.exceptions import InternalTopicError, InvalidPartitionCountError
-from airflow_provider_kstate.hooks.admin import DEAD, EMPTY, GroupInfo, KStateAdminHook
+from airflow_provider_kstate.utils.model import DEAD, EMPTY, GroupInfo
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
 DEFAULT_SPARK_PREFIXES = ("spark-kafka-source-", "spark-kafka-relation-")
 INTERNAL_PREFIXES = ("__", "_confluent", "_kstate_")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.utils.plan import groups_where
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
 
 def unseeded(hook: KStateAdminHook, plan: dict[str, Any]) -> dict[str, list[int]]:

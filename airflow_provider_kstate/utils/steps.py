@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.exceptions import GroupNotEmptyError, KStateError, SeedError, UnsafeResumeError
-from airflow_provider_kstate.hooks.admin import KStateAdminHook
-from airflow_provider_kstate.hooks.control import KStateControlHook
 from airflow_provider_kstate.utils.checks import groups_empty
 from airflow_provider_kstate.utils.plan import groups_where
 from airflow_provider_kstate.utils.safety import partial_increase_runbook, unseeded
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.hooks.admin import KStateAdminHook
+    from airflow_provider_kstate.hooks.control import KStateControlHook
 
 
 def not_empty_error(plan: dict[str, Any], detail: dict[str, Any], waited: float) -> GroupNotEmptyError:

@@ -1,0 +1,38 @@
+"""Light shared names: group states and descriptions, default ids. Imports nothing heavy (parse time)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DEFAULT_CONN_ID = "kafka_default"
+DEFAULT_LEASE_TOPIC = "_kstate_leases"
+
+#: Group states as the broker names them (confluent-kafka's ``ConsumerGroupState`` names).
+EMPTY = "EMPTY"
+DEAD = "DEAD"
+STABLE = "STABLE"
+
+
+@dataclass(frozen=True)
+class Member:
+    """A live member of a consumer group and the partitions of the topic assigned to it."""
+
+    member_id: str
+    client_id: str
+    host: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """A consumer group as the broker describes it."""
+
+    group: str
+    state: str
+    type: str
+    protocol_type: str
+    members: tuple[Member, ...] = field(default_factory=tuple)
+
+    def assigned(self) -> set[int]:
+        """Return the partitions of the described topic held by some member."""
+        return {p for m in self.members for p in m.partitions}
