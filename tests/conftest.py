@@ -110,7 +110,7 @@ def make_topic(admin: Any, unique: Callable[[str], str]) -> Iterator[Callable[..
 
     def _make(prefix: str = "t", partitions: int = 1, config: dict[str, str] | None = None) -> str:
         name = unique(prefix)
-        futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
+        futures = admin.create_topics([NewTopic(name, partitions, -1, config=config or {})])
         for future in futures.values():
             future.result(timeout=30)
         created.append(name)
