@@ -8,6 +8,7 @@ from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, OffsetSpec
 
+from airflow_provider_kstate.client.channel import ensure_topic
 from airflow_provider_kstate.utils.model import DEAD, EMPTY, STABLE, GroupInfo, Member
 
 __all__ = ["DEAD", "EMPTY", "STABLE", "GroupInfo", "KStateAdminHook", "Member"]
@@ -63,6 +64,17 @@ class KStateAdminHook(KafkaBaseHook):
             raise BrokerUnavailableError(
                 f"Kafka connection {self.kafka_config_id!r}: cluster unreachable within {self.timeout}s "
                 f"({exc.args[0].str() if exc.args else exc})"
+            ) from exc
+
+    def ensure_internal_topic(self, topic: str, config: dict[str, str]) -> None:
+        """Create one of the provider's own one-partition topics (lease, control) unless it exists."""
+        if topic in self._metadata().topics:
+            return
+        try:
+            ensure_topic(self.get_conn(), topic, config, self.timeout)
+        except KafkaException as exc:
+            raise BrokerUnavailableError(
+                f"could not create {topic!r}: {exc.args[0].str() if exc.args else exc}"
             ) from exc
 
     def list_topics(self) -> list[str]:

@@ -6,6 +6,7 @@ from typing import Any
 
 from airflow_provider_kstate.client.channel import ControlChannel
 from airflow_provider_kstate.client.protocol import (
+    CONTROL_TOPIC_CONFIG,
     DEFAULT_CONTROL_TOPIC,
     PAUSE,
     RESUME,
@@ -39,8 +40,8 @@ class KStateControlHook(KStateAdminHook):
     def channel(self) -> ControlChannel:
         """Return the control channel, creating the control topic on first use."""
         if self._channel is None:
+            self.ensure_internal_topic(self.control_topic, CONTROL_TOPIC_CONFIG)
             self._channel = ControlChannel(self.client_config(), self.control_topic)
-            self._channel.ensure(self.timeout)
         return self._channel
 
     def send_commands(self, groups: list[str], command: str, topic: str, issuer: str) -> int:

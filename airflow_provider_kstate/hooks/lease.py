@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
-from airflow_provider_kstate.client.channel import base_config, end_offset, ensure_topic
+from airflow_provider_kstate.client.channel import base_config, end_offset
 from airflow_provider_kstate.exceptions import LeaseHeldError
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.utils.model import DEFAULT_LEASE_TOPIC
@@ -85,7 +85,7 @@ class KStateLeaseHook(KStateAdminHook):
 
     def _ensure(self) -> None:
         if not self._ensured:
-            ensure_topic(self.get_conn(), self.lease_topic, LEASE_TOPIC_CONFIG, self.timeout)
+            self.ensure_internal_topic(self.lease_topic, LEASE_TOPIC_CONFIG)
             self._ensured = True
 
     def _append(self, record: dict[str, Any]) -> int:

@@ -210,3 +210,33 @@ def test_never_resume_after_partial_seed(
     assert _latest_command(kafka_config, group) == RESUME
     KStateLeaseHook().release(topic, f"{DAG_ID}/{dr.run_id}")
     assert os.environ.get("AIRFLOW_CONN_KAFKA_UNREACHABLE")
+
+
+def test_sasl_password_never_logged(make_topic: Any, run_dag: Any, monkeypatch: Any, capfd: Any) -> None:
+    """A failing run over a SASL connection logs the failure but never the password from the extras."""
+    topic = make_topic("secret", partitions=1)
+    secret = "hunter2-kstate-secret-4711"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_SASL",
+        json.dumps(
+            {
+                "conn_type": "kafka",
+                "extra": {
+                    "bootstrap.servers": "127.0.0.1:1",
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN",
+                    "sasl.username": "airflow",
+                    "sasl.password": secret,
+                    "socket.timeout.ms": 2000,
+                },
+            }
+        ),
+    )
+    dr = run_dag(
+        DAG_ID,
+        {"topic": topic, "partitions": 2, "consumer_groups": [], "dry_run": False},
+        overrides={f"{G}.plan": {"kafka_config_id": "kafka_sasl", "request_timeout": 3.0}},
+    )
+    out, err = capfd.readouterr()
+    assert dr.state == "failed" and "unreachable" in out + err
+    assert secret not in out + err
