@@ -63,3 +63,11 @@ class StateCheckFailed(KStateError):
 
 class SnapshotError(KStateError):
     """A snapshot or its manifest is missing, unreadable or malformed."""
+
+
+class SnapshotMissingError(SnapshotError):
+    """No snapshot at the URI (never built, or a build that did not finish)."""
+
+
+class SparkApplicationError(KStateError):
+    """A kstate Spark application failed; the message is its own error line."""
