@@ -8,7 +8,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON ?= $(abspath $(PY))
 
-.PHONY: venv java test test-unit lint demo bench clean
+.PHONY: venv java browser-deps test lint demo bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	@command -v python3 >/dev/null || { echo "python3 (3.10+) is required"; exit 1; }
@@ -23,12 +23,21 @@ venv: $(VENV)/.installed
 java:
 	@command -v java >/dev/null || { echo "PySpark needs Java 17+: install it with 'apt-get install -y openjdk-17-jre-headless' (Debian/Ubuntu) or set JAVA_HOME"; exit 1; }
 
+# The browser test drives Debian's Chromium; installed here when missing (root, or sudo), else it is skipped.
+browser-deps:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else echo "chromium/chromedriver missing: the browser test will be skipped"; fi
+
 lint: venv
 	$(VENV)/bin/ruff check airflow_provider_kstate dags tests bench scripts
 	$(VENV)/bin/ruff format --check airflow_provider_kstate dags tests bench scripts
 	$(VENV)/bin/mypy airflow_provider_kstate
 
-test: venv java
+test: venv java browser-deps
 	$(PY) scripts/run_tests.py
 
 demo: venv java
