@@ -1,0 +1,117 @@
+"""The demo's state story: the example pipeline builds a store, it is corrupted, the maintenance DAG repairs it."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+PIPELINE = "kstate_example_pipeline"
+MAINTENANCE = "kstate_state_maintenance"
+PARTITIONS = 6
+
+
+def _say(text: str) -> None:
+    print(f"[demo]     {text}", flush=True)
+
+
+def _topics(config: dict[str, Any], names: dict[str, tuple[int, dict[str, str]]]) -> None:
+    admin = AdminClient(config)
+    futures = admin.create_topics([NewTopic(n, p, -1, config=c) for n, (p, c) in names.items()])
+    for future in futures.values():
+        future.result(timeout=30)
+
+
+def _payments(config: dict[str, Any], topic: str, n: int) -> None:
+    rnd = random.Random(7)
+    producer = Producer({**config, "partitioner": "murmur2_random"})
+    for _ in range(n):
+        account = f"acct-{rnd.randrange(60):03d}".encode()
+        producer.produce(topic, key=account, value=str(rnd.randrange(-20, 100)).encode())
+    producer.flush(30)
+
+
+def _xcom(dr: Any, task_id: str) -> Any:
+    return dr.get_task_instance(task_id).xcom_pull(task_ids=task_id)
+
+
+def _rewrite(uri: Path, partition: int, change: Any) -> list[bytes]:
+    """Replace one partition's Parquet files by ``change(table)``; return the keys in it before."""
+    folder = uri / f"partition={partition}"
+    files = sorted(folder.glob("*.parquet"))
+    table = pa.concat_tables([pq.read_table(f, partitioning=None) for f in files])
+    for f in files:
+        f.unlink()
+        (folder / f".{f.name}.crc").unlink(missing_ok=True)  # Hadoop's checksum of the file we replace
+    pq.write_table(change(table), folder / "part-00000-corrupted.parquet")
+    return sorted(table["key"].to_pylist())
+
+
+def _corrupt(config: dict[str, Any], uri: Path, log: str) -> dict[str, Any]:
+    """Drop a row from partition 0 (KAFKA-7672) and put an aborted-transaction value into partition 1."""
+    dropped = _rewrite(uri, 0, lambda t: t.slice(1))[0]
+    victim: list[bytes] = []
+
+    def take_aborted(table: pa.Table) -> pa.Table:
+        victim.append(table["key"][0].as_py())
+        values = pc.if_else(
+            pc.equal(table["key"], victim[0]), pa.scalar(b"999999", pa.binary()), table["value"]
+        )
+        return table.set_column(table.schema.get_field_index("value"), "value", values)
+
+    _rewrite(uri, 1, take_aborted)
+    producer = Producer(
+        {**config, "transactional.id": "kstate-demo-aborter", "partitioner": "murmur2_random"}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(log, key=victim[0], value=b"999999")
+    producer.flush(30)
+    producer.abort_transaction(30)
+    return {"dropped_row": dropped.decode(), "aborted_value_for": victim[0].decode()}
+
+
+def run(config: dict[str, Any], bag: Any, state_dir: Path) -> dict[str, Any]:
+    """Run the story; return the report lines (``failed`` set when something did not go as it must)."""
+    payments, log, uri = "demo-payments", "demo-account-totals", state_dir / "snapshots" / "account-totals"
+    shutil.rmtree(uri.parent, ignore_errors=True)
+    uri.parent.mkdir(parents=True)
+    _topics(config, {payments: (3, {}), log: (PARTITIONS, {"cleanup.policy": "compact"})})
+    _payments(config, payments, 2000)
+    conf = {"changelog_topic": log, "snapshot_uri": str(uri)}
+    pipeline = bag.get_dag(PIPELINE).test(
+        run_conf={"input_topic": payments, "changelog_topic": log, "group": "demo-totals"}
+    )
+    _say(f"pipeline run: {pipeline.state}")
+    first = bag.get_dag(MAINTENANCE).test(run_conf={**conf, "deep": False, "rebuild": "auto"})
+    _say(f"first maintenance run (no snapshot yet -> build): {first.state}")
+    damage = _corrupt(config, uri, log)
+    _say(f"corrupted: {damage}")
+    repair = bag.get_dag(MAINTENANCE).test(run_conf={**conf, "deep": True, "rebuild": "auto"})
+    deep = _xcom(repair, "deep_check") or {}
+    recheck = _xcom(repair, "recheck_deep") or {}
+    found = deep.get("failed_partitions")
+    _say(f"maintenance run: deep check found partitions {found}; rebuilt; re-check ok={recheck.get('ok')}")
+    ok = (
+        pipeline.state == "success"
+        and first.state == "success"
+        and repair.state == "success"
+        and found == [0, 1]
+        and bool(recheck.get("ok"))
+    )
+    return {
+        "pipeline": f"`{PIPELINE}` folded 2000 payments into `{log}` ({PARTITIONS} partitions): {pipeline.state}",
+        "first snapshot": f"missing -> built by `{MAINTENANCE}` (rebuild=auto): {first.state}",
+        "damage": f"dropped the row of `{damage['dropped_row']}` (KAFKA-7672 class); gave "
+        f"`{damage['aborted_value_for']}` a value from an aborted transaction (KAFKA-20685 class)",
+        "detected": f"deep check failed partitions {found} with sample keys",
+        "repaired": f"rebuild of partitions {found}, re-check ok={recheck.get('ok')}; run {repair.state}",
+        **({} if ok else {"failed": True}),
+    }
