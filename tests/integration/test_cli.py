@@ -32,7 +32,10 @@ def test_airflow_dags_test_cli(kafka_config: dict[str, Any], admin: Any, make_to
     conf = json.dumps({"topic": topic, "partitions": 3, "consumer_groups": [group]})
     airflow = str(Path(sys.executable).with_name("airflow"))
     out = subprocess.run(
-        [airflow, "dags", "test", "kstate_partition_increase", "-c", conf], capture_output=True, text=True, timeout=300
+        [airflow, "dags", "test", "kstate_partition_increase", "-c", conf],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     log = out.stdout + out.stderr
     assert "DagRun Finished" in log and "state=success" in log, log[-3000:]
