@@ -1,0 +1,240 @@
+"""``ControlledProducer``: a confluent-kafka producer that places records by the control topic's layouts.
+
+It picks every partition itself with Kafka's Java default partitioner (murmur2, as
+``partitioner=murmur2_random``) over the topic's *live* partition count: the ``Layout`` of the topic on the
+control topic when there is one, else the partition count in the metadata at first use. So a topic that
+gains partitions keeps receiving each key in its old partition until the controller raises the layout.
+
+On a ``Layout`` with a higher epoch it refreshes the topic's metadata (so librdkafka knows the new
+partitions), switches, and acknowledges with ``Ack(state="layout", partitions=n)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+
+from airflow_provider_kstate.client.channel import ControlChannel
+from airflow_provider_kstate.client.consumer import (
+    ControlFollower,
+    ControlTail,
+    connection_config,
+    default_client_id,
+)
+from airflow_provider_kstate.client.murmur2 import partition_for
+from airflow_provider_kstate.client.protocol import (
+    DEFAULT_CONTROL_TOPIC,
+    STATE_LAYOUT,
+    Ack,
+    Layout,
+    Record,
+)
+
+log = logging.getLogger(__name__)
+
+_LAYOUT_PREFIX = "layout/"
+
+
+def _key_bytes(key: Any) -> bytes:
+    if isinstance(key, bytes):
+        return key
+    if isinstance(key, str):
+        return key.encode()
+    return bytes(key)
+
+
+class ControlledProducer:
+    """A confluent-kafka ``Producer`` that writes each topic over its live partition count only.
+
+    :param config: librdkafka producer settings (a ``partitioner`` setting is irrelevant: the partition is
+        always given explicitly).
+    :param topics: topics to resolve (and acknowledge layouts for) at start; others are resolved at first use.
+    :param control_topic: the control topic.
+    :param client_id: the id acknowledgements are keyed by; default ``client.id`` or ``host-pid``.
+    :param check_interval: seconds between looks at the control topic (one end-offset request each, in a
+        background thread); new layouts are applied in the next ``produce``/``poll`` call.
+    :param ensure_control_topic: create the control topic if it is missing.
+    :param timeout: bound in seconds for start-up reads, metadata refreshes and acknowledgements.
+    """
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        topics: list[str] | None = None,
+        *,
+        control_topic: str = DEFAULT_CONTROL_TOPIC,
+        client_id: str | None = None,
+        check_interval: float = 0.2,
+        ensure_control_topic: bool = True,
+        timeout: float = 30.0,
+    ) -> None:
+        self.config = dict(config)
+        self.client_id = client_id or default_client_id(config)
+        self.check_interval = check_interval
+        self._timeout = timeout
+        self._producer = Producer(self.config)
+        self._channel = ControlChannel(connection_config(config), control_topic)
+        if ensure_control_topic:
+            self._channel.ensure(timeout)
+        tail = ControlTail(config, control_topic, timeout)
+        self._layouts: dict[str, Layout] = {}
+        self._live: dict[str, int] = {}
+        self._epochs: dict[str, int] = {}
+        self._next_rr: dict[str, int] = {}
+        self._closed = False
+        self._retry_at = 0.0
+        self._absorb(tail.catch_up())
+        self._due = False
+        self._follower = ControlFollower(self, tail, check_interval)
+        self._follower.start()
+        for topic in topics or []:
+            self.partitions(topic)
+
+    # -- layouts -----------------------------------------------------------------------------------------
+
+    def partitions(self, topic: str) -> int:
+        """Return the live partition count of ``topic`` (resolving it on first use)."""
+        n = self._live.get(topic)
+        if n is None:
+            n = self._resolve(topic)
+        return n
+
+    def layout_epoch(self, topic: str) -> int:
+        """Return the epoch of the layout applied for ``topic`` (0: none, metadata count in use)."""
+        return self._epochs.get(topic, 0)
+
+    def _resolve(self, topic: str) -> int:
+        layout = self._layouts.get(topic)
+        if layout is not None and self._switch(layout):
+            return self._live[topic]
+        n = self._metadata_count(topic)
+        if n <= 0:
+            raise KafkaException(f"topic {topic} has no partitions in the metadata")
+        if layout is not None:
+            n = min(n, layout.partitions)  # its partitions are not all visible yet: retried on each check
+        self._live[topic] = n
+        return n
+
+    def _metadata_count(self, topic: str) -> int:
+        meta = self._producer.list_topics(topic, timeout=self._timeout).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return 0
+        return len(meta.partitions)
+
+    def _absorb(self, records: list[tuple[str, Record | None]]) -> None:
+        """Keep the newest layout per topic; apply it at once for topics already in use."""
+        for key, record in records:
+            if not key.startswith(_LAYOUT_PREFIX) or not isinstance(record, Layout):
+                continue
+            known = self._layouts.get(record.topic)
+            if known is not None and record.epoch <= known.epoch:
+                continue
+            self._layouts[record.topic] = record
+            if record.topic in self._live:
+                self._switch(record)
+
+    def _switch(self, layout: Layout) -> bool:
+        """Make librdkafka see ``layout.partitions`` partitions, switch, acknowledge; False if not yet (the
+        metadata does not show them all: retried at the next control check)."""
+        if layout.epoch <= self._epochs.get(layout.topic, 0):
+            return layout.topic in self._live
+        if self._metadata_count(layout.topic) < layout.partitions:
+            log.warning("topic %s: metadata lacks partitions of %s; retrying", layout.topic, layout)
+            return False
+        self._live[layout.topic] = layout.partitions
+        self._epochs[layout.topic] = layout.epoch
+        self._ack(layout)
+        return True
+
+    def _ack(self, layout: Layout) -> None:
+        ack = Ack(
+            client=self.client_id,
+            epoch=layout.epoch,
+            state=STATE_LAYOUT,
+            topic=layout.topic,
+            partitions=layout.partitions,
+        )
+        try:
+            self._channel.publish(ack, timeout=self._timeout)
+        except KafkaException as exc:
+            log.warning("topic %s: could not acknowledge layout: %s", layout.topic, exc)
+
+    def check_control(self, timeout: float = 0.0) -> None:
+        """Apply layouts that arrived on the control topic, waiting up to ``timeout`` for a record."""
+        self._due = False
+        records = self._follower.take()
+        if not records and timeout > 0:
+            self._follower.wait(timeout)
+            records = self._follower.take()
+        self._absorb(records)
+        waiting = [
+            lay for t, lay in self._layouts.items() if t in self._live and lay.epoch > self._epochs.get(t, 0)
+        ]
+        if not waiting:
+            return
+        self._due = (
+            True  # a layout whose partitions were not in the metadata yet: retry, at most every interval
+        )
+        if time.monotonic() >= self._retry_at:
+            self._retry_at = time.monotonic() + self.check_interval
+            for layout in waiting:
+                self._switch(layout)
+            self._due = any(lay.epoch > self._epochs.get(lay.topic, 0) for lay in waiting)
+
+    # -- Producer API ------------------------------------------------------------------------------------
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, **kwargs: Any) -> None:
+        """Like ``Producer.produce``; the partition is ``murmur2(key) % live_n`` for keyed records and
+        round-robin over ``range(live_n)`` for keyless ones, unless ``partition=`` is given."""
+        if self._due:
+            self.check_control()
+        if kwargs.get("partition", -1) < 0:
+            n = self._live.get(topic) or self._resolve(topic)
+            if key is None:
+                part = self._next_rr.get(topic, 0) % n
+                self._next_rr[topic] = part + 1
+            else:
+                part = partition_for(_key_bytes(key), n)
+            kwargs["partition"] = part
+        self._producer.produce(topic, value, key, **kwargs)
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Like ``Producer.poll``: serve delivery callbacks; also looks at the control topic."""
+        if self._due:
+            self.check_control()
+        return int(self._producer.poll(timeout))
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Like ``Producer.flush``: wait for outstanding deliveries; return how many remain."""
+        if timeout is None:
+            return int(self._producer.flush())
+        return int(self._producer.flush(timeout))
+
+    def close(self, timeout: float = 30.0) -> int:
+        """Flush, stop watching control; return the number of undelivered messages."""
+        if self._closed:
+            return 0
+        self._closed = True
+        self._follower.stop()
+        try:
+            return self.flush(timeout)
+        finally:
+            self._channel.close()
+
+    def __len__(self) -> int:
+        return len(self._producer)
+
+    @property
+    def producer(self) -> Producer:
+        """The inner confluent-kafka ``Producer`` (for calls this wrapper does not forward; producing
+        through it bypasses the layout)."""
+        return self._producer
+
+    def __enter__(self) -> ControlledProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,425 @@
+"""Deep-check a state snapshot against its changelog and its manifest (a PySpark application).
+
+    spark-submit airflow_provider_kstate/spark_apps/deep_check.py --kafka-config-file CFG.json --topic T \\
+        --snapshot-uri URI --report-file R.json [--sample-keys 5]
+
+For every partition it compares three things:
+
+* the *changelog*: the topic read with read_committed (aborted transactional records never count) from
+  its log start up to the MANIFEST's end offsets, folded to the latest value per key and placed by
+  ``partition_for(key, manifest.partitions)``;
+* the *snapshot*: the rows and digest recomputed from the Parquet files;
+* the *manifest*: the rows and digest it records.
+
+and checks every snapshot row sits in its home partition. A mismatched partition is named with samples of
+missing keys (in the changelog, not in the snapshot: KAFKA-7672 class), extra keys (in the snapshot only:
+aborted or later writes, KAFKA-20685 class), changed values, misplaced and duplicated keys.
+
+A *stale* manifest (the changelog has moved past its end offsets) is not an error: the snapshot is checked
+as of its offsets and the lag is reported; resuming replays the rest. Caveat: if compaction has since
+removed records below the end offsets that later records supersede, the fold up to the end offsets cannot
+be reconstructed exactly; such partitions are flagged with that hint (a rebuild re-baselines them).
+
+Exit code 0 when the check ran (``ok`` says whether it passed); 2 with one ``kstate-deep-check: error:``
+line on stderr when it could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if __package__ in (None, ""):  # run as a script by spark-submit
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from airflow_provider_kstate.spark_apps import kafka_io
+from airflow_provider_kstate.spark_apps.manifest import Manifest, ManifestError, digest_from_halves
+from airflow_provider_kstate.spark_apps.reader import (
+    EMPTY_DIGEST,
+    ReadContext,
+    changelog_frame,
+    digest_columns,
+    first_line,
+    partition_stats,
+    read_manifest_spark,
+    resolve_strays,
+    snapshot_frame,
+    spark_session,
+)
+from airflow_provider_kstate.spark_apps.rebuild import (
+    RebuildError,
+    compaction_warnings,
+    fail,
+    load_kafka_config,
+    write_report,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+PREFIX = "kstate-deep-check"
+KINDS = ("missing", "extra", "changed", "misplaced", "duplicated")
+
+
+@dataclass
+class Side:
+    """Rows and digest of one partition on one side (changelog, snapshot or manifest)."""
+
+    rows: int = 0
+    digest: str = EMPTY_DIGEST
+
+    def __str__(self) -> str:
+        return f"{self.rows} rows, digest {self.digest}"
+
+
+@dataclass
+class PartitionResult:
+    """The check of one partition, as reported."""
+
+    partition: int
+    changelog: Side = field(default_factory=Side)
+    snapshot: Side = field(default_factory=Side)
+    manifest: Side | None = None
+    misplaced: int = 0
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    end_offset: int = 0
+    lag: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    samples: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in KINDS})
+
+    @property
+    def needs_detail(self) -> bool:
+        return (self.changelog.rows, self.changelog.digest) != (
+            self.snapshot.rows,
+            self.snapshot.digest,
+        ) or bool(self.misplaced)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "ok": not self.problems,
+            "problems": self.problems,
+            "changelog_rows": self.changelog.rows,
+            "snapshot_rows": self.snapshot.rows,
+            "manifest_rows": None if self.manifest is None else self.manifest.rows,
+            "changelog_digest": self.changelog.digest,
+            "snapshot_digest": self.snapshot.digest,
+            "manifest_digest": None if self.manifest is None else self.manifest.digest,
+            "end_offset": self.end_offset,
+            "lag": self.lag,
+            "notes": self.notes,
+            "counts": self.counts,
+        }
+        for kind in KINDS:
+            out[f"{kind}_keys"] = self.samples[kind]
+        return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line.
+
+    :param argv: the arguments (default: ``sys.argv[1:]``).
+    """
+    parser = argparse.ArgumentParser(
+        prog="deep_check.py", description="Check a kstate snapshot against its changelog."
+    )
+    parser.add_argument(
+        "--kafka-config-file", required=True, help="JSON dict of librdkafka settings (secret)"
+    )
+    parser.add_argument("--topic", required=True, help="the compacted changelog topic")
+    parser.add_argument("--snapshot-uri", required=True, help="snapshot root: local path or filesystem URI")
+    parser.add_argument("--report-file", required=True, help="where to write the JSON report (local path)")
+    parser.add_argument("--sample-keys", type=int, default=5, help="sample keys per kind and partition")
+    parser.add_argument(
+        "--timeout", type=float, default=kafka_io.DEFAULT_TIMEOUT, help="read timeout per partition, s"
+    )
+    return parser.parse_args(argv)
+
+
+# ------------------------------------------------------------------------------------------- ranges
+
+
+def plan_ranges(
+    manifest: Manifest, count: int, current: dict[int, tuple[int, int]], results: dict[int, PartitionResult]
+) -> dict[int, tuple[int, int]]:
+    """Return the offsets to fold per changelog partition (log start .. manifest end) and note anomalies."""
+    ranges = {}
+    for p, stats in sorted(manifest.partition_stats.items()):
+        res = results[p]
+        res.end_offset = stats.end_offset
+        if p >= count:
+            if stats.end_offset > 0:
+                res.problems.append(
+                    f"the manifest has end offset {stats.end_offset} but the topic has only {count} partitions"
+                )
+            continue
+        low, high = current[p]
+        res.lag = max(0, high - stats.end_offset)
+        if high < stats.end_offset:
+            res.problems.append(
+                f"the changelog ends at {high}, below the manifest's end offset {stats.end_offset}: "
+                "topic recreated or records deleted?"
+            )
+        if low > stats.start_offset:
+            res.notes.append(
+                f"log start moved from {stats.start_offset} to {low} since the snapshot was written"
+            )
+        if res.lag:
+            res.notes.append(
+                f"manifest is stale by {res.lag} records: checked as of offset {stats.end_offset}"
+            )
+        ranges[p] = (low, min(high, stats.end_offset))
+    return ranges
+
+
+# -------------------------------------------------------------------------------------------- sides
+
+
+def _home_task(batches: Any, layout: int) -> Any:
+    import pyarrow as pa
+
+    for batch in batches:
+        homes = kafka_io.partitions_for(batch.column("key"), layout)
+        yield pa.RecordBatch.from_arrays(
+            [
+                batch.column("partition"),
+                batch.column("key"),
+                batch.column("value"),
+                pa.array(homes, pa.int32()),
+            ],
+            names=["partition", "key", "value", "home"],
+        )
+
+
+def snapshot_with_home(spark: SparkSession, uri: str, layout: int) -> DataFrame:
+    """Return the snapshot's rows with ``home`` = ``partition_for(key, layout)`` (vectorized murmur2)."""
+    rows = snapshot_frame(spark, uri).select("partition", "key", "value")
+    return rows.mapInArrow(
+        lambda it: _home_task(it, layout), "partition int, key binary, value binary, home int"
+    )
+
+
+def snapshot_stats(spark: SparkSession, uri: str, layout: int) -> dict[int, tuple[int, str, int]]:
+    """Return ``{partition: (rows, digest, misplaced rows)}`` of the snapshot's Parquet files."""
+    from pyspark.sql import functions as F
+
+    misplaced = F.sum(F.when(F.col("home") != F.col("partition"), 1).otherwise(0)).alias("misplaced")
+    agg = snapshot_with_home(spark, uri, layout).groupBy("partition").agg(*digest_columns(), misplaced)
+    return {
+        int(r["partition"]): (
+            int(r["rows"]),
+            digest_from_halves(int(r["lo"]), int(r["hi"])),
+            int(r["misplaced"]),
+        )
+        for r in agg.collect()
+    }
+
+
+@dataclass
+class Truth:
+    """How the changelog side was read, to re-read it for details."""
+
+    ctx: ReadContext
+    stats: dict[int, tuple[int, str]]
+    records: int
+
+
+def changelog_truth(
+    spark: SparkSession,
+    kafka_config: dict[str, Any],
+    topic: str,
+    ranges: dict[int, tuple[int, int]],
+    layout: int,
+    timeout: float,
+) -> Truth:
+    """Fold the changelog up to the manifest's offsets and return its stats per partition."""
+    sources = sorted(ranges)
+    ctx = ReadContext(kafka_config, topic, sources, ranges, layout, timeout=timeout)
+    stats = partition_stats(changelog_frame(spark, ctx))
+    if int(ctx.accumulators["strays"].value):
+        ctx = ReadContext(kafka_config, topic, sources, ranges, layout, full=True, timeout=timeout)
+        stats = partition_stats(resolve_strays(changelog_frame(spark, ctx)))
+    return Truth(ctx, stats, int(ctx.accumulators["records"].value))
+
+
+def truth_frame(spark: SparkSession, truth: Truth, partitions: list[int]) -> DataFrame:
+    """Return the changelog's live rows of ``partitions`` again (re-read: only mismatched partitions)."""
+    from pyspark.sql import functions as F
+
+    base = truth.ctx
+    if base.full:
+        ctx = ReadContext(
+            base.kafka_config, base.topic, base.sources, base.ranges, base.layout, True, base.timeout
+        )
+        df = resolve_strays(changelog_frame(spark, ctx))
+    else:
+        sources = [p for p in partitions if p in base.ranges]
+        ctx = ReadContext(
+            base.kafka_config, base.topic, sources, base.ranges, base.layout, False, base.timeout
+        )
+        df = changelog_frame(spark, ctx)
+    return df.filter(F.col("partition").isin(partitions)).select(
+        "partition", "key", F.col("value").alias("cv")
+    )
+
+
+# ------------------------------------------------------------------------------------------- details
+
+
+def differences(spark: SparkSession, uri: str, truth: Truth, layout: int, partitions: list[int]) -> DataFrame:
+    """Return ``partition, key, kind`` for every differing row of ``partitions`` (kinds: :data:`KINDS`)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    snap = snapshot_with_home(spark, uri, layout).filter(F.col("partition").isin(partitions))
+    snap = snap.withColumn("copies", F.count(F.lit(1)).over(Window.partitionBy("partition", "key")))
+    joined = truth_frame(spark, truth, partitions).join(
+        snap.withColumnRenamed("value", "sv"), ["partition", "key"], "full_outer"
+    )
+    kinds = F.array_compact(
+        F.array(
+            F.when(F.col("sv").isNull(), F.lit("missing")),
+            F.when(F.col("cv").isNull(), F.lit("extra")),
+            F.when(F.col("cv") != F.col("sv"), F.lit("changed")),
+            F.when(F.col("home") != F.col("partition"), F.lit("misplaced")),
+            F.when(F.col("copies") > 1, F.lit("duplicated")),
+        )
+    )
+    return joined.select("partition", "key", F.explode(kinds).alias("kind")).dropDuplicates(
+        ["partition", "key", "kind"]
+    )
+
+
+def add_details(
+    spark: SparkSession, uri: str, truth: Truth, layout: int, results: dict[int, PartitionResult], sample: int
+) -> None:
+    """Fill counts and sample keys of the partitions whose sides differ (one Spark job over just those)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    bad = sorted(p for p, r in results.items() if r.needs_detail)
+    if not bad:
+        return
+    diff = differences(spark, uri, truth, layout, bad)
+    group = Window.partitionBy("partition", "kind")
+    ranked = diff.withColumn("n", F.count(F.lit(1)).over(group)).withColumn(
+        "rank", F.row_number().over(group.orderBy("key"))
+    )
+    for row in ranked.filter(F.col("rank") <= max(sample, 1)).collect():
+        res = results[int(row["partition"])]
+        res.counts[row["kind"]] = int(row["n"])
+        if int(row["rank"]) <= sample:
+            res.samples[row["kind"]].append(repr(bytes(row["key"])))
+    for res in (results[p] for p in bad):
+        described = ", ".join(f"{res.counts[k]} {k}" for k in KINDS if res.counts.get(k))
+        if described:
+            res.problems.append(f"row differences: {described}")
+
+
+# ------------------------------------------------------------------------------------------- compare
+
+
+def compare(res: PartitionResult, layout: int, compacted: bool) -> None:
+    """Add the problems of one partition from its three sides."""
+    p = res.partition
+    if p >= layout and res.snapshot.rows:
+        res.problems.append(f"the snapshot has rows in partition {p}, outside the manifest's 0..{layout - 1}")
+    if (res.changelog.rows, res.changelog.digest) != (res.snapshot.rows, res.snapshot.digest):
+        hint = ""
+        if res.lag and compacted:
+            hint = " (the changelog moved on since the manifest; if compaction ran since, rebuild to re-baseline)"
+        res.problems.append(
+            f"snapshot ({res.snapshot}) differs from the changelog folded to offset {res.end_offset} ({res.changelog}){hint}"
+        )
+    man = res.manifest
+    if man is not None and (man.rows, man.digest) != (res.snapshot.rows, res.snapshot.digest):
+        res.problems.append(
+            f"snapshot ({res.snapshot}) differs from its manifest entry ({man}): files changed after it was written"
+        )
+    if man is not None and (man.rows, man.digest) != (res.changelog.rows, res.changelog.digest):
+        res.problems.append(
+            f"manifest entry ({man}) differs from the changelog folded to its end offset ({res.changelog})"
+        )
+    if res.misplaced:
+        res.problems.append(
+            f"{res.misplaced} rows sit outside their home partition (murmur2(key) % {layout} != {p})"
+        )
+
+
+def build_results(manifest: Manifest, snap: dict[int, tuple[int, str, int]]) -> dict[int, PartitionResult]:
+    """Create one result per partition named anywhere: manifest or snapshot files."""
+    results = {}
+    for p in sorted(set(manifest.partition_stats) | set(snap)):
+        res = PartitionResult(p)
+        stats = manifest.partition_stats.get(p)
+        if stats is not None:
+            res.manifest = Side(stats.rows, stats.digest)
+        if p in snap:
+            rows, digest, misplaced = snap[p]
+            res.snapshot, res.misplaced = Side(rows, digest), misplaced
+        results[p] = res
+    return results
+
+
+def check(
+    spark: SparkSession, args: argparse.Namespace, kafka_config: dict[str, Any], count: int
+) -> dict[str, Any]:
+    """Run the deep check and return the report (without ``seconds``)."""
+    manifest = read_manifest_spark(spark, args.snapshot_uri)
+    if manifest.topic != args.topic:
+        raise RebuildError(
+            f"the snapshot at {args.snapshot_uri} is of topic {manifest.topic!r}, not {args.topic!r}"
+        )
+    layout = manifest.partitions
+    snap = snapshot_stats(spark, args.snapshot_uri, layout)
+    results = build_results(manifest, snap)
+    in_topic = [p for p in manifest.partition_stats if p < count]
+    current = kafka_io.list_offsets(kafka_config, args.topic, in_topic)
+    ranges = plan_ranges(manifest, count, current, results)
+    truth = changelog_truth(spark, kafka_config, args.topic, ranges, layout, args.timeout)
+    warnings = compaction_warnings(kafka_config, args.topic)
+    for p, res in results.items():
+        rows, digest = truth.stats.get(p, (0, EMPTY_DIGEST))
+        res.changelog = Side(rows, digest)
+        compare(res, layout, not warnings)
+    add_details(spark, args.snapshot_uri, truth, layout, results, args.sample_keys)
+    bad = [p for p, r in results.items() if r.problems]
+    return {
+        "ok": not bad,
+        "topic": args.topic,
+        "snapshot_uri": args.snapshot_uri,
+        "layout": layout,
+        "records_read": truth.records,
+        "bad_partitions": bad,
+        "problems": [],
+        "partitions": {str(p): r.to_json() for p, r in results.items()},
+        "warnings": warnings,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``spark-submit deep_check.py``; returns the exit code (0 when the check ran)."""
+    args = parse_args(argv)
+    try:
+        kafka_config = load_kafka_config(args.kafka_config_file)
+        count = kafka_io.topic_partition_count(kafka_config, args.topic)
+        spark = spark_session("kstate-deep-check")
+        started = time.monotonic()  # records/s measure the job's work, not JVM start-up
+        report = check(spark, args, kafka_config, count)
+    except (RebuildError, ManifestError, kafka_io.KafkaReadError) as exc:
+        return fail(PREFIX, args.report_file, str(exc))
+    except Exception as exc:  # noqa: BLE001 - Spark/Py4J errors: one line, not a stack trace
+        return fail(PREFIX, args.report_file, f"{type(exc).__name__}: {first_line(exc)}")
+    report["seconds"] = round(time.monotonic() - started, 3)
+    write_report(args.report_file, report)
+    verdict = "ok" if report["ok"] else f"MISMATCH in partitions {report['bad_partitions']}"
+    print(f"{PREFIX}: {verdict}: {report['records_read']} records checked in {report['seconds']}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

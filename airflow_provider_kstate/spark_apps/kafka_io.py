@@ -1,0 +1,377 @@
+"""Changelog reading for the Spark applications: offsets, per-partition reads, the fold, placement.
+
+Every read is a plain confluent-kafka consumer with ``assign()`` on one partition's offset range: no
+consumer group is joined and nothing is committed, ``isolation.level=read_committed`` (aborted transactional
+records are never returned), ``enable.partition.eof=true``. With read_committed the last stable offset bounds
+the reads, and aborted records plus transaction control markers make offsets non-contiguous, so a read stops
+on the first record at or past the end offset, or on partition EOF, and fails (never truncates silently)
+when neither comes within the timeout.
+
+No Spark and no Airflow imports here: the functions run inside Spark's Python workers and in tests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+DEFAULT_TIMEOUT = 120.0
+BATCH = 10_000
+_POLL = 0.2  # consume() waits for a full batch or this long: short, so a partition's tail costs little
+_M = np.uint32(0x5BD1E995)
+_SEED = 0x9747B28C
+
+
+class KafkaReadError(RuntimeError):
+    """The changelog could not be read: broker unreachable, topic missing, read timed out."""
+
+
+# --------------------------------------------------------------------------------------------- config
+
+
+def consumer_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the reader's consumer config: the user's settings plus the fixed read semantics.
+
+    :param kafka_config: librdkafka settings (bootstrap, SASL/SSL); never logged.
+    """
+    conf = {
+        "group.id": "kstate-spark-reader",  # required by the client; never joined (assign only)
+        "fetch.max.bytes": 64 * 1024 * 1024,
+        "max.partition.fetch.bytes": 16 * 1024 * 1024,
+        "queued.max.messages.kbytes": 256 * 1024,
+        **dict(kafka_config),
+    }
+    conf.update(
+        {
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    return conf
+
+
+def admin_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the settings for an AdminClient: the user's connection settings without consumer-only keys.
+
+    :param kafka_config: librdkafka settings.
+    """
+    consumer_only = {
+        "group.id",
+        "isolation.level",
+        "enable.partition.eof",
+        "auto.offset.reset",
+        "enable.auto.commit",
+    }
+    settings = {"log_level": 3, **{k: v for k, v in kafka_config.items() if k not in consumer_only}}
+    settings["allow.auto.create.topics"] = False  # a metadata lookup must never create the topic it checks
+    return settings
+
+
+def describe_bootstrap(kafka_config: Mapping[str, Any]) -> str:
+    """Return only the bootstrap address of a config, safe to print (the rest may hold secrets).
+
+    :param kafka_config: librdkafka settings.
+    """
+    return str(kafka_config.get("bootstrap.servers", "<no bootstrap.servers>"))
+
+
+# -------------------------------------------------------------------------------------------- metadata
+
+
+def topic_partition_count(kafka_config: Mapping[str, Any], topic: str, timeout: float = 15.0) -> int:
+    """Return the topic's partition count.
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the topic.
+    :param timeout: seconds to wait for the cluster.
+    :raises KafkaReadError: when the cluster cannot be reached or the topic does not exist.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(admin_config(kafka_config))
+    try:
+        meta = admin.list_topics(topic=topic, timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaReadError(
+            f"cannot reach Kafka at {describe_bootstrap(kafka_config)} within {timeout:g}s: {exc.args[0]}"
+        ) from exc
+    info = meta.topics.get(topic)
+    if info is None or info.error is not None or not info.partitions:
+        reason = info.error.str() if info is not None and info.error is not None else "no partitions"
+        raise KafkaReadError(
+            f"topic {topic!r} does not exist on {describe_bootstrap(kafka_config)} ({reason})"
+        )
+    return len(info.partitions)
+
+
+def cleanup_policy(kafka_config: Mapping[str, Any], topic: str, timeout: float = 15.0) -> str | None:
+    """Return the topic's ``cleanup.policy``, or None when it cannot be described (e.g. no ACL).
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the topic.
+    :param timeout: seconds to wait.
+    """
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient(admin_config(kafka_config))
+    try:
+        futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)], request_timeout=timeout)
+        configs = next(iter(futures.values())).result(timeout=timeout)
+    except Exception:  # noqa: BLE001 - the caller warns that the policy could not be checked
+        return None
+    entry = configs.get("cleanup.policy")
+    return None if entry is None else str(entry.value)
+
+
+def list_offsets(
+    kafka_config: Mapping[str, Any], topic: str, partitions: list[int], timeout: float = 30.0
+) -> dict[int, tuple[int, int]]:
+    """Return ``{partition: (log start offset, last stable offset)}`` in one round of ListOffsets.
+
+    The end is read with ``READ_COMMITTED``: the last stable offset, below which every transaction is
+    decided, which is where a read_committed reader stops and where the changelog resumes.
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the topic.
+    :param partitions: the partitions to query.
+    :param timeout: seconds to wait.
+    :raises KafkaReadError: when the offsets cannot be listed.
+    """
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient(admin_config(kafka_config))
+    result: dict[int, list[int]] = {p: [0, 0] for p in partitions}
+    try:
+        pending = [  # both rounds in flight at once: one round trip
+            (slot, admin.list_offsets({TopicPartition(topic, p): spec for p in partitions}, **kwargs))
+            for slot, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest()))
+            for kwargs in [{"isolation_level": IsolationLevel.READ_COMMITTED, "request_timeout": timeout}]
+        ]
+        for slot, futures in pending:
+            for tp, future in futures.items():
+                result[tp.partition][slot] = future.result(timeout=timeout).offset
+    except Exception as exc:  # noqa: BLE001 - KafkaException or a timeout: one clear message
+        raise KafkaReadError(f"cannot list offsets of {topic!r}: {exc}") from exc
+    return {p: (lo, hi) for p, (lo, hi) in result.items()}
+
+
+# ---------------------------------------------------------------------------------------------- reads
+
+
+@dataclass
+class FoldResult:
+    """The fold of one partition: ``state`` maps key -> (offset, value or None for a tombstone)."""
+
+    state: dict[bytes, tuple[int, bytes | None]]
+    records: int = 0
+    null_keys: int = 0
+
+
+def read_batches(
+    kafka_config: Mapping[str, Any],
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Iterator[list[Any]]:
+    """Yield raw ``consume()`` batches of ``partition`` from ``start`` until ``end`` or partition EOF.
+
+    Batches are passed on untouched (no per-record work here): the last one may hold records at or past
+    ``end``, and event messages (``key() is None`` and ``error()`` set: partition EOF or a consumer error)
+    may appear; :func:`fold_partition` drops the former and raises on errors other than EOF.
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the topic.
+    :param partition: the partition.
+    :param start: the first offset to read.
+    :param end: the exclusive end offset captured at job start.
+    :param timeout: seconds without any message after which the read fails (never a silent truncation).
+    :raises KafkaReadError: when the timeout passes before the end.
+    """
+    if start >= end:
+        return
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(consumer_config(kafka_config))
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout
+        while True:
+            msgs = consumer.consume(BATCH, timeout=_POLL)
+            if not msgs:
+                if time.monotonic() > deadline:
+                    raise KafkaReadError(
+                        f"{topic}[{partition}]: no end of data within {timeout:g}s (wanted offsets {start}..{end})"
+                    )
+                continue
+            yield msgs
+            last = msgs[-1]
+            if last.error() is not None or (last.offset() or 0) >= end - 1:
+                return  # the last offset before ``end`` (markers may follow it), or EOF at the LSO
+            deadline = time.monotonic() + timeout
+    finally:
+        consumer.close()
+
+
+def _event(msg: Any, null_keys: int) -> int:
+    """Handle a message without a key: an EOF event (ignored), an error (raised) or a keyless record."""
+    from confluent_kafka import KafkaError
+
+    err = msg.error()
+    if err is None:
+        return null_keys + 1
+    if err.code() == KafkaError._PARTITION_EOF:
+        return null_keys
+    raise KafkaReadError(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+
+
+def fold_partition(
+    kafka_config: Mapping[str, Any],
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> FoldResult:
+    """Fold a partition's records in ``[start, end)`` to the latest value (or tombstone) per key.
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the topic.
+    :param partition: the partition.
+    :param start: the first offset.
+    :param end: the exclusive end offset.
+    :param timeout: see :func:`read_batches`.
+    :raises KafkaReadError: on a consumer error or a timeout.
+    """
+    state: dict[bytes, tuple[int, bytes | None]] = {}
+    records = null_keys = 0
+    for msgs in read_batches(kafka_config, topic, partition, start, end, timeout):
+        for m in msgs:
+            key = m.key()
+            if key is None:
+                null_keys = _event(m, null_keys)
+                continue
+            off = m.offset()
+            if off >= end:
+                break
+            state[key] = (off, m.value())
+            records += 1
+    return FoldResult(state, records, null_keys)
+
+
+def drain_count(kafka_config: Mapping[str, Any], topic: str, ranges: Mapping[int, tuple[int, int]]) -> int:
+    """Read every range with one consumer doing nothing else and return the number of records (the limit).
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the topic.
+    :param ranges: ``{partition: (start, end)}``.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(consumer_config(kafka_config))
+    todo = {p for p, (s, e) in ranges.items() if s < e}
+    consumer.assign([TopicPartition(topic, p, ranges[p][0]) for p in todo])
+    count = 0
+    try:
+        while todo:
+            for m in consumer.consume(BATCH, timeout=_POLL):
+                if m.error() is not None:
+                    todo.discard(m.partition())
+                    continue
+                count += 1
+    finally:
+        consumer.close()
+    return count
+
+
+# ------------------------------------------------------------------------------------------ placement
+
+
+def _binary_parts(keys: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(data uint8, offsets int64)`` of a pyarrow binary array or a list of bytes."""
+    import pyarrow as pa
+
+    if isinstance(keys, list):
+        data = np.frombuffer(b"".join(keys), dtype=np.uint8)
+        lengths = np.fromiter((len(k) for k in keys), dtype=np.int64, count=len(keys))
+        offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return data, offsets
+    arr = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    if arr.type != pa.large_binary():
+        arr = arr.cast(pa.large_binary())
+    _, off_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return data, offsets
+
+
+def _mix(k: np.ndarray) -> np.ndarray:
+    k = k * _M
+    k ^= k >> np.uint32(24)
+    return k * _M
+
+
+def _murmur2_same_length(mat: np.ndarray, length: int) -> np.ndarray:
+    """Kafka murmur2 of the rows of a ``(m, length)`` uint8 matrix, vectorized, as uint32."""
+    h = np.full(mat.shape[0], (_SEED ^ length) & 0xFFFFFFFF, dtype=np.uint32)
+    wide = mat.astype(np.uint32)
+    whole = length - length % 4
+    for i in range(0, whole, 4):
+        k = wide[:, i] | (wide[:, i + 1] << 8) | (wide[:, i + 2] << 16) | (wide[:, i + 3] << 24)
+        h = (h * _M) ^ _mix(k)
+    rest = length % 4
+    if rest >= 3:
+        h ^= wide[:, whole + 2] << np.uint32(16)
+    if rest >= 2:
+        h ^= wide[:, whole + 1] << np.uint32(8)
+    if rest >= 1:
+        h ^= wide[:, whole]
+        h = h * _M
+    h ^= h >> np.uint32(13)
+    h = h * _M
+    h ^= h >> np.uint32(15)
+    return h
+
+
+def partitions_for(keys: Any, partitions: int) -> np.ndarray:
+    """Return ``partition_for(key, partitions)`` for every key, vectorized with numpy (int32 array).
+
+    Equal to :func:`airflow_provider_kstate.client.murmur2.partition_for` key by key; keys are grouped by
+    length so each group hashes as one matrix.
+
+    :param keys: a pyarrow binary array (no nulls) or a list of bytes.
+    :param partitions: the partition count.
+    """
+    if partitions <= 0:
+        raise ValueError(f"partitions must be positive, got {partitions}")
+    data, offsets = _binary_parts(keys)
+    n = len(offsets) - 1
+    out = np.zeros(n, dtype=np.int32)
+    if n == 0:
+        return out
+    lengths = np.diff(offsets)
+    first = int(lengths[0])
+    if first > 0 and offsets[0] == 0 and int(offsets[-1]) == first * n and (lengths == first).all():
+        h = _murmur2_same_length(data[: first * n].reshape(n, first), first)
+        return ((h & np.uint32(0x7FFFFFFF)) % np.uint32(partitions)).astype(np.int32)
+    for length in np.unique(lengths):
+        idx = np.nonzero(lengths == length)[0]
+        length = int(length)
+        if length == 0:
+            mat = np.zeros((len(idx), 0), dtype=np.uint8)
+        else:
+            mat = data[offsets[idx][:, None] + np.arange(length)[None, :]]
+        h = _murmur2_same_length(mat, length)
+        out[idx] = ((h & np.uint32(0x7FFFFFFF)) % np.uint32(partitions)).astype(np.int32)
+    return out

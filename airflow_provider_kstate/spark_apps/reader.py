@@ -1,0 +1,358 @@
+"""Snapshots and changelogs as Spark DataFrames: :func:`load_snapshot`, and the pieces the apps share.
+
+* :func:`load_snapshot` returns a snapshot as a DataFrame plus the offsets to resume its changelog from.
+* :func:`changelog_frame` reads changelog partitions in parallel, one Spark task per partition (confluent-kafka
+  ``assign()`` inside ``mapInArrow``), folds each to its latest value per key and yields Arrow batches.
+* :func:`partition_stats` computes rows and digest per partition inside the JVM (only the small result
+  reaches the driver).
+
+Placement: a snapshot with layout ``n`` keeps each key in ``partition_for(key, n)`` (its *home*). A key
+whose final record sits in another changelog partition (a *stray*: after a partition increase, or a
+producer not using murmur2) is resolved across partitions: a record in the key's home partition wins over
+any elsewhere (it was written after the increase), otherwise the highest offset wins. The fast path reads
+each partition once and only falls back to that resolution when strays exist.
+
+No Airflow import here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_kstate.spark_apps import kafka_io
+from airflow_provider_kstate.spark_apps.manifest import (
+    Manifest,
+    ManifestError,
+    digest_from_halves,
+    loads_manifest,
+    manifest_uri,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+SNAPSHOT_DDL = "key binary, value binary, offset long, partition int"
+FAST_DDL = "partition int, key binary, value binary, offset long, source int"
+FULL_DDL = FAST_DDL + ", at_home boolean"
+EMPTY_DIGEST = "0" * 16
+_CHUNK = 100_000
+
+
+# --------------------------------------------------------------------------------------------- session
+
+
+def spark_session(app_name: str) -> SparkSession:
+    """Return the application's SparkSession (master from spark-submit, ``local[*]`` otherwise).
+
+    :param app_name: the Spark application name.
+    """
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: no master was given
+        builder = builder.master(os.environ.get("KSTATE_SPARK_MASTER", "local[*]"))
+    spark = builder.config("spark.ui.enabled", "false").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def spark_path(uri: str) -> str:
+    """Return a path Spark and Hadoop understand: URIs as given, local paths absolute with ``file:``.
+
+    :param uri: a local path or a filesystem URI.
+    """
+    if "://" in uri or uri.startswith("file:"):
+        return uri.rstrip("/")
+    return "file://" + os.path.abspath(uri)
+
+
+# -------------------------------------------------------------------------------------------- snapshot
+
+
+def snapshot_frame(spark: SparkSession, uri: str) -> DataFrame:
+    """Return the snapshot's Parquet rows (``key, value, offset, partition``); empty when it has none.
+
+    :param spark: the session.
+    :param uri: the snapshot root.
+    """
+    return spark.read.schema(SNAPSHOT_DDL).parquet(spark_path(uri))
+
+
+def load_snapshot(spark: SparkSession, uri: str) -> tuple[DataFrame, dict[int, int]]:
+    """Return the snapshot at ``uri`` as a DataFrame and the changelog offsets to resume from.
+
+    The manifest is read (through Hadoop, so any Spark filesystem works) and validated first
+    (:class:`~.manifest.ManifestError` when it is missing, unreadable, corrupt or invalid); the offsets are
+    its ``end_offset`` per partition.
+
+    :param spark: the session.
+    :param uri: the snapshot root: a local path or any filesystem URI Spark understands.
+    """
+    manifest = read_manifest_spark(spark, uri)
+    return snapshot_frame(spark, uri), manifest.end_offsets
+
+
+# --------------------------------------------------------------------------------------------- changelog
+
+
+@dataclass
+class ReadContext:
+    """What every changelog task needs (pickled to the executors; ``kafka_config`` is never logged).
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the changelog topic.
+    :param sources: the changelog partitions to read, task ``i`` reads ``sources[i]``.
+    :param ranges: ``{partition: (start, end)}`` offsets to read.
+    :param layout: the snapshot's partition count: keys are placed by ``partition_for(key, layout)``.
+    :param full: emit every final state (tombstones and strays too) for cross-partition resolution.
+    :param timeout: read timeout per partition, see :func:`.kafka_io.read_batches`.
+    """
+
+    kafka_config: dict[str, Any]
+    topic: str
+    sources: list[int]
+    ranges: dict[int, tuple[int, int]]
+    layout: int
+    full: bool = False
+    timeout: float = kafka_io.DEFAULT_TIMEOUT
+    accumulators: dict[str, Any] = field(default_factory=dict)
+
+
+def _add(ctx: ReadContext, name: str, amount: int) -> None:
+    acc = ctx.accumulators.get(name)
+    if acc is not None and amount:
+        acc.add(amount)
+
+
+def _fold_batches(ctx: ReadContext, source: int) -> Iterator[pa.RecordBatch]:
+    """Fold one changelog partition and yield its rows as Arrow batches (see :class:`ReadContext`)."""
+    import numpy as np
+    import pyarrow as pa
+
+    start, end = ctx.ranges[source]
+    fold = kafka_io.fold_partition(ctx.kafka_config, ctx.topic, source, start, end, ctx.timeout)
+    _add(ctx, "records", fold.records)
+    _add(ctx, "null_keys", fold.null_keys)
+    if not fold.state:
+        return
+    keys = list(fold.state)
+    entries = list(fold.state.values())
+    fold.state.clear()
+    values = pa.array([e[1] for e in entries], pa.binary())
+    offsets = pa.array([e[0] for e in entries], pa.int64())
+    homes = kafka_io.partitions_for(keys, ctx.layout)
+    at_home = homes == source
+    _add(ctx, "strays", int(len(keys) - int(at_home.sum())))
+    columns = [pa.array(homes, pa.int32()), pa.array(keys, pa.binary()), values, offsets]
+    columns.append(pa.array(np.full(len(keys), source, dtype=np.int32)))
+    names = ["partition", "key", "value", "offset", "source"]
+    if ctx.full:
+        table = pa.Table.from_arrays([*columns, pa.array(at_home)], names=[*names, "at_home"])
+    else:
+        keep = (
+            pa.array(at_home)
+            if values.null_count == 0
+            else pa.array(at_home & values.is_valid().to_numpy(False))
+        )
+        table = pa.Table.from_arrays(columns, names=names).filter(keep)
+    yield from table.to_batches(max_chunksize=_CHUNK)
+
+
+def _changelog_task(batches: Iterator[pa.RecordBatch], ctx: ReadContext) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            yield from _fold_batches(ctx, ctx.sources[int(index)])
+
+
+def changelog_frame(spark: SparkSession, ctx: ReadContext) -> DataFrame:
+    """Return the folded changelog partitions of ``ctx`` as a DataFrame, one Spark task per partition.
+
+    Without ``ctx.full``: live rows at home only (``partition, key, value, offset, source``); strays are
+    counted in ``ctx.accumulators['strays']``. With it: every final state plus ``at_home``, to be resolved
+    by :func:`resolve_strays`.
+
+    :param spark: the session.
+    :param ctx: the read context; its ``accumulators`` are created here when missing.
+    """
+    sc = spark.sparkContext
+    for name in ("records", "null_keys", "strays"):
+        ctx.accumulators.setdefault(name, sc.accumulator(0))
+    tasks = max(1, len(ctx.sources))
+    ids = spark.range(0, len(ctx.sources), 1, tasks)
+    return ids.mapInArrow(lambda it: _changelog_task(it, ctx), FULL_DDL if ctx.full else FAST_DDL)
+
+
+def resolve_strays(df: DataFrame) -> DataFrame:
+    """Resolve a ``full`` changelog frame to one live row per key: home records first, then highest offset.
+
+    :param df: a frame from :func:`changelog_frame` with ``ctx.full``.
+    """
+    from pyspark.sql import functions as F
+
+    winner = F.max_by(F.struct("value", "offset", "source"), F.struct("at_home", "offset")).alias("w")
+    best = df.groupBy("partition", "key").agg(winner)
+    return best.select(
+        "partition",
+        "key",
+        F.col("w.value").alias("value"),
+        F.col("w.offset").alias("offset"),
+        F.col("w.source").alias("source"),
+    ).filter(F.col("value").isNotNull())
+
+
+# ------------------------------------------------------------------------------------------------ stats
+
+
+def digest_columns(prefix: str = "") -> list[Column]:
+    """Return the aggregate columns ``rows``, ``lo``, ``hi`` of the manifest digest (see :mod:`.manifest`).
+
+    :param prefix: a prefix for the output column names.
+    """
+    from pyspark.sql import functions as F
+
+    h = F.xxhash64("key", "value")
+    return [
+        F.count(F.lit(1)).alias(prefix + "rows"),
+        F.sum(h.bitwiseAND(F.lit(0xFFFFFFFF))).alias(prefix + "lo"),
+        F.sum(F.shiftrightunsigned(h, 32)).alias(prefix + "hi"),
+    ]
+
+
+def partition_stats(df: DataFrame) -> dict[int, tuple[int, str]]:
+    """Return ``{partition: (rows, digest)}`` of a frame with ``partition, key, value``; only stats reach the driver.
+
+    :param df: the rows.
+    """
+    out = {}
+    for row in df.groupBy("partition").agg(*digest_columns()).collect():
+        out[int(row["partition"])] = (int(row["rows"]), digest_from_halves(int(row["lo"]), int(row["hi"])))
+    return out
+
+
+def stats_or_empty(stats: Mapping[int, tuple[int, str]], partition: int) -> tuple[int, str]:
+    """Return a partition's ``(rows, digest)``, with the empty digest for a partition without rows.
+
+    :param stats: from :func:`partition_stats`.
+    :param partition: the partition.
+    """
+    return stats.get(partition, (0, EMPTY_DIGEST))
+
+
+# ------------------------------------------------------------------------------------------- filesystem
+
+
+def hadoop_fs(spark: SparkSession, uri: str) -> tuple[Any, Any]:
+    """Return the Hadoop ``(FileSystem, Path)`` of ``uri`` through the JVM gateway (raw for local files).
+
+    :param spark: the session.
+    :param uri: a local path or filesystem URI.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(spark_path(uri))
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    fs = path.getFileSystem(conf)
+    if fs.getScheme() == "file":
+        fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(conf).getRawFileSystem()  # no .crc side files
+    return fs, path
+
+
+def read_bytes(spark: SparkSession, uri: str) -> bytes | None:
+    """Return a file's bytes through Hadoop (any filesystem Spark has), or None when it does not exist.
+
+    :param spark: the session.
+    :param uri: the file's path or URI.
+    """
+    fs, path = hadoop_fs(spark, uri)
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+    finally:
+        stream.close()
+
+
+def write_bytes(spark: SparkSession, uri: str, data: bytes) -> None:
+    """Write (replace) a file through Hadoop.
+
+    :param spark: the session.
+    :param uri: the file's path or URI.
+    :param data: the content.
+    """
+    fs, path = hadoop_fs(spark, uri)
+    out = fs.create(path, True)
+    try:
+        out.write(bytearray(data))
+    finally:
+        out.close()
+
+
+def read_manifest_spark(spark: SparkSession, uri: str) -> Manifest:
+    """Read and validate a snapshot's manifest through Hadoop (so every Spark filesystem works).
+
+    :param spark: the session.
+    :param uri: the snapshot root.
+    :raises ManifestError: when it is missing, unreadable, corrupt or invalid.
+    """
+    where = manifest_uri(uri)
+    try:
+        raw = read_bytes(spark, where)
+    except Exception as exc:  # noqa: BLE001 - Py4J errors: report the first line only
+        raise ManifestError(f"{where}: manifest is unreadable: {first_line(exc)}") from exc
+    if raw is None:
+        raise ManifestError(f"{where}: manifest is missing (no snapshot here, or an unfinished one)")
+    return loads_manifest(raw, where)
+
+
+def write_manifest_spark(spark: SparkSession, uri: str, manifest: Manifest) -> None:
+    """Write the manifest into the snapshot root through Hadoop (call it LAST).
+
+    :param spark: the session.
+    :param uri: the snapshot root.
+    :param manifest: the manifest.
+    """
+    write_bytes(spark, manifest_uri(uri), json.dumps(manifest.to_json(), indent=2).encode())
+
+
+def first_line(exc: BaseException) -> str:
+    """Return a one-line description of an exception (Py4J errors carry whole Java stack traces).
+
+    :param exc: the exception.
+    """
+    text = str(exc).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("An error occurred while calling"):
+            return line[:500]
+    return type(exc).__name__
+
+
+def to_stderr(line: str) -> None:
+    """Print one line on the application's stderr.
+
+    Under ``spark-submit`` the Python driver's own stderr is merged into the launcher's stdout, so the line
+    is printed by the driver JVM (``System.err``) through the already running Py4J gateway instead.
+
+    :param line: the text (one line; never a secret).
+    """
+    import sys
+
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        try:
+            from pyspark.java_gateway import launch_gateway  # connects to spark-submit's gateway
+
+            err = launch_gateway().jvm.System.err
+            err.println(line)
+            err.flush()
+            return
+        except Exception:  # noqa: BLE001 - fall back to Python's stderr
+            pass
+    print(line, file=sys.stderr, flush=True)

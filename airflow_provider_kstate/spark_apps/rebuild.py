@@ -1,0 +1,391 @@
+"""Rebuild a state snapshot from its compacted changelog topic (a PySpark application).
+
+    spark-submit airflow_provider_kstate/spark_apps/rebuild.py --kafka-config-file CFG.json --topic T \\
+        --snapshot-uri URI --report-file R.json [--partitions N] [--only-partitions 0,3]
+
+1. Capture every changelog partition's log start and last stable offset (driver, one ListOffsets).
+2. Read the partitions in parallel, one Spark task each (confluent-kafka ``assign()``, read_committed), fold
+   to the latest value per key (tombstones delete) and place each key in ``partition_for(key, N)``; N is
+   ``--partitions`` (a re-key after a partition increase) or the topic's partition count.
+3. Write Parquet (hive-partitioned by ``partition``) to ``URI.staging-<ts>``, compute rows and digest per
+   partition from what was written, write the manifest LAST, then publish: the current snapshot moves to
+   ``URI.previous`` (replacing an older one) and staging is renamed to ``URI``.
+
+``--only-partitions`` rebuilds just those partitions (layout unchanged) and carries the others' data and
+offsets over from the current snapshot. On bad input the app exits 2 with one ``kstate-rebuild: error:``
+line on stderr and the current snapshot untouched. CFG.json holds secrets: it is never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if __package__ in (None, ""):  # run as a script by spark-submit
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from airflow_provider_kstate.spark_apps import APP_VERSION, kafka_io
+from airflow_provider_kstate.spark_apps.manifest import Manifest, ManifestError, PartitionStats, utc_now
+from airflow_provider_kstate.spark_apps.reader import (
+    ReadContext,
+    changelog_frame,
+    first_line,
+    hadoop_fs,
+    partition_stats,
+    read_manifest_spark,
+    resolve_strays,
+    snapshot_frame,
+    spark_path,
+    spark_session,
+    stats_or_empty,
+    to_stderr,
+    write_manifest_spark,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+APP = "airflow_provider_kstate.spark_apps.rebuild"
+PREFIX = "kstate-rebuild"
+
+
+class RebuildError(RuntimeError):
+    """Bad input: the app stops before touching the current snapshot."""
+
+
+@dataclass
+class Plan:
+    """What to rebuild, decided on the driver before any data is read."""
+
+    topic: str
+    uri: str
+    kafka_config: dict[str, Any]
+    topic_partitions: int
+    layout: int
+    only: list[int] | None
+    offsets: dict[int, tuple[int, int]]
+    current: Manifest | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line.
+
+    :param argv: the arguments (default: ``sys.argv[1:]``).
+    """
+    parser = argparse.ArgumentParser(
+        prog="rebuild.py", description="Rebuild a kstate snapshot from its changelog."
+    )
+    parser.add_argument(
+        "--kafka-config-file", required=True, help="JSON dict of librdkafka settings (secret)"
+    )
+    parser.add_argument("--topic", required=True, help="the compacted changelog topic")
+    parser.add_argument("--snapshot-uri", required=True, help="snapshot root: local path or filesystem URI")
+    parser.add_argument("--report-file", required=True, help="where to write the JSON report (local path)")
+    parser.add_argument("--partitions", type=int, default=None, help="re-key to this partition count")
+    parser.add_argument("--only-partitions", default=None, help="comma-separated partitions to rebuild")
+    parser.add_argument(
+        "--timeout", type=float, default=kafka_io.DEFAULT_TIMEOUT, help="read timeout per partition, s"
+    )
+    return parser.parse_args(argv)
+
+
+def load_kafka_config(path: str) -> dict[str, Any]:
+    """Read the librdkafka config file (a JSON object) without ever echoing its content.
+
+    :param path: the file.
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            conf = json.load(fh)
+    except OSError as exc:
+        raise RebuildError(f"cannot read the Kafka config file {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise RebuildError(f"the Kafka config file {path} is not valid JSON (line {exc.lineno})") from exc
+    if not isinstance(conf, dict) or "bootstrap.servers" not in conf:
+        raise RebuildError(f"the Kafka config file {path} must be a JSON object with 'bootstrap.servers'")
+    return conf
+
+
+def parse_only(text: str | None, layout: int) -> list[int] | None:
+    """Parse ``--only-partitions``.
+
+    :param text: ``"0,3"`` or None.
+    :param layout: the partition count the values must be below.
+    """
+    if text is None:
+        return None
+    try:
+        parts = sorted({int(p) for p in text.split(",") if p.strip()})
+    except ValueError as exc:
+        raise RebuildError(f"--only-partitions must be comma-separated integers, got {text!r}") from exc
+    bad = [p for p in parts if not 0 <= p < layout]
+    if not parts or bad:
+        raise RebuildError(f"--only-partitions {text!r}: partitions must be within 0..{layout - 1}")
+    return parts
+
+
+def compaction_warnings(kafka_config: dict[str, Any], topic: str) -> list[str]:
+    """Return warnings when the changelog is not (or cannot be seen to be) ``cleanup.policy=compact``.
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the changelog topic.
+    """
+    policy = kafka_io.cleanup_policy(kafka_config, topic)
+    if policy is None:
+        return [
+            f"could not read cleanup.policy of {topic!r} (DescribeConfigs denied?): compaction not verified"
+        ]
+    if "compact" not in [p.strip() for p in policy.split(",")]:
+        return [
+            f"changelog topic {topic!r} has cleanup.policy={policy}, not compact: "
+            "retention may delete keys' only records, so the snapshot may lack state"
+        ]
+    return []
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    """Check the inputs against the cluster and decide partitions, layout and offsets (no Spark yet).
+
+    :param args: the parsed command line.
+    """
+    conf = load_kafka_config(args.kafka_config_file)
+    count = kafka_io.topic_partition_count(conf, args.topic)
+    layout = args.partitions or count
+    if layout < count:
+        raise RebuildError(
+            f"--partitions {layout} is below the topic's {count} partitions: Kafka cannot shrink"
+        )
+    only = parse_only(args.only_partitions, layout)
+    if only is not None and layout != count:
+        raise RebuildError(
+            f"--only-partitions needs the layout unchanged, but --partitions {layout} differs from the topic's {count}"
+        )
+    sources = only if only is not None else list(range(count))
+    plan = Plan(args.topic, args.snapshot_uri, conf, count, layout, only, {})
+    plan.warnings = compaction_warnings(conf, args.topic)
+    plan.offsets = kafka_io.list_offsets(conf, args.topic, sources)
+    return plan
+
+
+def check_current(spark: SparkSession, plan: Plan) -> None:
+    """For ``--only-partitions``: load the current snapshot's manifest and check it matches the layout."""
+    if plan.only is None:
+        return
+    current = read_manifest_spark(spark, plan.uri)
+    if current.topic != plan.topic or current.partitions != plan.layout:
+        raise RebuildError(
+            f"--only-partitions: the current snapshot is of {current.topic!r} with {current.partitions} partitions, "
+            f"not {plan.topic!r} with {plan.layout}: run a full rebuild"
+        )
+    plan.current = current
+
+
+def check_uri(spark: SparkSession, uri: str) -> None:
+    """Fail early when Spark has no filesystem for the snapshot URI, or a local parent folder is missing."""
+    try:
+        hadoop_fs(spark, uri)
+    except Exception as exc:  # noqa: BLE001 - Py4J: unsupported scheme, bad authority, no credentials
+        raise RebuildError(f"snapshot URI {uri} is not usable: {first_line(exc)}") from exc
+    if _is_local(uri):
+        parent = os.path.dirname(os.path.abspath(_local(uri).rstrip("/")))
+        if not os.path.isdir(parent):
+            raise RebuildError(f"snapshot URI {uri}: the parent folder {parent} does not exist")
+
+
+def _read_rows(spark: SparkSession, plan: Plan, full: bool) -> tuple[DataFrame, ReadContext]:
+    sources = sorted(plan.offsets)
+    ctx = ReadContext(plan.kafka_config, plan.topic, sources, dict(plan.offsets), plan.layout, full=full)
+    df = changelog_frame(spark, ctx)
+    if full:
+        df = resolve_strays(df)
+    rows = df.select("key", "value", "offset", "partition")
+    if plan.only is not None:
+        from pyspark.sql import functions as F
+
+        rows = rows.filter(F.col("partition").isin(plan.only))
+        kept = snapshot_frame(spark, plan.uri).filter(~F.col("partition").isin(plan.only))
+        rows = rows.unionByName(kept)
+    return rows, ctx
+
+
+def write_rows(spark: SparkSession, plan: Plan, staging: str) -> int:
+    """Write the snapshot's rows to ``staging``; return the number of changelog records read.
+
+    One pass in the usual case; a second, resolving pass when keys sit outside their home partition.
+    """
+    full = plan.layout != plan.topic_partitions
+    rows, ctx = _read_rows(spark, plan, full)
+    rows.write.mode("overwrite").partitionBy("partition").parquet(spark_path(staging))
+    strays = int(ctx.accumulators["strays"].value)
+    if not full and strays:
+        plan.warnings.append(
+            f"{strays} keys sit outside their murmur2 home partition: resolved across partitions"
+        )
+        rows, ctx = _read_rows(spark, plan, True)
+        rows.write.mode("overwrite").partitionBy("partition").parquet(spark_path(staging))
+    if plan.only is not None and strays:
+        plan.warnings.append(
+            "--only-partitions cannot resolve keys stored in unselected partitions: run a full rebuild"
+        )
+    nulls = int(ctx.accumulators["null_keys"].value)
+    if nulls:
+        plan.warnings.append(f"{nulls} records without a key were skipped")
+    return int(ctx.accumulators["records"].value)
+
+
+def build_manifest(plan: Plan, stats: dict[int, tuple[int, str]], spark_version: str) -> Manifest:
+    """Return the manifest of the staged snapshot: offsets from the plan (or the carried-over manifest)."""
+    entries = {}
+    for p in range(plan.layout):
+        rows, digest = stats_or_empty(stats, p)
+        if plan.only is not None and p not in plan.only and plan.current is not None:
+            old = plan.current.partition_stats[p]
+            if (old.rows, old.digest) != (rows, digest):
+                plan.warnings.append(f"partition {p}: carried-over data differs from its old manifest entry")
+            start, end = old.start_offset, old.end_offset
+        else:
+            start, end = plan.offsets.get(p, (0, 0))
+        entries[p] = PartitionStats(start, end, rows, digest)
+    extra = set(stats) - set(range(plan.layout))
+    if extra:
+        raise RebuildError(
+            f"rows landed in partitions {sorted(extra)} outside the layout 0..{plan.layout - 1}"
+        )
+    writer = {"app": APP, "version": APP_VERSION, "spark": spark_version}
+    return Manifest(
+        topic=plan.topic, partitions=plan.layout, partition_stats=entries, written_at=utc_now(), writer=writer
+    )
+
+
+def _is_local(uri: str) -> bool:
+    return uri.startswith("file:") or "://" not in uri
+
+
+def _local(uri: str) -> str:
+    return (
+        uri[len("file://") :]
+        if uri.startswith("file://")
+        else uri[len("file:") :]
+        if uri.startswith("file:")
+        else uri
+    )
+
+
+def publish(spark: SparkSession, staging: str, uri: str) -> str | None:
+    """Move the current snapshot to ``URI.previous`` (replacing an older one) and staging to ``URI``.
+
+    :returns: the previous snapshot's URI, or None when there was none.
+    """
+    target, previous = uri.rstrip("/"), uri.rstrip("/") + ".previous"
+    if _is_local(uri):
+        t, p, s = _local(target), _local(previous), _local(staging)
+        moved = os.path.exists(t)
+        if moved:
+            if os.path.exists(p):
+                shutil.rmtree(p)
+            os.replace(t, p)
+        os.replace(s, t)
+        return previous if moved else None
+    fs, tpath = hadoop_fs(spark, target)
+    _, ppath = hadoop_fs(spark, previous)
+    _, spath = hadoop_fs(spark, staging)
+    moved = bool(fs.exists(tpath))
+    if moved:
+        if fs.exists(ppath):
+            fs.delete(ppath, True)
+        if not fs.rename(tpath, ppath):
+            raise RebuildError(f"could not move {target} to {previous}")
+    if not fs.rename(spath, tpath):
+        raise RebuildError(f"could not rename {staging} to {target} (the previous snapshot is at {previous})")
+    return previous if moved else None
+
+
+def remove(spark: SparkSession, uri: str) -> None:
+    """Delete a staging location, best effort."""
+    try:
+        fs, path = hadoop_fs(spark, uri)
+        fs.delete(path, True)
+    except Exception:  # noqa: BLE001 - clean-up must not hide the real error
+        pass
+
+
+def rebuild(spark: SparkSession, plan: Plan) -> dict[str, Any]:
+    """Run the rebuild of ``plan`` and return the report (without ``seconds``)."""
+    check_uri(spark, plan.uri)
+    check_current(spark, plan)
+    staging = f"{plan.uri.rstrip('/')}.staging-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    try:
+        records = write_rows(spark, plan, staging)
+        stats = partition_stats(snapshot_frame(spark, staging))
+        manifest = build_manifest(plan, stats, spark.version)
+        write_manifest_spark(spark, staging, manifest)
+        previous = publish(spark, staging, plan.uri)
+    except BaseException:
+        remove(spark, staging)
+        raise
+    return {
+        "ok": True,
+        "topic": plan.topic,
+        "snapshot_uri": plan.uri,
+        "records_read": records,
+        "rows": manifest.rows,
+        "layout": plan.layout,
+        "only_partitions": plan.only,
+        "partitions": manifest.to_json()["partition_stats"],
+        "previous": previous,
+        "warnings": plan.warnings,
+    }
+
+
+def write_report(path: str, report: dict[str, Any]) -> None:
+    """Write the JSON report (atomically: a temporary file renamed into place)."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(report, fh, indent=2)
+    os.replace(tmp, path)
+
+
+def fail(prefix: str, report_file: str, message: str) -> int:
+    """Print the one-line error, write an ``ok: false`` report, return the exit code 2."""
+    to_stderr(f"{prefix}: error: {message}")
+    try:
+        write_report(report_file, {"ok": False, "error": message})
+    except OSError:
+        pass
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``spark-submit rebuild.py``; returns the exit code."""
+    args = parse_args(argv)
+    try:
+        plan = make_plan(args)
+        early = list(plan.warnings)
+        for warning in early:
+            to_stderr(f"{PREFIX}: warning: {warning}")
+        spark = spark_session("kstate-rebuild")
+        started = time.monotonic()  # records/s measure the job's work, not JVM start-up
+        report = rebuild(spark, plan)
+    except (RebuildError, ManifestError, kafka_io.KafkaReadError) as exc:
+        return fail(PREFIX, args.report_file, str(exc))
+    except Exception as exc:  # noqa: BLE001 - Spark/Py4J errors: one line, not a stack trace
+        return fail(PREFIX, args.report_file, f"{type(exc).__name__}: {first_line(exc)}")
+    report["seconds"] = round(time.monotonic() - started, 3)
+    write_report(args.report_file, report)
+    for warning in report["warnings"][len(early) :]:
+        to_stderr(f"{PREFIX}: warning: {warning}")
+    print(
+        f"{PREFIX}: ok: {report['rows']} rows from {report['records_read']} records in {report['seconds']}s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,619 @@
+"""Benchmark the client piece: consumer throughput of ``ControlledConsumer`` vs a plain confluent-kafka
+``Consumer``, and pause/resume latency vs a plain close() + new Consumer subscribe.
+
+    .venv/bin/python bench/bench_client_throughput.py [--messages 500000] [--repeats 5] [--consumers 1 4]
+
+Starts its own embedded broker unless ``KSTATE_BOOTSTRAP_SERVERS`` is set (extra librdkafka settings in
+``KSTATE_KAFKA_CONFIG`` as JSON). Prints a table and writes ``bench/results/client_throughput.json``.
+
+Throughput is timed from the first message to the last, so group joins and start-up reads are excluded
+(they are what the latency part measures). Runs alternate plain/controlled and report medians.
+
+The latency functions are importable: ``measure_pause_resume(config, topic, consumers)`` and
+``measure_plain_restart(config, topic, consumers)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+import timeit
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, ConsumerGroupState, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from airflow_provider_kstate.client.channel import ControlChannel  # noqa: E402
+from airflow_provider_kstate.client.consumer import ControlledConsumer  # noqa: E402
+from airflow_provider_kstate.client.protocol import Command, now_ms  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "client_throughput.json"
+BATCH = 1000
+
+
+def _name(prefix: str) -> str:
+    return f"kstate-bench-{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.contextmanager
+def broker() -> Iterator[dict[str, Any]]:
+    """Yield the librdkafka config of ``KSTATE_BOOTSTRAP_SERVERS``, else of a fresh embedded broker."""
+    extra = json.loads(os.environ.get("KSTATE_KAFKA_CONFIG", "{}"))
+    if os.environ.get("KSTATE_BOOTSTRAP_SERVERS"):
+        yield {"bootstrap.servers": os.environ["KSTATE_BOOTSTRAP_SERVERS"], **extra}
+        return
+    import embedded_broker
+
+    with embedded_broker.running(ROOT / ".kstate" / f"broker-bench-client-{os.getpid()}") as bootstrap:
+        yield {"bootstrap.servers": bootstrap, **extra}
+
+
+def create_topic(config: dict[str, Any], prefix: str, partitions: int) -> str:
+    topic = _name(prefix)
+    admin = AdminClient(config)
+    for future in admin.create_topics([NewTopic(topic, partitions, -1)]).values():
+        future.result(timeout=60)
+    return topic
+
+
+def delete_topics(config: dict[str, Any], topics: list[str]) -> None:
+    admin = AdminClient(config)
+    for future in admin.delete_topics(topics).values():
+        with contextlib.suppress(Exception):
+            future.result(timeout=60)
+
+
+def produce_dataset(config: dict[str, Any], topic: str, count: int, size: int = 64) -> float:
+    """Write ``count`` keyed messages of ``size`` bytes; return seconds taken."""
+    producer = Producer(
+        {**config, "linger.ms": 20, "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000}
+    )
+    payload = b"x" * size
+    start = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, payload, str(i).encode())
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    if producer.flush(120):
+        raise RuntimeError("dataset not fully produced")
+    return time.perf_counter() - start
+
+
+# -- throughput ---------------------------------------------------------------------------------------------
+
+
+def _read(consumer: Any, mode: str, fast: bool = False) -> int:
+    """One read of the service loop: ``poll(1.0)`` / ``consume(1000, 1.0)``; ``fast`` is the same loop
+    written with the calls the wrapper makes inside (``poll(0)`` first, ``consume`` waits ≤ 0.2 s)."""
+    if mode == "poll":
+        msg = (consumer.poll(0) or consumer.poll(1.0)) if fast else consumer.poll(1.0)
+        return 0 if msg is None or msg.error() else 1
+    return sum(1 for m in consumer.consume(BATCH, 0.2 if fast else 1.0) if not m.error())
+
+
+def _drain(
+    consumer: Any, count: int, mode: str, prefetch: float, timeout: float = 300.0, fast: bool = False
+) -> tuple[float, float]:
+    """Read ``count`` messages the way a service would (``poll(1.0)`` or ``consume(1000, 1.0)``).
+
+    After the first delivery it sleeps ``prefetch`` seconds so librdkafka's local queue fills, then times
+    the rest: the result is the client's own cost, not the broker's serving rate. Returns
+    ``(msgs/s wall clock, CPU µs/msg of the whole process)``; CPU time is robust against a busy machine.
+    """
+    got = 0
+    deadline = time.monotonic() + timeout
+    while got == 0:
+        if time.monotonic() > deadline:
+            raise TimeoutError("no first message")
+        got = _read(consumer, mode, fast)
+    wait_prefetched(prefetch)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    counted_from = got
+    while got < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"read {got}/{count}")
+        got += _read(consumer, mode, fast)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return (got - counted_from) / wall, 1e6 * cpu / (got - counted_from)
+
+
+def consumer_throughput(
+    config: dict[str, Any],
+    topic: str,
+    count: int,
+    kind: str,
+    mode: str,
+    control_topic: str,
+    prefetch: float = 3.0,
+) -> tuple[float, float]:
+    """Consume ``topic`` from the start with a new group; ``kind`` is ``plain``, ``plain_fast`` (a plain
+    Consumer read with the calls the wrapper makes inside) or ``controlled``. Returns ``(msgs/s, CPU µs/msg)``."""
+    cfg = {
+        **config,
+        "group.id": _name("tp"),
+        "auto.offset.reset": "earliest",
+        "queued.min.messages": 10_000_000,
+        "queued.max.messages.kbytes": 2_000_000,
+    }
+    if kind == "controlled":
+        consumer: Any = ControlledConsumer(cfg, [topic], control_topic=control_topic, client_id="bench")
+    else:
+        consumer = Consumer(cfg)
+        consumer.subscribe([topic])
+    try:
+        return _drain(consumer, count, mode, prefetch, fast=kind == "plain_fast")
+    finally:
+        consumer.close()
+
+
+def _compare(runs: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
+    rate = {k: statistics.median(r for r, _ in v) for k, v in runs.items()}
+    cpu = {k: statistics.median(c for _, c in v) for k, v in runs.items()}
+    return {
+        "plain_msgs_per_s": round(rate["plain"]),
+        "plain_fast_msgs_per_s": round(rate["plain_fast"]),
+        "controlled_msgs_per_s": round(rate["controlled"]),
+        "overhead_pct": round(100 * (1 - rate["controlled"] / rate["plain"]), 2),
+        "overhead_vs_fast_pct": round(100 * (1 - rate["controlled"] / rate["plain_fast"]), 2),
+        "plain_cpu_us_per_msg": round(cpu["plain"], 3),
+        "plain_fast_cpu_us_per_msg": round(cpu["plain_fast"], 3),
+        "controlled_cpu_us_per_msg": round(cpu["controlled"], 3),
+        "cpu_overhead_pct": round(100 * (cpu["controlled"] / cpu["plain"] - 1), 2),
+        "cpu_overhead_vs_fast_pct": round(100 * (cpu["controlled"] / cpu["plain_fast"] - 1), 2),
+        "runs_msgs_per_s": {k: [round(r) for r, _ in v] for k, v in runs.items()},
+        "runs_cpu_us_per_msg": {k: [round(c, 3) for _, c in v] for k, v in runs.items()},
+    }
+
+
+def _progress(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+def wait_prefetched(seconds: float) -> None:
+    """Give librdkafka's fetchers ``seconds`` to fill the local queue before the clock starts.
+
+    (Waiting for the process to go idle does not work: a consumer at the end of a log keeps fetching, and
+    the embedded broker answers empty fetches at once.)
+    """
+    time.sleep(seconds)
+
+
+def measure_interleaved(
+    config: dict[str, Any],
+    topic: str,
+    count: int,
+    mode: str,
+    control_topic: str,
+    block: int = 500,
+    prefetch: float = 15.0,
+) -> dict[str, Any]:
+    """The wrapper's own cost, robust against a noisy machine: ONE ControlledConsumer drains ``topic`` (fully
+    prefetched), rotating blocks of ``block`` messages between three readers of the same queue:
+
+    * ``controlled``: the wrapper, ``cc.poll(1.0)`` / ``cc.consume(1000, 1.0)``;
+    * ``plain``: its inner confluent-kafka Consumer with the same call;
+    * ``plain_fast``: the inner Consumer with the calls the wrapper makes inside (``poll(0)`` first,
+      ``consume(1000, 0.2)``): the difference to ``controlled`` is the wrapper's Python cost alone.
+    """
+    cfg = {
+        **config,
+        "group.id": _name("il"),
+        "auto.offset.reset": "earliest",
+        "queued.min.messages": 10_000_000,
+        "queued.max.messages.kbytes": 2_000_000,
+    }
+    cc = ControlledConsumer(cfg, [topic], control_topic=control_topic, client_id="bench-il")
+    kinds = ("plain", "plain_fast", "controlled")
+    spent = dict.fromkeys(kinds, 0.0)
+    read = dict.fromkeys(kinds, 0)
+    try:
+        got = 0
+        deadline = time.monotonic() + 120
+        while got == 0 and time.monotonic() < deadline:
+            got = _read(cc, mode)
+        wait_prefetched(prefetch)
+        inner = cc.consumer
+        assert inner is not None
+        turn = 0
+        while got < count and time.monotonic() < deadline + 300:
+            kind = kinds[turn % 3]
+            reader = cc if kind == "controlled" else inner
+            fast = kind == "plain_fast"
+            n = 0
+            start = time.perf_counter()
+            while n < block and got + n < count:
+                n += _read(reader, mode, fast)
+            spent[kind] += time.perf_counter() - start
+            read[kind] += n
+            got += n
+            turn += 1
+    finally:
+        cc.close()
+    rate = {k: read[k] / spent[k] for k in kinds}
+    return {
+        **{f"{k}_msgs_per_s": round(rate[k]) for k in kinds},
+        "overhead_pct": round(100 * (1 - rate["controlled"] / rate["plain"]), 2),
+        "overhead_vs_fast_pct": round(100 * (1 - rate["controlled"] / rate["plain_fast"]), 2),
+        "overhead_vs_fast_ns_per_msg": round(1e9 * (1 / rate["controlled"] - 1 / rate["plain_fast"]), 1),
+        "messages": dict(read),
+        "block": block,
+        "prefetch_seconds": prefetch,
+    }
+
+
+class _Instant:
+    """A stand-in inner Consumer whose poll/consume are C builtins that return at once, so that timing
+    ``ControlledConsumer.poll`` against it gives the wrapper's own Python cost per call."""
+
+    def __init__(self) -> None:
+        self.poll = abs  # poll(0) -> 0: "a message"
+        batch = [object()] * BATCH
+        self.consume = lambda n, t: batch
+
+
+def measure_call_overhead(number: int = 200_000, repeat: int = 15) -> dict[str, float]:
+    """Nanoseconds the wrapper adds per ``poll``/``consume`` call (min over ``repeat`` timings: the least
+    disturbed run), against a direct call of the same inner method."""
+    cc = ControlledConsumer.__new__(ControlledConsumer)  # no broker: only the hot path is timed
+    inner = _Instant()
+    cc.__dict__.update(_inner=inner, _poll0=inner.poll, _due=False, check_interval=0.2)
+
+    def best(stmt: str, env: dict[str, Any]) -> float:
+        return min(timeit.repeat(stmt, globals=env, number=number, repeat=repeat)) / number * 1e9
+
+    direct_poll = best("f(0)", {"f": inner.poll})
+    wrapped_poll = best("f(1.0)", {"f": cc.poll})
+    direct_consume = best("f(1000, 0.2)", {"f": inner.consume})
+    wrapped_consume = best("f(1000, 1.0)", {"f": cc.consume})
+    return {
+        "poll_ns_per_call": round(wrapped_poll - direct_poll, 1),
+        "consume_ns_per_call": round(wrapped_consume - direct_consume, 1),
+    }
+
+
+def bench_throughput(
+    config: dict[str, Any], count: int, repeats: int, partitions: int = 4, prefetch: float = 3.0
+) -> dict[str, Any]:
+    """Plain vs controlled consumer on the same pre-produced topic, alternating order; medians."""
+    topic = create_topic(config, "tp", partitions)
+    control = ControlChannel(config, _name("control"))
+    control.ensure()
+    # a control topic with some unrelated traffic, as in production
+    control.publish(*(Command(group=_name("other"), command="resume", epoch=now_ms()) for _ in range(50)))
+    produce_s = produce_dataset(config, topic, count)
+    out: dict[str, Any] = {
+        "messages": count,
+        "partitions": partitions,
+        "produce_seconds": round(produce_s, 2),
+        "prefetch_seconds": prefetch,
+        "load_average": os.getloadavg()[0],
+    }
+    try:
+        for mode in ("poll", "consume"):
+            kinds = ["plain", "plain_fast", "controlled"]
+            runs: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
+            for r in range(repeats):
+                order = kinds[r % 3 :] + kinds[: r % 3]  # rotate who goes first
+                for kind in order:
+                    _progress(f"throughput {mode} {kind} run {r + 1}/{repeats}")
+                    runs[kind].append(
+                        consumer_throughput(config, topic, count, kind, mode, control.topic, prefetch)
+                    )
+            out[mode] = _compare(runs)
+            out[mode]["interleaved"] = [
+                measure_interleaved(
+                    config,
+                    topic,
+                    count,
+                    mode,
+                    control.topic,
+                    block=500 if mode == "poll" else 1000,
+                    prefetch=max(prefetch, count / 20_000),
+                )
+                for _ in range(max(1, repeats // 2))
+            ]
+            for key in ("overhead_pct", "overhead_vs_fast_pct", "overhead_vs_fast_ns_per_msg"):
+                values = [r[key] for r in out[mode]["interleaved"]]
+                out[mode][f"interleaved_{key}"] = round(statistics.median(values), 2)
+    finally:
+        delete_topics(config, [topic, control.topic])
+        control.close()
+    calls = measure_call_overhead()
+    out["wrapper_ns_per_call"] = calls
+    # the wrapper's Python cost relative to what a message costs a plain consumer (median CPU per message)
+    out["poll"]["call_overhead_pct"] = round(
+        100 * calls["poll_ns_per_call"] / 1000 / out["poll"]["plain_cpu_us_per_msg"], 2
+    )
+    per_msg = calls["consume_ns_per_call"] / BATCH / 1000
+    out["consume"]["call_overhead_pct"] = round(100 * per_msg / out["consume"]["plain_cpu_us_per_msg"], 3)
+    return out
+
+
+# -- pause / resume latency ---------------------------------------------------------------------------------
+
+
+def group_state(admin: AdminClient, group: str) -> tuple[ConsumerGroupState, int]:
+    desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    return desc.state, len(desc.members)
+
+
+def wait_group(
+    admin: AdminClient, group: str, state: ConsumerGroupState, members: int, timeout: float = 60.0
+) -> float:
+    """Return the monotonic time at which ``group`` was first seen in ``state`` with ``members`` members."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if group_state(admin, group) == (state, members):
+            return time.monotonic()
+        time.sleep(0.005)
+    raise TimeoutError(f"group {group} not {state.name} with {members} members within {timeout}s")
+
+
+def _seconds(
+    admin: AdminClient,
+    group: str,
+    state: ConsumerGroupState,
+    members: int,
+    since: float,
+    timeout: float = 20.0,
+) -> float | None:
+    """Seconds from ``since`` until ``group`` is in ``state``; None if not within ``timeout`` (then it waits
+    up to 60 s more so that the next round starts clean)."""
+    try:
+        return wait_group(admin, group, state, members, timeout) - since
+    except TimeoutError:
+        wait_group(admin, group, state, members, 60.0)
+        return None
+
+
+class _Worker(threading.Thread):
+    """A service thread: builds its consumer, polls until told to stop, then closes it."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        super().__init__(daemon=True)
+        self.make = make
+        self.stop = threading.Event()
+        self.closed = threading.Event()
+        self.consumer: Any = None
+
+    def run(self) -> None:
+        self.consumer = self.make()
+        while not self.stop.is_set():
+            self.consumer.poll(0.05)
+        self.consumer.close()
+        self.closed.set()
+
+
+def _start(workers: list[_Worker]) -> None:
+    for w in workers:
+        w.start()
+
+
+def _stop(workers: list[_Worker]) -> None:
+    for w in workers:
+        w.stop.set()
+    for w in workers:
+        w.join(timeout=60)
+
+
+def measure_plain_restart(
+    config: dict[str, Any], topic: str, consumers: int, rounds: int = 3
+) -> dict[str, Any]:
+    """Latency of the plain way: every member ``close()``s (commit + LeaveGroup) → group EMPTY, then new
+    Consumers subscribe → STABLE with all members. Seconds, medians over ``rounds``."""
+    admin = AdminClient(config)
+    group = _name("plain")
+    cfg = {**config, "group.id": group, "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
+
+    def make() -> Consumer:
+        consumer = Consumer(cfg)
+        consumer.subscribe([topic])
+        return consumer
+
+    workers = [_Worker(make) for _ in range(consumers)]
+    _start(workers)
+    wait_group(admin, group, ConsumerGroupState.STABLE, consumers)
+    leave: list[float | None] = []
+    join: list[float | None] = []
+    for _ in range(rounds):
+        t0 = time.monotonic()
+        _stop(workers)
+        leave.append(_seconds(admin, group, ConsumerGroupState.EMPTY, 0, t0))
+        t1 = time.monotonic()
+        workers = [_Worker(make) for _ in range(consumers)]
+        _start(workers)
+        join.append(_seconds(admin, group, ConsumerGroupState.STABLE, consumers, t1))
+    _stop(workers)
+    return _summary(consumers, leave, join, "close() -> EMPTY", "new Consumer subscribe -> STABLE")
+
+
+def measure_pause_resume(
+    config: dict[str, Any],
+    topic: str,
+    consumers: int,
+    rounds: int = 3,
+    control_topic: str | None = None,
+    check_interval: float = 0.2,
+) -> dict[str, Any]:
+    """Latency of the controlled way: ``pause`` published → group EMPTY, ``resume`` published → STABLE with
+    all ``consumers`` ControlledConsumers back. Seconds, medians over ``rounds``."""
+    admin = AdminClient(config)
+    group = _name("ctl")
+    channel = ControlChannel(config, control_topic or _name("control"))
+    channel.ensure()
+    cfg = {**config, "group.id": group, "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
+
+    def maker(i: int) -> Callable[[], ControlledConsumer]:
+        return lambda: ControlledConsumer(
+            cfg, [topic], control_topic=channel.topic, client_id=f"w{i}", check_interval=check_interval
+        )
+
+    workers = [_Worker(maker(i)) for i in range(consumers)]
+    _start(workers)
+    wait_group(admin, group, ConsumerGroupState.STABLE, consumers)
+    # warm the control producer (an idempotent producer's first send also fetches a producer id)
+    channel.publish(Command(group=_name("warm"), command="resume", epoch=now_ms()))
+    leave: list[float | None] = []
+    join: list[float | None] = []
+    try:
+        for _ in range(rounds):
+            t0 = time.monotonic()
+            channel.publish(Command(group=group, command="pause", epoch=now_ms(), topic=topic))
+            leave.append(_seconds(admin, group, ConsumerGroupState.EMPTY, 0, t0))
+            t1 = time.monotonic()
+            channel.publish(Command(group=group, command="resume", epoch=now_ms(), topic=topic))
+            join.append(_seconds(admin, group, ConsumerGroupState.STABLE, consumers, t1))
+    finally:
+        _stop(workers)
+        if control_topic is None:
+            delete_topics(config, [channel.topic])
+        channel.close()
+    result = _summary(consumers, leave, join, "pause published -> EMPTY", "resume published -> STABLE")
+    result["check_interval"] = check_interval
+    return result
+
+
+def _summary(
+    consumers: int, leave: list[float | None], join: list[float | None], leave_what: str, join_what: str
+) -> dict[str, Any]:
+    """Medians over the rounds that finished within the bound; the others are counted as timeouts."""
+
+    def median(xs: list[float | None]) -> float | None:
+        ok = [x for x in xs if x is not None]
+        return round(statistics.median(ok), 4) if ok else None
+
+    return {
+        "consumers": consumers,
+        "leave_s": median(leave),
+        "join_s": median(join),
+        "leave_runs": [None if x is None else round(x, 4) for x in leave],
+        "join_runs": [None if x is None else round(x, 4) for x in join],
+        "timeouts": sum(x is None for x in leave + join),
+        "leave": leave_what,
+        "join": join_what,
+    }
+
+
+def bench_latency(config: dict[str, Any], consumer_counts: list[int], rounds: int) -> list[dict[str, Any]]:
+    topic = create_topic(config, "lat", max(consumer_counts))
+    produce_dataset(config, topic, 1000)
+    rows = []
+    try:
+        for n in consumer_counts:
+            _progress(f"latency with {n} consumers")
+            rows.append(
+                {
+                    "consumers": n,
+                    "plain": measure_plain_restart(config, topic, n, rounds),
+                    "controlled": measure_pause_resume(config, topic, n, rounds),
+                }
+            )
+    finally:
+        delete_topics(config, [topic])
+    return rows
+
+
+def print_report(result: dict[str, Any]) -> None:
+    tp = result["throughput"]
+    print(f"\nconsumer throughput, {tp['messages']} msgs x 64 B, {tp['partitions']} partitions (medians)")
+    print("  plain: Consumer with the same calls; fast: Consumer read with the wrapper's inner calls")
+    head = (
+        "mode",
+        "plain/s",
+        "fast/s",
+        "ctl/s",
+        "ovh",
+        "ovh-fast",
+        "plain µs",
+        "fast µs",
+        "ctl µs",
+        "cpu-ovh",
+        "cpu-fast",
+    )
+    print("".join(f"{h:>10}" for h in head))
+    for mode in ("poll", "consume"):
+        r = tp[mode]
+        cells = [
+            mode,
+            f"{r['plain_msgs_per_s']:,}",
+            f"{r['plain_fast_msgs_per_s']:,}",
+            f"{r['controlled_msgs_per_s']:,}",
+            f"{r['overhead_pct']:.1f}%",
+            f"{r['overhead_vs_fast_pct']:.1f}%",
+            f"{r['plain_cpu_us_per_msg']:.3f}",
+            f"{r['plain_fast_cpu_us_per_msg']:.3f}",
+            f"{r['controlled_cpu_us_per_msg']:.3f}",
+            f"{r['cpu_overhead_pct']:.1f}%",
+            f"{r['cpu_overhead_vs_fast_pct']:.1f}%",
+        ]
+        print("".join(f"{c:>10}" for c in cells))
+    calls = tp["wrapper_ns_per_call"]
+    print(
+        f"\nwrapper's own cost per call (no broker, best of 15): poll {calls['poll_ns_per_call']:.0f} ns ="
+        f" {tp['poll']['call_overhead_pct']:.2f}% of a plain poll's CPU per message; consume"
+        f" {calls['consume_ns_per_call']:.0f} ns per batch of {BATCH} = {tp['consume']['call_overhead_pct']:.3f}%"
+    )
+    print("\nwrapper cost, interleaved blocks on one prefetched consumer (medians):")
+    for mode in ("poll", "consume"):
+        r = tp[mode]
+        print(
+            f"  {mode:<8} vs the same call on the inner Consumer: {r['interleaved_overhead_pct']:.2f}%;"
+            f" vs the inner calls the wrapper makes: {r['interleaved_overhead_vs_fast_pct']:.2f}%"
+            f" ({r['interleaved_overhead_vs_fast_ns_per_msg']:.0f} ns/msg)"
+        )
+    print("\ngroup leave / rejoin latency in seconds (medians)")
+    print(
+        f"{'consumers':<10}{'close->EMPTY':>14}{'pause->EMPTY':>14}{'new->STABLE':>13}{'resume->STABLE':>16}"
+    )
+    for row in result["latency"]:
+        p, c = row["plain"], row["controlled"]
+        cells = [
+            f"{x:.3f}" if x is not None else "timeout"
+            for x in (p["leave_s"], c["leave_s"], p["join_s"], c["join_s"])
+        ]
+        print(f"{row['consumers']:<10}{cells[0]:>14}{cells[1]:>14}{cells[2]:>13}{cells[3]:>16}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=500_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--consumers", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--prefetch", type=float, default=5.0, help="seconds to let the local queue fill")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    with broker() as config:
+        result = {
+            "throughput": bench_throughput(config, args.messages, args.repeats, prefetch=args.prefetch),
+            "latency": bench_latency(config, args.consumers, args.rounds),
+        }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print_report(result)
+    print(f"\nwritten to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
