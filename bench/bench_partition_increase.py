@@ -40,6 +40,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import embedded_broker  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "partition_increase.json"
+#: The controlled consumers' ``check_interval``: how soon they see a pause or resume (their reaction time).
+CHECK_INTERVAL = 0.05
 
 
 @contextlib.contextmanager
@@ -110,7 +112,9 @@ def plain_restart(config: dict[str, Any], consumers: int, controlled: bool) -> f
 
     topic = create_topic(config, "restart", 8)
     group = f"{topic}-g"
-    fleet = ConsumerFleet(config, topic, group, n=consumers, controlled=controlled)
+    fleet = ConsumerFleet(
+        config, topic, group, n=consumers, controlled=controlled, check_interval=CHECK_INTERVAL
+    )
     producer = SeqProducer(config, topic, rate=200)
     producer.start()
     watcher = GroupWatcher(config, group, topic)
@@ -119,7 +123,9 @@ def plain_restart(config: dict[str, Any], consumers: int, controlled: bool) -> f
         warm_up(producer, fleet)
         started = time.monotonic()
         fleet.stop()
-        fleet = ConsumerFleet(config, topic, group, n=consumers, controlled=controlled)
+        fleet = ConsumerFleet(
+            config, topic, group, n=consumers, controlled=controlled, check_interval=CHECK_INTERVAL
+        )
         deadline = time.monotonic() + 60
         while watcher.back_at(started, 8) is None and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -139,7 +145,7 @@ def safe_window(config: dict[str, Any], dag: Any, consumers: int) -> dict[str, f
 
     topic = create_topic(config, "safe", 1)
     group = f"{topic}-g"
-    fleet = ConsumerFleet(config, topic, group, n=consumers, controlled=True)
+    fleet = ConsumerFleet(config, topic, group, n=consumers, controlled=True, check_interval=CHECK_INTERVAL)
     producer = SeqProducer(config, topic, rate=200, controlled=True)
     producer.start()
     watcher = GroupWatcher(config, group, topic)
@@ -296,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--consumers", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    result: dict[str, Any] = {"pause_window": [], "memory": []}
+    result: dict[str, Any] = {"pause_window": [], "memory": [], "check_interval_s": CHECK_INTERVAL}
     with broker() as config:
         dags = airflow_env(config)
         for n in args.consumers:

@@ -75,10 +75,17 @@ class ConsumerFleet:
     """``n`` consumer threads of one group with ``auto.offset.reset=latest``, recording what they receive.
 
     :param controlled: wrap each with the client piece's ``ControlledConsumer`` (honours pause/resume).
+    :param check_interval: how often a controlled consumer looks at the control topic (its reaction time).
     """
 
     def __init__(
-        self, config: dict[str, Any], topic: str, group: str, n: int = 2, controlled: bool = False
+        self,
+        config: dict[str, Any],
+        topic: str,
+        group: str,
+        n: int = 2,
+        controlled: bool = False,
+        check_interval: float = 0.1,
     ) -> None:
         self.topic = topic
         self.group = group
@@ -97,6 +104,7 @@ class ConsumerFleet:
             "auto.commit.interval.ms": 500,
         }
         self._controlled = controlled
+        self._check_interval = check_interval
         self._ready = threading.Barrier(n + 1)
         self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(n)]
         for thread in self._threads:
@@ -108,7 +116,7 @@ class ConsumerFleet:
             return ControlledConsumer(
                 {**self._settings, "client.id": f"{self.group}-{i}"},
                 [self.topic],
-                check_interval=0.1,
+                check_interval=self._check_interval,
                 on_state_change=self._on_state,
             )
         consumer = Consumer({**self._settings, "client.id": f"{self.group}-{i}"})

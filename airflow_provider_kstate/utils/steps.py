@@ -60,10 +60,13 @@ class SafeIncreaseSteps:
         return {"epoch": epoch, "groups": groups}
 
     def wait_empty(self, timeout: float, max_interval: float = 1.0) -> dict[str, Any]:
-        """Block until every seeded group is EMPTY (polling from 0.05 s up to ``max_interval``)."""
+        """Block until every seeded group is EMPTY: polls every 20 ms for the first 2 s (paused consumers
+        leave within a fraction of a second, and this wait is inside their pause window), then backs off
+        to ``max_interval``."""
         groups = groups_where(self.plan, "seed")
-        deadline = time.monotonic() + timeout
-        interval = 0.05
+        started = time.monotonic()
+        deadline = started + timeout
+        interval = 0.02
         while True:
             result = groups_empty(self.admin, self.topic, groups)
             if result.ok:
@@ -72,7 +75,8 @@ class SafeIncreaseSteps:
             if time.monotonic() > deadline:
                 raise not_empty_error(self.plan, result.detail, timeout)
             time.sleep(interval)
-            interval = min(max_interval, interval * 2)
+            if time.monotonic() - started > 2.0:
+                interval = min(max_interval, interval * 2)
 
     def increase(self, timeout: float) -> dict[str, Any]:
         """Grow the topic to the target (validate first); a no-op when it is already there."""
