@@ -46,6 +46,7 @@ def get_provider_info() -> dict[str, Any]:
                     f"{pkg}.operators.guard",
                     f"{pkg}.operators.window",
                     f"{pkg}.operators.state",
+                    f"{pkg}.operators.maintenance",
                 ],
             }
         ],

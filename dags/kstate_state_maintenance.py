@@ -20,18 +20,20 @@ Nothing here touches the network at parse time; connections ``kafka_default`` an
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import pendulum
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param
 
-from airflow_provider_kstate.exceptions import StateCheckFailed
+from airflow_provider_kstate.operators.maintenance import (
+    KStateChooseDeepCheckOperator,
+    KStateStoreBadOperator,
+    KStateStoreVerdictOperator,
+)
 from airflow_provider_kstate.operators.state import (
     KStateDeepCheckOperator,
     KStateFastCheckOperator,
     KStateRebuildOperator,
-    failed_partitions,
 )
 
 KAFKA_CONN_ID = "kafka_default"
@@ -96,11 +98,12 @@ with DAG(
         fail_on_bad=False,
     )
 
-    @task.branch
-    def choose_deep(params: dict[str, Any] | None = None, ti: Any = None) -> str:
-        """Run the deep check when asked and there is a snapshot to check."""
-        fast = ti.xcom_pull(task_ids="fast_check")
-        return "deep_check" if params and params["deep"] and fast["snapshot_ok"] else "decide"
+    deep_branch = KStateChooseDeepCheckOperator(
+        task_id="choose_deep",
+        fast_check_task_id="fast_check",
+        deep_task_id="deep_check",
+        otherwise_task_id="decide",
+    )
 
     deep_check = KStateDeepCheckOperator(
         task_id="deep_check",
@@ -111,34 +114,13 @@ with DAG(
         fail_on_bad=False,
     )
 
-    @task.branch(trigger_rule="none_failed_min_one_success")
-    def decide(params: dict[str, Any] | None = None, ti: Any = None) -> str:
-        """Choose store_ok, store_bad or rebuild from the check reports and ``rebuild``."""
-        fast = ti.xcom_pull(task_ids="fast_check")
-        deep = ti.xcom_pull(task_ids="deep_check")
-        mode = (params or {}).get("rebuild", "auto")
-        bad = not fast["ok"] or (deep is not None and not deep.get("ok"))
-        # Only the deep check's per-partition findings on an unchanged layout allow a partial rebuild.
-        only = failed_partitions(deep) if fast["ok"] and deep is not None and mode == "auto" else []
-        ti.xcom_push(key="only_partitions", value=",".join(str(p) for p in only))
-        if mode == "force":
-            return "rebuild"
-        if not bad:
-            return "store_ok"
-        return "rebuild" if mode == "auto" else "store_bad"
+    verdict = KStateStoreVerdictOperator(
+        task_id="decide", fast_check_task_id="fast_check", deep_check_task_id="deep_check"
+    )
 
     store_ok = EmptyOperator(task_id="store_ok")
 
-    @task
-    def store_bad(ti: Any = None) -> None:
-        """Fail the run: the store is bad and ``rebuild=never``."""
-        reports = [r for r in (ti.xcom_pull(task_ids="fast_check"), ti.xcom_pull(task_ids="deep_check")) if r]
-        details = "; ".join(
-            f"{r['check']} check: problems {r.get('problems') or []}, failed partitions {failed_partitions(r)}"
-            for r in reports
-            if not r.get("ok")
-        )
-        raise StateCheckFailed(f"the state store is bad and rebuild=never: {details}")
+    store_bad = KStateStoreBadOperator(task_id="store_bad", report_task_ids=["fast_check", "deep_check"])
 
     rebuild = KStateRebuildOperator(
         task_id="rebuild",
@@ -160,9 +142,7 @@ with DAG(
         spark_conn_id=SPARK_CONN_ID,
     )
 
-    deep_branch = choose_deep()
-    verdict = decide()
     fast_check >> deep_branch >> [deep_check, verdict]
     deep_check >> verdict
-    verdict >> [store_ok, store_bad(), rebuild]
+    verdict >> [store_ok, store_bad, rebuild]
     rebuild >> recheck_fast >> recheck_deep

@@ -31,6 +31,7 @@ from airflow_provider_kstate.exceptions import (
     StateCheckFailed,
 )
 from airflow_provider_kstate.hooks.state import KStateSnapshotHook
+from airflow_provider_kstate.operators.maintenance import failed_partitions
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -107,11 +108,6 @@ def _samples(entry: dict[str, Any]) -> str:
         if isinstance(keys, list) and keys:
             parts.append(f"{kind}={keys[:5]}")
     return f" (sample keys: {', '.join(parts)})" if parts else ""
-
-
-def failed_partitions(report: dict[str, Any]) -> list[int]:
-    """Return the partitions a check report marks as failed, sorted."""
-    return sorted(int(p) for p, e in (report.get("partitions") or {}).items() if not e.get("ok", False))
 
 
 class KStateFastCheckOperator(BaseOperator):

@@ -1,0 +1,106 @@
+"""The decisions of the state-maintenance flow: whether to run the deep check, and what to do with the verdict.
+
+Plain operators (not TaskFlow callables in the DAG file), so the DAG parses without the standard provider's
+Python operators.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.providers.standard.operators.branch import BaseBranchOperator
+from airflow.sdk import BaseOperator
+
+from airflow_provider_kstate.exceptions import StateCheckFailed
+
+
+def failed_partitions(report: dict[str, Any]) -> list[int]:
+    """Return the partitions a check report marks as failed, sorted."""
+    return sorted(int(p) for p, e in (report.get("partitions") or {}).items() if not e.get("ok", False))
+
+
+def verdict(fast: dict[str, Any], deep: dict[str, Any] | None, mode: str) -> tuple[str, list[int]]:
+    """Return the branch (``store_ok``, ``store_bad`` or ``rebuild``) and the partitions a partial rebuild covers.
+
+    Only the deep check's per-partition findings on an unchanged layout (the fast check passed) allow a
+    partial rebuild; any fast-check failure means a full one.
+    """
+    bad = not fast["ok"] or (deep is not None and not deep.get("ok"))
+    only = failed_partitions(deep) if fast["ok"] and deep is not None and mode == "auto" else []
+    if mode == "force":
+        return "rebuild", only
+    if not bad:
+        return "store_ok", only
+    return ("rebuild" if mode == "auto" else "store_bad"), only
+
+
+class KStateChooseDeepCheckOperator(BaseBranchOperator):
+    """Branch to the deep check when the ``deep`` param is set and there is a snapshot to check.
+
+    :param fast_check_task_id: the fast check's task id.
+    :param deep_task_id: the deep check's task id.
+    :param otherwise_task_id: where to go instead.
+    """
+
+    def __init__(
+        self, *, fast_check_task_id: str, deep_task_id: str, otherwise_task_id: str, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.fast_check_task_id = fast_check_task_id
+        self.deep_task_id = deep_task_id
+        self.otherwise_task_id = otherwise_task_id
+
+    def choose_branch(self, context: Any) -> str:
+        fast = context["ti"].xcom_pull(task_ids=self.fast_check_task_id)
+        deep = bool(context["params"].get("deep")) and bool(fast and fast.get("snapshot_ok"))
+        self.log.info("DECIDE deep check %s", "runs" if deep else "skipped")
+        return self.deep_task_id if deep else self.otherwise_task_id
+
+
+class KStateStoreVerdictOperator(BaseBranchOperator):
+    """Branch on the checks and the ``rebuild`` param; push the partitions of a partial rebuild as XCom
+    ``only_partitions`` (comma-separated, empty for a full rebuild).
+
+    :param fast_check_task_id: the fast check's task id.
+    :param deep_check_task_id: the deep check's task id (its XCom may be absent).
+    """
+
+    def __init__(self, *, fast_check_task_id: str, deep_check_task_id: str, **kwargs: Any) -> None:
+        kwargs.setdefault("trigger_rule", "none_failed_min_one_success")
+        super().__init__(**kwargs)
+        self.fast_check_task_id = fast_check_task_id
+        self.deep_check_task_id = deep_check_task_id
+
+    def choose_branch(self, context: Any) -> str:
+        ti = context["ti"]
+        fast = ti.xcom_pull(task_ids=self.fast_check_task_id)
+        deep = ti.xcom_pull(task_ids=self.deep_check_task_id)
+        branch, only = verdict(fast, deep, context["params"].get("rebuild", "auto"))
+        ti.xcom_push(key="only_partitions", value=",".join(str(p) for p in only))
+        self.log.info(
+            "DECIDE store %s -> %s (partitions %s)",
+            "ok" if branch == "store_ok" else "bad",
+            branch,
+            only or "all",
+        )
+        return branch
+
+
+class KStateStoreBadOperator(BaseOperator):
+    """Fail the run: the store is bad and the ``rebuild`` param is ``never``. The error names what failed.
+
+    :param report_task_ids: the check tasks whose reports to quote.
+    """
+
+    def __init__(self, *, report_task_ids: list[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.report_task_ids = report_task_ids
+
+    def execute(self, context: Any) -> None:
+        reports = [r for r in (context["ti"].xcom_pull(task_ids=t) for t in self.report_task_ids) if r]
+        details = "; ".join(
+            f"{r['check']} check: problems {r.get('problems') or []}, failed partitions {failed_partitions(r)}"
+            for r in reports
+            if not r.get("ok")
+        )
+        raise StateCheckFailed(f"the state store is bad and rebuild=never: {details}")
