@@ -52,6 +52,7 @@ from airflow_provider_kstate.spark_apps.reader import (
 )
 from airflow_provider_kstate.spark_apps.rebuild import (
     RebuildError,
+    app_parser,
     compaction_warnings,
     fail,
     load_kafka_config,
@@ -124,19 +125,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
     :param argv: the arguments (default: ``sys.argv[1:]``).
     """
-    parser = argparse.ArgumentParser(
-        prog="deep_check.py", description="Check a kstate snapshot against its changelog."
-    )
-    parser.add_argument(
-        "--kafka-config-file", required=True, help="JSON dict of librdkafka settings (secret)"
-    )
-    parser.add_argument("--topic", required=True, help="the compacted changelog topic")
-    parser.add_argument("--snapshot-uri", required=True, help="snapshot root: local path or filesystem URI")
-    parser.add_argument("--report-file", required=True, help="where to write the JSON report (local path)")
+    parser = app_parser("deep_check.py", "Check a kstate snapshot against its changelog.")
     parser.add_argument("--sample-keys", type=int, default=5, help="sample keys per kind and partition")
-    parser.add_argument(
-        "--timeout", type=float, default=kafka_io.DEFAULT_TIMEOUT, help="read timeout per partition, s"
-    )
     return parser.parse_args(argv)
 
 

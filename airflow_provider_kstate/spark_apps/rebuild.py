@@ -74,25 +74,33 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse the command line.
+def app_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """Return a parser with the options every kstate Spark application takes.
 
-    :param argv: the arguments (default: ``sys.argv[1:]``).
+    :param prog: the application's file name.
+    :param description: what it does.
     """
-    parser = argparse.ArgumentParser(
-        prog="rebuild.py", description="Rebuild a kstate snapshot from its changelog."
-    )
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument(
         "--kafka-config-file", required=True, help="JSON dict of librdkafka settings (secret)"
     )
     parser.add_argument("--topic", required=True, help="the compacted changelog topic")
     parser.add_argument("--snapshot-uri", required=True, help="snapshot root: local path or filesystem URI")
     parser.add_argument("--report-file", required=True, help="where to write the JSON report (local path)")
-    parser.add_argument("--partitions", type=int, default=None, help="re-key to this partition count")
-    parser.add_argument("--only-partitions", default=None, help="comma-separated partitions to rebuild")
     parser.add_argument(
         "--timeout", type=float, default=kafka_io.DEFAULT_TIMEOUT, help="read timeout per partition, s"
     )
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line.
+
+    :param argv: the arguments (default: ``sys.argv[1:]``).
+    """
+    parser = app_parser("rebuild.py", "Rebuild a kstate snapshot from its changelog.")
+    parser.add_argument("--partitions", type=int, default=None, help="re-key to this partition count")
+    parser.add_argument("--only-partitions", default=None, help="comma-separated partitions to rebuild")
     return parser.parse_args(argv)
 
 
