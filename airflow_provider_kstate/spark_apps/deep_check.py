@@ -42,6 +42,7 @@ from airflow_provider_kstate.spark_apps.reader import (
     EMPTY_DIGEST,
     ReadContext,
     changelog_frame,
+    changelog_stats,
     digest_columns,
     first_line,
     partition_stats,
@@ -229,11 +230,13 @@ def changelog_truth(
     """Fold the changelog up to the manifest's offsets and return its stats per partition."""
     sources = sorted(ranges)
     ctx = ReadContext(kafka_config, topic, sources, ranges, layout, timeout=timeout)
-    stats = partition_stats(changelog_frame(spark, ctx))
-    if int(ctx.accumulators["strays"].value):
+    stats = changelog_stats(spark, ctx)  # only rows and digests leave the Python workers
+    records = ctx.totals()["records"]
+    if ctx.totals()["strays"]:
         ctx = ReadContext(kafka_config, topic, sources, ranges, layout, full=True, timeout=timeout)
         stats = partition_stats(resolve_strays(changelog_frame(spark, ctx)))
-    return Truth(ctx, stats, int(ctx.accumulators["records"].value))
+        records = ctx.totals()["records"]
+    return Truth(ctx, stats, records)
 
 
 def truth_frame(spark: SparkSession, truth: Truth, partitions: list[int]) -> DataFrame:

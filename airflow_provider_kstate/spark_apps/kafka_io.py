@@ -169,11 +169,26 @@ def list_offsets(
 
 @dataclass
 class FoldResult:
-    """The fold of one partition: ``state`` maps key -> (offset, value or None for a tombstone)."""
+    """The fold of one partition: ``latest`` maps each key to the message of its latest record.
 
-    state: dict[bytes, tuple[int, bytes | None]]
+    The messages are kept as they came (a tombstone's ``value()`` is None): extracting key, value and
+    offset of every record would cost more than the read itself, so only the final ones are extracted,
+    by :meth:`columns`.
+    """
+
+    latest: dict[bytes, Any]
     records: int = 0
     null_keys: int = 0
+
+    def columns(self) -> tuple[list[bytes], list[bytes | None], list[int]]:
+        """Return ``(keys, values, offsets)`` of the final records, in the same order."""
+        messages = self.latest.values()
+        return list(self.latest), [m.value() for m in messages], [m.offset() for m in messages]
+
+    @property
+    def state(self) -> dict[bytes, tuple[int, bytes | None]]:
+        """Return ``{key: (offset, value or None for a tombstone)}`` (convenient for tests; slower)."""
+        return {k: (m.offset(), m.value()) for k, m in self.latest.items()}
 
 
 def read_batches(
@@ -206,8 +221,11 @@ def read_batches(
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         deadline = time.monotonic() + timeout
+        following = start
         while True:
-            msgs = consumer.consume(BATCH, timeout=_POLL)
+            # never ask for more than the range still holds: consume() waits for a full batch, so a
+            # too-large request at a partition's tail would idle for the whole poll timeout
+            msgs = consumer.consume(max(1, min(BATCH, end - following)), timeout=_POLL)
             if not msgs:
                 if time.monotonic() > deadline:
                     raise KafkaReadError(
@@ -218,6 +236,7 @@ def read_batches(
             last = msgs[-1]
             if last.error() is not None or (last.offset() or 0) >= end - 1:
                 return  # the last offset before ``end`` (markers may follow it), or EOF at the LSO
+            following = last.offset() + 1
             deadline = time.monotonic() + timeout
     finally:
         consumer.close()
@@ -235,6 +254,24 @@ def _event(msg: Any, null_keys: int) -> int:
     raise KafkaReadError(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
 
 
+def _fold_slow(latest: dict[bytes, Any], msgs: list[Any], end: int) -> tuple[int, int]:
+    """Fold one batch record by record: events, keyless records and records past ``end`` handled.
+
+    :returns: ``(records, null_keys)`` of the batch.
+    """
+    records = null_keys = 0
+    for m in msgs:
+        key = m.key()
+        if key is None:
+            null_keys = _event(m, null_keys)
+            continue
+        if m.offset() >= end:
+            break
+        latest[key] = m
+        records += 1
+    return records, null_keys
+
+
 def fold_partition(
     kafka_config: Mapping[str, Any],
     topic: str,
@@ -243,7 +280,11 @@ def fold_partition(
     end: int,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> FoldResult:
-    """Fold a partition's records in ``[start, end)`` to the latest value (or tombstone) per key.
+    """Fold a partition's records in ``[start, end)`` to the latest record (value or tombstone) per key.
+
+    A batch whose last message is a record before ``end`` takes the fast path (one dict store per record);
+    a keyless record or an event inside it shows up as the key None and sends the batch through the
+    record-by-record path, which gives the same result (later records win either way).
 
     :param kafka_config: librdkafka settings.
     :param topic: the topic.
@@ -253,20 +294,21 @@ def fold_partition(
     :param timeout: see :func:`read_batches`.
     :raises KafkaReadError: on a consumer error or a timeout.
     """
-    state: dict[bytes, tuple[int, bytes | None]] = {}
-    records = null_keys = 0
+    latest: dict[bytes, Any] = {}
+    fold = FoldResult(latest)
     for msgs in read_batches(kafka_config, topic, partition, start, end, timeout):
-        for m in msgs:
-            key = m.key()
-            if key is None:
-                null_keys = _event(m, null_keys)
+        last = msgs[-1]
+        if last.error() is None and last.key() is not None and last.offset() < end:
+            for m in msgs:
+                latest[m.key()] = m
+            if None not in latest:
+                fold.records += len(msgs)
                 continue
-            off = m.offset()
-            if off >= end:
-                break
-            state[key] = (off, m.value())
-            records += 1
-    return FoldResult(state, records, null_keys)
+            del latest[None]
+        records, null_keys = _fold_slow(latest, msgs, end)
+        fold.records += records
+        fold.null_keys += null_keys
+    return fold
 
 
 def drain_count(kafka_config: Mapping[str, Any], topic: str, ranges: Mapping[int, tuple[int, int]]) -> int:
@@ -281,10 +323,13 @@ def drain_count(kafka_config: Mapping[str, Any], topic: str, ranges: Mapping[int
     consumer = Consumer(consumer_config(kafka_config))
     todo = {p for p, (s, e) in ranges.items() if s < e}
     consumer.assign([TopicPartition(topic, p, ranges[p][0]) for p in todo])
+    most = sum(e - s for s, e in ranges.values() if s < e)  # records left, at most (markers take offsets)
     count = 0
     try:
         while todo:
-            for m in consumer.consume(BATCH, timeout=_POLL):
+            # ask for no more than can still come (records plus one EOF event per partition), so the last
+            # batch returns when it is complete instead of idling for the poll timeout
+            for m in consumer.consume(max(1, min(BATCH, most - count + len(todo))), timeout=_POLL):
                 if m.error() is not None:
                     todo.discard(m.partition())
                     continue

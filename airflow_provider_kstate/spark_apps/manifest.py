@@ -7,8 +7,9 @@ Digest (``digest_algorithm`` = :data:`DIGEST_ALGORITHM`): for every live row, ``
 ``xxhash64(key, value)``, i.e. XXH64 of the key with seed 42, then XXH64 of the value seeded with that
 result (the chaining separates key from value, so ``("ab", "c")`` and ``("a", "bc")`` differ). A
 partition's digest is the sum of the rows' ``h`` modulo 2**64, as 16 hex digits: order-independent, and
-(unlike xor) a duplicated row changes it. Spark computes it natively in the JVM; :func:`row_digest` is the
-pure-Python reference of the same function (used by tests and small checks).
+(unlike xor) a duplicated row changes it. Spark computes it natively in the JVM over a DataFrame; the
+Python workers that fold changelog partitions compute the same with the ``xxhash`` C library
+(:func:`digest_sum`); :func:`row_digest` is the pure-Python reference (used by tests and small checks).
 """
 
 from __future__ import annotations
@@ -141,6 +142,23 @@ def digest_rows(rows: Iterable[tuple[bytes, bytes]]) -> str:
     :param rows: the live rows of one partition.
     """
     return digest_hex(combine(row_digest(k, v) for k, v in rows))
+
+
+def digest_sum(keys: Iterable[bytes], values: Iterable[bytes]) -> int:
+    """Return the digest (as an int modulo 2**64) of live rows given as parallel keys and values.
+
+    The same function as :func:`row_digest` summed by :func:`combine`, computed by the ``xxhash`` C
+    library: about 0.1 µs per row, so the Spark applications digest rows where they fold them.
+
+    :param keys: the rows' keys.
+    :param values: the rows' values, in the same order (no tombstones).
+    """
+    from itertools import repeat
+
+    import xxhash
+
+    xxh = xxhash.xxh64_intdigest
+    return sum(map(xxh, values, map(xxh, keys, repeat(SPARK_SEED)))) & _MASK64
 
 
 def digest_from_halves(low_sum: int, high_sum: int) -> str:

@@ -3,8 +3,10 @@
 * :func:`load_snapshot` returns a snapshot as a DataFrame plus the offsets to resume its changelog from.
 * :func:`changelog_frame` reads changelog partitions in parallel, one Spark task per partition (confluent-kafka
   ``assign()`` inside ``mapInArrow``), folds each to its latest value per key and yields Arrow batches.
-* :func:`partition_stats` computes rows and digest per partition inside the JVM (only the small result
-  reaches the driver).
+* :func:`changelog_stats` folds them and returns only rows and digest per partition (no row leaves the
+  Python workers); :func:`changelog_frame` records the same per-partition stats while it yields rows.
+* :func:`partition_stats` computes rows and digest per partition of any frame inside the JVM (only the
+  small result reaches the driver).
 
 Placement: a snapshot with layout ``n`` keeps each key in ``partition_for(key, n)`` (its *home*). A key
 whose final record sits in another changelog partition (a *stray*: after a partition increase, or a
@@ -28,6 +30,8 @@ from airflow_provider_kstate.spark_apps.manifest import (
     Manifest,
     ManifestError,
     digest_from_halves,
+    digest_hex,
+    digest_sum,
     loads_manifest,
     manifest_uri,
 )
@@ -39,6 +43,7 @@ if TYPE_CHECKING:
 SNAPSHOT_DDL = "key binary, value binary, offset long, partition int"
 FAST_DDL = "partition int, key binary, value binary, offset long, source int"
 FULL_DDL = FAST_DDL + ", at_home boolean"
+STATS_DDL = "source int, records long, null_keys long, strays long, rows long, digest string"
 EMPTY_DIGEST = "0" * 16
 _CHUNK = 100_000
 
@@ -111,6 +116,7 @@ class ReadContext:
     :param layout: the snapshot's partition count: keys are placed by ``partition_for(key, layout)``.
     :param full: emit every final state (tombstones and strays too) for cross-partition resolution.
     :param timeout: read timeout per partition, see :func:`.kafka_io.read_batches`.
+    :param stats_only: emit one :data:`STATS_DDL` row per source partition instead of its rows.
     """
 
     kafka_config: dict[str, Any]
@@ -121,45 +127,86 @@ class ReadContext:
     full: bool = False
     timeout: float = kafka_io.DEFAULT_TIMEOUT
     accumulators: dict[str, Any] = field(default_factory=dict)
+    stats_only: bool = False
+
+    def totals(self) -> dict[str, int]:
+        """Return ``records``, ``null_keys`` and ``strays`` summed over the sources read so far."""
+        acc = self.accumulators.get("sources")
+        per_source = acc.value if acc is not None else {}
+        names = ("records", "null_keys", "strays")
+        return {name: sum(int(stats[i]) for stats in per_source.values()) for i, name in enumerate(names)}
+
+    def source_stats(self) -> dict[int, tuple[int, str]]:
+        """Return ``{partition: (rows, digest)}`` recorded by the tasks (fast path: partition == source)."""
+        acc = self.accumulators.get("sources")
+        return {p: (int(s[3]), str(s[4])) for p, s in (acc.value if acc is not None else {}).items()}
 
 
-def _add(ctx: ReadContext, name: str, amount: int) -> None:
-    acc = ctx.accumulators.get(name)
-    if acc is not None and amount:
-        acc.add(amount)
+def _latest_wins() -> Any:
+    """Return an AccumulatorParam merging ``{source: stats}`` dicts, a later value replacing an earlier one.
+
+    A retried or speculative task folds the same fixed offset range again and reports the same stats, so
+    replacing (not adding) keeps the totals exact.
+    """
+    from pyspark.accumulators import AccumulatorParam
+
+    class LatestWins(AccumulatorParam):  # type: ignore[type-arg]
+        def zero(self, value: Any) -> dict[int, Any]:
+            return {}
+
+        def addInPlace(self, value1: dict[int, Any], value2: dict[int, Any]) -> dict[int, Any]:
+            value1.update(value2)
+            return value1
+
+    return LatestWins()
+
+
+def _stats_batch(source: int, stats: tuple[int, int, int, int, str]) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    names = ["source", "records", "null_keys", "strays", "rows", "digest"]
+    types = [pa.int32(), pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.string()]
+    arrays = [pa.array([v], t) for v, t in zip((source, *stats), types, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _home_rows(keys: list[bytes], values: list[bytes | None], keep: Any) -> tuple[int, str]:
+    """Return ``(rows, digest)`` of the kept rows (``keep``: a numpy bool mask, False for tombstones)."""
+    from itertools import compress
+
+    mask = keep.tolist()
+    return int(keep.sum()), digest_hex(digest_sum(compress(keys, mask), compress(values, mask)))  # type: ignore[arg-type]
 
 
 def _fold_batches(ctx: ReadContext, source: int) -> Iterator[pa.RecordBatch]:
-    """Fold one changelog partition and yield its rows as Arrow batches (see :class:`ReadContext`)."""
+    """Fold one changelog partition and yield its rows (or its stats) as Arrow batches, see :class:`ReadContext`."""
     import numpy as np
     import pyarrow as pa
 
     start, end = ctx.ranges[source]
     fold = kafka_io.fold_partition(ctx.kafka_config, ctx.topic, source, start, end, ctx.timeout)
-    _add(ctx, "records", fold.records)
-    _add(ctx, "null_keys", fold.null_keys)
-    if not fold.state:
-        return
-    keys = list(fold.state)
-    entries = list(fold.state.values())
-    fold.state.clear()
-    values = pa.array([e[1] for e in entries], pa.binary())
-    offsets = pa.array([e[0] for e in entries], pa.int64())
+    keys, value_list, offset_list = fold.columns()
+    fold.latest.clear()
+    values = pa.array(value_list, pa.binary())
     homes = kafka_io.partitions_for(keys, ctx.layout)
     at_home = homes == source
-    _add(ctx, "strays", int(len(keys) - int(at_home.sum())))
-    columns = [pa.array(homes, pa.int32()), pa.array(keys, pa.binary()), values, offsets]
-    columns.append(pa.array(np.full(len(keys), source, dtype=np.int32)))
+    strays = len(keys) - int(at_home.sum())
+    keep = at_home if values.null_count == 0 else at_home & values.is_valid().to_numpy(False)
+    rows, digest = _home_rows(keys, value_list, keep) if not ctx.full else (0, EMPTY_DIGEST)
+    stats = (fold.records, fold.null_keys, strays, rows, digest)
+    ctx.accumulators["sources"].add({source: stats})
+    if ctx.stats_only:
+        yield _stats_batch(source, stats)
+        return
+    if not keys:
+        return
+    columns = [pa.array(homes, pa.int32()), pa.array(keys, pa.binary()), values]
+    columns += [pa.array(offset_list, pa.int64()), pa.array(np.full(len(keys), source, dtype=np.int32))]
     names = ["partition", "key", "value", "offset", "source"]
     if ctx.full:
         table = pa.Table.from_arrays([*columns, pa.array(at_home)], names=[*names, "at_home"])
     else:
-        keep = (
-            pa.array(at_home)
-            if values.null_count == 0
-            else pa.array(at_home & values.is_valid().to_numpy(False))
-        )
-        table = pa.Table.from_arrays(columns, names=names).filter(keep)
+        table = pa.Table.from_arrays(columns, names=names).filter(pa.array(keep))
     yield from table.to_batches(max_chunksize=_CHUNK)
 
 
@@ -173,18 +220,35 @@ def changelog_frame(spark: SparkSession, ctx: ReadContext) -> DataFrame:
     """Return the folded changelog partitions of ``ctx`` as a DataFrame, one Spark task per partition.
 
     Without ``ctx.full``: live rows at home only (``partition, key, value, offset, source``); strays are
-    counted in ``ctx.accumulators['strays']``. With it: every final state plus ``at_home``, to be resolved
-    by :func:`resolve_strays`.
+    counted, and rows and digest per partition recorded, see :meth:`ReadContext.totals` and
+    :meth:`ReadContext.source_stats`. With it: every final state plus ``at_home``, to be resolved by
+    :func:`resolve_strays`. With ``ctx.stats_only``: one :data:`STATS_DDL` row per source.
 
     :param spark: the session.
     :param ctx: the read context; its ``accumulators`` are created here when missing.
     """
     sc = spark.sparkContext
-    for name in ("records", "null_keys", "strays"):
-        ctx.accumulators.setdefault(name, sc.accumulator(0))
+    ctx.accumulators.setdefault("sources", sc.accumulator({}, _latest_wins()))
     tasks = max(1, len(ctx.sources))
     ids = spark.range(0, len(ctx.sources), 1, tasks)
-    return ids.mapInArrow(lambda it: _changelog_task(it, ctx), FULL_DDL if ctx.full else FAST_DDL)
+    schema = STATS_DDL if ctx.stats_only else FULL_DDL if ctx.full else FAST_DDL
+    return ids.mapInArrow(lambda it: _changelog_task(it, ctx), schema)
+
+
+def changelog_stats(spark: SparkSession, ctx: ReadContext) -> dict[int, tuple[int, str]]:
+    """Fold the changelog partitions of ``ctx`` and return ``{partition: (rows, digest)}`` of their live rows.
+
+    Only the stats leave the Python workers. Valid when no key is a stray (``ctx.totals()['strays']`` is
+    0 afterwards); otherwise fold with ``full`` and resolve (:func:`resolve_strays`, :func:`partition_stats`).
+
+    :param spark: the session.
+    :param ctx: the read context (``full`` False); ``stats_only`` is set here.
+    """
+    ctx.stats_only = True
+    out = {}
+    for row in changelog_frame(spark, ctx).collect():
+        out[int(row["source"])] = (int(row["rows"]), str(row["digest"]))
+    return out
 
 
 def resolve_strays(df: DataFrame) -> DataFrame:

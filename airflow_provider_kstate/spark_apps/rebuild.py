@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 
 APP = "airflow_provider_kstate.spark_apps.rebuild"
 PREFIX = "kstate-rebuild"
+#: Parquet row-group size: the writer buffers one row group per open file, so a bound keeps executor
+#: memory flat however large a partition grows (Parquet's default is 128 MiB).
+ROW_GROUP_BYTES = 16 * 1024 * 1024
 
 
 class RebuildError(RuntimeError):
@@ -223,29 +226,39 @@ def _read_rows(spark: SparkSession, plan: Plan, full: bool) -> tuple[DataFrame, 
     return rows, ctx
 
 
-def write_rows(spark: SparkSession, plan: Plan, staging: str) -> int:
-    """Write the snapshot's rows to ``staging``; return the number of changelog records read.
+def write_rows(
+    spark: SparkSession, plan: Plan, staging: str
+) -> tuple[int, dict[int, tuple[int, str]] | None]:
+    """Write the snapshot's rows to ``staging``.
 
     One pass in the usual case; a second, resolving pass when keys sit outside their home partition.
+
+    :returns: the number of changelog records read, and ``{partition: (rows, digest)}`` when the tasks
+        that wrote the rows could compute it (a full single pass), else None (then computed from staging).
     """
     full = plan.layout != plan.topic_partitions
     rows, ctx = _read_rows(spark, plan, full)
-    rows.write.mode("overwrite").partitionBy("partition").parquet(spark_path(staging))
-    strays = int(ctx.accumulators["strays"].value)
+    rows.write.mode("overwrite").option("parquet.block.size", ROW_GROUP_BYTES).partitionBy(
+        "partition"
+    ).parquet(spark_path(staging))
+    totals = ctx.totals()
+    strays = totals["strays"]
+    stats = ctx.source_stats() if not full and not strays and plan.only is None else None
     if not full and strays:
         plan.warnings.append(
             f"{strays} keys sit outside their murmur2 home partition: resolved across partitions"
         )
         rows, ctx = _read_rows(spark, plan, True)
-        rows.write.mode("overwrite").partitionBy("partition").parquet(spark_path(staging))
+        rows.write.mode("overwrite").option("parquet.block.size", ROW_GROUP_BYTES).partitionBy(
+            "partition"
+        ).parquet(spark_path(staging))
     if plan.only is not None and strays:
         plan.warnings.append(
             "--only-partitions cannot resolve keys stored in unselected partitions: run a full rebuild"
         )
-    nulls = int(ctx.accumulators["null_keys"].value)
-    if nulls:
-        plan.warnings.append(f"{nulls} records without a key were skipped")
-    return int(ctx.accumulators["records"].value)
+    if totals["null_keys"]:
+        plan.warnings.append(f"{totals['null_keys']} records without a key were skipped")
+    return totals["records"], stats
 
 
 def build_manifest(plan: Plan, stats: dict[int, tuple[int, str]], spark_version: str) -> Manifest:
@@ -330,8 +343,9 @@ def rebuild(spark: SparkSession, plan: Plan) -> dict[str, Any]:
     check_current(spark, plan)
     staging = f"{plan.uri.rstrip('/')}.staging-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     try:
-        records = write_rows(spark, plan, staging)
-        stats = partition_stats(snapshot_frame(spark, staging))
+        records, stats = write_rows(spark, plan, staging)
+        if stats is None:
+            stats = partition_stats(snapshot_frame(spark, staging))
         manifest = build_manifest(plan, stats, spark.version)
         write_manifest_spark(spark, staging, manifest)
         previous = publish(spark, staging, plan.uri)

@@ -20,6 +20,7 @@ from airflow_provider_kstate.spark_apps.manifest import (
     digest_from_halves,
     digest_hex,
     digest_rows,
+    digest_sum,
     read_manifest,
     row_digest,
     write_manifest,
@@ -71,6 +72,14 @@ def test_digest_combines_partials_and_halves() -> None:
     signed = [h - (1 << 64) if h >= 1 << 63 else h for h in hashes]
     assert digest_hex(combine(signed)) == digest_rows(ROWS)
     assert digest_rows([]) == "0" * 16
+
+
+def test_fast_digest_equals_the_reference() -> None:
+    rng = random.Random(5)
+    rows = [(rng.randbytes(rng.randint(0, 70)), rng.randbytes(rng.randint(0, 90))) for _ in range(500)]
+    keys, values = [k for k, _ in rows], [v for _, v in rows]
+    assert digest_hex(digest_sum(keys, values)) == digest_rows(rows)
+    assert digest_hex(digest_sum([], [])) == "0" * 16
 
 
 def test_vectorized_partitioner_equals_kafka_default() -> None:
