@@ -138,7 +138,7 @@ def drain_each(conf: dict[str, Any], topic: str, ranges: dict[int, tuple[int, in
                 records = [m for m in msgs if m.error() is None]
                 count += len(records)
                 if records:
-                    following = records[-1].offset() + 1
+                    following = (records[-1].offset() or 0) + 1
                 elif msgs:
                     break  # partition EOF before ``end``: nothing more to read
     finally:
@@ -149,7 +149,7 @@ def drain_each(conf: dict[str, Any], topic: str, ranges: dict[int, tuple[int, in
 def limit(conf: dict[str, Any], topic: str) -> dict[str, Any]:
     """One plain consumer draining the changelog, nothing else: the best of two ways, each run twice."""
     offsets = kafka_io.list_offsets(conf, topic, list(range(PARTITIONS)))
-    runs = []
+    runs: list[dict[str, Any]] = []
     for way, drain in (("all partitions", kafka_io.drain_count), ("one by one", drain_each)) * 2:
         started = time.monotonic()
         count = drain(conf, topic, offsets)

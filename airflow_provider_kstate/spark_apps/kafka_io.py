@@ -234,9 +234,10 @@ def read_batches(
                 continue
             yield msgs
             last = msgs[-1]
-            if last.error() is not None or (last.offset() or 0) >= end - 1:
+            offset = last.offset() or 0
+            if last.error() is not None or offset >= end - 1:
                 return  # the last offset before ``end`` (markers may follow it), or EOF at the LSO
-            following = last.offset() + 1
+            following = offset + 1
             deadline = time.monotonic() + timeout
     finally:
         consumer.close()
@@ -294,7 +295,7 @@ def fold_partition(
     :param timeout: see :func:`read_batches`.
     :raises KafkaReadError: on a consumer error or a timeout.
     """
-    latest: dict[bytes, Any] = {}
+    latest: dict[Any, Any] = {}  # bytes keys; None only transiently, for a keyless record or an event
     fold = FoldResult(latest)
     for msgs in read_batches(kafka_config, topic, partition, start, end, timeout):
         last = msgs[-1]
