@@ -71,11 +71,88 @@ class SeqProducer(threading.Thread):
         return set(self.placed)
 
 
+class Timeline:
+    """Consumer-side events of one group's members, timestamped (``time.monotonic()``) in the consumer
+    threads themselves: ``stop`` (the member stops handing out messages: the loop ends before ``close()``,
+    or a pause begins), ``subscribe`` (it (re)subscribes), ``assign`` / ``revoke`` (its rebalance callbacks,
+    with the partitions).
+
+    :meth:`window` measures the downtime of a pause or a restart with one definition for both.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, str, str, frozenset[int]]] = []
+        self._lock = threading.Lock()
+
+    def record(self, member: str, kind: str, partitions: frozenset[int] = frozenset()) -> None:
+        with self._lock:
+            self.events.append((time.monotonic(), member, kind, partitions))
+
+    def callbacks(self, member: str) -> dict[str, Any]:
+        """``on_assign`` / ``on_revoke`` for ``subscribe`` that record into this timeline."""
+
+        def on_assign(_consumer: Any, parts: list[Any]) -> None:
+            self.record(member, "assign", frozenset(tp.partition for tp in parts))
+
+        def on_revoke(_consumer: Any, parts: list[Any]) -> None:
+            self.record(member, "revoke", frozenset(tp.partition for tp in parts))
+
+        return {"on_assign": on_assign, "on_revoke": on_revoke}
+
+    def window(self, after: float, members: set[str], partitions: int) -> dict[str, float] | None:
+        """The downtime after ``after``: from the first ``stop`` to the first moment at which every one of
+        ``members`` holds an assignment and together they hold all ``partitions`` partitions (the last
+        ``assign`` callback of the rejoin). None while that moment has not come.
+
+        :return: ``{"window", "start", "end", "stopped", "subscribed"}``: seconds from the first stop to the
+            end, the two instants, and seconds from the first stop to the last stop / the last subscribe.
+        """
+        with self._lock:
+            events = list(self.events)
+        held: dict[str, frozenset[int]] = {}
+        start = last_stop = last_sub = None
+        for t, member, kind, parts in events:
+            _apply_event(held, member, kind, parts)
+            if t < after:
+                continue
+            if kind == "stop":
+                start = t if start is None else start
+                last_stop = t
+            elif kind == "subscribe":
+                last_sub = t
+            elif start is not None and kind == "assign" and _covers(held, members, partitions):
+                return {
+                    "window": t - start,
+                    "start": start,
+                    "end": t,
+                    "stopped": (last_stop or start) - start,
+                    "subscribed": (last_sub or start) - start,
+                }
+        return None
+
+
+def _apply_event(held: dict[str, frozenset[int]], member: str, kind: str, parts: frozenset[int]) -> None:
+    if kind == "assign":
+        held[member] = held.get(member, frozenset()) | parts
+    elif kind == "revoke":
+        held[member] = held.get(member, frozenset()) - parts
+    elif kind == "stop":
+        held[member] = frozenset()
+
+
+def _covers(held: dict[str, frozenset[int]], members: set[str], partitions: int) -> bool:
+    if not all(held.get(m) for m in members):
+        return False
+    return frozenset().union(*(held[m] for m in members)) >= frozenset(range(partitions))
+
+
 class ConsumerFleet:
     """``n`` consumer threads of one group with ``auto.offset.reset=latest``, recording what they receive.
 
     :param controlled: wrap each with the client piece's ``ControlledConsumer`` (honours pause/resume).
     :param check_interval: how often a controlled consumer looks at the control topic (its reaction time).
+    :param timeline: record stops, subscribes and assignments there (members ``f"{name}{i}"``).
+    :param name: the member-name prefix in ``timeline``.
     """
 
     def __init__(
@@ -86,8 +163,12 @@ class ConsumerFleet:
         n: int = 2,
         controlled: bool = False,
         check_interval: float = 0.1,
+        timeline: Timeline | None = None,
+        name: str = "m",
     ) -> None:
         self.topic = topic
+        self.timeline = timeline or Timeline()
+        self.members = [f"{name}{i}" for i in range(n)]
         self.group = group
         self.received: set[int] = set()
         self.transitions: list[str] = []
@@ -112,20 +193,27 @@ class ConsumerFleet:
         self._ready.wait(60)
 
     def _make(self, i: int) -> Any:
+        member = self.members[i]
+        callbacks = self.timeline.callbacks(member)
         if self._controlled:
             return ControlledConsumer(
                 {**self._settings, "client.id": f"{self.group}-{i}"},
                 [self.topic],
                 check_interval=self._check_interval,
-                on_state_change=self._on_state,
+                on_state_change=lambda state: self._on_state(member, state),
+                on_pause=lambda _c: self.timeline.record(member, "stop"),
+                **callbacks,
             )
         consumer = Consumer({**self._settings, "client.id": f"{self.group}-{i}"})
-        consumer.subscribe([self.topic])
+        consumer.subscribe([self.topic], **callbacks)
+        self.timeline.record(member, "subscribe")
         return consumer
 
-    def _on_state(self, state: str) -> None:
+    def _on_state(self, member: str, state: str) -> None:
         self.transitions.append(state)
         self.events.append((time.monotonic(), state))
+        if state == "running":
+            self.timeline.record(member, "subscribe")
 
     def _run(self, i: int) -> None:
         consumer = self._make(i)
@@ -138,6 +226,7 @@ class ConsumerFleet:
                 with self._lock:
                     self.received.add(int(msg.value()))
         finally:
+            self.timeline.record(self.members[i], "stop")
             consumer.close()
 
     def stop(self) -> None:

@@ -2,10 +2,14 @@
 
 It reads the control topic (see :mod:`airflow_provider_kstate.client.protocol`) with a second, group-less
 consumer (:class:`ControlTail`). At start it reads the topic to its end; afterwards a daemon thread
-(:class:`ControlFollower`) asks for the end offset every ``check_interval`` seconds and reads only when it
-moved. New records raise a flag that :meth:`ControlledConsumer.poll` / :meth:`ControlledConsumer.consume`
-test; the commands are applied in the caller's thread, between two polls, so every message handed out
-before has been processed by a single-threaded service loop.
+(:class:`ControlFollower`) asks for the end offset (one ListOffsets request) on every tick and reads only
+when it moved. Ticks fall on multiples of the interval on the wall clock, so the members of a group, even in
+other processes, look at the same instants and react to a command together: they leave within milliseconds
+of each other and rejoin in one generation. The interval is ``check_interval`` while running and
+``paused_check_interval`` for the first seconds of a pause, when the resume is imminent. New records raise
+a flag that :meth:`ControlledConsumer.poll` / :meth:`ControlledConsumer.consume` test (a paused consumer
+blocks on the follower and wakes at once); the commands are applied in the caller's thread, between two
+polls, so every message handed out before has been processed by a single-threaded service loop.
 
 On ``pause`` (epoch higher than the last applied) it commits the offsets of the messages already handed to
 the application, closes the inner consumer (that sends LeaveGroup: the group is EMPTY within milliseconds)
@@ -13,8 +17,11 @@ and acknowledges. While paused ``poll`` waits on the control topic and returns N
 creates a new inner consumer, subscribes again and acknowledges. A consumer that starts while its group's
 latest command is ``pause`` starts paused and does not join.
 
-Measured on the embedded broker: ``close()`` empties a one-member group in ~2 ms, ``unsubscribe()`` in
-~11 ms (and it needs further polls to run the revoke), so the wrapper closes. Static membership
+Why close and not ``unsubscribe()`` (which keeps the connections): the rejoin is dominated by the broker
+holding the JoinGroup (~0.3 s on the embedded broker) either way, and ``unsubscribe()`` depends on the join
+state: in 6 safe increases with 4 members (librdkafka 2.16, embedded broker), a member that unsubscribed
+(likely in the middle of a rebalance) never got the revoke callback the leave waits for in one run, and
+stayed in the group until ``max.poll.interval.ms`` (300 s) in another. ``close()`` leaves in every state. Static membership
 (``group.instance.id``) is not supported: librdkafka does not send LeaveGroup for static members.
 """
 
@@ -53,6 +60,15 @@ _monotonic = time.monotonic
 RUNNING = STATE_RUNNING
 PAUSED = STATE_PAUSED
 
+#: Seconds after a pause during which a paused consumer looks at the control topic every
+#: ``paused_check_interval``: the resume of a safe increase comes within a fraction of a second (one task),
+#: or a few seconds (one task per step); after that it falls back to ``check_interval``.
+PAUSED_FAST_SECONDS = 10.0
+#: Longest single wait of an idle ``poll`` on the inner consumer: a command the follower found is applied
+#: within this (a ``consume`` waits in slices of ``check_interval``, so as not to cut batches short).
+#: An idle consumer wakes 100 times a second for it; a busy one never waits.
+POLL_SLICE = 0.01
+
 
 def default_client_id(config: dict[str, Any]) -> str:
     """Return the id a client acknowledges under: ``client.id`` from ``config``, else ``host-pid``.
@@ -75,6 +91,24 @@ def _poll_one(consumer: Consumer, timeout: float) -> Message | None:
 
 def _no_message(_timeout: float) -> None:
     return None
+
+
+def _fast_poll(
+    inner_poll: Callable[[float], Message | None], owner: weakref.ref[ControlledConsumer]
+) -> Callable[[float | None], Message | None]:
+    """``ControlledConsumer.poll`` while running with no control record due, as a closure: the inner
+    ``poll(0)`` and nothing else when a message is queued (the follower removes it as soon as a record
+    arrives); an idle wait goes to the checking loop. ~25 ns less per call than the method, which tests
+    the flag and reads two attributes."""
+
+    def poll(timeout: float | None = None) -> Message | None:
+        msg = inner_poll(0)
+        if msg is not None:
+            return msg
+        consumer = owner()
+        return None if consumer is None else consumer._wait(_deadline(timeout), _poll_one, POLL_SLICE)
+
+    return poll
 
 
 _CONSUMER_ONLY_PREFIXES = ("queued.", "fetch.", "group.", "enable.auto.", "auto.", "partition.assignment")
@@ -164,7 +198,8 @@ class ControlTail:
                     raise KafkaException(
                         f"control topic {self.topic}: read timed out at {self._position}/{high}"
                     )
-                for msg in consumer.consume(500, 0.02):
+                # ask for exactly what is missing: consume() waits its whole timeout for a fuller batch
+                for msg in consumer.consume(min(500, high - self._position), 0.02):
                     if msg.error():
                         continue
                     self._position = max(self._position, (msg.offset() or 0) + 1)
@@ -188,30 +223,56 @@ class ControlTail:
 
 
 class ControlFollower(threading.Thread):
-    """A daemon thread that looks at the control topic every ``interval`` seconds through ``tail`` and hands
-    new records to its owner: it queues them, sets ``owner._due = True`` and wakes :meth:`wait`. The owner's
-    hot path tests that flag only (no clock read, no I/O: ``time.monotonic()`` alone costs ~0.2 µs on some
-    VMs, a few percent of a ``poll``); the owner's thread applies the records.
+    """A daemon thread that looks at the control topic through ``tail`` on every tick and hands new records
+    to its owner: it queues them, sets ``owner._due = True``, calls ``owner._disarm()`` (the owner's
+    ``poll`` goes back from the bare fast path to the checking one) and wakes :meth:`wait`. The owner's hot
+    path does no clock read and no I/O (``time.monotonic()`` alone costs ~0.2 µs on some VMs, a few
+    percent of a ``poll``); the owner's thread applies the records.
+
+    Ticks fall on the multiples of the interval on the wall clock (``time.time()``), so followers in
+    different processes and hosts (with synchronised clocks) look at the same instants. :meth:`hurry`
+    switches to ``fast_interval`` for a while.
 
     It holds its owner weakly and ends with it or on :meth:`stop`; it owns ``tail`` from :meth:`start` on.
+
+    :param owner: the consumer that applies the records.
+    :param tail: the reader of the control topic.
+    :param interval: seconds between two looks normally.
+    :param fast_interval: seconds between two looks while hurried.
     """
 
-    def __init__(self, owner: Any, tail: ControlTail, interval: float) -> None:
+    def __init__(self, owner: Any, tail: ControlTail, interval: float, fast_interval: float = 0.01) -> None:
         super().__init__(name="kstate-control-follower", daemon=True)
         self._owner = weakref.ref(owner)
         self._tail = tail
         self._interval = interval
-        self._stopped = threading.Event()
+        self._fast_interval = min(fast_interval, interval)
+        self._fast_until = 0.0
+        self._stopping = False
+        self._tick = threading.Event()  # set to cut a sleep short: stop or hurry
         self._wakeup = threading.Event()
         self._inbox: collections.deque[tuple[str, Record | None]] = collections.deque()
 
     def run(self) -> None:
         try:
-            while not self._stopped.wait(self._interval):
-                if not self._look():
+            while True:
+                self._tick.wait(self._next_delay())
+                self._tick.clear()
+                if self._stopping or not self._look():
                     return
         finally:
             self._tail.close()
+
+    def _next_delay(self) -> float:
+        """Seconds to the next multiple of the current interval on the wall clock."""
+        interval = self._fast_interval if _monotonic() < self._fast_until else self._interval
+        return interval - time.time() % interval
+
+    def hurry(self, seconds: float) -> None:
+        """Look every ``fast_interval`` for the next ``seconds`` (0: back to ``interval`` now)."""
+        self._fast_until = _monotonic() + seconds if seconds > 0 else 0.0
+        if seconds > 0:
+            self._tick.set()
 
     def _look(self) -> bool:
         try:
@@ -225,6 +286,7 @@ class ControlFollower(threading.Thread):
         if records:
             self._inbox.extend(records)
             owner._due = True
+            owner._disarm()
             self._wakeup.set()
         return True
 
@@ -242,7 +304,8 @@ class ControlFollower(threading.Thread):
 
     def stop(self) -> None:
         """End the thread (it closes the tail) and wait a little for it."""
-        self._stopped.set()
+        self._stopping = True
+        self._tick.set()
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout=self._interval + self._tail._timeout)
 
@@ -285,8 +348,11 @@ class ControlledConsumer:
     :param topics: the topics to subscribe to.
     :param control_topic: the control topic.
     :param client_id: the id acknowledgements are keyed by; default ``client.id`` or ``host-pid``.
-    :param check_interval: seconds between looks at the control topic (one end-offset request each, in a
-        background thread); it bounds how late a command is seen.
+    :param check_interval: seconds between looks at the control topic while running (one end-offset
+        request each, in a background thread, on the multiples of the interval on the wall clock); it
+        bounds how late a pause is seen.
+    :param paused_check_interval: the same during the first :data:`PAUSED_FAST_SECONDS` of a pause: it
+        bounds how late a resume is seen, which is part of the consumers' downtime.
     :param on_assign: passed to ``subscribe``, like ``Consumer.subscribe(on_assign=...)``.
     :param on_revoke: passed to ``subscribe``.
     :param on_lost: passed to ``subscribe``.
@@ -305,6 +371,7 @@ class ControlledConsumer:
         control_topic: str = DEFAULT_CONTROL_TOPIC,
         client_id: str | None = None,
         check_interval: float = 0.2,
+        paused_check_interval: float = 0.01,
         on_assign: Callable[..., Any] | None = None,
         on_revoke: Callable[..., Any] | None = None,
         on_lost: Callable[..., Any] | None = None,
@@ -339,8 +406,8 @@ class ControlledConsumer:
             self._channel.ensure(timeout)
         tail = ControlTail(config, control_topic, timeout)
         self._due = False
+        self._follower = ControlFollower(self, tail, check_interval, paused_check_interval)
         self._start(tail)
-        self._follower = ControlFollower(self, tail, check_interval)
         self._follower.start()
 
     # -- state -------------------------------------------------------------------------------------------
@@ -373,6 +440,7 @@ class ControlledConsumer:
             self._epoch = latest.epoch
         if latest is not None and latest.command == PAUSE:
             log.info("group %s is paused (epoch %s): starting without joining", self.group, latest.epoch)
+            self._follower.hurry(PAUSED_FAST_SECONDS)
             self._ack(STATE_PAUSED)
             return
         self._join()
@@ -386,7 +454,7 @@ class ControlledConsumer:
         self._due = False
         if self._pending is not None:
             self._retry_pending()
-            timeout = min(timeout, 0.05)
+            timeout = min(timeout, 0.005)  # the group may be EMPTY for only a few ms: retry often
         records = self._follower.take()
         if not records and timeout > 0:
             self._follower.wait(timeout)
@@ -394,6 +462,7 @@ class ControlledConsumer:
         for key, record in records:
             if key == self._key and isinstance(record, Command):
                 self._apply(record)
+        self._arm()
         return self.state
 
     def _apply(self, command: Command) -> None:
@@ -417,6 +486,7 @@ class ControlledConsumer:
         inner = Consumer(self.config)
         inner.subscribe(self.topics, **self._callbacks)
         self._set_inner(inner)
+        self._follower.hurry(0)
         self._notify(RUNNING)
 
     def _leave(self) -> None:
@@ -427,10 +497,11 @@ class ControlledConsumer:
         positions = self._returned_positions(inner)
         committed = self._commit_returned(inner)
         self._set_inner(None)
-        inner.close()  # LeaveGroup: the broker drops the member at once
+        inner.close()  # LeaveGroup in every join state: the broker drops the member at once
         if not committed and positions:
             self._pending = _PendingCommit(self.config, positions, _monotonic() + self._timeout)
             self._retry_pending()
+        self._follower.hurry(PAUSED_FAST_SECONDS)
         self._notify(PAUSED)
 
     def _returned_positions(self, inner: Consumer) -> list[TopicPartition]:
@@ -494,11 +565,27 @@ class ControlledConsumer:
         msg = self._poll0(0)  # the hot path: the inner poll, bound; a message is already queued
         if msg is not None:
             return msg
-        return self._wait(_deadline(timeout), _poll_one)
+        return self._wait(_deadline(timeout), _poll_one, POLL_SLICE)
 
     def _set_inner(self, inner: Consumer | None) -> None:
         self._inner = inner
         self._poll0 = inner.poll if inner is not None else _no_message
+        self._arm()
+
+    def _arm(self) -> None:
+        """Install the bare fast path as this instance's ``poll`` while running with nothing due (owner's
+        thread). The follower sets ``_due`` before it disarms, and this checks ``_due`` after arming: a
+        record that arrives meanwhile always leaves the checking ``poll`` in place."""
+        if self._inner is None or self._pending is not None:
+            self._disarm()
+            return
+        self.__dict__["poll"] = _fast_poll(self._inner.poll, weakref.ref(self))
+        if self._due:
+            self._disarm()
+
+    def _disarm(self) -> None:
+        """Drop the fast path: ``poll`` is the class's checking method again (any thread)."""
+        self.__dict__.pop("poll", None)
 
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[Message]:
         """Like ``Consumer.consume``: up to ``num_messages`` messages; an empty list while paused."""
@@ -513,14 +600,16 @@ class ControlledConsumer:
             if batch:
                 return batch
             timeout = None if timeout is None or timeout < 0 else timeout - interval
-        found = self._wait(_deadline(timeout), lambda c, t: c.consume(num_messages, t) or None)
+        found = self._wait(
+            _deadline(timeout), lambda c, t: c.consume(num_messages, t) or None, self.check_interval
+        )
         return found or []
 
-    def _wait(self, deadline: float | None, fetch: Callable[[Consumer, float], Any]) -> Any:
-        """Wait until ``deadline`` (None: forever) in slices of at most ``check_interval``, looking at the
-        control topic between slices; while paused, block on the control topic itself."""
+    def _wait(self, deadline: float | None, fetch: Callable[[Consumer, float], Any], step: float) -> Any:
+        """Wait until ``deadline`` (None: forever) in slices of at most ``step`` seconds, looking for
+        control records between slices; while paused, block on the control topic itself (woken at once)."""
         while True:
-            slice_ = self.check_interval
+            slice_ = step if self._inner is not None else self.check_interval
             if deadline is not None:
                 slice_ = min(slice_, deadline - _monotonic())
                 if slice_ <= 0:

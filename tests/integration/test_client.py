@@ -252,6 +252,44 @@ def test_consumer_starts_running_after_resume_and_ignores_stale_pause(
     app.consumer.close()
 
 
+def test_paused_consumer_sees_the_resume_within_the_paused_interval(
+    kafka_config: dict[str, Any],
+    admin: Any,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    control: Any,
+) -> None:
+    """``check_interval`` bounds how late a pause is seen; while paused the follower looks every
+    ``paused_check_interval`` and wakes the waiting poll, so the resume is applied within milliseconds."""
+    topic = make_topic("fast")
+    group = unique("group")
+    changes: list[tuple[float, str]] = []
+    app = App(
+        ControlledConsumer(
+            consumer_config(kafka_config, group),
+            [topic],
+            control_topic=control.topic,
+            client_id="f1",
+            check_interval=1.0,
+            paused_check_interval=0.01,
+            on_state_change=lambda state: changes.append((time.monotonic(), state)),
+        )
+    )
+    wait_until(lambda: group_state(admin, group) == (ConsumerGroupState.STABLE, 1), step=app.step)
+    control.publish(Command(group=group, command="pause", epoch=now_ms(), topic=topic))
+    took = wait_until(lambda: app.consumer.paused, step=app.step)
+    assert took < 2.5, f"pause seen after {took:.2f}s with check_interval=1.0"
+    wait_until(lambda: group_state(admin, group) == (ConsumerGroupState.EMPTY, 0), timeout=2.0)
+    published = time.monotonic()
+    control.publish(Command(group=group, command="resume", epoch=now_ms() + 1, topic=topic))
+    wait_until(lambda: not app.consumer.paused, step=lambda: app.step(5.0))  # applied inside the poll
+    took = changes[-1][0] - published
+    assert changes[-1][1] == "running"
+    assert took < 0.3, f"resume applied after {took:.2f}s: the paused consumer did not look every 10 ms"
+    wait_until(lambda: group_state(admin, group) == (ConsumerGroupState.STABLE, 1), step=app.step)
+    app.consumer.close()
+
+
 def read_all(config: dict[str, Any], topic: str, expected: int) -> list[Any]:
     consumer = Consumer({**config, "group.id": "kstate-test-reader", "enable.auto.commit": False})
     meta = consumer.list_topics(topic, timeout=10).topics[topic]
