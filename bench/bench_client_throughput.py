@@ -1,13 +1,20 @@
 """Benchmark the client piece: consumer throughput of ``ControlledConsumer`` vs a plain confluent-kafka
 ``Consumer``, and pause/resume latency vs a plain close() + new Consumer subscribe.
 
-    .venv/bin/python bench/bench_client_throughput.py [--messages 500000] [--repeats 5] [--consumers 1 4]
+    .venv/bin/python bench/bench_client_throughput.py [--messages 500000] [--repeats 6] [--consumers 1 4]
 
 Starts its own embedded broker unless ``KSTATE_BOOTSTRAP_SERVERS`` is set (extra librdkafka settings in
 ``KSTATE_KAFKA_CONFIG`` as JSON). Prints a table and writes ``bench/results/client_throughput.json``.
 
 Throughput is timed from the first message to the last, so group joins and start-up reads are excluded
-(they are what the latency part measures). Runs alternate plain/controlled and report medians.
+(they are what the latency part measures). Two measurements of the wrapper's cost, both reported as the
+median of per-pair ratios (seconds per message, wrapper / plain) with quartiles, for wall and CPU time:
+
+* separate runs: a plain ``Consumer`` and a ``ControlledConsumer`` (defaults, follower thread included)
+  each drain the topic with a new group, alternating in ABBA order; run i of each kind is a pair;
+* interleaved: one prefetched ``ControlledConsumer`` drains the topic in blocks that alternate (ABBA)
+  between the wrapper and its inner ``Consumer`` with the same call; adjacent blocks are a pair. Robust
+  against other load on the machine, which hits both blocks of a pair alike.
 
 The latency functions are importable: ``measure_pause_resume(config, topic, consumers)`` and
 ``measure_plain_restart(config, topic, consumers)``.
@@ -100,17 +107,16 @@ def produce_dataset(config: dict[str, Any], topic: str, count: int, size: int = 
 # -- throughput ---------------------------------------------------------------------------------------------
 
 
-def _read(consumer: Any, mode: str, fast: bool = False) -> int:
-    """One read of the service loop: ``poll(1.0)`` / ``consume(1000, 1.0)``; ``fast`` is the same loop
-    written with the calls the wrapper makes inside (``poll(0)`` first, ``consume`` waits ≤ 0.2 s)."""
+def _read(consumer: Any, mode: str) -> int:
+    """One read of the service loop: ``poll(1.0)`` or ``consume(1000, 1.0)``; returns the messages read."""
     if mode == "poll":
-        msg = (consumer.poll(0) or consumer.poll(1.0)) if fast else consumer.poll(1.0)
+        msg = consumer.poll(1.0)
         return 0 if msg is None or msg.error() else 1
-    return sum(1 for m in consumer.consume(BATCH, 0.2 if fast else 1.0) if not m.error())
+    return sum(1 for m in consumer.consume(BATCH, 1.0) if not m.error())
 
 
 def _drain(
-    consumer: Any, count: int, mode: str, prefetch: float, timeout: float = 300.0, fast: bool = False
+    consumer: Any, count: int, mode: str, prefetch: float, timeout: float = 300.0
 ) -> tuple[float, float]:
     """Read ``count`` messages the way a service would (``poll(1.0)`` or ``consume(1000, 1.0)``).
 
@@ -123,14 +129,14 @@ def _drain(
     while got == 0:
         if time.monotonic() > deadline:
             raise TimeoutError("no first message")
-        got = _read(consumer, mode, fast)
+        got = _read(consumer, mode)
     wait_prefetched(prefetch)
     start, cpu_start = time.perf_counter(), time.process_time()
     counted_from = got
     while got < count:
         if time.monotonic() > deadline:
             raise TimeoutError(f"read {got}/{count}")
-        got += _read(consumer, mode, fast)
+        got += _read(consumer, mode)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     return (got - counted_from) / wall, 1e6 * cpu / (got - counted_from)
 
@@ -144,8 +150,9 @@ def consumer_throughput(
     control_topic: str,
     prefetch: float = 3.0,
 ) -> tuple[float, float]:
-    """Consume ``topic`` from the start with a new group; ``kind`` is ``plain``, ``plain_fast`` (a plain
-    Consumer read with the calls the wrapper makes inside) or ``controlled``. Returns ``(msgs/s, CPU µs/msg)``."""
+    """Consume ``topic`` from the start with a new group; ``kind`` is ``plain`` (a confluent-kafka Consumer)
+    or ``controlled`` (a ControlledConsumer with its defaults, follower thread included).
+    Returns ``(msgs/s, CPU µs/msg)``."""
     cfg = {
         **config,
         "group.id": _name("tp"),
@@ -159,25 +166,33 @@ def consumer_throughput(
         consumer = Consumer(cfg)
         consumer.subscribe([topic])
     try:
-        return _drain(consumer, count, mode, prefetch, fast=kind == "plain_fast")
+        return _drain(consumer, count, mode, prefetch)
     finally:
         consumer.close()
 
 
 def _compare(runs: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
+    """Medians per kind, and the median of the per-pair ratios (run i of each kind is a pair)."""
     rate = {k: statistics.median(r for r, _ in v) for k, v in runs.items()}
     cpu = {k: statistics.median(c for _, c in v) for k, v in runs.items()}
+    pairs = list(zip(runs["plain"], runs["controlled"], strict=True))
+    wall_ratio = _spread([p[0] / c[0] for p, c in pairs])  # seconds per message, controlled / plain
+    cpu_ratio = _spread([c[1] / p[1] for p, c in pairs])
     return {
         "plain_msgs_per_s": round(rate["plain"]),
-        "plain_fast_msgs_per_s": round(rate["plain_fast"]),
         "controlled_msgs_per_s": round(rate["controlled"]),
-        "overhead_pct": round(100 * (1 - rate["controlled"] / rate["plain"]), 2),
-        "overhead_vs_fast_pct": round(100 * (1 - rate["controlled"] / rate["plain_fast"]), 2),
+        "overhead_pct": round(100 * (wall_ratio["median"] - 1), 2),
+        "overhead_pct_q1_q3": [
+            round(100 * (wall_ratio["q1"] - 1), 2),
+            round(100 * (wall_ratio["q3"] - 1), 2),
+        ],
         "plain_cpu_us_per_msg": round(cpu["plain"], 3),
-        "plain_fast_cpu_us_per_msg": round(cpu["plain_fast"], 3),
         "controlled_cpu_us_per_msg": round(cpu["controlled"], 3),
-        "cpu_overhead_pct": round(100 * (cpu["controlled"] / cpu["plain"] - 1), 2),
-        "cpu_overhead_vs_fast_pct": round(100 * (cpu["controlled"] / cpu["plain_fast"] - 1), 2),
+        "cpu_overhead_pct": round(100 * (cpu_ratio["median"] - 1), 2),
+        "cpu_overhead_pct_q1_q3": [
+            round(100 * (cpu_ratio["q1"] - 1), 2),
+            round(100 * (cpu_ratio["q3"] - 1), 2),
+        ],
         "runs_msgs_per_s": {k: [round(r) for r, _ in v] for k, v in runs.items()},
         "runs_cpu_us_per_msg": {k: [round(c, 3) for _, c in v] for k, v in runs.items()},
     }
@@ -196,22 +211,43 @@ def wait_prefetched(seconds: float) -> None:
     time.sleep(seconds)
 
 
+def _spread(values: list[float]) -> dict[str, Any]:
+    """Median, quartiles and extremes of ``values`` (rounded)."""
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return {
+        "median": round(statistics.median(values), 4),
+        "q1": round(q[0], 4),
+        "q3": round(q[2], 4),
+        "min": round(min(values), 4),
+        "max": round(max(values), 4),
+        "n": len(values),
+    }
+
+
+def _time_block(reader: Any, mode: str, block: int, budget: int) -> tuple[int, float, float]:
+    """Read up to ``block`` messages (at most ``budget``); return (messages, wall s, thread CPU s)."""
+    n = 0
+    start, cpu = time.perf_counter(), time.thread_time()
+    while n < block and n < budget:
+        n += _read(reader, mode)
+    return n, time.perf_counter() - start, time.thread_time() - cpu
+
+
 def measure_interleaved(
     config: dict[str, Any],
     topic: str,
     count: int,
     mode: str,
     control_topic: str,
-    block: int = 500,
+    block: int = 1000,
     prefetch: float = 15.0,
 ) -> dict[str, Any]:
     """The wrapper's own cost, robust against a noisy machine: ONE ControlledConsumer drains ``topic`` (fully
-    prefetched), rotating blocks of ``block`` messages between three readers of the same queue:
-
-    * ``controlled``: the wrapper, ``cc.poll(1.0)`` / ``cc.consume(1000, 1.0)``;
-    * ``plain``: its inner confluent-kafka Consumer with the same call;
-    * ``plain_fast``: the inner Consumer with the calls the wrapper makes inside (``poll(0)`` first,
-      ``consume(1000, 0.2)``): the difference to ``controlled`` is the wrapper's Python cost alone.
+    prefetched) in blocks of ``block`` messages that alternate, in ABBA order, between the wrapper
+    (``cc.poll(1.0)`` / ``cc.consume(1000, 1.0)``) and its inner confluent-kafka Consumer with the same call.
+    Each adjacent (wrapper, inner) pair gives a ratio of seconds per message; the result is the median of
+    those ratios with its quartiles, for wall time and for the reading thread's CPU time. Neighbouring
+    blocks see the same machine load, so a burst of other work moves one ratio, not the median.
     """
     cfg = {
         **config,
@@ -221,9 +257,9 @@ def measure_interleaved(
         "queued.max.messages.kbytes": 2_000_000,
     }
     cc = ControlledConsumer(cfg, [topic], control_topic=control_topic, client_id="bench-il")
-    kinds = ("plain", "plain_fast", "controlled")
-    spent = dict.fromkeys(kinds, 0.0)
-    read = dict.fromkeys(kinds, 0)
+    wall: list[float] = []
+    cpu: list[float] = []
+    totals = {"controlled": [0, 0.0], "plain": [0, 0.0]}
     try:
         got = 0
         deadline = time.monotonic() + 120
@@ -232,28 +268,41 @@ def measure_interleaved(
         wait_prefetched(prefetch)
         inner = cc.consumer
         assert inner is not None
-        turn = 0
-        while got < count and time.monotonic() < deadline + 300:
-            kind = kinds[turn % 3]
-            reader = cc if kind == "controlled" else inner
-            fast = kind == "plain_fast"
-            n = 0
-            start = time.perf_counter()
-            while n < block and got + n < count:
-                n += _read(reader, mode, fast)
-            spent[kind] += time.perf_counter() - start
-            read[kind] += n
-            got += n
-            turn += 1
+        pair = 0
+        while got < count - 2 * block and time.monotonic() < deadline + 300:
+            order = (cc, inner) if pair % 2 == 0 else (inner, cc)  # ABBA: drift cancels out
+            timed = {}
+            for reader in order:
+                n, w, c = _time_block(reader, mode, block, count - got)
+                got += n
+                kind = "controlled" if reader is cc else "plain"
+                timed[kind] = (n, w, c)
+                totals[kind][0] += n
+                totals[kind][1] += w
+            (nc, wc, cc_cpu), (np_, wp, cp) = timed["controlled"], timed["plain"]
+            wall.append((wc / nc) / (wp / np_))
+            if cp > 0 and cc_cpu > 0:
+                cpu.append((cc_cpu / nc) / (cp / np_))
+            pair += 1
     finally:
         cc.close()
-    rate = {k: read[k] / spent[k] for k in kinds}
+    ratio_wall, ratio_cpu = _spread(wall), _spread(cpu)
     return {
-        **{f"{k}_msgs_per_s": round(rate[k]) for k in kinds},
-        "overhead_pct": round(100 * (1 - rate["controlled"] / rate["plain"]), 2),
-        "overhead_vs_fast_pct": round(100 * (1 - rate["controlled"] / rate["plain_fast"]), 2),
-        "overhead_vs_fast_ns_per_msg": round(1e9 * (1 / rate["controlled"] - 1 / rate["plain_fast"]), 1),
-        "messages": dict(read),
+        "overhead_pct": round(100 * (ratio_wall["median"] - 1), 2),
+        "overhead_pct_q1_q3": [
+            round(100 * (ratio_wall["q1"] - 1), 2),
+            round(100 * (ratio_wall["q3"] - 1), 2),
+        ],
+        "cpu_overhead_pct": round(100 * (ratio_cpu["median"] - 1), 2),
+        "cpu_overhead_pct_q1_q3": [
+            round(100 * (ratio_cpu["q1"] - 1), 2),
+            round(100 * (ratio_cpu["q3"] - 1), 2),
+        ],
+        "wall_ratio": ratio_wall,
+        "cpu_ratio": ratio_cpu,
+        "controlled_msgs_per_s": round(totals["controlled"][0] / totals["controlled"][1]),
+        "plain_msgs_per_s": round(totals["plain"][0] / totals["plain"][1]),
+        "pairs": len(wall),
         "block": block,
         "prefetch_seconds": prefetch,
     }
@@ -271,18 +320,20 @@ class _Instant:
 
 def measure_call_overhead(number: int = 200_000, repeat: int = 15) -> dict[str, float]:
     """Nanoseconds the wrapper adds per ``poll``/``consume`` call (min over ``repeat`` timings: the least
-    disturbed run), against a direct call of the same inner method."""
+    disturbed run), against a direct call of the same inner method; both looked up on the object at every
+    call, as a service loop does."""
     cc = ControlledConsumer.__new__(ControlledConsumer)  # no broker: only the hot path is timed
     inner = _Instant()
-    cc.__dict__.update(_inner=inner, _poll0=inner.poll, _due=False, check_interval=0.2)
+    cc.__dict__.update(_due=False, _pending=None, check_interval=0.2)
+    cc._set_inner(inner)  # type: ignore[arg-type]  # running, nothing due
 
-    def best(stmt: str, env: dict[str, Any]) -> float:
-        return min(timeit.repeat(stmt, globals=env, number=number, repeat=repeat)) / number * 1e9
+    def best(stmt: str, obj: Any) -> float:
+        return min(timeit.repeat(stmt, globals={"o": obj}, number=number, repeat=repeat)) / number * 1e9
 
-    direct_poll = best("f(0)", {"f": inner.poll})
-    wrapped_poll = best("f(1.0)", {"f": cc.poll})
-    direct_consume = best("f(1000, 0.2)", {"f": inner.consume})
-    wrapped_consume = best("f(1000, 1.0)", {"f": cc.consume})
+    direct_poll = best("o.poll(0)", inner)
+    wrapped_poll = best("o.poll(1.0)", cc)
+    direct_consume = best("o.consume(1000, 0.2)", inner)
+    wrapped_consume = best("o.consume(1000, 1.0)", cc)
     return {
         "poll_ns_per_call": round(wrapped_poll - direct_poll, 1),
         "consume_ns_per_call": round(wrapped_consume - direct_consume, 1),
@@ -308,31 +359,25 @@ def bench_throughput(
     }
     try:
         for mode in ("poll", "consume"):
-            kinds = ["plain", "plain_fast", "controlled"]
-            runs: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
+            runs: dict[str, list[tuple[float, float]]] = {"plain": [], "controlled": []}
             for r in range(repeats):
-                order = kinds[r % 3 :] + kinds[: r % 3]  # rotate who goes first
+                order = ("plain", "controlled") if r % 2 == 0 else ("controlled", "plain")  # ABBA
                 for kind in order:
                     _progress(f"throughput {mode} {kind} run {r + 1}/{repeats}")
                     runs[kind].append(
                         consumer_throughput(config, topic, count, kind, mode, control.topic, prefetch)
                     )
             out[mode] = _compare(runs)
-            out[mode]["interleaved"] = [
-                measure_interleaved(
-                    config,
-                    topic,
-                    count,
-                    mode,
-                    control.topic,
-                    block=500 if mode == "poll" else 1000,
-                    prefetch=max(prefetch, count / 20_000),
-                )
-                for _ in range(max(1, repeats // 2))
-            ]
-            for key in ("overhead_pct", "overhead_vs_fast_pct", "overhead_vs_fast_ns_per_msg"):
-                values = [r[key] for r in out[mode]["interleaved"]]
-                out[mode][f"interleaved_{key}"] = round(statistics.median(values), 2)
+            _progress(f"throughput {mode}: interleaved blocks")
+            out[mode]["interleaved"] = measure_interleaved(
+                config,
+                topic,
+                count,
+                mode,
+                control.topic,
+                block=500 if mode == "poll" else 2000,
+                prefetch=max(prefetch, count / 40_000),
+            )
     finally:
         delete_topics(config, [topic, control.topic])
         control.close()
@@ -534,54 +579,41 @@ def bench_latency(config: dict[str, Any], consumer_counts: list[int], rounds: in
     return rows
 
 
+def _pct(r: dict[str, Any], key: str) -> str:
+    q1, q3 = r[f"{key}_q1_q3"]
+    return f"{r[key]:+.1f}% [{q1:+.1f}, {q3:+.1f}]"
+
+
 def print_report(result: dict[str, Any]) -> None:
     tp = result["throughput"]
-    print(f"\nconsumer throughput, {tp['messages']} msgs x 64 B, {tp['partitions']} partitions (medians)")
-    print("  plain: Consumer with the same calls; fast: Consumer read with the wrapper's inner calls")
-    head = (
-        "mode",
-        "plain/s",
-        "fast/s",
-        "ctl/s",
-        "ovh",
-        "ovh-fast",
-        "plain µs",
-        "fast µs",
-        "ctl µs",
-        "cpu-ovh",
-        "cpu-fast",
+    print(
+        f"\nconsumer throughput, {tp['messages']} msgs x 64 B, {tp['partitions']} partitions: wrapper vs plain"
+        " confluent-kafka Consumer, same calls"
     )
-    print("".join(f"{h:>10}" for h in head))
+    print("  overhead = median of per-pair ratios (seconds per message, wrapper / plain) [quartiles]")
+    print(
+        f"{'mode':<8}{'separate runs (wall)':>26}{'(process CPU)':>26}{'interleaved (wall)':>26}{'(thread CPU)':>26}"
+    )
     for mode in ("poll", "consume"):
-        r = tp[mode]
+        r, il = tp[mode], tp[mode]["interleaved"]
         cells = [
-            mode,
-            f"{r['plain_msgs_per_s']:,}",
-            f"{r['plain_fast_msgs_per_s']:,}",
-            f"{r['controlled_msgs_per_s']:,}",
-            f"{r['overhead_pct']:.1f}%",
-            f"{r['overhead_vs_fast_pct']:.1f}%",
-            f"{r['plain_cpu_us_per_msg']:.3f}",
-            f"{r['plain_fast_cpu_us_per_msg']:.3f}",
-            f"{r['controlled_cpu_us_per_msg']:.3f}",
-            f"{r['cpu_overhead_pct']:.1f}%",
-            f"{r['cpu_overhead_vs_fast_pct']:.1f}%",
+            _pct(r, "overhead_pct"),
+            _pct(r, "cpu_overhead_pct"),
+            _pct(il, "overhead_pct"),
+            _pct(il, "cpu_overhead_pct"),
         ]
-        print("".join(f"{c:>10}" for c in cells))
+        print(f"{mode:<8}" + "".join(f"{c:>26}" for c in cells))
+        print(
+            f"{'':<8}separate runs: plain {r['plain_msgs_per_s']:,}/s, wrapper {r['controlled_msgs_per_s']:,}/s"
+            f" (medians of {len(r['runs_msgs_per_s']['plain'])}); interleaved: {il['pairs']} pairs of"
+            f" {il['block']} messages"
+        )
     calls = tp["wrapper_ns_per_call"]
     print(
         f"\nwrapper's own cost per call (no broker, best of 15): poll {calls['poll_ns_per_call']:.0f} ns ="
         f" {tp['poll']['call_overhead_pct']:.2f}% of a plain poll's CPU per message; consume"
         f" {calls['consume_ns_per_call']:.0f} ns per batch of {BATCH} = {tp['consume']['call_overhead_pct']:.3f}%"
     )
-    print("\nwrapper cost, interleaved blocks on one prefetched consumer (medians):")
-    for mode in ("poll", "consume"):
-        r = tp[mode]
-        print(
-            f"  {mode:<8} vs the same call on the inner Consumer: {r['interleaved_overhead_pct']:.2f}%;"
-            f" vs the inner calls the wrapper makes: {r['interleaved_overhead_vs_fast_pct']:.2f}%"
-            f" ({r['interleaved_overhead_vs_fast_ns_per_msg']:.0f} ns/msg)"
-        )
     print("\ngroup leave / rejoin latency in seconds (medians)")
     print(
         f"{'consumers':<10}{'close->EMPTY':>14}{'pause->EMPTY':>14}{'new->STABLE':>13}{'resume->STABLE':>16}"
@@ -603,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--messages", type=int, default=500_000)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=6)
     parser.add_argument("--consumers", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--prefetch", type=float, default=5.0, help="seconds to let the local queue fill")

@@ -93,24 +93,6 @@ def _no_message(_timeout: float) -> None:
     return None
 
 
-def _fast_poll(
-    inner_poll: Callable[[float], Message | None], owner: weakref.ref[ControlledConsumer]
-) -> Callable[[float | None], Message | None]:
-    """``ControlledConsumer.poll`` while running with no control record due, as a closure: the inner
-    ``poll(0)`` and nothing else when a message is queued (the follower removes it as soon as a record
-    arrives); an idle wait goes to the checking loop. ~25 ns less per call than the method, which tests
-    the flag and reads two attributes."""
-
-    def poll(timeout: float | None = None) -> Message | None:
-        msg = inner_poll(0)
-        if msg is not None:
-            return msg
-        consumer = owner()
-        return None if consumer is None else consumer._wait(_deadline(timeout), _poll_one, POLL_SLICE)
-
-    return poll
-
-
 _CONSUMER_ONLY_PREFIXES = ("queued.", "fetch.", "group.", "enable.auto.", "auto.", "partition.assignment")
 _CONSUMER_ONLY = {
     "session.timeout.ms",
@@ -224,10 +206,9 @@ class ControlTail:
 
 class ControlFollower(threading.Thread):
     """A daemon thread that looks at the control topic through ``tail`` on every tick and hands new records
-    to its owner: it queues them, sets ``owner._due = True``, calls ``owner._disarm()`` (the owner's
-    ``poll`` goes back from the bare fast path to the checking one) and wakes :meth:`wait`. The owner's hot
-    path does no clock read and no I/O (``time.monotonic()`` alone costs ~0.2 µs on some VMs, a few
-    percent of a ``poll``); the owner's thread applies the records.
+    to its owner: it queues them, sets ``owner._due = True`` and wakes :meth:`wait`. The owner's hot path
+    tests that flag only (no clock read, no I/O: ``time.monotonic()`` alone costs ~0.2 µs on some VMs, a
+    few percent of a ``poll``); the owner's thread applies the records.
 
     Ticks fall on the multiples of the interval on the wall clock (``time.time()``), so followers in
     different processes and hosts (with synchronised clocks) look at the same instants. :meth:`hurry`
@@ -286,7 +267,6 @@ class ControlFollower(threading.Thread):
         if records:
             self._inbox.extend(records)
             owner._due = True
-            owner._disarm()
             self._wakeup.set()
         return True
 
@@ -462,7 +442,6 @@ class ControlledConsumer:
         for key, record in records:
             if key == self._key and isinstance(record, Command):
                 self._apply(record)
-        self._arm()
         return self.state
 
     def _apply(self, command: Command) -> None:
@@ -570,22 +549,6 @@ class ControlledConsumer:
     def _set_inner(self, inner: Consumer | None) -> None:
         self._inner = inner
         self._poll0 = inner.poll if inner is not None else _no_message
-        self._arm()
-
-    def _arm(self) -> None:
-        """Install the bare fast path as this instance's ``poll`` while running with nothing due (owner's
-        thread). The follower sets ``_due`` before it disarms, and this checks ``_due`` after arming: a
-        record that arrives meanwhile always leaves the checking ``poll`` in place."""
-        if self._inner is None or self._pending is not None:
-            self._disarm()
-            return
-        self.__dict__["poll"] = _fast_poll(self._inner.poll, weakref.ref(self))
-        if self._due:
-            self._disarm()
-
-    def _disarm(self) -> None:
-        """Drop the fast path: ``poll`` is the class's checking method again (any thread)."""
-        self.__dict__.pop("poll", None)
 
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[Message]:
         """Like ``Consumer.consume``: up to ``num_messages`` messages; an empty list while paused."""

@@ -162,9 +162,6 @@ class ControlledProducer:
         except KafkaException as exc:
             log.warning("topic %s: could not acknowledge layout: %s", layout.topic, exc)
 
-    def _disarm(self) -> None:
-        """Called by the follower when records arrive: nothing to drop, ``produce`` tests ``_due``."""
-
     def check_control(self, timeout: float = 0.0) -> None:
         """Apply layouts that arrived on the control topic, waiting up to ``timeout`` for a record."""
         self._due = False
