@@ -226,6 +226,13 @@ def _read_rows(spark: SparkSession, plan: Plan, full: bool) -> tuple[DataFrame, 
     return rows, ctx
 
 
+def _write_staging(rows: DataFrame, staging: str) -> None:
+    """Write rows hive-partitioned by ``partition`` to ``staging`` (replacing it), row groups bounded."""
+    rows.write.mode("overwrite").option("parquet.block.size", ROW_GROUP_BYTES).partitionBy(
+        "partition"
+    ).parquet(spark_path(staging))
+
+
 def write_rows(
     spark: SparkSession, plan: Plan, staging: str
 ) -> tuple[int, dict[int, tuple[int, str]] | None]:
@@ -238,9 +245,7 @@ def write_rows(
     """
     full = plan.layout != plan.topic_partitions
     rows, ctx = _read_rows(spark, plan, full)
-    rows.write.mode("overwrite").option("parquet.block.size", ROW_GROUP_BYTES).partitionBy(
-        "partition"
-    ).parquet(spark_path(staging))
+    _write_staging(rows, staging)
     totals = ctx.totals()
     strays = totals["strays"]
     stats = ctx.source_stats() if not full and not strays and plan.only is None else None
@@ -249,9 +254,7 @@ def write_rows(
             f"{strays} keys sit outside their murmur2 home partition: resolved across partitions"
         )
         rows, ctx = _read_rows(spark, plan, True)
-        rows.write.mode("overwrite").option("parquet.block.size", ROW_GROUP_BYTES).partitionBy(
-            "partition"
-        ).parquet(spark_path(staging))
+        _write_staging(rows, staging)
     if plan.only is not None and strays:
         plan.warnings.append(
             "--only-partitions cannot resolve keys stored in unselected partitions: run a full rebuild"
