@@ -4,15 +4,15 @@
 
 Measures, in one run on one broker:
 
-* **pause window** — the consumers' downtime during the DAG's safe 1 -> 8 increase, for both layouts (one
-  task per step, and ``single_window=True``), next to a **plain stop and restart** of the same consumers
+* **pause window** — the consumers' downtime during the DAG's safe 1 -> 8 increase, for both layouts of
+  the project's DAGs (``window``: ``kstate_partition_increase``, pause .. resume in one task, the default;
+  ``per_step``: ``kstate_partition_increase_per_step``, one task per step), next to a **plain stop and restart** of the same consumers
   (every consumer ``close()``s, new ones subscribe), with ONE definition measured in the consumer threads
   (``traffic.Timeline``): from the first consumer that stops handing out messages to the ``on_assign``
   callback after which every consumer holds partitions and together they hold all 8. Restarts are
   measured with plain confluent-kafka Consumers and with the ControlledConsumers of the safe run
   ("same"); runs alternate, medians and every sample are reported. Target: window <= 1.2x the restart.
-* **whole safe run** — wall time of the DAG run (``dag.test()``) at 1 -> 8; ``per_step`` is the task group
-  with the factory's defaults, wired exactly as the project DAG ``kstate_partition_increase`` wires it.
+* **whole safe run** — wall time of the DAG run (``dag.test()``) at 1 -> 8.
 * **worker memory** — peak RSS of a process that runs plan, seed and verify for G groups x P partitions
   over topics holding 10k vs 200k messages: it grows with G x P and not with the data, because no
   message passes through the worker.
@@ -63,30 +63,21 @@ def broker() -> Iterator[dict[str, Any]]:
         yield {"bootstrap.servers": bootstrap}
 
 
-BENCH_DAGS = """
-from __future__ import annotations
-import pendulum
-from airflow.sdk import DAG
-from airflow_provider_kstate.task_groups.partition_increase import safe_partition_increase
-for dag_id, single in (("bench_per_step", False), ("bench_single_window", True)):
-    with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-             render_template_as_native_obj=True) as dag:
-        safe_partition_increase(topic="{{ dag_run.conf['topic'] }}", partitions="{{ dag_run.conf['partitions'] }}",
-                                consumer_groups="{{ dag_run.conf['consumer_groups'] }}", single_window=single)
-    globals()[dag_id] = dag
-"""
+#: The layouts measured: the project's own DAGs (``dags/kstate_partition_increase.py``).
+LAYOUTS = {
+    "window": "kstate_partition_increase",  # the default: pause .. resume in one task
+    "per_step": "kstate_partition_increase_per_step",  # one task per step
+}
 
 
 def airflow_env(config: dict[str, Any]) -> dict[str, Any]:
-    """Point Airflow at a bench DAG folder holding the per-step and the single-window layouts."""
+    """Point Airflow at the project's DAG folder and return its two partition-increase DAGs by layout."""
     home = ROOT / ".kstate" / "bench-airflow"
-    dags = home / "dags"
-    dags.mkdir(parents=True, exist_ok=True)
-    (dags / "bench_dags.py").write_text(BENCH_DAGS)
+    home.mkdir(parents=True, exist_ok=True)
     os.environ.update(
         {
             "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
             "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": config}),
@@ -97,9 +88,9 @@ def airflow_env(config: dict[str, Any]) -> dict[str, Any]:
     )
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=str(dags))
+    bag = DagBag(dag_folder=str(ROOT / "dags" / "kstate_partition_increase.py"), include_examples=False)
     assert not bag.import_errors, bag.import_errors
-    return {"per_step": bag.get_dag("bench_per_step"), "single_window": bag.get_dag("bench_single_window")}
+    return {layout: bag.get_dag(dag_id) for layout, dag_id in LAYOUTS.items()}
 
 
 def create_topic(config: dict[str, Any], prefix: str, partitions: int) -> str:

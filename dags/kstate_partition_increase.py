@@ -4,22 +4,29 @@
 Grows a topic without letting `auto.offset.reset=latest` consumers skip the messages producers write to
 the new partitions before the consumers discover them.
 
-**Runbook** (one task per step, each idempotent; a cleared task continues from where the cluster stands):
+**Runbook** (each step idempotent; a cleared task continues from where the cluster stands):
 
 1. `plan`: validates the topic and target, discovers (or takes) the consumer groups, classifies them
    (active / empty / spark / absent), takes the topic's lease. With `dry_run` it stops here.
-2. `pause_consumers` then `wait_groups_empty`: services with the kstate client leave their groups; the
-   sensor (deferrable) waits until the broker reports every group EMPTY, naming members still present.
-3. `increase_partitions`: `validate_only`, then create (a no-op when the topic already has the target).
-4. `seed_offsets`: commits the log start of each new partition for every group without an offset there.
-5. `scale_producers`: producers with the kstate client start writing to the new partitions.
-6. `resume_consumers` then `wait_groups_stable`: groups active at plan time come back STABLE with all
-   partitions assigned.
-7. `verify`: per group and partition, committed offset vs log start/end at seed time and lag; fails if any
+2. `pause_window`: the steps during which consumers are out of their groups, back-to-back in one task so
+   that their downtime is the work itself and not the scheduler's latency between tasks:
+   - pause: services with the kstate client leave their groups; it waits until the broker reports every
+     group EMPTY (naming members still present on timeout);
+   - increase: `validate_only`, then create (a no-op when the topic already has the target);
+   - seed: commits the log start of each new partition for every group without an offset there;
+   - scale: producers with the kstate client start writing to the new partitions;
+   - resume: consumers rejoin.
+3. `wait_groups_stable` (deferrable): groups active at plan time come back STABLE with all partitions
+   assigned.
+4. `verify`: per group and partition, committed offset vs log start/end at seed time and lag; fails if any
    new-partition message would be skipped; releases the lease.
 
 `failure_guard` runs if a step fails: before the create step it resumes consumers; after partitions were
 created but before every group was seeded it **refuses** to resume them and says what to do next.
+
+`kstate_partition_increase_per_step` is the same with one task per step (`pause_consumers`,
+`wait_groups_empty`, `increase_partitions`, `seed_offsets`, `scale_producers`, `resume_consumers`): the
+layout to start from when a step must be your own task, such as a `kubectl scale` in place of the pause.
 """
 
 from __future__ import annotations
@@ -29,17 +36,10 @@ from airflow.sdk import DAG, Param
 
 from airflow_provider_kstate.task_groups.partition_increase import safe_partition_increase
 
-with DAG(
-    dag_id="kstate_partition_increase",
-    description="Grow a Kafka topic without losing messages on the new partitions (KAFKA-12261)",
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=4,
-    render_template_as_native_obj=True,
-    doc_md=__doc__,
-    tags=["kafka", "kstate"],
-    params={
+
+def _params() -> dict[str, Param]:
+    """The Params of both DAGs (each DAG gets its own objects)."""
+    return {
         "topic": Param(
             type="string",
             minLength=1,
@@ -68,12 +68,30 @@ with DAG(
             title="Dry run",
             description="Plan only: show what would happen, change nothing.",
         ),
-    },
-) as dag:
-    safe_partition_increase(
-        topic="{{ params.topic }}",
-        partitions="{{ params.partitions }}",
-        consumer_groups="{{ params.consumer_groups }}",
-        dry_run="{{ params.dry_run }}",
-        kafka_config_id="kafka_default",
-    )
+    }
+
+
+for dag_id, single_window in (
+    ("kstate_partition_increase", True),
+    ("kstate_partition_increase_per_step", False),
+):
+    with DAG(
+        dag_id=dag_id,
+        description="Grow a Kafka topic without losing messages on the new partitions (KAFKA-12261)",
+        schedule=None,
+        start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+        catchup=False,
+        max_active_runs=4,
+        render_template_as_native_obj=True,
+        doc_md=__doc__,
+        tags=["kafka", "kstate"],
+        params=_params(),
+    ):
+        safe_partition_increase(
+            topic="{{ params.topic }}",
+            partitions="{{ params.partitions }}",
+            consumer_groups="{{ params.consumer_groups }}",
+            dry_run="{{ params.dry_run }}",
+            kafka_config_id="kafka_default",
+            single_window=single_window,
+        )

@@ -89,10 +89,6 @@ def _poll_one(consumer: Consumer, timeout: float) -> Message | None:
     return consumer.poll(timeout)
 
 
-def _no_message(_timeout: float) -> None:
-    return None
-
-
 _CONSUMER_ONLY_PREFIXES = ("queued.", "fetch.", "group.", "enable.auto.", "auto.", "partition.assignment")
 _CONSUMER_ONLY = {
     "session.timeout.ms",
@@ -206,9 +202,10 @@ class ControlTail:
 
 class ControlFollower(threading.Thread):
     """A daemon thread that looks at the control topic through ``tail`` on every tick and hands new records
-    to its owner: it queues them, sets ``owner._due = True`` and wakes :meth:`wait`. The owner's hot path
-    tests that flag only (no clock read, no I/O: ``time.monotonic()`` alone costs ~0.2 µs on some VMs, a
-    few percent of a ``poll``); the owner's thread applies the records.
+    to its owner: it queues them, calls ``owner._interrupt()`` (which sets ``owner._due = True`` and routes
+    the owner's ``poll`` back through the wrapper) and wakes :meth:`wait`. The owner's hot paths test that
+    flag only, or nothing at all (no clock read, no I/O: ``time.monotonic()`` alone costs ~0.2 µs on some
+    VMs, a few percent of a ``poll``); the owner's thread applies the records.
 
     Ticks fall on the multiples of the interval on the wall clock (``time.time()``), so followers in
     different processes and hosts (with synchronised clocks) look at the same instants. :meth:`hurry`
@@ -266,7 +263,7 @@ class ControlFollower(threading.Thread):
             return False
         if records:
             self._inbox.extend(records)
-            owner._due = True
+            owner._interrupt()
             self._wakeup.set()
         return True
 
@@ -365,7 +362,6 @@ class ControlledConsumer:
         if config.get("group.instance.id"):
             raise ValueError("static membership (group.instance.id) cannot leave the group on a pause")
         self._inner: Consumer | None = None
-        self._poll0: Callable[[float], Message | None] = _no_message
         self.config = dict(config)
         self.group: str = str(config["group.id"])
         self.topics = list(topics)
@@ -538,17 +534,46 @@ class ControlledConsumer:
         """Like ``Consumer.poll``: a message, or None after ``timeout`` seconds (None/negative: forever).
 
         While paused it waits on the control topic and returns None.
+
+        While running and nothing is due, ``consumer.poll`` *is* the inner consumer's own (C) method, so
+        the wrapper costs nothing per message: this method installs it on the instance after handing out a
+        message, and the follower removes it when control records arrive, which routes the next call back
+        here. A command is therefore applied at the next call after the one in progress: at once while
+        messages flow, and after at most that call's ``timeout`` when the consumer was idle. Look ``poll``
+        up on the wrapper at every call (``consumer.poll(1.0)``), as a service loop does; do not keep the
+        bound method, which a pause closes.
         """
         if self._due:
             self.check_control()
-        msg = self._poll0(0)  # the hot path: the inner poll, bound; a message is already queued
+        inner = self._inner
+        msg = inner.poll(0) if inner is not None else None  # a message is often queued already
+        if msg is None:
+            msg = self._wait(_deadline(timeout), _poll_one, POLL_SLICE)
         if msg is not None:
-            return msg
-        return self._wait(_deadline(timeout), _poll_one, POLL_SLICE)
+            self._direct()
+        return msg
+
+    def _direct(self) -> None:
+        """Route ``poll`` straight to the inner consumer until control records arrive (see :meth:`poll`)."""
+        inner = self._inner
+        if inner is None or self._pending is not None:
+            return
+        self.__dict__["poll"] = inner.poll
+        if self._due:  # records came in between: the follower may have looked before the line above
+            self._indirect()
+
+    def _indirect(self) -> None:
+        """Route ``poll`` through :meth:`poll` again (the follower's thread, or the owner's)."""
+        self.__dict__.pop("poll", None)
+
+    def _interrupt(self) -> None:
+        """Called by the follower when control records arrived: the next ``poll``/``consume`` applies them."""
+        self._due = True
+        self._indirect()
 
     def _set_inner(self, inner: Consumer | None) -> None:
+        self._indirect()
         self._inner = inner
-        self._poll0 = inner.poll if inner is not None else _no_message
 
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[Message]:
         """Like ``Consumer.consume``: up to ``num_messages`` messages; an empty list while paused."""

@@ -162,6 +162,10 @@ class ControlledProducer:
         except KafkaException as exc:
             log.warning("topic %s: could not acknowledge layout: %s", layout.topic, exc)
 
+    def _interrupt(self) -> None:
+        """Called by the follower when control records arrived: the next call applies them."""
+        self._due = True
+
     def check_control(self, timeout: float = 0.0) -> None:
         """Apply layouts that arrived on the control topic, waiting up to ``timeout`` for a record."""
         self._due = False

@@ -42,9 +42,16 @@ def safe_partition_increase(
     pause_consumers: BaseOperator | None = None,
     resume_consumers: BaseOperator | None = None,
     scale_producers: BaseOperator | None = None,
-    single_window: bool = False,
+    single_window: bool | None = None,
 ) -> TaskGroup:
     """Build the task group: plan, pause, wait EMPTY, increase, seed, scale, resume, wait STABLE, verify.
+
+    By default the steps from pause to resume run back-to-back in one task (``pause_window``), so
+    consumers are out of their groups only for the leave, the create, the seed and the rejoin, not for the
+    scheduler's latency between tasks. With your own pause/resume/scale tasks (or ``wait_for_writes``) each
+    step is its own task (``pause_consumers``, ``wait_groups_empty``, ``increase_partitions``,
+    ``seed_offsets``, ``scale_producers``, ``resume_consumers``). Either way ``wait_groups_stable`` and
+    ``verify`` follow.
 
     A guard task runs when any step fails: it resumes consumers when that is safe and otherwise fails
     loudly, leaving them paused (see :class:`KStateFailureGuardOperator`).
@@ -69,16 +76,17 @@ def safe_partition_increase(
     :param scale_producers: your own task in place of the built-in layout signal.
     :param single_window: run pause .. resume as one task (:class:`KStatePauseWindowOperator`): the same
         steps without the scheduler's latency between them, for the shortest consumer downtime. Needs the
-        built-in pause, resume and scale signals.
+        built-in pause, resume and scale signals. Default (None): one window unless custom tasks or
+        ``wait_for_writes`` are given; False: one task per step.
     """
-    if single_window and (pause_consumers or resume_consumers or scale_producers or wait_for_writes):
-        raise ValueError(
-            "single_window=True runs the built-in pause/scale/resume signals; drop the custom tasks"
-        )
-    if single_window and (pause_consumers or resume_consumers or scale_producers or wait_for_writes):
+    custom = bool(pause_consumers or resume_consumers or scale_producers or wait_for_writes)
+    if single_window and custom:
         raise ValueError(
             "single_window=True runs the built-in pause, scale and resume signals: drop the custom tasks"
+            " and wait_for_writes, or pass single_window=False"
         )
+    if single_window is None:
+        single_window = not custom
     common: dict[str, Any] = {
         "kafka_config_id": kafka_config_id,
         "control_topic": control_topic,

@@ -30,6 +30,7 @@ def partial_increase_runbook(plan: dict[str, Any], missing: dict[str, list[int]]
         f"{plan['target_partitions']} partitions, but these groups have no committed offset on these new "
         f"partitions: {missing}. Resuming now would make latest-reset consumers skip what producers already "
         "wrote there (KAFKA-12261). Consumers stay paused and the topic's lease stays held by "
-        f"{plan.get('owner')}. Next: fix the cause, then clear this DAG run's failed tasks from the 'seed' step "
-        "on (every step is idempotent and continues from where the cluster stands)."
+        f"{plan.get('owner')}. Next: fix the cause, then clear this DAG run's failed tasks from the seed step "
+        "on ('pause_window', or 'seed_offsets' with one task per step); every step is idempotent and "
+        "continues from where the cluster stands."
     )

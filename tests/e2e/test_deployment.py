@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.deployment, pytest.mark.timeout(420)]
 INCREASE = "kstate_partition_increase"
 MAINTENANCE = "kstate_state_maintenance"
 GROUP = "safe_partition_increase"  # the task group's id in the example DAG
-SENSOR = f"{GROUP}.wait_groups_empty"  # deferrable: defers to the triggerer
+SENSOR = f"{GROUP}.wait_groups_stable"  # deferrable: defers to the triggerer
 ORIGINAL, TARGET = 2, 5
 RUN_TIMEOUT = 240.0
 SPARK_RUN_TIMEOUT = 600.0  # two spark-submit jobs (rebuild, deep re-check); ~1 min on an idle 2-CPU box
@@ -186,7 +186,7 @@ def test_partition_increase_grows_topic_and_seeds_offsets(
     assert offsets[0] == 5 and offsets[1] == 3, f"existing offsets changed: {offsets}"
 
     states = {t["task_id"]: t["state"] for t in deployment.task_instances(INCREASE, increase["run_id"])}
-    for step in ("plan", "wait_groups_empty", "increase_partitions", "seed_offsets", "verify"):
+    for step in ("plan", "pause_window", "wait_groups_stable", "verify"):
         assert states[f"{GROUP}.{step}"] == "success", states
 
 
@@ -286,14 +286,13 @@ def test_task_logs_read_as_a_runbook(deployment: AirflowDeployment, increase: di
     ]
     assert f"group {group}: empty" in plan, plan[-3000:]
 
-    grow = deployment.task_log(INCREASE, run_id, f"{GROUP}.increase_partitions")
-    assert f"INCREASE topic {topic}: the broker validated {ORIGINAL} -> {TARGET}" in grow, grow[-3000:]
+    window = deployment.task_log(INCREASE, run_id, f"{GROUP}.pause_window")  # pause .. resume
+    assert f"INCREASE topic {topic}: the broker validated {ORIGINAL} -> {TARGET}" in window, window[-3000:]
     for p in new:
-        assert f"INCREASE topic {topic}: created partition {p}" in grow, grow[-3000:]
+        assert f"INCREASE topic {topic}: created partition {p}" in window, window[-3000:]
 
-    seed = deployment.task_log(INCREASE, run_id, f"{GROUP}.seed_offsets")
     for p in new:
-        assert f"SEED group {group} partition {p}: seeded to log start 0" in seed, seed[-3000:]
+        assert f"SEED group {group} partition {p}: seeded to log start 0" in window, window[-3000:]
 
     verify = deployment.task_log(INCREASE, run_id, f"{GROUP}.verify")
     for p in range(TARGET):

@@ -24,6 +24,7 @@ from airflow_provider_kstate.utils.plan import build_plan
 pytestmark = pytest.mark.integration
 
 DAG_ID = "kstate_partition_increase"
+PER_STEP = "kstate_partition_increase_per_step"  # one task per step
 G = "safe_partition_increase"
 
 
@@ -75,7 +76,7 @@ def test_target_not_an_increase(
     topic = make_topic("shrink", partitions=2)
     dr = run_dag(DAG_ID, {"topic": topic, "partitions": partitions, "consumer_groups": [], "dry_run": False})
     assert dr.state == "failed"
-    assert _states(dr)["plan"] == "failed" and _states(dr)["increase_partitions"] == "upstream_failed"
+    assert _states(dr)["plan"] == "failed" and _states(dr)["pause_window"] == "upstream_failed"
     assert _count(admin, topic) == 2
     assert KStateLeaseHook().current(topic) is None
 
@@ -109,28 +110,37 @@ def test_broker_unreachable(admin: Any, make_topic: Any, run_dag: Any, monkeypat
         build_plan(KStateLeaseHook("kafka_unreachable", timeout=2.0), topic, 2, [])
 
 
+@pytest.mark.parametrize(
+    ("dag_id", "waiter", "override"),
+    [
+        (DAG_ID, "pause_window", {"empty_timeout": 4.0}),
+        (PER_STEP, "wait_groups_empty", {"timeout": 4.0, "poke_interval": 1.0}),
+    ],
+)
 def test_live_group_never_empties(
-    kafka_config: dict[str, Any], admin: Any, make_topic: Any, run_dag: Any
+    kafka_config: dict[str, Any],
+    admin: Any,
+    make_topic: Any,
+    run_dag: Any,
+    dag_id: str,
+    waiter: str,
+    override: dict[str, float],
 ) -> None:
-    """A consumer that ignores the pause keeps its group non-EMPTY: the sensor names it, nothing changes."""
+    """A consumer that ignores the pause keeps its group non-EMPTY: the wait fails, nothing changes."""
     topic = make_topic("stubborn", partitions=1)
     group = f"{topic}-g"
     consumer = _group_with_offsets(kafka_config, topic, group, live=True)
     assert consumer is not None
     try:
         dr = run_dag(
-            DAG_ID,
+            dag_id,
             {"topic": topic, "partitions": 2, "consumer_groups": [group], "dry_run": False},
-            overrides={f"{G}.wait_groups_empty": {"timeout": 4.0, "poke_interval": 1.0}},
+            overrides={f"{G}.{waiter}": override},
         )
     finally:
         consumer.close()
     states = _states(dr)
-    assert (
-        dr.state == "failed"
-        and states["wait_groups_empty"] == "failed"
-        and states["failure_guard"] == "failed"
-    )
+    assert dr.state == "failed" and states[waiter] == "failed" and states["failure_guard"] == "failed"
     assert _count(admin, topic) == 1
     assert _latest_command(kafka_config, group) == RESUME, (
         "the guard should resume consumers before the create step"
@@ -165,7 +175,10 @@ def test_seed_refuses_group_that_is_not_empty(
 def test_never_resume_after_partial_seed(
     kafka_config: dict[str, Any], admin: Any, make_topic: Any, run_dag: Any, monkeypatch: Any
 ) -> None:
-    """The cluster becomes unreachable from the seed step after partitions were created: consumers stay paused."""
+    """The cluster becomes unreachable from the seed step after partitions were created: consumers stay paused.
+
+    (The per-step layout makes the seed a task of its own, whose connection alone can be broken.)
+    """
     topic = make_topic("partial", partitions=1)
     group = f"{topic}-g"
     _group_with_offsets(kafka_config, topic, group)
@@ -176,7 +189,7 @@ def test_never_resume_after_partial_seed(
         ),
     )
     dr = run_dag(
-        DAG_ID,
+        PER_STEP,
         {"topic": topic, "partitions": 3, "consumer_groups": [group], "dry_run": False},
         overrides={f"{G}.seed_offsets": {"kafka_config_id": "kafka_unreachable", "request_timeout": 3.0}},
     )
@@ -187,19 +200,19 @@ def test_never_resume_after_partial_seed(
     assert _count(admin, topic) == 3
     assert _latest_command(kafka_config, group) == PAUSE, "consumers were resumed after a partial seed"
     lease = KStateLeaseHook().current(topic)
-    assert lease is not None and lease.owner == f"{DAG_ID}/{dr.run_id}", (
+    assert lease is not None and lease.owner == f"{PER_STEP}/{dr.run_id}", (
         "the lease must stay with the failed run"
     )
 
     plan = dr.get_task_instance(f"{G}.plan").xcom_pull(task_ids=f"{G}.plan")
-    context = _context(DAG_ID, dr.run_id)
+    context = _context(PER_STEP, dr.run_id)
     with pytest.raises(UnsafeResumeError, match="UNSAFE TO RESUME"):
         KStateResumeConsumersOperator(task_id="resume", plan=plan).execute(context)
     with pytest.raises(UnsafeResumeError):
         guard = KStateFailureGuardOperator(task_id="guard", plan_task_id="plan")
         guard.plan = plan
         guard.execute(
-            {"ti": SimpleNamespace(dag_id=DAG_ID, run_id=dr.run_id, xcom_pull=lambda task_ids: plan)}
+            {"ti": SimpleNamespace(dag_id=PER_STEP, run_id=dr.run_id, xcom_pull=lambda task_ids: plan)}
         )
     assert _latest_command(kafka_config, group) == PAUSE
 
@@ -208,7 +221,7 @@ def test_never_resume_after_partial_seed(
     assert {p: row["committed"] for p, row in report["groups"][group].items()} == {"1": 0, "2": 0}
     KStateResumeConsumersOperator(task_id="resume", plan=plan).execute(context)
     assert _latest_command(kafka_config, group) == RESUME
-    KStateLeaseHook().release(topic, f"{DAG_ID}/{dr.run_id}")
+    KStateLeaseHook().release(topic, f"{PER_STEP}/{dr.run_id}")
     assert os.environ.get("AIRFLOW_CONN_KAFKA_UNREACHABLE")
 
 

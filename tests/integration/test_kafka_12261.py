@@ -37,10 +37,12 @@ def test_naive_increase_loses_messages(kafka_config: dict[str, Any], admin: Any,
     assert set(lost.values()) == {1}, f"only the new partition should lose messages, got {lost}"
 
 
+@pytest.mark.parametrize("dag_id", [DAG_ID, "kstate_partition_increase_per_step"])
 def test_safe_increase_loses_nothing_over_rounds(
-    kafka_config: dict[str, Any], admin: Any, make_topic: Any, run_dag: Any
+    kafka_config: dict[str, Any], admin: Any, make_topic: Any, run_dag: Any, dag_id: str
 ) -> None:
-    """The DAG's safe order, 1 -> 2 -> 4 -> 8 under the same live traffic, loses no message."""
+    """The DAG's safe order, 1 -> 2 -> 4 -> 8 under the same live traffic, loses no message: in one pause
+    window (the default) and with one task per step."""
     topic = make_topic("safe", partitions=1)
     group = f"{topic}-g"
     fleet = ConsumerFleet(kafka_config, topic, group, n=2, controlled=True)
@@ -50,7 +52,7 @@ def test_safe_increase_loses_nothing_over_rounds(
         since = warm_up(producer, fleet)
         for target in (2, 4, 8):
             dr = run_dag(
-                DAG_ID, {"topic": topic, "partitions": target, "consumer_groups": [group], "dry_run": False}
+                dag_id, {"topic": topic, "partitions": target, "consumer_groups": [group], "dry_run": False}
             )
             assert dr.state == "success", {ti.task_id: ti.state for ti in dr.get_task_instances()}
             assert admin.list_topics(topic, timeout=10).topics[topic].partitions.keys() == set(range(target))

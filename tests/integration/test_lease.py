@@ -74,7 +74,7 @@ def test_second_run_on_a_leased_topic_fails_and_changes_nothing(
         )
         assert dr.state == "failed"
         states = {ti.task_id.split(".")[-1]: ti.state for ti in dr.get_task_instances()}
-        assert states["plan"] == "failed" and states["increase_partitions"] == "upstream_failed"
+        assert states["plan"] == "failed" and states["pause_window"] == "upstream_failed"
         assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 1
         assert other.current(topic).owner == "other_dag/manual__busy"
     finally:

@@ -111,5 +111,5 @@ def test_dry_run_changes_nothing(
     )
     assert dr.state == "success"
     states = {ti.task_id.split(".")[-1]: ti.state for ti in dr.get_task_instances()}
-    assert states["plan"] == "success" and states["increase_partitions"] == "skipped"
+    assert states["plan"] == "success" and states["pause_window"] == "skipped"
     assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 1

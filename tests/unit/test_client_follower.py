@@ -1,15 +1,18 @@
-"""The control follower's clock, without a broker: ticks on the wall clock's multiples, hurried ticks."""
+"""The control follower's clock, and the consumer's poll routing, without a broker."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from airflow_provider_kstate.client.consumer import ControlFollower
+from airflow_provider_kstate.client.consumer import ControlFollower, ControlledConsumer
 
 
 class _Owner:
     _due = False
+
+    def _interrupt(self) -> None:
+        self._due = True
 
 
 class _Tail:
@@ -68,3 +71,80 @@ def test_followers_look_at_the_same_instants_and_stop_at_once() -> None:
     assert all(len(t.looks) >= 4 for t in tails)
     for t in tails:  # every look on a multiple of 50 ms (scheduling delay aside)
         assert all(_phase(x, 0.05) < 0.02 for x in t.looks), t.looks
+
+
+# -- poll routing: the inner consumer's own poll while running and nothing is due -------------------------
+
+
+class _Inner:
+    """A stand-in inner Consumer: hands out the queued messages, then None."""
+
+    def __init__(self, messages: list[Any]) -> None:
+        self.queue = list(messages)
+        self.timeouts: list[float] = []
+
+    def poll(self, timeout: float) -> Any:
+        self.timeouts.append(timeout)
+        return self.queue.pop(0) if self.queue else None
+
+
+class _Follower:
+    def __init__(self) -> None:
+        self.inbox: list[Any] = []
+
+    def take(self) -> list[Any]:
+        out, self.inbox = self.inbox, []
+        return out
+
+    def wait(self, timeout: float) -> None:
+        time.sleep(min(timeout, 0.001))
+
+
+def _routed(messages: list[Any]) -> tuple[ControlledConsumer, _Inner]:
+    cc = ControlledConsumer.__new__(ControlledConsumer)  # no broker: only the routing is under test
+    inner = _Inner(messages)
+    cc.__dict__.update(_due=False, _pending=None, check_interval=0.2, _follower=_Follower(), _key="k")
+    cc._set_inner(inner)  # type: ignore[arg-type]
+    return cc, inner
+
+
+def test_poll_goes_straight_to_the_inner_consumer_after_a_message() -> None:
+    cc, inner = _routed(["m1", "m2", "m3"])
+    assert cc.poll(1.0) == "m1"  # through the wrapper: it asks the inner consumer without waiting
+    assert inner.timeouts == [0]
+    assert cc.poll == inner.poll, "after a message the next poll is the inner consumer's own"
+    assert cc.poll(1.0) == "m2"
+    assert inner.timeouts == [0, 1.0], "the caller's timeout reaches the inner consumer unchanged"
+
+
+def test_control_records_route_the_next_poll_through_the_wrapper() -> None:
+    cc, inner = _routed(["m1", "m2"])
+    cc.poll(1.0)
+    applied: list[float] = []
+
+    def check_control(timeout: float = 0.0) -> str:
+        applied.append(timeout)
+        return "running"
+
+    cc.check_control = check_control  # type: ignore[method-assign]
+    cc._interrupt()  # what the follower does when records arrive
+    assert cc._due and cc.poll != inner.poll
+    assert cc.poll(1.0) == "m2"
+    assert applied == [0.0], "the records are applied before the next message is handed out"
+
+
+def test_records_arriving_while_installing_keep_the_wrapper() -> None:
+    cc, inner = _routed(["m1"])
+    cc._due = True  # the follower flagged records after the wrapper's check and before the install
+    cc._direct()
+    assert cc.poll != inner.poll
+
+
+def test_idle_poll_stays_in_the_wrapper_and_a_pause_drops_the_route() -> None:
+    cc, inner = _routed([])
+    assert cc.poll(0.02) is None
+    assert cc.poll != inner.poll, "no message: the wrapper keeps slicing the wait"
+    inner.queue.append("m")
+    assert cc.poll(0.02) == "m" and cc.poll == inner.poll
+    cc._set_inner(None)  # a pause closes the inner consumer
+    assert "poll" not in cc.__dict__
