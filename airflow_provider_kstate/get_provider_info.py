@@ -8,7 +8,12 @@ from airflow_provider_kstate import __version__
 
 
 def get_provider_info() -> dict[str, Any]:
-    """Return the provider's metadata: its hooks, operators, sensors, triggers and connection types."""
+    """Return the provider's metadata: its hooks, operators, sensors and triggers.
+
+    No connection type of its own: the hooks use the ``kafka`` connection type of
+    apache-airflow-providers-apache-kafka (librdkafka settings in the extras), which stays that
+    provider's in the UI's connection form.
+    """
     pkg = "airflow_provider_kstate"
     return {
         "package-name": "airflow-provider-kstate",
@@ -60,12 +65,6 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": "Kafka State",
                 "python-modules": [f"{pkg}.triggers.groups"],
-            }
-        ],
-        "connection-types": [
-            {
-                "hook-class-name": f"{pkg}.hooks.admin.KStateAdminHook",
-                "connection-type": "kafka",
             }
         ],
     }
