@@ -88,7 +88,7 @@ def airflow_env(config: dict[str, Any]) -> dict[str, Any]:
     )
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=str(ROOT / "dags" / "kstate_partition_increase.py"), include_examples=False)
+    bag = DagBag(dag_folder=str(ROOT / "dags" / "kstate_partition_increase.py"))
     assert not bag.import_errors, bag.import_errors
     return {layout: bag.get_dag(dag_id) for layout, dag_id in LAYOUTS.items()}
 
