@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -333,3 +334,30 @@ def test_provider_info_points_at_real_modules() -> None:
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
     assert KStateAdminHook.conn_type == "kafka" and KStateAdminHook.default_conn_name == "kafka_default"
+
+
+def test_pause_window_stops_at_a_failed_seed_and_never_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In one window, a seed failure ends the task before scale and resume (the guard decides next)."""
+    from airflow_provider_kstate.exceptions import SeedError
+    from airflow_provider_kstate.operators.window import KStatePauseWindowOperator
+
+    calls: list[str] = []
+
+    class Steps:
+        def __getattr__(self, name: str) -> Any:
+            def step(*_args: Any) -> Any:
+                calls.append(name)
+                if name == "seed":
+                    raise SeedError("broker went away while seeding")
+                return {}
+
+            return step
+
+    closed: list[bool] = []
+    window = KStatePauseWindowOperator(task_id="w", plan=PLAN)
+    monkeypatch.setattr(KStatePauseWindowOperator, "steps", lambda self, context: Steps())
+    window.__dict__["control"] = SimpleNamespace(close=lambda: closed.append(True))
+    with pytest.raises(SeedError):
+        window.execute({})
+    assert calls == ["pause", "wait_empty", "increase", "seed"], calls
+    assert closed == [True]
