@@ -612,8 +612,13 @@ def print_report(result: dict[str, Any]) -> None:
         print(
             f"{'':<8}separate runs: plain {r['plain_msgs_per_s']:,}/s, wrapper {r['controlled_msgs_per_s']:,}/s"
             f" (medians of {len(r['runs_msgs_per_s']['plain'])}); interleaved: {il['pairs']} pairs of"
-            f" {il['block']} messages; wrapper blocks whose poll was the inner consumer's own:"
-            f" {il['wrapper_blocks_with_direct_poll']}/{il['pairs']}"
+            f" {il['block']} messages"
+            + (
+                f"; wrapper blocks whose poll was the inner consumer's own:"
+                f" {il['wrapper_blocks_with_direct_poll']}/{il['pairs']}"
+                if mode == "poll"
+                else ""
+            )
         )
     calls = tp["wrapper_ns_per_call"]
     print(

@@ -17,11 +17,16 @@ many distinct keys), each time:
   average cores they kept busy (the machine's cores bound what ``local[2]`` can gain over ``local[1]``);
 * peak driver RSS (the driver JVM, which in local mode also hosts the executors, and the Python driver
   process, each polled from /proc) of the local[2] rebuild at both sizes;
+* driver memory apart from the executors': the rebuild once more at each size in ``local-cluster[1,2,1024]``
+  mode (one executor JVM with 2 cores, separate from the driver JVM), reporting the peak RSS of the driver
+  JVM, the executor JVM and the Python driver, and the driver JVM's heap after each GC (from its GC log:
+  the largest value is an upper bound of what the driver keeps alive, whatever the executors hold);
 * the fast check on a 1,000-partition topic: ``read_manifest`` + one ``list_offsets`` round (log start and
   last stable offset of every partition), the equivalent of the Airflow side's fast check.
 
 Targets: rebuild >= 50% of the limit at local[2], deep check >= 70%, local[2] >= 1.6x local[1], peak RSS at
-the big size within 10% of the small one, fast check <= 1 s. Writes ``bench/results/state.json``.
+the big size within 10% of the small one (checked for the local[2] JVM, the local-cluster driver JVM and
+its heap after GC), fast check <= 1 s. Writes ``bench/results/state.json``.
 The broker is the one of ``KSTATE_BOOTSTRAP_SERVERS`` or an embedded one started here.
 """
 
@@ -57,6 +62,8 @@ APPS = ROOT / "airflow_provider_kstate" / "spark_apps"
 RESULTS = ROOT / "bench" / "results" / "state.json"
 PARTITIONS = 16
 VALUE = b"v" * 24
+#: The memory runs: a driver JVM apart from one executor JVM (2 cores, 1 GiB), so the driver's own memory shows.
+MEMORY_MASTER = "local-cluster[1,2,1024]"
 
 
 @contextlib.contextmanager
@@ -159,25 +166,35 @@ def limit(conf: dict[str, Any], topic: str) -> dict[str, Any]:
 
 
 class RssPoller(threading.Thread):
-    """Poll the peak RSS of the driver JVM and Python driver, and the CPU time of the whole process tree."""
+    """Poll the peak RSS of the driver JVM, executor JVMs (local-cluster mode) and Python driver, and the CPU
+    time of the whole process tree."""
 
     def __init__(self, root_pid: int, app: str) -> None:
         super().__init__(daemon=True)
         self.root_pid, self.app = root_pid, app
-        self.peak = {"jvm": 0, "python_driver": 0}
+        self.peak = {"jvm": 0, "executor_jvm": 0, "python_driver": 0}
         self.cpu: dict[int, float] = {}  # pid -> last seen utime + stime, seconds
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
             for pid, cmd in _tree(self.root_pid):
-                kind = "jvm" if "org.apache.spark.deploy.SparkSubmit" in cmd else None
-                if kind is None and self.app in cmd and "python" in cmd.split("\0")[0]:
-                    kind = "python_driver"
+                kind = _kind(cmd, self.app)
                 if kind:
                     self.peak[kind] = max(self.peak[kind], _rss(pid))
                 self.cpu[pid] = max(self.cpu.get(pid, 0.0), _cpu_seconds(pid))
             time.sleep(0.05)
+
+
+def _kind(cmd: str, app: str) -> str | None:
+    """Return which process of an application a command line is (None: not one of those polled)."""
+    if "org.apache.spark.deploy.SparkSubmit" in cmd:
+        return "jvm"
+    if "CoarseGrainedExecutorBackend" in cmd:
+        return "executor_jvm"
+    if app in cmd and "python" in cmd.split("\0")[0]:
+        return "python_driver"
+    return None
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -229,8 +246,11 @@ def _rss(pid: int) -> int:
     return 0
 
 
-def submit(app: str, master: str, args: list[str]) -> dict[str, Any]:
-    """Run one application with spark-submit; return its report plus wall time and peak RSS."""
+def submit(app: str, master: str, args: list[str], extra: list[str] | None = None) -> dict[str, Any]:
+    """Run one application with spark-submit; return its report plus wall time and peak RSS.
+
+    :param extra: more spark-submit options (the memory runs' GC log).
+    """
     venv_bin = Path(sys.executable).parent
     env = {
         **os.environ,
@@ -240,7 +260,7 @@ def submit(app: str, master: str, args: list[str]) -> dict[str, Any]:
     }
     report = Path(args[args.index("--report-file") + 1])
     cmd = [str(venv_bin / "spark-submit"), "--master", master, "--conf", "spark.log.level=ERROR"]
-    cmd += ["--conf", "spark.ui.enabled=false", str(APPS / app), *args]
+    cmd += ["--conf", "spark.ui.enabled=false", *(extra or []), str(APPS / app), *args]
     started = time.monotonic()
     bpid = broker_pid()
     broker_cpu = _cpu_seconds(bpid) if bpid else 0.0
@@ -265,9 +285,8 @@ def submit(app: str, master: str, args: list[str]) -> dict[str, Any]:
     return result
 
 
-def run_app(app: str, master: str, conf_file: str, topic: str, uri: str, work: Path) -> dict[str, Any]:
-    report = work / f"{app}-{master}-{uuid.uuid4().hex[:6]}.json"
-    args = [
+def app_args(conf_file: str, topic: str, uri: str, report: Path) -> list[str]:
+    return [
         "--kafka-config-file",
         conf_file,
         "--topic",
@@ -277,7 +296,11 @@ def run_app(app: str, master: str, conf_file: str, topic: str, uri: str, work: P
         "--report-file",
         str(report),
     ]
-    result = submit(app, master, args)
+
+
+def run_app(app: str, master: str, conf_file: str, topic: str, uri: str, work: Path) -> dict[str, Any]:
+    report = work / f"{app}-{master}-{uuid.uuid4().hex[:6]}.json"
+    result = submit(app, master, app_args(conf_file, topic, uri, report))
     seconds = result["seconds"]
     return {
         "master": master,
@@ -289,6 +312,36 @@ def run_app(app: str, master: str, conf_file: str, topic: str, uri: str, work: P
         "peak_rss_jvm_mib": round(result["peak_rss"]["jvm"] / 2**20, 1),
         "peak_rss_python_driver_mib": round(result["peak_rss"]["python_driver"] / 2**20, 1),
         "cpu": result["cpu"],
+    }
+
+
+def heap_after_gc(log: Path) -> dict[str, Any]:
+    """Return the largest and the last heap size after a GC in a JVM's ``-Xlog:gc`` log, MiB.
+
+    :param log: the log; lines such as ``GC(3) Pause Young (Normal) (G1 Evacuation Pause) 24M->3M(256M) 2.3ms``.
+    """
+    import re
+
+    after = [int(m.group(1)) for m in re.finditer(r"\d+M->(\d+)M\(", log.read_text())]
+    return {"gcs": len(after), "max_mib": max(after, default=0), "last_mib": after[-1] if after else 0}
+
+
+def run_memory(conf_file: str, topic: str, uri: str, work: Path) -> dict[str, Any]:
+    """Rebuild in :data:`MEMORY_MASTER` mode: the driver JVM's RSS and heap apart from the executor's."""
+    tag = uuid.uuid4().hex[:6]
+    report, gc_log = work / f"memory-{tag}.json", work / f"gc-{tag}.log"
+    extra = ["--driver-java-options", f"-Xlog:gc:file={gc_log}"]
+    result = submit("rebuild.py", MEMORY_MASTER, app_args(conf_file, topic, uri, report), extra)
+    mib = {kind: round(value / 2**20, 1) for kind, value in result["peak_rss"].items()}
+    return {
+        "master": MEMORY_MASTER,
+        "records": result["records_read"],
+        "seconds_in_app": result["seconds"],
+        "ok": result["ok"],
+        "peak_rss_driver_jvm_mib": mib["jvm"],
+        "peak_rss_executor_jvm_mib": mib["executor_jvm"],
+        "peak_rss_python_driver_mib": mib["python_driver"],
+        "driver_heap_after_gc": heap_after_gc(gc_log),
     }
 
 
@@ -331,6 +384,7 @@ def measure_size(conf: dict[str, Any], records: int, work: Path, conf_file: str)
         for app in ("rebuild", "deep_check"):
             for master in ("local[1]", "local[2]"):
                 out[f"{app} {master}"] = run_app(f"{app}.py", master, conf_file, topic, uri, work)
+        out["memory"] = run_memory(conf_file, topic, str(work / f"snapshot-mem-{records}"), work)
     finally:
         delete_topic(conf, topic)
     return out
@@ -385,12 +439,30 @@ def verdicts(res: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     seconds = res["fast_check"]["seconds_median"]
     rows.append(("fast check, 1000 partitions", f"{seconds:.3f} s", "<= 1 s", seconds <= 1))
     if len(res["sizes"]) == 2:
-        small, big = (s["rebuild local[2]"] for s in res["sizes"])
-        for kind in ("jvm", "python_driver"):
-            a, b = small[f"peak_rss_{kind}_mib"], big[f"peak_rss_{kind}_mib"]
-            name = f"peak RSS {kind} {big['records']} vs {small['records']} rec"
-            rows.append((name, f"{b / a - 1:+.1%}", "<= +10%", b <= a * 1.1))
+        rows += memory_verdicts(*res["sizes"])
     return rows
+
+
+def memory_verdicts(small: dict[str, Any], big: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
+    """Peak memory at the big size against the small one: local[2] JVM and Python driver, and the
+    local-cluster driver JVM (RSS, and its largest heap after a GC)."""
+    pairs = [
+        (f"peak RSS {kind} local[2]", small["rebuild local[2]"][key], big["rebuild local[2]"][key])
+        for kind, key in (("jvm", "peak_rss_jvm_mib"), ("python_driver", "peak_rss_python_driver_mib"))
+    ]
+    a, b = small["memory"], big["memory"]
+    pairs.append(
+        ("peak RSS driver JVM local-cluster", a["peak_rss_driver_jvm_mib"], b["peak_rss_driver_jvm_mib"])
+    )
+    pairs.append(
+        (
+            "driver heap after GC (max) local-cluster",
+            a["driver_heap_after_gc"]["max_mib"],
+            b["driver_heap_after_gc"]["max_mib"],
+        )
+    )
+    tag = f"{big['records']} vs {small['records']} rec"
+    return [(f"{name} {tag}", f"{y / x - 1:+.1%}", "<= +10%", y <= x * 1.1) for name, x, y in pairs]
 
 
 def print_size(size: dict[str, Any], cores: int) -> None:
@@ -412,9 +484,26 @@ def print_size(size: dict[str, Any], cores: int) -> None:
         )
 
 
+def print_memory(res: dict[str, Any]) -> None:
+    print(f"\nmemory, rebuild in {MEMORY_MASTER} (driver JVM apart from the executor JVM)")
+    print(
+        f"{'records':>10}{'s (in app)':>12}{'driver JVM RSS MiB':>20}{'executor JVM RSS MiB':>22}"
+        f"{'py RSS MiB':>12}{'driver heap after GC: max / last MiB (GCs)':>44}"
+    )
+    for size in res["sizes"]:
+        m = size["memory"]
+        gc = m["driver_heap_after_gc"]
+        heap = f"{gc['max_mib']} / {gc['last_mib']} ({gc['gcs']})"
+        print(
+            f"{m['records']:>10}{m['seconds_in_app']:>12}{m['peak_rss_driver_jvm_mib']:>20}"
+            f"{m['peak_rss_executor_jvm_mib']:>22}{m['peak_rss_python_driver_mib']:>12}{heap:>44}"
+        )
+
+
 def print_table(res: dict[str, Any]) -> None:
     for size in res["sizes"]:
         print_size(size, res["cores"])
+    print_memory(res)
     for job, m in res.get("marginal", {}).items():
         print(f"{job}: marginal {m['records_per_s']} records/s, fixed cost {m['fixed_seconds']} s")
     print(f"\n{'target':<48}{'measured':>12}{'goal':>10}  met")
