@@ -37,13 +37,18 @@ if __package__ in (None, ""):  # run as a script by spark-submit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from airflow_provider_kstate.spark_apps import kafka_io
-from airflow_provider_kstate.spark_apps.manifest import Manifest, ManifestError, digest_from_halves
+from airflow_provider_kstate.spark_apps.manifest import (
+    SPARK_SEED,
+    Manifest,
+    ManifestError,
+    digest_hex,
+    digest_sum,
+)
 from airflow_provider_kstate.spark_apps.reader import (
     EMPTY_DIGEST,
     ReadContext,
     changelog_frame,
     changelog_stats,
-    digest_columns,
     first_line,
     partition_stats,
     read_manifest_spark,
@@ -65,6 +70,7 @@ if TYPE_CHECKING:
 
 PREFIX = "kstate-deep-check"
 KINDS = ("missing", "extra", "changed", "misplaced", "duplicated")
+MASK64 = (1 << 64) - 1
 
 
 @dataclass
@@ -194,20 +200,98 @@ def snapshot_with_home(spark: SparkSession, uri: str, layout: int) -> DataFrame:
     )
 
 
-def snapshot_stats(spark: SparkSession, uri: str, layout: int) -> dict[int, tuple[int, str, int]]:
-    """Return ``{partition: (rows, digest, misplaced rows)}`` of the snapshot's Parquet files."""
-    from pyspark.sql import functions as F
+SNAPSHOT_STATS_DDL = "partition int, rows long, digest string, misplaced long"
 
-    misplaced = F.sum(F.when(F.col("home") != F.col("partition"), 1).otherwise(0)).alias("misplaced")
-    agg = snapshot_with_home(spark, uri, layout).groupBy("partition").agg(*digest_columns(), misplaced)
-    return {
-        int(r["partition"]): (
-            int(r["rows"]),
-            digest_from_halves(int(r["lo"]), int(r["hi"])),
-            int(r["misplaced"]),
-        )
-        for r in agg.collect()
-    }
+
+def _row_hashes(keys: list[bytes | None], values: list[bytes | None]) -> int:
+    """Return the sum of Spark's ``xxhash64(key, value)`` over rows where a key or value may be null.
+
+    Spark's hash skips a null column (the running seed passes through unchanged).
+
+    :param keys: the rows' keys.
+    :param values: the rows' values, in the same order.
+    """
+    import xxhash
+
+    xxh = xxhash.xxh64_intdigest
+    total = 0
+    for k, v in zip(keys, values, strict=True):
+        h = SPARK_SEED if k is None else xxh(k, SPARK_SEED)
+        total += h if v is None else xxh(v, h)
+    return total
+
+
+def _batch_stats(batch: Any, layout: int) -> dict[int, list[int]]:
+    """Return ``{partition: [rows, digest sum, misplaced]}`` of one Arrow batch of snapshot rows.
+
+    :param batch: rows with ``partition, key, value``.
+    :param layout: the snapshot's partition count (a row is misplaced when its key's home differs).
+    """
+    import numpy as np
+    import pyarrow.compute as pc
+
+    out: dict[int, list[int]] = {}
+    parts = batch.column("partition")
+    homes = kafka_io.partitions_for(batch.column("key"), layout)
+    for part in pc.unique(parts).to_pylist():
+        mask = pc.equal(parts, part) if part is not None else pc.is_null(parts)
+        rows = batch.filter(mask)
+        keys, values = rows.column("key"), rows.column("value")
+        key_list, value_list = keys.to_pylist(), values.to_pylist()
+        if keys.null_count or values.null_count:
+            digest = _row_hashes(key_list, value_list)
+        else:
+            digest = digest_sum(key_list, value_list)
+        misplaced = int(np.count_nonzero(homes[mask.to_numpy(zero_copy_only=False)] != part))
+        out[part] = [len(rows), digest, misplaced]
+    return out
+
+
+def _snapshot_stats_task(batches: Any, layout: int) -> Any:
+    """Yield one :data:`SNAPSHOT_STATS_DDL` batch with the stats of every partition this task saw.
+
+    :param batches: the task's snapshot rows (``partition, key, value``) as Arrow batches.
+    :param layout: the snapshot's partition count.
+    """
+    import pyarrow as pa
+
+    totals: dict[int, list[int]] = {}
+    for batch in batches:
+        for part, (rows, digest, misplaced) in _batch_stats(batch, layout).items():
+            acc = totals.setdefault(part, [0, 0, 0])
+            acc[0], acc[1], acc[2] = acc[0] + rows, (acc[1] + digest) & MASK64, acc[2] + misplaced
+    parts = list(totals)
+    yield pa.RecordBatch.from_arrays(
+        [
+            pa.array(parts, pa.int32()),
+            pa.array([totals[p][0] for p in parts], pa.int64()),
+            pa.array([digest_hex(totals[p][1]) for p in parts], pa.string()),
+            pa.array([totals[p][2] for p in parts], pa.int64()),
+        ],
+        names=["partition", "rows", "digest", "misplaced"],
+    )
+
+
+def snapshot_stats(spark: SparkSession, uri: str, layout: int) -> dict[int, tuple[int, str, int]]:
+    """Return ``{partition: (rows, digest, misplaced rows)}`` of the snapshot's Parquet files.
+
+    One pass, one Spark stage: each task hashes its rows where it reads them (Python workers: murmur2
+    placement, xxhash64 digest) and only per-partition partial stats reach the driver, which adds them up
+    (a partition's files may be split over several tasks; digests are sums, so the parts add up exactly).
+
+    :param spark: the session.
+    :param uri: the snapshot root.
+    :param layout: the snapshot's partition count.
+    """
+    rows = snapshot_frame(spark, uri).select("partition", "key", "value")
+    partial = rows.mapInArrow(lambda it: _snapshot_stats_task(it, layout), SNAPSHOT_STATS_DDL)
+    totals: dict[int, list[int]] = {}
+    for r in partial.collect():
+        acc = totals.setdefault(int(r["partition"]), [0, 0, 0])
+        acc[0] += int(r["rows"])
+        acc[1] = (acc[1] + int(r["digest"], 16)) & MASK64
+        acc[2] += int(r["misplaced"])
+    return {p: (rows_, digest_hex(digest), misplaced) for p, (rows_, digest, misplaced) in totals.items()}
 
 
 @dataclass
