@@ -536,8 +536,8 @@ class ControlledConsumer:
         While paused it waits on the control topic and returns None.
 
         While running and nothing is due, ``consumer.poll`` *is* the inner consumer's own (C) method, so
-        the wrapper costs nothing per message: this method installs it on the instance after handing out a
-        message, and the follower removes it when control records arrive, which routes the next call back
+        the wrapper adds no Python frame per message (only a slower attribute lookup, ~40 ns): this method
+        installs it on the instance after handing out a message, and the follower removes it when control records arrive, which routes the next call back
         here. A command is therefore applied at the next call after the one in progress: at once while
         messages flow, and after at most that call's ``timeout`` when the consumer was idle. Look ``poll``
         up on the wrapper at every call (``consumer.poll(1.0)``), as a service loop does; do not keep the
