@@ -6,8 +6,8 @@ Measures, in one run on one broker:
 
 * **pause window** — the consumers' downtime during the DAG's safe 1 -> 8 increase, for both layouts of
   the project's DAGs (``window``: ``kstate_partition_increase``, pause .. resume in one task, the default;
-  ``per_step``: ``kstate_partition_increase_per_step``, one task per step), next to a **plain stop and restart** of the same consumers
-  (every consumer ``close()``s, new ones subscribe), with ONE definition measured in the consumer threads
+  ``per_step``: ``kstate_partition_increase_per_step``, one task per step), next to a **plain stop and
+  restart** of the same consumers (every consumer ``close()``s, new ones subscribe), with ONE definition measured in the consumer threads
   (``traffic.Timeline``): from the first consumer that stops handing out messages to the ``on_assign``
   callback after which every consumer holds partitions and together they hold all 8. Restarts are
   measured with plain confluent-kafka Consumers and with the ControlledConsumers of the safe run

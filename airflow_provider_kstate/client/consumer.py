@@ -537,8 +537,8 @@ class ControlledConsumer:
 
         While running and nothing is due, ``consumer.poll`` *is* the inner consumer's own (C) method, so
         the wrapper adds no Python frame per message (only a slower attribute lookup, ~40 ns): this method
-        installs it on the instance after handing out a message, and the follower removes it when control records arrive, which routes the next call back
-        here. A command is therefore applied at the next call after the one in progress: at once while
+        installs it on the instance after handing out a message, and the follower removes it when control
+        records arrive, which routes the next call back here. A command is therefore applied at the next call after the one in progress: at once while
         messages flow, and after at most that call's ``timeout`` when the consumer was idle. Look ``poll``
         up on the wrapper at every call (``consumer.poll(1.0)``), as a service loop does; do not keep the
         bound method, which a pause closes.
@@ -556,7 +556,7 @@ class ControlledConsumer:
     def _direct(self) -> None:
         """Route ``poll`` straight to the inner consumer until control records arrive (see :meth:`poll`)."""
         inner = self._inner
-        if inner is None or self._pending is not None:
+        if inner is None:
             return
         self.__dict__["poll"] = inner.poll
         if self._due:  # records came in between: the follower may have looked before the line above
