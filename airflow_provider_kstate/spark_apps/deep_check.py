@@ -38,11 +38,11 @@ if __package__ in (None, ""):  # run as a script by spark-submit
 
 from airflow_provider_kstate.spark_apps import kafka_io
 from airflow_provider_kstate.spark_apps.manifest import (
-    SPARK_SEED,
     Manifest,
     ManifestError,
     digest_hex,
     digest_sum,
+    digest_sum_nullable,
 )
 from airflow_provider_kstate.spark_apps.reader import (
     EMPTY_DIGEST,
@@ -70,7 +70,6 @@ if TYPE_CHECKING:
 
 PREFIX = "kstate-deep-check"
 KINDS = ("missing", "extra", "changed", "misplaced", "duplicated")
-MASK64 = (1 << 64) - 1
 
 
 @dataclass
@@ -203,24 +202,6 @@ def snapshot_with_home(spark: SparkSession, uri: str, layout: int) -> DataFrame:
 SNAPSHOT_STATS_DDL = "partition int, rows long, digest string, misplaced long"
 
 
-def _row_hashes(keys: list[bytes | None], values: list[bytes | None]) -> int:
-    """Return the sum of Spark's ``xxhash64(key, value)`` over rows where a key or value may be null.
-
-    Spark's hash skips a null column (the running seed passes through unchanged).
-
-    :param keys: the rows' keys.
-    :param values: the rows' values, in the same order.
-    """
-    import xxhash
-
-    xxh = xxhash.xxh64_intdigest
-    total = 0
-    for k, v in zip(keys, values, strict=True):
-        h = SPARK_SEED if k is None else xxh(k, SPARK_SEED)
-        total += h if v is None else xxh(v, h)
-    return total
-
-
 def _batch_stats(batch: Any, layout: int) -> dict[int, list[int]]:
     """Return ``{partition: [rows, digest sum, misplaced]}`` of one Arrow batch of snapshot rows.
 
@@ -238,13 +219,20 @@ def _batch_stats(batch: Any, layout: int) -> dict[int, list[int]]:
         rows = batch.filter(mask)
         keys, values = rows.column("key"), rows.column("value")
         key_list, value_list = keys.to_pylist(), values.to_pylist()
-        if keys.null_count or values.null_count:
-            digest = _row_hashes(key_list, value_list)
-        else:
-            digest = digest_sum(key_list, value_list)
+        nullable = keys.null_count or values.null_count
+        digest = (digest_sum_nullable if nullable else digest_sum)(key_list, value_list)
         misplaced = int(np.count_nonzero(homes[mask.to_numpy(zero_copy_only=False)] != part))
         out[part] = [len(rows), digest, misplaced]
     return out
+
+
+def _add_stats(totals: dict[int, list[int]], part: int, rows: int, digest: int, misplaced: int) -> None:
+    """Add one partial ``(rows, digest, misplaced)`` of ``part`` into ``totals`` (digests are sums: the
+    modulo 2**64 is taken by :func:`digest_hex` at the end)."""
+    acc = totals.setdefault(part, [0, 0, 0])
+    acc[0] += rows
+    acc[1] += digest
+    acc[2] += misplaced
 
 
 def _snapshot_stats_task(batches: Any, layout: int) -> Any:
@@ -257,9 +245,8 @@ def _snapshot_stats_task(batches: Any, layout: int) -> Any:
 
     totals: dict[int, list[int]] = {}
     for batch in batches:
-        for part, (rows, digest, misplaced) in _batch_stats(batch, layout).items():
-            acc = totals.setdefault(part, [0, 0, 0])
-            acc[0], acc[1], acc[2] = acc[0] + rows, (acc[1] + digest) & MASK64, acc[2] + misplaced
+        for part, stats in _batch_stats(batch, layout).items():
+            _add_stats(totals, part, *stats)
     parts = list(totals)
     yield pa.RecordBatch.from_arrays(
         [
@@ -287,10 +274,7 @@ def snapshot_stats(spark: SparkSession, uri: str, layout: int) -> dict[int, tupl
     partial = rows.mapInArrow(lambda it: _snapshot_stats_task(it, layout), SNAPSHOT_STATS_DDL)
     totals: dict[int, list[int]] = {}
     for r in partial.collect():
-        acc = totals.setdefault(int(r["partition"]), [0, 0, 0])
-        acc[0] += int(r["rows"])
-        acc[1] = (acc[1] + int(r["digest"], 16)) & MASK64
-        acc[2] += int(r["misplaced"])
+        _add_stats(totals, int(r["partition"]), int(r["rows"]), int(r["digest"], 16), int(r["misplaced"]))
     return {p: (rows_, digest_hex(digest), misplaced) for p, (rows_, digest, misplaced) in totals.items()}
 
 
@@ -315,12 +299,10 @@ def changelog_truth(
     sources = sorted(ranges)
     ctx = ReadContext(kafka_config, topic, sources, ranges, layout, timeout=timeout)
     stats = changelog_stats(spark, ctx)  # only rows and digests leave the Python workers
-    records = ctx.totals()["records"]
     if ctx.totals()["strays"]:
         ctx = ReadContext(kafka_config, topic, sources, ranges, layout, full=True, timeout=timeout)
         stats = partition_stats(resolve_strays(changelog_frame(spark, ctx)))
-        records = ctx.totals()["records"]
-    return Truth(ctx, stats, records)
+    return Truth(ctx, stats, ctx.totals()["records"])
 
 
 def truth_frame(spark: SparkSession, truth: Truth, partitions: list[int]) -> DataFrame:

@@ -161,6 +161,24 @@ def digest_sum(keys: Iterable[bytes], values: Iterable[bytes]) -> int:
     return sum(map(xxh, values, map(xxh, keys, repeat(SPARK_SEED)))) & _MASK64
 
 
+def digest_sum_nullable(keys: Iterable[bytes | None], values: Iterable[bytes | None]) -> int:
+    """Like :func:`digest_sum`, for rows whose key or value may be null (a snapshot read back).
+
+    Spark's ``xxhash64`` skips a null column: the running seed passes through it unchanged.
+
+    :param keys: the rows' keys.
+    :param values: the rows' values, in the same order.
+    """
+    import xxhash
+
+    xxh = xxhash.xxh64_intdigest
+    total = 0
+    for k, v in zip(keys, values, strict=True):
+        h = SPARK_SEED if k is None else xxh(k, SPARK_SEED)
+        total += h if v is None else xxh(v, h)
+    return total & _MASK64
+
+
 def digest_from_halves(low_sum: int, high_sum: int) -> str:
     """Return the hex digest from sums of the low and high 32-bit halves of the row hashes.
 
