@@ -14,7 +14,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	@command -v python3 >/dev/null || { echo "python3 (3.10+) is required"; exit 1; }
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@test -x $(UV) || $(PY) -m pip install -q uv
-	$(UV) pip install -q --compile-bytecode -p $(PY) -e '.[test,demo]'
+	$(UV) pip install -q --compile-bytecode -p $(PY) -e '.[spark-local,test,demo]'
 	@touch $@
 
 venv: $(VENV)/.installed

@@ -6,6 +6,9 @@ from typing import Any
 
 from airflow_provider_kstate import __version__
 
+#: The project's address (a placeholder until it is published; setup.cfg's project_urls use the same).
+PROJECT_URL = "https://github.com/example-org/airflow-provider-kstate"
+
 
 def get_provider_info() -> dict[str, Any]:
     """Return the provider's metadata: its hooks, operators, sensors and triggers.
@@ -15,15 +18,17 @@ def get_provider_info() -> dict[str, Any]:
     provider's in the UI's connection form.
     """
     pkg = "airflow_provider_kstate"
+    docs = PROJECT_URL + "#readme"
     return {
         "package-name": "airflow-provider-kstate",
         "name": "Kafka State (kstate)",
         "description": "Safe Kafka partition increases and state-store integrity checks with a Spark rebuild.",
+        "documentation-url": docs,
         "versions": [__version__],
         "integrations": [
             {
                 "integration-name": "Kafka State",
-                "external-doc-url": "https://kafka.apache.org/documentation/",
+                "external-doc-url": docs,
                 "tags": ["service"],
             }
         ],
