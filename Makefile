@@ -10,7 +10,7 @@ export PYSPARK_DRIVER_PYTHON ?= $(abspath $(PY))
 
 .PHONY: venv java browser-deps test lint demo bench clean
 
-$(VENV)/.installed: setup.cfg pyproject.toml
+$(VENV)/.installed: setup.cfg setup.py pyproject.toml
 	@command -v python3 >/dev/null || { echo "python3 (3.10+) is required"; exit 1; }
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@test -x $(UV) || $(PY) -m pip install -q uv
