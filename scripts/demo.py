@@ -5,32 +5,80 @@
 3. State: the example stateful pipeline builds a store; it is corrupted; ``kstate_state_maintenance``
    detects the damage and repairs it.
 
-Prints a short report and writes it to ``artifacts/demo-report.md``.
+The terminal shows the steps with their progress, then the report, and nothing else: task logs, Spark's
+and librdkafka's output go to ``artifacts/demo-tasks.log``. The report (with a chart,
+``artifacts/demo-traffic.png``) is written to ``artifacts/demo-report.md``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 
+import quiet  # noqa: E402
+
+quiet.filter_known_warnings()  # before anything imports Airflow
+
 import embedded_broker  # noqa: E402
 
 STATE = ROOT / ".kstate" / "demo"
-REPORT = ROOT / "artifacts" / "demo-report.md"
+ARTIFACTS = ROOT / "artifacts"
+REPORT = ARTIFACTS / "demo-report.md"
+CHART = ARTIFACTS / "demo-traffic.png"
+TASK_LOG = ARTIFACTS / "demo-tasks.log"
+_STARTED = time.monotonic()
+_TERMINAL: list[IO[str]] = []
 
 
-def _say(text: str) -> None:
-    print(f"[demo] {text}", flush=True)
+def say(text: str) -> None:
+    """Print one progress line on the terminal (never into the task log), with the time since the start.
+
+    :param text: the line.
+    """
+    out = _TERMINAL[-1] if _TERMINAL else sys.stdout
+    out.write(f"[demo {time.monotonic() - _STARTED:5.0f}s] {text}\n")
+    out.flush()
+
+
+@contextlib.contextmanager
+def output_to(log: Path) -> Iterator[None]:
+    """Send everything written to file descriptors 1 and 2 (Python, Airflow's task logs, the JVM, librdkafka)
+    to ``log`` for the duration of the block; :func:`say` keeps writing to the terminal.
+
+    :param log: the log file, truncated.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    terminal = os.fdopen(os.dup(1), "w", buffering=1)
+    _TERMINAL.append(terminal)
+    with open(log, "w") as sink:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            _TERMINAL.pop()
+            terminal.close()
 
 
 def _airflow_env(bootstrap: str) -> None:
@@ -42,7 +90,7 @@ def _airflow_env(bootstrap: str) -> None:
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(
                 {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}
             ),
@@ -66,9 +114,27 @@ def _create_topic(config: dict[str, Any], name: str, partitions: int) -> str:
     return name
 
 
+def _traffic(producer: Any, fleet: Any, since: int, lost: dict[int, int]) -> dict[str, Any]:
+    """Per partition: messages produced (from ``since``) and consumed; the fleet's consumer timeline."""
+    produced: dict[int, int] = {}
+    consumed: dict[int, int] = {}
+    for seq, part in producer.placed.items():
+        if seq >= since:
+            produced[part] = produced.get(part, 0) + 1
+            if seq not in lost:
+                consumed[part] = consumed.get(part, 0) + 1
+    return {
+        "produced": produced,
+        "consumed": consumed,
+        "events": list(fleet.timeline.events),
+        "members": list(fleet.members),
+    }
+
+
 def naive_increase(config: dict[str, Any]) -> dict[str, Any]:
     """Grow 1 -> 2 partitions under live traffic with plain latest-reset consumers."""
     from confluent_kafka.admin import AdminClient, NewPartitions
+    from demo_plot import discovered
     from traffic import ConsumerFleet, SeqProducer, loss, warm_up
 
     topic = _create_topic(config, "demo-naive", 1)
@@ -76,21 +142,46 @@ def naive_increase(config: dict[str, Any]) -> dict[str, Any]:
     producer = SeqProducer(config, topic, rate=200)
     producer.start()
     since = warm_up(producer, fleet)
-    admin = AdminClient(config)  # keep the client alive until its futures resolve
+    say("    live traffic flowing; adding a partition the plain way (CreatePartitions only)")
+    admin = AdminClient(config)  # kept alive until its futures resolve
+    started = time.monotonic()
     for future in admin.create_partitions([NewPartitions(topic, 2)]).values():
         future.result(timeout=30)
+    del admin
     time.sleep(8)
+    traffic_end = time.monotonic()
     producer.stop()
+    say("    waiting for the consumers to drain")
     lost = loss(producer, fleet, since, drain_timeout=20)
     fleet.stop()
-    produced = len([s for s in producer.produced if s >= since])
+    seen = discovered(fleet.timeline.events, 1, started)
     return {
         "topic": topic,
         "partitions": "1 -> 2",
-        "produced": produced,
+        "produced": len([s for s in producer.produced if s >= since]),
         "lost": len(lost),
         "lost_on": sorted(set(lost.values())),
+        "traffic": _traffic(producer, fleet, since, lost),
+        "marks": [(started, started, "partition added")],
+        "traffic_end": traffic_end,
+        "unseen": (started, seen or traffic_end),
     }
+
+
+def _increase(bag: Any, topic: str, group: str, target: int) -> tuple[dict[str, Any], Any]:
+    started = time.monotonic()
+    dr = bag.get_dag("kstate_partition_increase").test(
+        run_conf={"topic": topic, "partitions": target, "consumer_groups": [group], "dry_run": False}
+    )
+    ended = time.monotonic()
+    run = {"target": target, "state": str(dr.state), "seconds": round(ended - started, 1)}
+    say(f"    -> {target} partitions: run {run['state']} in {run['seconds']} s")
+    if os.environ.get("KSTATE_DEMO_TIMINGS"):
+        for ti in sorted(dr.get_task_instances(), key=lambda t: t.start_date or dr.start_date):
+            if ti.start_date and ti.end_date:
+                seconds = (ti.end_date - ti.start_date).total_seconds()
+                say(f"       {ti.task_id.split('.')[-1]:24s} {seconds:6.1f}s")
+    return run, (started, ended, f"-> {target}")
 
 
 def safe_increase(config: dict[str, Any], bag: Any) -> dict[str, Any]:
@@ -103,35 +194,30 @@ def safe_increase(config: dict[str, Any], bag: Any) -> dict[str, Any]:
     producer = SeqProducer(config, topic, rate=200, controlled=True)
     producer.start()
     since = warm_up(producer, fleet)
-    runs = []
+    say("    live traffic flowing; running kstate_partition_increase three times")
+    runs, marks = [], []
     for target in (2, 4, 8):
-        started = time.monotonic()
-        dr = bag.get_dag("kstate_partition_increase").test(
-            run_conf={"topic": topic, "partitions": target, "consumer_groups": [group], "dry_run": False}
-        )
-        runs.append(
-            {"target": target, "state": str(dr.state), "seconds": round(time.monotonic() - started, 1)}
-        )
-        if os.environ.get("KSTATE_DEMO_TIMINGS"):
-            for ti in sorted(dr.get_task_instances(), key=lambda t: t.start_date or dr.start_date):
-                if ti.start_date and ti.end_date:
-                    _say(
-                        f"      {ti.task_id.split('.')[-1]:24s} {(ti.end_date - ti.start_date).total_seconds():6.1f}s"
-                    )
-        if dr.state != "success":
+        run, mark = _increase(bag, topic, group, target)
+        runs.append(run)
+        marks.append(mark)
+        if run["state"] != "success":
             break
     time.sleep(3)
+    traffic_end = time.monotonic()
     producer.stop()
+    say("    waiting for the consumers to drain")
     lost = loss(producer, fleet, since, drain_timeout=30)
     fleet.stop()
-    produced = len([s for s in producer.produced if s >= since])
     return {
         "topic": topic,
         "runs": runs,
-        "produced": produced,
+        "produced": len([s for s in producer.produced if s >= since]),
         "lost": len(lost),
         "partitions_written": sorted(set(producer.placed.values())),
         "pauses": fleet.transitions.count("paused"),
+        "traffic": _traffic(producer, fleet, since, lost),
+        "marks": marks,
+        "traffic_end": traffic_end,
     }
 
 
@@ -141,10 +227,21 @@ def state_story(config: dict[str, Any], bag: Any) -> dict[str, Any]:
         import demo_state
     except ImportError:
         return {"skipped": "the state maintenance story is not available in this build"}
-    return demo_state.run(config, bag, STATE)
+    return demo_state.run(config, bag, STATE, say=say)
+
+
+def _chart(naive: dict[str, Any], safe: dict[str, Any]) -> str:
+    """Draw the traffic chart; return its Markdown line (or why there is none)."""
+    try:
+        import demo_plot
+    except ImportError as exc:  # matplotlib is in the demo extra
+        return f"(no chart: {exc})"
+    demo_plot.traffic_chart(naive, safe, CHART)
+    return f"![Produced vs consumed per partition, and consumer downtime]({CHART.name})"
 
 
 def _report(naive: dict[str, Any], safe: dict[str, Any], state: dict[str, Any], seconds: float) -> str:
+    runs = ", ".join(f"-> {r['target']}: {r['state']} in {r['seconds']} s" for r in safe["runs"])
     lines = [
         "# airflow-provider-kstate demo",
         "",
@@ -153,40 +250,59 @@ def _report(naive: dict[str, Any], safe: dict[str, Any], state: dict[str, Any], 
         f"- produced {naive['produced']}, **lost {naive['lost']}** (on partitions {naive['lost_on']})",
         "",
         "## 2. The provider's safe order (`kstate_partition_increase`)",
-        f"- topic `{safe['topic']}` grown 1 -> 2 -> 4 -> 8 under the same traffic; runs: {safe['runs']}",
+        f"- topic `{safe['topic']}` grown 1 -> 2 -> 4 -> 8 under the same traffic; runs: {runs}",
         f"- produced {safe['produced']}, **lost {safe['lost']}**; producers wrote to partitions {safe['partitions_written']};"
         f" consumers paused {safe['pauses']} times",
+        "",
+        _chart(naive, safe),
         "",
         "## 3. State store integrity (`kstate_state_maintenance`)",
     ]
     lines += [f"- {key}: {value}" for key, value in state.items()]
-    lines += ["", f"Total demo time: {seconds:.0f} s", ""]
+    lines += [
+        "",
+        f"Total demo time: {seconds:.0f} s. Task logs (Airflow, Spark, librdkafka): "
+        f"`{TASK_LOG.relative_to(ROOT)}`.",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def main() -> int:
-    started = time.monotonic()
-    STATE.mkdir(parents=True, exist_ok=True)
-    with embedded_broker.running(STATE / "broker") as bootstrap:
-        _say(f"embedded broker at {bootstrap}")
-        _airflow_env(bootstrap)
-        from airflow.dag_processing.dagbag import DagBag
+def _run_stories(bootstrap: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    _airflow_env(bootstrap)
+    from airflow.dag_processing.dagbag import DagBag
 
-        bag = DagBag(dag_folder=str(ROOT / "dags"))
-        if bag.import_errors:
-            raise SystemExit(f"DAG import errors: {bag.import_errors}")
-        config = {"bootstrap.servers": bootstrap}
-        _say("1/3 naive partition increase under live traffic ...")
-        naive = naive_increase(config)
-        _say(f"    lost {naive['lost']} of {naive['produced']} messages")
-        _say("2/3 safe partition increase 1 -> 2 -> 4 -> 8 through the DAG ...")
-        safe = safe_increase(config, bag)
-        _say(f"    lost {safe['lost']} of {safe['produced']} messages")
-        _say("3/3 state store: build, corrupt, detect, repair ...")
-        state = state_story(config, bag)
-    report = _report(naive, safe, state, time.monotonic() - started)
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text(report)
+    quiet.filter_known_warnings()  # again: Airflow's settings put their filters in front
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    if bag.import_errors:
+        raise SystemExit(f"DAG import errors: {bag.import_errors}")
+    config = {"bootstrap.servers": bootstrap}
+    say("1/3 naive partition increase under live traffic ...")
+    naive = naive_increase(config)
+    say(f"    lost {naive['lost']} of {naive['produced']} messages")
+    say("2/3 safe partition increase 1 -> 2 -> 4 -> 8 through the DAG ...")
+    safe = safe_increase(config, bag)
+    say(f"    lost {safe['lost']} of {safe['produced']} messages")
+    say("3/3 state store: build, corrupt, detect, repair ...")
+    state = state_story(config, bag)
+    del bag  # its operators' hooks may hold Kafka clients: close them while the broker still answers
+    gc.collect()
+    return naive, safe, state
+
+
+def main() -> int:
+    STATE.mkdir(parents=True, exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    say(f"task logs go to {TASK_LOG.relative_to(ROOT)}")
+    with output_to(TASK_LOG):
+        say("starting the embedded broker and a fresh Airflow home ...")
+        with embedded_broker.running(STATE / "broker") as bootstrap:
+            say(f"    broker at {bootstrap}")
+            naive, safe, state = _run_stories(bootstrap)
+            gc.collect()
+        say("broker stopped; writing the report")
+        report = _report(naive, safe, state, time.monotonic() - _STARTED)
+        REPORT.write_text(report)
     print("\n" + report)
     print(f"(report written to {REPORT.relative_to(ROOT)})")
     ok = naive["lost"] > 0 and safe["lost"] == 0 and all(r["state"] == "success" for r in safe["runs"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 PIPELINE = "kstate_example_pipeline"
 MAINTENANCE = "kstate_state_maintenance"
 PARTITIONS = 6
-
-
-def _say(text: str) -> None:
-    print(f"[demo]     {text}", flush=True)
 
 
 def _topics(config: dict[str, Any], names: dict[str, tuple[int, dict[str, str]]]) -> None:
@@ -78,27 +75,33 @@ def _corrupt(config: dict[str, Any], uri: Path, log: str) -> dict[str, Any]:
     return {"dropped_row": dropped.decode(), "aborted_value_for": victim[0].decode()}
 
 
-def run(config: dict[str, Any], bag: Any, state_dir: Path) -> dict[str, Any]:
-    """Run the story; return the report lines (``failed`` set when something did not go as it must)."""
+def run(
+    config: dict[str, Any], bag: Any, state_dir: Path, say: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Run the story; return the report lines (``failed`` set when something did not go as it must).
+
+    :param say: prints one progress line.
+    """
     payments, log, uri = "demo-payments", "demo-account-totals", state_dir / "snapshots" / "account-totals"
     shutil.rmtree(uri.parent, ignore_errors=True)
     uri.parent.mkdir(parents=True)
     _topics(config, {payments: (3, {}), log: (PARTITIONS, {"cleanup.policy": "compact"})})
     _payments(config, payments, 2000)
+    say("    running kstate_example_pipeline (spark-submit) ...")
     conf = {"changelog_topic": log, "snapshot_uri": str(uri)}
     pipeline = bag.get_dag(PIPELINE).test(
         run_conf={"input_topic": payments, "changelog_topic": log, "group": "demo-totals"}
     )
-    _say(f"pipeline run: {pipeline.state}")
+    say(f"    pipeline run: {pipeline.state}; first kstate_state_maintenance run (no snapshot yet) ...")
     first = bag.get_dag(MAINTENANCE).test(run_conf={**conf, "deep": False, "rebuild": "auto"})
-    _say(f"first maintenance run (no snapshot yet -> build): {first.state}")
+    say(f"    snapshot built: {first.state}")
     damage = _corrupt(config, uri, log)
-    _say(f"corrupted: {damage}")
+    say(f"    corrupted the snapshot: {damage}; maintenance run with the deep check ...")
     repair = bag.get_dag(MAINTENANCE).test(run_conf={**conf, "deep": True, "rebuild": "auto"})
     deep = _xcom(repair, "deep_check") or {}
     recheck = _xcom(repair, "recheck_deep") or {}
     found = deep.get("failed_partitions")
-    _say(f"maintenance run: deep check found partitions {found}; rebuilt; re-check ok={recheck.get('ok')}")
+    say(f"    deep check found partitions {found}; rebuilt; re-check ok={recheck.get('ok')}")
     ok = (
         pipeline.state == "success"
         and first.state == "success"

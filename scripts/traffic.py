@@ -61,6 +61,9 @@ class SeqProducer(threading.Thread):
             if delay > 0:
                 time.sleep(delay)
         self.producer.flush(30)
+        if isinstance(self.producer, ControlledProducer):
+            self.producer.close()
+        self.producer = None  # the last reference: librdkafka's client is destroyed here, broker still up
 
     def stop(self) -> None:
         self._halt.set()
@@ -262,6 +265,7 @@ class GroupWatcher(threading.Thread):
     def stop(self) -> None:
         self._halt.set()
         self.join(10)
+        self.admin = None  # destroy the AdminClient now, while the broker still answers
 
     def back_at(self, after: float, partitions: int) -> float | None:
         """Return the first time after ``after`` the group was STABLE with ``partitions`` assigned."""

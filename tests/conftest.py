@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import uuid
@@ -24,12 +25,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 
+import quiet  # noqa: E402
+
+quiet.filter_known_warnings()  # before anything imports Airflow
+
 import embedded_broker  # noqa: E402
 
 _STATE = ROOT / ".kstate"
 _AIRFLOW_HOME = _STATE / f"airflow-test-{os.getpid()}"
 _OWN_BROKER = not os.environ.get("KSTATE_BOOTSTRAP_SERVERS")
 
+_SIGTERM = signal.getsignal(signal.SIGTERM)
 if _OWN_BROKER:
     os.environ["KSTATE_BOOTSTRAP_SERVERS"] = embedded_broker.up(_STATE / f"broker-test-{os.getpid()}")
 BOOTSTRAP = os.environ["KSTATE_BOOTSTRAP_SERVERS"]
@@ -69,6 +75,8 @@ _airflow_env()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # Destroy the Kafka clients of finished fixtures and dag.test() runs while the broker still answers.
+    embedded_broker.release_kafka_clients(_SIGTERM)
     if _OWN_BROKER:
         embedded_broker.down(_STATE / f"broker-test-{os.getpid()}")
         shutil.rmtree(_STATE / f"broker-test-{os.getpid()}", ignore_errors=True)
@@ -88,10 +96,12 @@ def kafka_config() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def admin(kafka_config: dict[str, Any]) -> Any:
+def admin(kafka_config: dict[str, Any]) -> Iterator[Any]:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(kafka_config)
+    client = AdminClient(kafka_config)
+    yield client
+    del client  # AdminClient has no close(): the last reference goes, sessionfinish collects the rest
 
 
 @pytest.fixture
