@@ -1,27 +1,38 @@
-"""Named errors of the provider. Each message names the problem and what to do next."""
+"""Named errors of the provider. Each message names the problem and what to do next.
+
+Errors a retry cannot fix (bad input or config, a held lease, an unsafe resume, a failed verification)
+also subclass :class:`KStateFatalError`, an ``AirflowFailException``: Airflow fails the task at once
+instead of retrying it. Transient ones (an unreachable cluster, groups not EMPTY or not STABLE yet) stay
+retryable.
+"""
 
 from __future__ import annotations
 
 from airflow.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowFailException
 
 
 class KStateError(AirflowException):
     """Base class of every error raised by airflow-provider-kstate."""
 
 
-class KStateConfigError(KStateError):
+class KStateFatalError(KStateError, AirflowFailException):
+    """An error a retry cannot fix: the task fails without retrying."""
+
+
+class KStateConfigError(KStateFatalError):
     """A connection or argument is missing or malformed."""
 
 
-class TopicNotFoundError(KStateError):
+class TopicNotFoundError(KStateFatalError):
     """The topic does not exist on the cluster."""
 
 
-class InternalTopicError(KStateError):
+class InternalTopicError(KStateFatalError):
     """The topic is internal to Kafka (``__consumer_offsets`` and the like) and must not be changed."""
 
 
-class InvalidPartitionCountError(KStateError):
+class InvalidPartitionCountError(KStateFatalError):
     """The target partition count is not an increase over the current one."""
 
 
@@ -41,15 +52,15 @@ class SeedError(KStateError):
     """Committing the seed offsets failed for one or more partitions."""
 
 
-class UnsafeResumeError(KStateError):
+class UnsafeResumeError(KStateFatalError):
     """Resuming consumers now would make them skip data on new partitions; they stay paused."""
 
 
-class VerificationError(KStateError):
+class VerificationError(KStateFatalError):
     """The post-increase verification found a partition whose messages a group would skip."""
 
 
-class LeaseHeldError(KStateError):
+class LeaseHeldError(KStateFatalError):
     """Another run holds the lease on the topic."""
 
 
@@ -71,3 +82,19 @@ class SnapshotMissingError(SnapshotError):
 
 class SparkApplicationError(KStateError):
     """A kstate Spark application failed; the message is its own error line."""
+
+
+class UnprotectedGroupError(KStateFatalError):
+    """A consumer group at risk on the topic is neither named nor excluded: the run would not protect it."""
+
+
+class UnknownGroupError(KStateFatalError):
+    """A named consumer group is unknown to the cluster: likely a typo."""
+
+
+class ReportError(KStateFatalError):
+    """A report file could not be written or read at its location."""
+
+
+class TopicChangedError(KStateFatalError):
+    """The topic's partition count changed under the run (another tool or run grew it)."""

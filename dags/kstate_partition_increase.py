@@ -6,23 +6,34 @@ the new partitions before the consumers discover them.
 
 **Runbook** (each step idempotent; a cleared task continues from where the cluster stands):
 
-1. `plan`: validates the topic and target, discovers (or takes) the consumer groups, classifies them
-   (active / empty / spark / absent), takes the topic's lease. With `dry_run` it stops here.
+1. `plan`: validates the topic and target, discovers every group at risk (committed offsets on the topic,
+   or live members assigned its partitions), checks them against the named `consumer_groups` (a group at
+   risk that is not named fails the plan unless it is in `exclude_groups`; an unknown name fails as a
+   likely typo), classifies them (active / empty / spark / excluded), takes the topic's lease. With
+   `dry_run` it stops here. A target equal to the current count is a **repair**: nothing is created, every
+   gap (a protected group without an offset on a partition) is seeded: it finishes a crashed run, or a
+   topic grown outside the tool.
 2. `pause_window`: the steps during which consumers are out of their groups, back-to-back in one task so
    that their downtime is the work itself and not the scheduler's latency between tasks:
    - pause: services with the kstate client leave their groups; it waits until the broker reports every
      group EMPTY (naming members still present on timeout);
    - increase: `validate_only`, then create (a no-op when the topic already has the target);
-   - seed: commits the log start of each new partition for every group without an offset there;
+   - seed: commits the log start of every partition on which a group has no offset, live groups first;
    - scale: producers with the kstate client start writing to the new partitions;
-   - resume: consumers rejoin.
+   - resume: live groups rejoin as soon as they are seeded; groups without members are seeded next and
+     resumed after (nobody waits on them). Requests per group go out concurrently.
 3. `wait_groups_stable` (deferrable): groups active at plan time come back STABLE with all partitions
-   assigned.
-4. `verify`: per group and partition, committed offset vs log start/end at seed time and lag; fails if any
-   new-partition message would be skipped; releases the lease.
+   assigned (a group with no members is named in the log at once).
+4. `verify`: every partition of the topic, for every protected group, from the cluster and the seed
+   report: fails if any message would be skipped; releases the lease.
 
-`failure_guard` runs if a step fails: before the create step it resumes consumers; after partitions were
-created but before every group was seeded it **refuses** to resume them and says what to do next.
+Logs have one line per group with partition ranges; the per-group, per-partition evidence is in the seed
+and verify reports (gzip JSON Lines under `$AIRFLOW_HOME/kstate-reports`, or `report_uri`); XCom holds
+summaries and the reports' URIs.
+
+`failure_guard` runs if a step fails: before the create step it resumes consumers; after it, it resumes
+each group that holds an offset on every partition and **refuses** to resume the others, saying what to
+do next.
 
 `kstate_partition_increase_per_step` is the same with one task per step (`pause_consumers`,
 `wait_groups_empty`, `increase_partitions`, `seed_offsets`, `scale_producers`, `resume_consumers`): the
@@ -53,14 +64,21 @@ def _params() -> dict[str, Param]:
             minimum=1,
             maximum=100000,
             title="Target partition count",
-            description="The total number of partitions after the increase; must exceed the current count.",
+            description="The total number of partitions after the increase. The current count repairs: seeds every gap a crashed run or an outside increase left.",
         ),
         "consumer_groups": Param(
             [],
             type="array",
             items={"type": "string", "minLength": 1},
             title="Consumer groups",
-            description="Groups to protect. Empty: every group with committed offsets on the topic.",
+            description="Groups to protect. Empty: every group at risk (committed offsets on the topic, or members assigned it). A group at risk that is not named fails the plan.",
+        ),
+        "exclude_groups": Param(
+            [],
+            type="array",
+            items={"type": "string", "minLength": 1},
+            title="Excluded groups (risk accepted)",
+            description="Groups that read the topic but are left alone: not paused, not seeded. Each is logged as a risk accepted.",
         ),
         "dry_run": Param(
             False,
@@ -91,6 +109,7 @@ for dag_id, single_window in (
             topic="{{ params.topic }}",
             partitions="{{ params.partitions }}",
             consumer_groups="{{ params.consumer_groups }}",
+            exclude_groups="{{ params.exclude_groups }}",
             dry_run="{{ params.dry_run }}",
             kafka_config_id="kafka_default",
             single_window=single_window,

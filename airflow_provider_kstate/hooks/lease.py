@@ -5,7 +5,13 @@ The lease log is a one-partition topic (default ``_kstate_leases``, ``cleanup.po
 log up to its own record: the log's order decides, so every reader reaches the same verdict without a
 compare-and-set. Replaying, an ``acquire`` takes the lease when it is free, expired (at that record's
 broker timestamp) or already held by the same owner (a retry renews it); a ``release`` by the holder frees
-it. The holder's first ``acquire`` carries the plan, so a rerun of a crashed step finds it again.
+it; a ``takeover`` naming the current holder (``from_owner``) takes it over: a run does that only when the
+holder's Airflow run is no longer running. The holder's first ``acquire`` carries the plan, so a rerun of
+a crashed step finds it again.
+
+Running steps renew the lease before they change anything, so its TTL can be short (15 min by default): a
+crashed run blocks the topic for at most that long, and a run on the same topic takes over at once when the
+crashed run has ended in Airflow. A later run is safe either way: every run seeds every gap on the topic.
 """
 
 from __future__ import annotations
@@ -53,7 +59,9 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> Lease | None:
         if holder is not None and ts >= holder.expires:
             holder = None
         owner = rec.get("owner", "")
-        if rec.get("op") == "acquire" and (holder is None or holder.owner == owner):
+        if rec.get("op") == "takeover" and holder is not None and holder.owner == rec.get("from_owner"):
+            holder = None
+        if rec.get("op") in ("acquire", "takeover") and (holder is None or holder.owner == owner):
             expires = ts + int(rec.get("ttl_ms", 0))
             if holder is None:
                 holder = Lease(rec.get("topic", ""), owner, ts, expires, rec.get("plan") or {})
@@ -174,6 +182,29 @@ class KStateLeaseHook(KStateAdminHook):
             raise LeaseHeldError(
                 f"topic {topic!r} is being changed by another run ({desc}); this run changed nothing. "
                 "Wait for it to finish, or, if it died, for its lease to expire."
+            )
+        return holder
+
+    def take_over(
+        self, topic: str, owner: str, from_owner: str, ttl_seconds: float, plan: dict[str, Any] | None = None
+    ) -> Lease:
+        """Take the lease on ``topic`` from ``from_owner`` (a run that is no longer running).
+
+        :raises LeaseHeldError: the lease is no longer ``from_owner``'s (another run took it first).
+        """
+        record = {
+            "op": "takeover",
+            "topic": topic,
+            "owner": owner,
+            "from_owner": from_owner,
+            "ttl_ms": int(ttl_seconds * 1000),
+            "plan": plan or {},
+        }
+        holder = replay(self._read(topic, self._append(record)))
+        if holder is None or holder.owner != owner:
+            raise LeaseHeldError(
+                f"topic {topic!r}: could not take the lease over from {from_owner} "
+                f"({holder.describe() if holder else 'free'}); this run changed nothing."
             )
         return holder
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
-from airflow_provider_kstate.utils.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC
+from airflow_provider_kstate.utils.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
+from airflow_provider_kstate.utils.plan import Plan
+from airflow_provider_kstate.utils.report import report_location
 from airflow_provider_kstate.utils.steps import SafeIncreaseSteps
 
 if TYPE_CHECKING:  # the hooks import confluent-kafka: load them when a task runs, not when a DAG is parsed
@@ -31,6 +34,10 @@ class KStateStepOperator(BaseOperator):
     :param control_topic: the control topic services with the client piece watch.
     :param lease_topic: the topic that holds per-topic leases.
     :param request_timeout: seconds to wait for each request to the cluster.
+    :param lease_ttl: seconds the topic's lease lives without renewal; the step renews it before it
+        changes anything (when a third of it has passed) and fails if another run holds it.
+    :param report_conn_id: the Airflow connection whose credentials reach the report location (object
+        storage); None: the location's default.
     """
 
     template_fields: tuple[str, ...] = ("plan",)
@@ -44,6 +51,8 @@ class KStateStepOperator(BaseOperator):
         control_topic: str = DEFAULT_CONTROL_TOPIC,
         lease_topic: str = DEFAULT_LEASE_TOPIC,
         request_timeout: float = 30.0,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+        report_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -52,6 +61,9 @@ class KStateStepOperator(BaseOperator):
         self.control_topic = control_topic
         self.lease_topic = lease_topic
         self.request_timeout = request_timeout
+        self.lease_ttl = lease_ttl
+        self.report_conn_id = report_conn_id
+        self._lease_renewed_at: float | None = None
 
     @cached_property
     def admin(self) -> KStateAdminHook:
@@ -76,9 +88,39 @@ class KStateStepOperator(BaseOperator):
         )
 
     @property
+    def typed_plan(self) -> Plan:
+        return Plan.from_dict(self.plan)
+
+    @property
     def topic(self) -> str:
-        return str(self.plan["topic"])
+        return self.typed_plan.topic
 
     def steps(self, context: Any) -> SafeIncreaseSteps:
         """Return the steps of this operator's plan, run as this task's DAG run."""
-        return SafeIncreaseSteps(self.plan, self.admin, self.control, self.log, run_owner(context))
+        owner = run_owner(context)
+        return SafeIncreaseSteps(
+            self.typed_plan,
+            self.admin,
+            self.control,
+            self.log,
+            owner,
+            lease_check=lambda: self.hold_lease(owner),
+        )
+
+    def hold_lease(self, owner: str) -> None:
+        """Make sure this run still holds the topic's lease before a change: renew it when a third of its TTL
+        has passed since the last renewal by this task (one lease-log round trip), else trust it (the TTL
+        has not run out, so no other run can have taken it).
+
+        :raises LeaseHeldError: another run holds the lease (this one's ran out and was taken over).
+        """
+        now = time.monotonic()
+        if self._lease_renewed_at is not None and now - self._lease_renewed_at < self.lease_ttl / 3:
+            return
+        lease = self.lease.acquire(self.topic, owner, self.lease_ttl, self.typed_plan.to_dict())
+        self._lease_renewed_at = now
+        self.log.info("LEASE topic %s renewed: %s", self.topic, lease.describe())
+
+    def report_uri(self, context: Any, step: str) -> str:
+        """Return the URI of this run's report file for ``step`` (``seed``, ``verify``)."""
+        return report_location(self.typed_plan.report_uri, self.topic, run_owner(context), step)

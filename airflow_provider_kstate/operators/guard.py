@@ -6,18 +6,20 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_provider_kstate.exceptions import KStateError, UnsafeResumeError
+from airflow_provider_kstate.exceptions import KStateError, LeaseHeldError, UnsafeResumeError
 from airflow_provider_kstate.operators.base import KStateStepOperator, run_owner
-from airflow_provider_kstate.utils.plan import groups_where
 from airflow_provider_kstate.utils.safety import partial_increase_runbook, unseeded
+from airflow_provider_kstate.utils.steps import names
 
 
 class KStateFailureGuardOperator(KStateStepOperator):
     """Run on failure (``trigger_rule=one_failed``) and decide from the cluster, not from task states.
 
-    * Partitions not created yet: resume consumers, restore the producer layout, release the lease.
-    * Created and every group seeded: resuming is safe, so resume consumers; keep the old producer layout.
-    * Created but not all seeded: do NOT resume; fail with :class:`UnsafeResumeError` and the runbook.
+    * Another run holds the topic's lease: change nothing (its consumers are its business).
+    * An increase whose partitions were not created yet: resume consumers, restore the producer layout,
+      release the lease.
+    * Otherwise, per group: a group with an offset on every partition of the topic is resumed (safe); a
+      group without is NOT resumed, and the guard fails with :class:`UnsafeResumeError` and the runbook.
 
     The guard always fails the run: something upstream failed. It reads the plan from the plan task's
     XCom itself, so it skips quietly when the plan step failed (then nothing was changed).
@@ -37,28 +39,39 @@ class KStateFailureGuardOperator(KStateStepOperator):
             raise AirflowSkipException(
                 "the plan step did not finish: this run changed nothing, no guard needed"
             )
-        owner = run_owner(context)
+        plan, owner = self.typed_plan, run_owner(context)
+        self._check_lease(owner)
         current = self.admin.partition_count(self.topic)
-        if current == int(self.plan["original_partitions"]):
-            self._resume(owner)
+        if plan.mode == "increase" and current == plan.original_partitions:
+            self._resume(plan.where("pause"), owner)
             self.control.set_layout(self.topic, current, issuer=owner)
             self.lease.release(self.topic, owner)
             raise KStateError(
                 f"a step failed before partitions of {self.topic!r} were created: nothing changed; consumers "
                 "resumed and the lease released. Fix the cause and run again."
             )
-        missing = unseeded(self.admin, self.plan)
+        missing = unseeded(self.admin, plan, partitions=current)
+        safe = [g for g in plan.where("pause") if g not in missing]
+        if safe:
+            self._resume(safe, owner)
         if missing:
-            self.log.error("GUARD %s", partial_increase_runbook(self.plan, missing))
-            raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
-        self._resume(owner)
+            self.log.error("GUARD %s", partial_increase_runbook(plan, missing))
+            raise UnsafeResumeError(partial_increase_runbook(plan, missing))
         raise KStateError(
             f"a step failed after every group was seeded on {self.topic!r}: consumers were resumed (safe). "
-            "Producers may still be pinned to the old layout: clear the failed steps of this run to finish."
+            "Producers may still be pinned to the old layout: clear the failed steps of this run, or run "
+            "again with the same target, to finish."
         )
 
-    def _resume(self, owner: str) -> None:
-        groups = groups_where(self.plan, "pause")
+    def _check_lease(self, owner: str) -> None:
+        holder = self.lease.current(self.topic)
+        if holder is not None and holder.owner != owner:
+            raise LeaseHeldError(
+                f"GUARD: another run holds the lease on {self.topic!r} ({holder.describe()}): this guard "
+                "changes nothing, so it cannot undo that run's pause."
+            )
+
+    def _resume(self, groups: list[str], owner: str) -> None:
         epoch = self.control.resume(groups, self.topic, issuer=owner)
         self.control.close()
-        self.log.warning("GUARD resumed groups %s (epoch %s)", groups, epoch)
+        self.log.warning("GUARD resumed groups %s (epoch %s)", names(groups), epoch)

@@ -8,40 +8,66 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
-from airflow_provider_kstate.exceptions import KStateError
+from airflow_provider_kstate.exceptions import KStateConfigError, LeaseHeldError, TopicChangedError
 from airflow_provider_kstate.operators.base import run_owner
 from airflow_provider_kstate.utils.coerce import as_bool, as_int, as_str_list, as_topic
-from airflow_provider_kstate.utils.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC
+from airflow_provider_kstate.utils.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
+from airflow_provider_kstate.utils.plan import (
+    DEFAULT_SPARK_PREFIXES,
+    Plan,
+    build_plan,
+    check_topic_name,
+    describe,
+)
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 
-from airflow_provider_kstate.utils.plan import DEFAULT_SPARK_PREFIXES, build_plan, check_topic_name, describe
+#: Airflow run states in which a lease holder can no longer act.
+ENDED = ("success", "failed")
 
 
 class KStatePlanOperator(BaseOperator):
-    """Plan a partition increase and push the plan to XCom; with ``dry_run`` nothing else happens.
+    """Plan a partition increase (or a repair) and push the plan to XCom; with ``dry_run`` nothing else happens.
 
-    The topic must exist, must not be internal, and ``partitions`` must exceed its current count. The
-    consumer groups to protect are ``consumer_groups``, or, when that is empty, every group with
-    committed offsets on the topic. Unless ``dry_run``, the run takes the topic's lease (stored in Kafka,
-    so it holds across DAGs); a second run on the same topic fails with :class:`LeaseHeldError`. A rerun
-    of this task in the same DAG run finds its lease and continues the plan it stored there, even when
-    partitions were already created.
+    The topic must exist and must not be internal; ``partitions`` must not be below its current count. A
+    target equal to the current count is a **repair**: the run seeds every gap (a protected group without
+    an offset on a partition) and creates nothing, so it finishes a crashed run or a topic grown outside
+    the tool. Discovery always runs: groups with committed offsets on the topic or live members assigned
+    its partitions. With ``consumer_groups`` named, a discovered group that is not named fails the plan
+    unless it is in ``exclude_groups`` (a risk accepted, logged), and a named group unknown to the cluster
+    fails it as a likely typo unless ``allow_unknown_groups``.
+
+    Unless ``dry_run``, the run takes the topic's lease (stored in Kafka, so it holds across DAGs); a
+    second run on the same topic fails with :class:`LeaseHeldError`, unless the holder's Airflow run has
+    ended (then it takes the lease over, with a log line). A rerun of this task in the same DAG run finds
+    its lease and continues the plan it stored there.
 
     :param topic: the topic to grow.
-    :param partitions: the target partition count.
-    :param consumer_groups: groups to protect; empty or None means discover them.
+    :param partitions: the target partition count (the current count: repair).
+    :param consumer_groups: groups to protect; empty or None means every group at risk.
+    :param exclude_groups: groups at risk to leave alone (a risk accepted explicitly).
+    :param allow_unknown_groups: accept named groups the cluster does not know.
     :param dry_run: plan only: take no lease and change nothing.
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
     :param control_topic: the control topic services with the client piece watch.
     :param lease_topic: the topic that holds per-topic leases.
-    :param lease_ttl: seconds the lease lives without renewal (a crashed run frees the topic after it).
+    :param lease_ttl: seconds the lease lives without renewal (running steps renew it).
+    :param report_uri: where the per-group, per-partition reports go: a local folder or any URI Airflow's
+        ``ObjectStoragePath`` reaches (``s3://bucket/kstate``); empty: ``$AIRFLOW_HOME/kstate-reports``.
     :param spark_group_prefixes: group-id prefixes of Spark Structured Streaming sources (left alone).
     :param request_timeout: seconds to wait for each request to the cluster.
     """
 
-    template_fields: tuple[str, ...] = ("topic", "partitions", "consumer_groups", "plan_only")
+    template_fields: tuple[str, ...] = (
+        "topic",
+        "partitions",
+        "consumer_groups",
+        "exclude_groups",
+        "allow_unknown_groups",
+        "plan_only",
+        "report_uri",
+    )
     ui_color = "#e3f2fd"
 
     def __init__(
@@ -50,11 +76,14 @@ class KStatePlanOperator(BaseOperator):
         topic: str,
         partitions: int | str,
         consumer_groups: list[str] | str | None = None,
+        exclude_groups: list[str] | str | None = None,
+        allow_unknown_groups: bool | str = False,
         dry_run: bool | str = False,
         kafka_config_id: str = DEFAULT_CONN_ID,
         control_topic: str = DEFAULT_CONTROL_TOPIC,
         lease_topic: str = DEFAULT_LEASE_TOPIC,
-        lease_ttl: float = 4 * 3600.0,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+        report_uri: str = "",
         spark_group_prefixes: tuple[str, ...] = DEFAULT_SPARK_PREFIXES,
         request_timeout: float = 30.0,
         **kwargs: Any,
@@ -63,19 +92,21 @@ class KStatePlanOperator(BaseOperator):
         self.topic = topic
         self.partitions = partitions
         self.consumer_groups = consumer_groups
+        self.exclude_groups = exclude_groups
+        self.allow_unknown_groups = allow_unknown_groups
         # BaseOperator already has a dry_run() method: keep the flag under another attribute name.
         self.plan_only = dry_run
         self.kafka_config_id = kafka_config_id
         self.control_topic = control_topic
         self.lease_topic = lease_topic
         self.lease_ttl = lease_ttl
+        self.report_uri = report_uri
         self.spark_group_prefixes = spark_group_prefixes
         self.request_timeout = request_timeout
 
     def execute(self, context: Any) -> dict[str, Any]:
         topic = as_topic("topic", self.topic)
         target = as_int("partitions", self.partitions)
-        groups = as_str_list("consumer_groups", self.consumer_groups)
         dry_run = as_bool("dry_run", self.plan_only)
         check_topic_name(topic)
         owner = run_owner(context)
@@ -86,43 +117,90 @@ class KStatePlanOperator(BaseOperator):
         )
         plan = None if dry_run else self._continued_plan(hook, topic, target, owner)
         if plan is None:
-            plan = build_plan(hook, topic, target, groups, tuple(self.spark_group_prefixes))
-            plan.update(
-                owner=owner, dry_run=dry_run, control_topic=self.control_topic, lease_topic=self.lease_topic
+            plan = self._build(hook, topic, target).with_run(
+                owner=owner,
+                dry_run=dry_run,
+                control_topic=self.control_topic,
+                lease_topic=self.lease_topic,
+                report_uri=str(self.report_uri or ""),
             )
         for line in describe(plan):
             self.log.info("PLAN %s", line)
         if dry_run:
             self.log.info("PLAN dry run: stopping after the plan; nothing was changed and no lease was taken")
-            return plan
-        self._take_lease(hook, plan, owner)
+            return plan.to_dict()
+        self._take_lease(hook, plan, owner, context)
+        return plan.to_dict()
+
+    def _build(self, hook: KStateLeaseHook, topic: str, target: int) -> Plan:
+        groups = as_str_list("consumer_groups", self.consumer_groups)
+        excluded = as_str_list("exclude_groups", self.exclude_groups)
+        both = sorted(set(groups) & set(excluded))
+        if both:
+            raise KStateConfigError(f"groups {both} are both in consumer_groups and exclude_groups: pick one")
+        plan = build_plan(
+            hook,
+            topic,
+            target,
+            groups,
+            tuple(self.spark_group_prefixes),
+            exclude_groups=excluded,
+            allow_unknown_groups=as_bool("allow_unknown_groups", self.allow_unknown_groups),
+        )
+        for group in plan.of_class("excluded"):
+            self.log.warning(
+                "PLAN RISK ACCEPTED: group %s reads %s but is excluded: not paused, not seeded", group, topic
+            )
         return plan
 
-    def _continued_plan(
-        self, hook: KStateLeaseHook, topic: str, target: int, owner: str
-    ) -> dict[str, Any] | None:
+    def _continued_plan(self, hook: KStateLeaseHook, topic: str, target: int, owner: str) -> Plan | None:
         """Return the plan this DAG run stored with its lease, when this is a rerun of the same run."""
         lease = hook.current(topic)
         if lease is None or lease.owner != owner or not lease.plan:
             return None
-        if int(lease.plan["target_partitions"]) != target:
-            raise KStateError(
-                f"this run already planned {topic!r} -> {lease.plan['target_partitions']} partitions; "
+        plan = Plan.from_dict(lease.plan)
+        if plan.target_partitions != target:
+            raise KStateConfigError(
+                f"this run already planned {topic!r} -> {plan.target_partitions} partitions; "
                 f"it cannot switch to {target}. Finish or fail this run first."
             )
         self.log.info("PLAN continuing the plan this run stored with its lease (%s)", lease.describe())
-        return lease.plan
+        return plan
 
-    def _take_lease(self, hook: KStateLeaseHook, plan: dict[str, Any], owner: str) -> None:
-        lease = hook.acquire(plan["topic"], owner, self.lease_ttl, plan)
-        self.log.info("LEASE topic %s %s", plan["topic"], lease.describe())
-        current = hook.partition_count(plan["topic"])
-        if current not in (plan["original_partitions"], plan["target_partitions"]):
-            hook.release(plan["topic"], owner)
-            raise KStateError(
-                f"topic {plan['topic']!r} changed to {current} partitions while planning; released the lease, "
+    def _take_lease(self, hook: KStateLeaseHook, plan: Plan, owner: str, context: Any) -> None:
+        try:
+            lease = hook.acquire(plan.topic, owner, self.lease_ttl, plan.to_dict())
+        except LeaseHeldError:
+            lease = self._take_over(hook, plan, owner, context)
+        self.log.info("LEASE topic %s %s", plan.topic, lease.describe())
+        current = hook.partition_count(plan.topic)
+        if current not in (plan.original_partitions, plan.target_partitions):
+            hook.release(plan.topic, owner)
+            raise TopicChangedError(
+                f"topic {plan.topic!r} changed to {current} partitions while planning; released the lease, "
                 "changed nothing. Run again."
             )
+
+    def _take_over(self, hook: KStateLeaseHook, plan: Plan, owner: str, context: Any) -> Any:
+        """Take the lease over when its holder's Airflow run has ended; re-raise LeaseHeldError otherwise."""
+        holder = hook.current(plan.topic)
+        if holder is None:
+            return hook.acquire(plan.topic, owner, self.lease_ttl, plan.to_dict())
+        state = _run_state(context, holder.owner)
+        if state not in ENDED:
+            raise LeaseHeldError(
+                f"topic {plan.topic!r} is being changed by another run ({holder.describe()}, Airflow state "
+                f"{state or 'unknown here'}); this run changed nothing. Wait for it to finish; if it crashed, "
+                "mark its run failed (then a new run takes over at once) or wait for the lease to expire."
+            )
+        self.log.warning(
+            "LEASE topic %s: taking the lease over from %s, whose Airflow run has ended (%s); this run "
+            "seeds every gap that run may have left",
+            plan.topic,
+            holder.owner,
+            state,
+        )
+        return hook.take_over(plan.topic, owner, holder.owner, self.lease_ttl, plan.to_dict())
 
 
 class KStateDryRunGateOperator(BaseOperator):
@@ -142,3 +220,12 @@ class KStateDryRunGateOperator(BaseOperator):
         if self.plan.get("dry_run"):
             raise AirflowSkipException("dry run: the plan is in XCom; nothing was changed")
         self.log.info("PLAN not a dry run: proceeding with %s", self.plan["topic"])
+
+
+def _run_state(context: Any, owner: str) -> str:
+    """Return the Airflow state of the run ``dag_id/run_id`` named by a lease owner ("" when unknown here)."""
+    dag_id, _, run_id = owner.partition("/")
+    try:
+        return str(context["ti"].get_dagrun_state(dag_id=dag_id, run_id=run_id) or "")
+    except Exception:  # noqa: BLE001 - another Airflow's run, or a task SDK without the call: unknown
+        return ""

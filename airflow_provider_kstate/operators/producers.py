@@ -17,6 +17,6 @@ class KStateScaleProducersOperator(KStateStepOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         try:
-            return self.steps(context).scale()
+            return self.steps(context).scale(baseline=True)
         finally:
             self.control.close()

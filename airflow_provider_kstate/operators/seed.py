@@ -1,21 +1,26 @@
-"""Seed every affected group's offsets on the new partitions to the log start (earliest)."""
+"""Seed every affected group's offsets to the log start (earliest) wherever it has none."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from airflow_provider_kstate.operators.base import KStateStepOperator
+from airflow_provider_kstate.utils.report import write_report
 
 
 class KStateSeedOffsetsOperator(KStateStepOperator):
-    """Commit, for each group the plan seeds, the log-start offset of each new partition it has no offset on.
+    """Commit, for each group the plan seeds, the log-start offset of every partition it has no offset on.
 
     Every group must be EMPTY first (the broker refuses offsets otherwise): if one is not, the step fails
     with :class:`GroupNotEmptyError` before writing anything. Offsets a group already has are kept, so a
-    rerun continues where the last one stopped. The result, pushed to XCom, records per group and
-    partition the offset committed and the log start and end at seed time: the evidence the verify step
-    checks.
+    rerun continues where the last one stopped. The per-group, per-partition evidence (offset committed,
+    seeded or kept, log start at seed time) goes to the seed report; XCom gets a summary and its URI.
     """
 
     def execute(self, context: Any) -> dict[str, Any]:
-        return self.steps(context).seed()
+        steps = self.steps(context)
+        uri = self.report_uri(context, "seed")
+        with write_report(uri, self.report_conn_id) as report:
+            result = steps.seed(None, report)
+            rows = report.rows
+        return {"topic": self.topic, **result.summary(), "report_uri": uri, "report_rows": rows}

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from airflow_provider_kstate.operators.base import KStateStepOperator
+from airflow_provider_kstate.utils.failpoints import failpoint
+from airflow_provider_kstate.utils.report import write_report
+from airflow_provider_kstate.utils.steps import SafeIncreaseSteps, SeedResult
 
 
 class KStatePauseWindowOperator(KStateStepOperator):
     """Pause, wait for EMPTY, increase, seed, scale and resume back-to-back in one task.
 
-    The same idempotent steps as the per-step operators, without the scheduler's latency between them:
-    consumers are out of their groups only for the leave, the create, the seed and the rejoin. If it
-    fails midway, the failure guard decides from the cluster exactly as in the per-step layout. Returns
-    the seed report (the input of :class:`KStateVerifyOperator`).
+    The same idempotent steps as the per-step operators, without the scheduler's latency between them.
+    Live consumers are out of their groups only for the leave, the create, the seed of *their* groups and
+    the rejoin: groups with live members (``active``) are seeded and resumed first; groups without members
+    (``empty``: nobody is down) are seeded right after, and each group is resumed only once it has an offset
+    on every partition. If it fails midway, the failure guard decides from the cluster exactly as in the
+    per-step layout.
+
+    Returns a summary (per group: partitions seeded and kept) with the URI of the seed report, the
+    per-group, per-partition evidence that :class:`KStateVerifyOperator` reads.
 
     :param empty_timeout: seconds to wait for the paused groups to become EMPTY.
     """
@@ -24,13 +33,70 @@ class KStatePauseWindowOperator(KStateStepOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         steps = self.steps(context)
+        uri = self.report_uri(context, "seed")
+        timings: dict[str, float] = {}
         try:
-            steps.pause()
-            steps.wait_empty(self.empty_timeout)
-            steps.increase(self.request_timeout)
-            report = steps.seed()
-            steps.scale()
-            steps.resume()
+            with write_report(uri, self.report_conn_id) as report:
+                live, offline = self._split(steps)
+                started = time.monotonic()
+                steps.pause()
+                failpoint("after_pause")
+                steps.wait_empty(self.empty_timeout)
+                failpoint("after_empty")
+                steps.increase(self.request_timeout)
+                failpoint("after_create")
+                first = steps.seed(live, report)
+                failpoint("mid_seed")
+                steps.scale()
+                failpoint("after_scale")
+                steps.resume(live)
+                timings["live_window_s"] = round(time.monotonic() - started, 3)
+                later = steps.seed(offline, report)
+                failpoint("after_seed")
+                steps.resume(offline)
+                failpoint("after_resume")
+                timings["whole_window_s"] = round(time.monotonic() - started, 3)
+                rows = report.rows
         finally:
             self.control.close()
-        return report
+        self.log.info(
+            "WINDOW %s: live groups out for %.3f s; every group seeded and resumed after %.3f s; report %s (%s rows)",
+            self.topic,
+            timings["live_window_s"],
+            timings["whole_window_s"],
+            uri,
+            f"{rows:,}",
+        )
+        summary = _summary(steps, first, later, uri, rows, timings)
+        if summary["mode"] == "repair" and not summary["seeded"]:
+            self.log.info(
+                "REPAIR %s: nothing to do: every protected group holds an offset on every partition",
+                self.topic,
+            )
+        return summary
+
+    @staticmethod
+    def _split(steps: SafeIncreaseSteps) -> tuple[list[str], list[str]]:
+        seeded = steps.plan.where("seed")
+        live = [g for g in seeded if steps.plan.groups[g].cls == "active"]
+        return live, [g for g in seeded if g not in live]
+
+
+def _summary(
+    steps: SafeIncreaseSteps,
+    first: SeedResult,
+    later: SeedResult,
+    uri: str,
+    rows: int,
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    merged = SeedResult(max(first.partitions, later.partitions), {**first.groups, **later.groups})
+    return {
+        "topic": steps.topic,
+        "mode": steps.plan.mode,
+        "created": steps.created_from is not None,
+        **merged.summary(),
+        "report_uri": uri,
+        "report_rows": rows,
+        "timings": timings,
+    }

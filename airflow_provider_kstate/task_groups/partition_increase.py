@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator, TaskGroup, chain
@@ -20,7 +21,13 @@ from airflow_provider_kstate.operators.verify import KStateVerifyOperator
 from airflow_provider_kstate.operators.window import KStatePauseWindowOperator
 from airflow_provider_kstate.sensors.groups import KStateGroupsEmptySensor, KStateGroupsStableSensor
 from airflow_provider_kstate.sensors.partitions import KStateNewPartitionsWrittenSensor
-from airflow_provider_kstate.utils.model import DEFAULT_LEASE_TOPIC
+from airflow_provider_kstate.utils.model import DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
+
+#: Retries of the steps: transient broker errors are retried; errors a retry cannot fix (bad input, a held
+#: lease, an unsafe resume) are ``AirflowFailException`` subclasses and fail at once.
+DEFAULT_RETRIES = 2
+#: Delay between two tries: a broker failover or a coordinator move settles within seconds.
+DEFAULT_RETRY_DELAY = timedelta(seconds=20)
 
 
 def safe_partition_increase(
@@ -28,11 +35,17 @@ def safe_partition_increase(
     topic: str,
     partitions: int | str,
     consumer_groups: list[str] | str | None = None,
+    exclude_groups: list[str] | str | None = None,
+    allow_unknown_groups: bool | str = False,
     dry_run: bool | str = False,
     group_id: str = "safe_partition_increase",
     kafka_config_id: str = "kafka_default",
     control_topic: str = DEFAULT_CONTROL_TOPIC,
     lease_topic: str = DEFAULT_LEASE_TOPIC,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
+    report_uri: str = "",
+    report_conn_id: str | None = None,
+    retries: int = DEFAULT_RETRIES,
     deferrable: bool = True,
     poke_interval: float = 2.0,
     empty_timeout: float = 600.0,
@@ -58,12 +71,20 @@ def safe_partition_increase(
 
     :param topic: the topic to grow (templated).
     :param partitions: the target partition count (templated).
-    :param consumer_groups: groups to protect; empty means discover (templated).
+    :param consumer_groups: groups to protect; empty means every group at risk (templated). Discovery
+        always runs: a group at risk that is not named fails the plan.
+    :param exclude_groups: groups at risk to leave alone, a risk accepted explicitly (templated).
+    :param allow_unknown_groups: accept named groups the cluster does not know (templated).
     :param dry_run: stop after the plan (templated).
     :param group_id: the task group's id.
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
     :param control_topic: the control topic of services that use the client piece.
     :param lease_topic: the topic that holds per-topic leases.
+    :param lease_ttl: seconds the topic's lease lives without renewal (running steps renew it).
+    :param report_uri: where the per-group, per-partition seed and verify reports go (a local folder or an
+        ``ObjectStoragePath`` URI such as ``s3://bucket/kstate``); empty: ``$AIRFLOW_HOME/kstate-reports``.
+    :param report_conn_id: the connection whose credentials reach ``report_uri``.
+    :param retries: retries of each step for transient errors.
     :param deferrable: run the sensors in the triggerer.
     :param poke_interval: seconds between sensor checks.
     :param empty_timeout: seconds to wait for the groups to become EMPTY.
@@ -91,8 +112,14 @@ def safe_partition_increase(
         "kafka_config_id": kafka_config_id,
         "control_topic": control_topic,
         "lease_topic": lease_topic,
+        "lease_ttl": lease_ttl,
+        "retries": retries,
+        "retry_delay": DEFAULT_RETRY_DELAY,
     }
+    stepping = {**common, "report_conn_id": report_conn_id}
     sensing: dict[str, Any] = {
+        "retries": retries,
+        "retry_delay": DEFAULT_RETRY_DELAY,
         "kafka_config_id": kafka_config_id,
         "deferrable": deferrable,
         "poke_interval": poke_interval,
@@ -103,13 +130,16 @@ def safe_partition_increase(
             topic=topic,
             partitions=partitions,
             consumer_groups=consumer_groups,
+            exclude_groups=exclude_groups,
+            allow_unknown_groups=allow_unknown_groups,
             dry_run=dry_run,
+            report_uri=report_uri,
             **common,
         )
         gate = KStateDryRunGateOperator(task_id="stop_if_dry_run", plan=plan.output)
         if single_window:
             window = KStatePauseWindowOperator(
-                task_id="pause_window", plan=plan.output, empty_timeout=empty_timeout, **common
+                task_id="pause_window", plan=plan.output, empty_timeout=empty_timeout, **stepping
             )
             steps: list[BaseOperator] = [window]
             seed_report = window.output
@@ -122,7 +152,7 @@ def safe_partition_increase(
                 ),
                 KStateIncreasePartitionsOperator(task_id="increase_partitions", plan=plan.output, **common),
             ]
-            seed = KStateSeedOffsetsOperator(task_id="seed_offsets", plan=plan.output, **common)
+            seed = KStateSeedOffsetsOperator(task_id="seed_offsets", plan=plan.output, **stepping)
             scale = scale_producers or KStateScaleProducersOperator(
                 task_id="scale_producers", plan=plan.output, **common
             )
@@ -146,9 +176,11 @@ def safe_partition_increase(
             KStateGroupsStableSensor(
                 task_id="wait_groups_stable", plan=plan.output, timeout=stable_timeout, **sensing
             ),
-            KStateVerifyOperator(task_id="verify", plan=plan.output, seed_report=seed_report, **common),
+            KStateVerifyOperator(task_id="verify", plan=plan.output, seed_report=seed_report, **stepping),
         ]
-        guard = KStateFailureGuardOperator(task_id="failure_guard", plan_task_id=plan.task_id, **common)
+        guard = KStateFailureGuardOperator(
+            task_id="failure_guard", plan_task_id=plan.task_id, **{**common, "retries": 0}
+        )
         chain(plan, gate, *steps)
         # verify stays a leaf beside the guard, so a failure anywhere fails the run; by verify's turn
         # consumers are resumed and seeded, so a failing verify has nothing left for the guard to decide.

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.utils.model import DEAD, EMPTY, STABLE
+from airflow_provider_kstate.utils.report import ranges
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
@@ -39,7 +40,16 @@ def groups_stable(hook: KStateAdminHook, topic: str, groups: list[str], partitio
     for group, info in hook.describe_groups(groups, topic).items():
         unassigned = sorted(expected - info.assigned())
         if info.state != STABLE or unassigned:
-            problems[group] = {"state": info.state, "members": len(info.members), "unassigned": unassigned}
+            problems[group] = {
+                "state": info.state,
+                "members": len(info.members),
+                "unassigned": ranges(unassigned),
+            }
+            if not info.members:
+                problems[group]["hint"] = (
+                    "no members: its consumers have not come back (stopped for good, crashed, or not "
+                    "resumed); offsets are seeded, so restarting them is safe"
+                )
     return CheckResult(not problems, problems)
 
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 DEFAULT_CONN_ID = "kafka_default"
 DEFAULT_LEASE_TOPIC = "_kstate_leases"
+#: Seconds a topic lease lives without renewal. Running steps renew it; a crashed run frees the topic after it.
+DEFAULT_LEASE_TTL = 900.0
 
 #: Group states as the broker names them (confluent-kafka's ``ConsumerGroupState`` names).
 EMPTY = "EMPTY"

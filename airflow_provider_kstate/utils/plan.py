@@ -1,29 +1,33 @@
 """The plan of a safe partition increase: what the topic is, which groups are at risk and what each step does.
 
-A plan is a plain JSON-safe dict (it travels through XCom and is stored with the topic's lease):
-
-.. code-block:: python
-
-    {
-        "topic": "orders", "original_partitions": 2, "target_partitions": 4, "new_partitions": [2, 3],
-        "groups": {"billing": {"class": "active", "state": "STABLE", "members": [...],
-                               "pause": True, "seed": True, "wait": True}},
-        "control_topic": "_kstate_control", "owner": "dag_id/run_id", "dry_run": False,
-    }
+A :class:`Plan` travels through XCom and is stored with the topic's lease as a small JSON-safe dict
+(:meth:`Plan.to_dict` / :meth:`Plan.from_dict`); its size grows with the number of groups, never with the
+number of partitions.
 
 Group classes: ``active`` (a live classic or consumer-protocol group: paused, waited for, seeded and
 waited for again after resume), ``empty`` (committed offsets, no members: seeded, not waited for),
 ``spark`` (a Spark Structured Streaming source group: it reads new partitions from earliest by itself and
-keeps its offsets in its checkpoint, so it is left alone) and ``absent`` (named explicitly but unknown
-to the broker: it has no offsets to protect).
+keeps its offsets in its checkpoint, so it is left alone), ``excluded`` (at risk, but excluded explicitly:
+left alone, logged as a risk accepted) and ``absent`` (named explicitly, unknown to the broker and allowed
+with ``allow_unknown_groups``: it has no offsets to protect).
+
+A plan whose target equals the current count is a **repair**: it seeds every gap (a protected group without
+an offset on a partition of the topic) left by a crashed run or by a topic grown outside the tool.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.exceptions import InternalTopicError, InvalidPartitionCountError
+from airflow_provider_kstate.exceptions import (
+    InternalTopicError,
+    InvalidPartitionCountError,
+    UnknownGroupError,
+    UnprotectedGroupError,
+)
 from airflow_provider_kstate.utils.model import DEAD, EMPTY, GroupInfo
 
 if TYPE_CHECKING:
@@ -31,6 +35,15 @@ if TYPE_CHECKING:
 
 DEFAULT_SPARK_PREFIXES = ("spark-kafka-source-", "spark-kafka-relation-")
 INTERNAL_PREFIXES = ("__", "_confluent", "_kstate_")
+#: Members named per group in the plan (the count is always kept): the plan stays small at any size.
+MEMBER_SAMPLE = 3
+FLAGS = ("pause", "seed", "wait")
+NO_FLAGS = {"pause": False, "seed": False, "wait": False}
+#: What each class of group goes through (the flags a plan stores only where they differ).
+CLASS_FLAGS = {
+    "active": {"pause": True, "seed": True, "wait": True},
+    "empty": {"pause": True, "seed": True, "wait": False},
+}
 
 
 def check_topic_name(topic: str) -> None:
@@ -41,67 +54,247 @@ def check_topic_name(topic: str) -> None:
         )
 
 
-def classify(info: GroupInfo, spark_prefixes: tuple[str, ...]) -> dict[str, Any]:
-    """Return the plan entry of one group."""
-    members = [f"{m.client_id}@{m.host}" for m in info.members]
-    entry: dict[str, Any] = {"state": info.state, "type": info.type, "members": members}
+@dataclass(frozen=True)
+class GroupPlan:
+    """What the run does to one group, and what the broker said of it at plan time."""
+
+    cls: str
+    state: str
+    type: str = "CLASSIC"
+    member_count: int = 0
+    members: tuple[str, ...] = ()
+    pause: bool = False
+    seed: bool = False
+    wait: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the compact XCom form; the flags follow from the class unless they differ."""
+        out: dict[str, Any] = {"class": self.cls, "state": self.state, "member_count": self.member_count}
+        if self.members:
+            out["members"] = list(self.members)
+        if self.type != "CLASSIC":
+            out["type"] = self.type
+        flags = {flag: getattr(self, flag) for flag in FLAGS}
+        if flags != CLASS_FLAGS.get(self.cls, NO_FLAGS):
+            out.update(flags)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GroupPlan:
+        members = tuple(str(m) for m in data.get("members", ()))
+        defaults = CLASS_FLAGS.get(str(data["class"]), NO_FLAGS)
+        return cls(
+            cls=str(data["class"]),
+            state=str(data.get("state", "")),
+            type=str(data.get("type", "CLASSIC")),
+            member_count=int(data.get("member_count", len(members))),
+            members=members[:MEMBER_SAMPLE],
+            **{flag: bool(data.get(flag, defaults[flag])) for flag in FLAGS},
+        )
+
+    def __getitem__(self, key: str) -> Any:
+        """Read a field by its XCom name (``plan["groups"][g]["class"]`` keeps working on a typed plan)."""
+        return self.cls if key == "class" else getattr(self, key)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated request: the topic, its partition counts and the plan of each group."""
+
+    topic: str
+    original_partitions: int
+    target_partitions: int
+    groups: dict[str, GroupPlan] = field(default_factory=dict)
+    groups_discovered: bool = True
+    planned_at: str = ""
+    owner: str = ""
+    dry_run: bool = False
+    control_topic: str = ""
+    lease_topic: str = ""
+    report_uri: str = ""
+
+    @property
+    def mode(self) -> str:
+        """``increase`` when the run creates partitions, ``repair`` when it only seeds gaps."""
+        return "increase" if self.target_partitions > self.original_partitions else "repair"
+
+    @property
+    def new_partitions(self) -> range:
+        """The partitions this run creates (empty for a repair)."""
+        return range(self.original_partitions, self.target_partitions)
+
+    def where(self, flag: str) -> list[str]:
+        """Return the groups whose plan has ``flag`` (``pause``, ``seed`` or ``wait``) set, in plan order."""
+        return [g for g, entry in self.groups.items() if getattr(entry, flag)]
+
+    def of_class(self, *classes: str) -> list[str]:
+        """Return the groups of the given classes, in plan order."""
+        return [g for g, entry in self.groups.items() if entry.cls in classes]
+
+    def with_run(self, **changes: Any) -> Plan:
+        """Return a copy with run fields (owner, dry_run, topics, report_uri) set."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-safe form stored in XCom and in the lease (no per-partition list)."""
+        out = {k: v for k, v in asdict(self).items() if k != "groups"}
+        out["groups"] = {g: entry.to_dict() for g, entry in self.groups.items()}
+        out["mode"] = self.mode
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Plan | dict[str, Any]) -> Plan:
+        """Read a plan from XCom (also a plan written by an earlier version, with ``new_partitions``)."""
+        if isinstance(data, Plan):
+            return data
+        if not isinstance(data, dict) or "topic" not in data:
+            raise InvalidPlanError(f"not a kstate plan: {str(data)[:200]!r}")
+        return cls(
+            topic=str(data["topic"]),
+            original_partitions=int(data["original_partitions"]),
+            target_partitions=int(data["target_partitions"]),
+            groups={g: GroupPlan.from_dict(e) for g, e in (data.get("groups") or {}).items()},
+            groups_discovered=bool(data.get("groups_discovered", True)),
+            planned_at=str(data.get("planned_at", "")),
+            owner=str(data.get("owner") or ""),
+            dry_run=bool(data.get("dry_run", False)),
+            control_topic=str(data.get("control_topic") or ""),
+            lease_topic=str(data.get("lease_topic") or ""),
+            report_uri=str(data.get("report_uri") or ""),
+        )
+
+    def __getitem__(self, key: str) -> Any:
+        """Read a field by its XCom name, as code written for the dict form does."""
+        if key == "new_partitions":
+            return list(self.new_partitions)
+        return self.to_dict()[key] if key in ("groups", "mode") else getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except (AttributeError, KeyError):
+            return default
+
+
+class InvalidPlanError(InvalidPartitionCountError):
+    """The plan argument is not a plan (a wrong XCom or a hand-written dict)."""
+
+
+def classify(info: GroupInfo, spark_prefixes: tuple[str, ...]) -> GroupPlan:
+    """Return the plan of one group."""
+    members = tuple(f"{m.client_id}@{m.host}" for m in info.members)
+    base = GroupPlan(
+        cls="", state=info.state, type=info.type, member_count=len(members), members=members[:MEMBER_SAMPLE]
+    )
     if info.group.startswith(spark_prefixes):
-        return {**entry, "class": "spark", "pause": False, "seed": False, "wait": False}
+        return replace(base, cls="spark")
     if info.state == DEAD:
-        return {**entry, "class": "absent", "pause": False, "seed": False, "wait": False}
+        return replace(base, cls="absent")
     if info.state == EMPTY and not info.members:
-        return {**entry, "class": "empty", "pause": True, "seed": True, "wait": False}
-    return {**entry, "class": "active", "pause": True, "seed": True, "wait": True}
+        return replace(base, cls="empty", pause=True, seed=True)
+    return replace(base, cls="active", pause=True, seed=True, wait=True)
 
 
 def build_plan(
     hook: KStateAdminHook,
     topic: str,
     target: int,
-    groups: list[str],
+    groups: Iterable[str] = (),
     spark_prefixes: tuple[str, ...] = DEFAULT_SPARK_PREFIXES,
-) -> dict[str, Any]:
+    exclude_groups: Iterable[str] = (),
+    allow_unknown_groups: bool = False,
+) -> Plan:
     """Validate the request against the cluster and return the plan (nothing is changed).
 
-    :param groups: the groups to protect; empty means every group with committed offsets on ``topic``.
+    Discovery always runs: every group with committed offsets on ``topic`` or with live members assigned
+    its partitions is at risk. With ``groups`` named, a discovered group that is not named (nor a Spark
+    source group, nor in ``exclude_groups``) fails the plan, and so does a named group the cluster does
+    not know (a likely typo) unless ``allow_unknown_groups``.
+
+    :param groups: the groups to protect; empty means every group at risk.
+    :param exclude_groups: groups at risk that the run leaves alone, a risk accepted explicitly.
+    :raises InvalidPartitionCountError: the target is below the current count.
+    :raises UnprotectedGroupError: a group at risk is neither named nor excluded.
+    :raises UnknownGroupError: a named group is unknown to the cluster.
     """
     check_topic_name(topic)
     current = hook.partition_count(topic)
-    if target <= current:
+    if target < current:
         raise InvalidPartitionCountError(
-            f"topic {topic!r} has {current} partitions; the target {target} is not an increase "
+            f"topic {topic!r} has {current} partitions; the target {target} is below it "
             "(Kafka cannot remove partitions). Nothing was changed."
         )
-    discovered = not groups
-    names = hook.groups_on_topic(topic) if discovered else list(dict.fromkeys(groups))
+    named = list(dict.fromkeys(groups))
+    excluded = set(exclude_groups)
+    discovered = hook.groups_on_topic(topic, current)
+    names = list(dict.fromkeys([*named, *discovered]))
     infos = hook.describe_groups(names, topic)
-    return {
-        "topic": topic,
-        "original_partitions": current,
-        "target_partitions": target,
-        "new_partitions": list(range(current, target)),
-        "groups": {g: classify(infos[g], spark_prefixes) for g in names},
-        "groups_discovered": discovered,
-        "planned_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+    plans = {g: classify(infos[g], spark_prefixes) for g in names}
+    _check_named(topic, named, discovered, plans, excluded, allow_unknown_groups)
+    for g in excluded & set(plans):
+        plans[g] = replace(plans[g], cls="excluded", pause=False, seed=False, wait=False)
+    return Plan(
+        topic=topic,
+        original_partitions=current,
+        target_partitions=target,
+        groups=plans,
+        groups_discovered=not named,
+        planned_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
 
 
-def groups_where(plan: dict[str, Any], flag: str) -> list[str]:
+def _check_named(
+    topic: str,
+    named: list[str],
+    discovered: list[str],
+    plans: dict[str, GroupPlan],
+    excluded: set[str],
+    allow_unknown: bool,
+) -> None:
+    unknown = [g for g in named if plans[g].cls == "absent" and g not in discovered]
+    if unknown and not allow_unknown:
+        raise UnknownGroupError(
+            f"consumer groups {unknown} are unknown to the cluster (no members, no offsets): likely a typo. "
+            f"Groups at risk on {topic!r}: {discovered}. Fix the names, or set allow_unknown_groups. "
+            "Nothing was changed."
+        )
+    if not named:
+        return
+    unprotected = [g for g in discovered if g not in named and g not in excluded and plans[g].cls != "spark"]
+    if unprotected:
+        raise UnprotectedGroupError(
+            f"consumer groups {unprotected} read {topic!r} (committed offsets or assigned members) but are "
+            "not in consumer_groups: the run would neither pause nor seed them, and a latest-reset consumer "
+            "of theirs would skip what producers write to new partitions (KAFKA-12261). Add them to "
+            "consumer_groups, leave consumer_groups empty to protect every group at risk, or accept the "
+            "risk with exclude_groups. Nothing was changed."
+        )
+
+
+def groups_where(plan: Plan | dict[str, Any], flag: str) -> list[str]:
     """Return the plan's groups whose entry has ``flag`` (``pause``, ``seed`` or ``wait``) set."""
-    return [g for g, entry in plan["groups"].items() if entry.get(flag)]
+    return Plan.from_dict(plan).where(flag)
 
 
-def describe(plan: dict[str, Any]) -> list[str]:
-    """Return the plan as runbook lines for the task log."""
+def describe(plan: Plan) -> list[str]:
+    """Return the plan as runbook lines for the task log: a header, then one line per group."""
+    new = plan.new_partitions
+    what = (
+        f"{plan.original_partitions} -> {plan.target_partitions} partitions, new partitions "
+        f"{new.start}-{new.stop - 1} ({len(new):,})"
+        if plan.mode == "increase"
+        else f"stays at {plan.target_partitions} partitions: repair (seed every gap, create nothing)"
+    )
     lines = [
-        f"topic {plan['topic']}: {plan['original_partitions']} -> {plan['target_partitions']} partitions, "
-        f"new partitions {plan['new_partitions']}",
-        f"groups ({'discovered from committed offsets' if plan.get('groups_discovered') else 'given'}): "
-        f"{len(plan['groups'])}",
+        f"topic {plan.topic}: {what}",
+        f"groups ({'discovered' if plan.groups_discovered else 'named, and checked against discovery'}): "
+        f"{len(plan.groups)}",
     ]
-    for group, entry in plan["groups"].items():
-        steps = [s for s in ("pause", "seed", "wait") if entry.get(s)] or ["left alone"]
+    for group, entry in plan.groups.items():
+        steps = [s for s in FLAGS if getattr(entry, s)] or ["left alone"]
+        risk = " RISK ACCEPTED: excluded explicitly, not paused nor seeded" if entry.cls == "excluded" else ""
         lines.append(
-            f"  group {group}: {entry['class']} (state {entry['state']}, {len(entry['members'])} members) -> {', '.join(steps)}"
+            f"  group {group}: {entry.cls} (state {entry.state}, {entry.member_count} members) -> "
+            f"{', '.join(steps)}{risk}"
         )
     return lines

@@ -2,35 +2,55 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.utils.plan import groups_where
+from airflow_provider_kstate.utils.plan import Plan
+from airflow_provider_kstate.utils.report import ranges
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
 
-def unseeded(hook: KStateAdminHook, plan: dict[str, Any]) -> dict[str, list[int]]:
-    """Return ``{group: [partitions]}``: new partitions that exist now but where a seeded group has no offset."""
-    current = hook.partition_count(plan["topic"])
-    new = range(int(plan["original_partitions"]), current)
+def unseeded(
+    hook: KStateAdminHook,
+    plan: Plan | dict[str, Any],
+    groups: Iterable[str] | None = None,
+    partitions: int | None = None,
+) -> dict[str, list[int]]:
+    """Return ``{group: [partitions]}``: partitions of the topic that exist now but hold no committed offset
+    of a seeded group (every partition, not only the new ones). Every group is read concurrently.
+
+    :param groups: the groups to check (default: every group the plan seeds).
+    :param partitions: the partition count now, when the caller has just read it.
+    """
+    plan = Plan.from_dict(plan)
+    wanted = plan.where("seed") if groups is None else list(groups)
+    count = hook.partition_count(plan.topic) if partitions is None else partitions
     missing: dict[str, list[int]] = {}
-    for group in groups_where(plan, "seed"):
-        committed = hook.committed_offsets(group, plan["topic"])
-        gaps = [p for p in new if p not in committed]
+    for group, committed in hook.committed_offsets_many(wanted, plan.topic, count):
+        gaps = [p for p in range(count) if p not in committed]
         if gaps:
             missing[group] = gaps
     return missing
 
 
-def partial_increase_runbook(plan: dict[str, Any], missing: dict[str, list[int]]) -> str:
+def describe_missing(missing: dict[str, list[int]], cap: int = 20) -> str:
+    """Return ``missing`` for a message: each group with its partition ranges, up to ``cap`` groups."""
+    parts = [f"{g}: {ranges(p)} ({len(p):,})" for g, p in list(missing.items())[:cap]]
+    more = f"; and {len(missing) - cap} more groups" if len(missing) > cap else ""
+    return "; ".join(parts) + more
+
+
+def partial_increase_runbook(plan: Plan | dict[str, Any], missing: dict[str, list[int]]) -> str:
     """Return the loud message for a run that stopped between creating partitions and seeding them."""
+    plan = Plan.from_dict(plan)
     return (
-        f"UNSAFE TO RESUME: topic {plan['topic']!r} was grown {plan['original_partitions']} -> "
-        f"{plan['target_partitions']} partitions, but these groups have no committed offset on these new "
-        f"partitions: {missing}. Resuming now would make latest-reset consumers skip what producers already "
-        "wrote there (KAFKA-12261). Consumers stay paused and the topic's lease stays held by "
-        f"{plan.get('owner')}. Next: fix the cause, then clear this DAG run's failed tasks from the seed step "
-        "on ('pause_window', or 'seed_offsets' with one task per step); every step is idempotent and "
-        "continues from where the cluster stands."
+        f"UNSAFE TO RESUME: topic {plan.topic!r} ({plan.original_partitions} -> {plan.target_partitions} "
+        f"partitions) has partitions on which these groups hold no committed offset: "
+        f"{describe_missing(missing)}. Resuming now would make latest-reset consumers skip what producers "
+        "already wrote there (KAFKA-12261). Those consumers stay paused and the topic's lease stays held by "
+        f"{plan.owner}. Next: fix the cause, then clear this DAG run's failed tasks from the seed step on "
+        "('pause_window', or 'seed_offsets' with one task per step), or trigger a new run with the same "
+        "target: it repairs every gap. Every step is idempotent and continues from where the cluster stands."
     )

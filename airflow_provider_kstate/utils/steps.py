@@ -1,18 +1,30 @@
 """The steps of the safe partition increase, each idempotent, shared by the step operators and the window operator.
 
-Each step reads the cluster, changes what it must, logs a runbook line per group or partition and returns a
-JSON-safe result for XCom.
+Each step reads the cluster, changes what it must, logs one runbook line per group (partition ranges, then
+exceptions up to a cap) and returns a small JSON-safe summary for XCom. Per-partition evidence goes to a
+report file (:mod:`airflow_provider_kstate.utils.report`).
+
+Requests per group go out concurrently (see :meth:`KStateAdminHook.committed_offsets_many`), and nothing
+is asked again that the run already knows: partitions the run has just created hold no offsets, and after
+a seed every group the broker acknowledged has an offset on every partition that existed then.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.exceptions import GroupNotEmptyError, KStateError, SeedError, UnsafeResumeError
+from airflow_provider_kstate.exceptions import (
+    GroupNotEmptyError,
+    KStateError,
+    TopicChangedError,
+    UnsafeResumeError,
+)
 from airflow_provider_kstate.utils.checks import groups_empty
-from airflow_provider_kstate.utils.plan import groups_where
+from airflow_provider_kstate.utils.plan import Plan
+from airflow_provider_kstate.utils.report import Exceptions, ReportWriter, ranges
 from airflow_provider_kstate.utils.safety import partial_increase_runbook, unseeded
 
 if TYPE_CHECKING:
@@ -21,38 +33,94 @@ if TYPE_CHECKING:
 
 #: Seconds between two looks at the cluster while consumers are out of their groups.
 FAST_POLL = 0.005
+#: Group names written out in one PAUSE / RESUME / WAIT line, at most.
+NAME_CAP = 20
 
 
-def not_empty_error(plan: dict[str, Any], detail: dict[str, Any], waited: float) -> GroupNotEmptyError:
+def not_empty_error(plan: Plan | dict[str, Any], detail: dict[str, Any], waited: float) -> GroupNotEmptyError:
     """Return the error for groups that did not leave within ``waited`` seconds, naming their members."""
     return GroupNotEmptyError(
-        f"timed out after {waited}s waiting for consumer groups to leave topic {plan['topic']!r}; "
+        f"timed out after {waited}s waiting for consumer groups to leave topic {Plan.from_dict(plan).topic!r}; "
         f"members still present: {detail}. Stop those consumers (or make them honour the pause signal), "
         "then clear this task. Partitions were NOT changed."
     )
 
 
+def names(groups: list[str], cap: int = NAME_CAP) -> str:
+    """Return ``groups`` for a log line: every name up to ``cap``, then how many more."""
+    shown = ", ".join(groups[:cap])
+    return (
+        f"{len(groups)} [{shown}{', ... ' + str(len(groups) - cap) + ' more' if len(groups) > cap else ''}]"
+    )
+
+
+class GapOffsets(Mapping[int, int]):
+    """``{partition: log start}`` for one group's gaps, as a view over the shared log starts (no copy per
+    group: 100 groups x 4,032 gaps would otherwise hold 400k dict entries)."""
+
+    def __init__(self, partitions: list[int], starts: dict[int, int]) -> None:
+        self._partitions = partitions
+        self._starts = starts
+
+    def __getitem__(self, partition: int) -> int:
+        return self._starts[partition]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._partitions)
+
+    def __len__(self) -> int:
+        return len(self._partitions)
+
+
+@dataclass
+class SeedResult:
+    """What a seed pass did: the partition count it covered and, per group, what it seeded and kept."""
+
+    partitions: int
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "partitions": self.partitions,
+            "seeded": sum(g["seeded"] for g in self.groups.values()),
+            "kept": sum(g["kept"] for g in self.groups.values()),
+            "groups": self.groups,
+        }
+
+
 @dataclass
 class SafeIncreaseSteps:
-    """The steps for one plan, with the hooks and the logger of the task that runs them."""
+    """The steps for one plan, with the hooks and the logger of the task that runs them.
 
-    plan: dict[str, Any]
+    :param lease_check: called before every step that changes the cluster; it raises when the run no
+        longer holds the topic's lease (and renews it when due).
+    """
+
+    plan: Plan
     admin: KStateAdminHook
     control: KStateControlHook
     log: Any
     owner: str
+    lease_check: Callable[[], None] = lambda: None
+    #: Set by :meth:`increase` when this run created the partitions: they hold no offsets yet.
+    created_from: int | None = None
+    #: Per group, the partition count on which the broker acknowledged an offset for every partition.
+    known: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.plan = Plan.from_dict(self.plan)
 
     @property
     def topic(self) -> str:
-        return str(self.plan["topic"])
+        return self.plan.topic
 
-    def pause(self) -> dict[str, Any]:
+    def pause(self, groups: list[str] | None = None) -> dict[str, Any]:
         """Send pause to every group at risk and pin producers to the current partition count."""
-        groups = groups_where(self.plan, "pause")
+        self.lease_check()
+        groups = self.plan.where("pause") if groups is None else groups
         epoch = self.control.pause(groups, self.topic, issuer=self.owner)
-        for group in groups:
-            self.log.info("PAUSE group %s: pause command sent (epoch %s)", group, epoch)
-        original = int(self.plan["original_partitions"])
+        self.log.info("PAUSE groups %s: pause command sent (epoch %s)", names(groups), epoch)
+        original = self.plan.original_partitions
         layout = self.control.set_layout(self.topic, original, issuer=self.owner)
         self.log.info(
             "PAUSE producers of %s pinned to the current %s partitions (epoch %s)",
@@ -60,21 +128,22 @@ class SafeIncreaseSteps:
             original,
             layout,
         )
-        return {"epoch": epoch, "groups": groups}
+        return {"epoch": epoch, "groups": len(groups)}
 
     def wait_empty(self, timeout: float, max_interval: float = 1.0) -> dict[str, Any]:
         """Block until every seeded group is EMPTY: polls every 5 ms for the first 2 s (paused consumers
         leave within milliseconds of each other, and every millisecond of this wait is consumer downtime;
-        one DescribeGroups request costs well under a millisecond), then backs off to ``max_interval``."""
-        groups = groups_where(self.plan, "seed")
+        one DescribeGroups request for all groups costs well under a millisecond), then backs off to
+        ``max_interval``."""
+        groups = self.plan.where("seed")
         started = time.monotonic()
         deadline = started + timeout
         interval = FAST_POLL
         while True:
             result = groups_empty(self.admin, self.topic, groups)
             if result.ok:
-                self.log.info("WAIT groups %s are EMPTY", groups)
-                return {"groups": groups}
+                self.log.info("WAIT groups %s are EMPTY", names(groups))
+                return {"groups": len(groups)}
             if time.monotonic() > deadline:
                 raise not_empty_error(self.plan, result.detail, timeout)
             time.sleep(interval)
@@ -82,91 +151,172 @@ class SafeIncreaseSteps:
                 interval = min(max_interval, interval * 2)
 
     def increase(self, timeout: float) -> dict[str, Any]:
-        """Grow the topic to the target (validate first); a no-op when it is already there."""
-        original = int(self.plan["original_partitions"])
-        target = int(self.plan["target_partitions"])
+        """Grow the topic to the target (validate first); a no-op when it is already there (a retry, a repair)."""
+        original, target = self.plan.original_partitions, self.plan.target_partitions
         current = self.admin.partition_count(self.topic)
         if current == target:
-            self.log.info("INCREASE topic %s already has %s partitions: nothing to do", self.topic, target)
+            self.log.info(
+                "INCREASE topic %s already has %s partitions: nothing to create", self.topic, target
+            )
             return {"created": False, "partitions": target}
         if current != original:
-            raise KStateError(
+            raise TopicChangedError(
                 f"topic {self.topic!r} has {current} partitions; the plan expected {original} (or {target}). "
-                "Someone else changed it: nothing was done here. Plan again."
+                "Someone else changed it: nothing was done here. Run again: the new run repairs every gap."
             )
+        self.lease_check()
         self.admin.increase_partitions(self.topic, target, validate_only=True)
         self.log.info("INCREASE topic %s: the broker validated %s -> %s", self.topic, original, target)
         self.admin.increase_partitions(self.topic, target)
+        self.created_from = original
         deadline = time.monotonic() + timeout
         while self.admin.partition_count(self.topic) != target:
             if time.monotonic() > deadline:
                 raise KStateError(f"topic {self.topic!r}: metadata did not show {target} partitions in time")
             time.sleep(FAST_POLL)
-        for partition in self.plan["new_partitions"]:
-            self.log.info("INCREASE topic %s: created partition %s", self.topic, partition)
+        self.log.info(
+            "INCREASE topic %s: created partitions %s (%s)",
+            self.topic,
+            ranges(self.plan.new_partitions),
+            f"{len(self.plan.new_partitions):,}",
+        )
         return {"created": True, "partitions": target}
 
-    def seed(self) -> dict[str, Any]:
-        """Commit the log start of each new partition for every group without an offset there."""
-        groups = groups_where(self.plan, "seed")
+    def seed(self, groups: list[str] | None = None, report: ReportWriter | None = None) -> SeedResult:
+        """Commit the log start of every partition of the topic on which a group has no offset (every gap,
+        not only the new partitions); keep every offset a group already has.
+
+        Every group must be EMPTY (the broker accepts offsets only then); it fails before writing anything
+        otherwise. One pass reads every group's offsets concurrently (skipping partitions this run has
+        just created, which hold none), one ListOffsets pass reads the gaps' log starts, one pass commits.
+        """
+        groups = self.plan.where("seed") if groups is None else groups
+        result = SeedResult(self.admin.partition_count(self.topic))
+        if not groups:
+            return result
+        self._check_empty(groups)
+        self.lease_check()
+        before = self._committed(groups, result.partitions)
+        gaps = {g: [p for p in range(result.partitions) if p not in before[g]] for g in groups}
+        starts = self.admin.log_starts(self.topic, {p for parts in gaps.values() for p in parts})
+        self.admin.seed_offsets_many(
+            self.topic, {g: {p: starts[p] for p in parts} for g, parts in gaps.items()}
+        )
+        exceptions = Exceptions(self.log, "SEED")
+        for group in groups:
+            result.groups[group] = self._record(group, before[group], gaps[group], starts, exceptions, report)
+            self.known[group] = result.partitions
+        exceptions.close(self.plan.report_uri or "of this step")
+        return result
+
+    def _check_empty(self, groups: list[str]) -> None:
         blockers = groups_empty(self.admin, self.topic, groups)
         if not blockers.ok:
             raise GroupNotEmptyError(
-                f"cannot seed {self.topic!r}: these groups are not EMPTY: {blockers.detail}. Nothing was written; "
-                "consumers stay paused. Stop those members, then clear this task."
+                f"cannot seed {self.topic!r}: these groups are not EMPTY: {blockers.detail}. Nothing was "
+                "written; consumers stay paused. Stop those members, then clear this task."
             )
-        new = [int(p) for p in self.plan["new_partitions"]]
-        marks = self.admin.watermarks(self.topic, new)
-        return {"topic": self.topic, "groups": {g: self._seed_group(g, new, marks) for g in groups}}
 
-    def _seed_group(self, group: str, new: list[int], marks: dict[int, tuple[int, int]]) -> dict[str, Any]:
-        before = self.admin.committed_offsets(group, self.topic)
-        wanted = {p: marks[p][0] for p in new if p not in before}
-        self.admin.seed_offsets(group, self.topic, wanted)
-        after = self.admin.committed_offsets(group, self.topic)
-        rows: dict[str, Any] = {}
-        for p in new:
-            if p not in after:
-                raise SeedError(f"group {group!r}: partition {p} has no committed offset after seeding")
-            start, end = marks[p]
-            rows[str(p)] = {"committed": after[p], "log_start": start, "log_end": end, "seeded": p in wanted}
-            action = "seeded to log start" if p in wanted else "kept existing offset"
-            self.log.info(
-                "SEED group %s partition %s: %s %s (log start %s, end %s)",
+    def _committed(self, groups: list[str], partitions: int) -> dict[str, dict[int, int]]:
+        """Every group's committed offsets; partitions this run created are known to hold none."""
+        upto = partitions if self.created_from is None else self.created_from
+        return dict(self.admin.committed_offsets_many(groups, self.topic, upto))
+
+    def _record(
+        self,
+        group: str,
+        before: dict[int, int],
+        gaps: list[int],
+        starts: dict[int, int],
+        exceptions: Exceptions,
+        report: ReportWriter | None,
+    ) -> dict[str, Any]:
+        new = self.plan.new_partitions
+        old_gaps = [p for p in gaps if p not in new]
+        kept_new = [p for p in before if p in new]
+        self.log.info(
+            "SEED group %s: partitions %s (%s) seeded to log start; %s kept an existing offset",
+            group,
+            ranges(gaps),
+            f"{len(gaps):,}",
+            f"{len(before):,}",
+        )
+        for p in old_gaps:
+            exceptions.add(
+                "group %s partition %s: had no offset before this run (an old partition): seeded to log start %s",
                 group,
                 p,
-                action,
-                after[p],
-                start,
-                end,
+                starts[p],
             )
-        return rows
+        for p in kept_new:
+            exceptions.add("group %s partition %s: kept its existing offset %s", group, p, before[p])
+        if report is not None:
+            self._write_rows(report, group, before, gaps, starts)
+        return {"seeded": len(gaps), "kept": len(before), "seeded_partitions": ranges(gaps, cap=4)}
 
-    def scale(self) -> dict[str, Any]:
-        """Publish the target layout; return the new partitions' end offsets as a baseline."""
-        target = int(self.plan["target_partitions"])
+    def _write_rows(
+        self,
+        report: ReportWriter,
+        group: str,
+        before: dict[int, int],
+        gaps: list[int],
+        starts: dict[int, int],
+    ) -> None:
+        count = max(len(before) + len(gaps), 1)
+        seeded: list[Any] = [False] * count
+        committed: list[Any] = [None] * count
+        start: list[Any] = [None] * count
+        for p in gaps:
+            seeded[p], committed[p], start[p] = True, starts[p], starts[p]
+        for p, offset in before.items():
+            committed[p] = offset
+        report.write_group(
+            group,
+            {"committed": committed, "seeded": seeded, "log_start_at_seed": start},
+            range(len(before) + len(gaps)),
+        )
+
+    def scale(self, baseline: bool = False) -> dict[str, Any]:
+        """Publish the target layout so producers with the client piece write to every partition.
+
+        :param baseline: also return the new partitions' end offsets now (``{"p": end}``), the baseline of
+            :class:`KStateNewPartitionsWrittenSensor`.
+        """
+        self.lease_check()
+        target = self.plan.target_partitions
         epoch = self.control.set_layout(self.topic, target, issuer=self.owner)
         self.log.info(
             "SCALE producers of %s: layout of %s partitions is live (epoch %s)", self.topic, target, epoch
         )
-        marks = self.admin.watermarks(self.topic, [int(p) for p in self.plan["new_partitions"]])
-        return {
-            "epoch": epoch,
-            "partitions": target,
-            "baseline": {str(p): end for p, (_s, end) in marks.items()},
-        }
+        out: dict[str, Any] = {"epoch": epoch, "partitions": target}
+        if baseline:
+            marks = self.admin.watermarks(self.topic, self.plan.new_partitions)
+            out["baseline"] = {str(p): end for p, (_start, end) in marks.items()}
+        return out
 
-    def resume(self) -> dict[str, Any]:
-        """Send resume, but only once every seeded group has an offset on every new partition."""
-        missing = unseeded(self.admin, self.plan)
+    def resume(self, groups: list[str] | None = None) -> dict[str, Any]:
+        """Send resume, but only once every group has an offset on every partition that exists now.
+
+        Groups this run seeded are known to (the broker acknowledged every offset); the rule then needs only
+        the partition count now. Others are read from the cluster, concurrently.
+        """
+        groups = self.plan.where("pause") if groups is None else groups
+        missing = self.missing(groups)
         if missing:
             raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
-        groups = groups_where(self.plan, "pause")
+        self.lease_check()
         epoch = self.control.resume(groups, self.topic, issuer=self.owner)
-        for group in groups:
-            self.log.info(
-                "RESUME group %s: every new partition has a committed offset; resume sent (epoch %s)",
-                group,
-                epoch,
-            )
-        return {"epoch": epoch, "groups": groups}
+        self.log.info(
+            "RESUME groups %s: each has a committed offset on every partition; resume sent (epoch %s)",
+            names(groups),
+            epoch,
+        )
+        return {"epoch": epoch, "groups": len(groups)}
+
+    def missing(self, groups: Iterable[str]) -> dict[str, list[int]]:
+        """Return ``{group: [partitions]}`` that exist now but hold no offset of a group that is seeded."""
+        seeded = set(self.plan.where("seed"))
+        wanted = [g for g in groups if g in seeded]
+        count = self.admin.partition_count(self.topic)
+        unknown = [g for g in wanted if self.known.get(g) != count]
+        return unseeded(self.admin, self.plan, unknown, count) if unknown else {}

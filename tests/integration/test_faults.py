@@ -20,6 +20,7 @@ from airflow_provider_kstate.operators.consumers import KStateResumeConsumersOpe
 from airflow_provider_kstate.operators.guard import KStateFailureGuardOperator
 from airflow_provider_kstate.operators.seed import KStateSeedOffsetsOperator
 from airflow_provider_kstate.utils.plan import build_plan
+from airflow_provider_kstate.utils.report import read_report
 
 pytestmark = pytest.mark.integration
 
@@ -69,14 +70,25 @@ def _context(dag_id: str, run_id: str) -> dict[str, Any]:
     return {"ti": SimpleNamespace(dag_id=dag_id, run_id=run_id)}
 
 
-@pytest.mark.parametrize("partitions", [1, 2])
-def test_target_not_an_increase(
-    kafka_config: dict[str, Any], admin: Any, make_topic: Any, run_dag: Any, partitions: int
-) -> None:
+def test_target_below_current_is_refused(admin: Any, make_topic: Any, run_dag: Any) -> None:
     topic = make_topic("shrink", partitions=2)
-    dr = run_dag(DAG_ID, {"topic": topic, "partitions": partitions, "consumer_groups": [], "dry_run": False})
+    dr = run_dag(DAG_ID, {"topic": topic, "partitions": 1, "consumer_groups": [], "dry_run": False})
     assert dr.state == "failed"
     assert _states(dr)["plan"] == "failed" and _states(dr)["pause_window"] == "upstream_failed"
+    assert _count(admin, topic) == 2
+    assert KStateLeaseHook().current(topic) is None
+
+
+def test_target_equal_to_current_is_a_repair_with_nothing_to_do(
+    admin: Any, make_topic: Any, run_dag: Any, capfd: Any
+) -> None:
+    """A run whose target is the current count is not refused: it seeds every gap, here none."""
+    topic = make_topic("same", partitions=2)
+    dr = run_dag(DAG_ID, {"topic": topic, "partitions": 2, "consumer_groups": [], "dry_run": False})
+    out, err = capfd.readouterr()
+    assert dr.state == "success", _states(dr)
+    assert "repair (seed every gap, create nothing)" in out + err
+    assert "nothing to do" in out + err
     assert _count(admin, topic) == 2
     assert KStateLeaseHook().current(topic) is None
 
@@ -101,7 +113,9 @@ def test_broker_unreachable(admin: Any, make_topic: Any, run_dag: Any, monkeypat
     dr = run_dag(
         DAG_ID,
         {"topic": topic, "partitions": 2, "consumer_groups": [], "dry_run": False},
-        overrides={f"{G}.plan": {"kafka_config_id": "kafka_unreachable", "request_timeout": 3.0}},
+        overrides={
+            f"{G}.plan": {"kafka_config_id": "kafka_unreachable", "request_timeout": 3.0, "retries": 0}
+        },
     )
     assert dr.state == "failed" and _states(dr)["plan"] == "failed"
     assert time.monotonic() - started < 60
@@ -113,8 +127,8 @@ def test_broker_unreachable(admin: Any, make_topic: Any, run_dag: Any, monkeypat
 @pytest.mark.parametrize(
     ("dag_id", "waiter", "override"),
     [
-        (DAG_ID, "pause_window", {"empty_timeout": 4.0}),
-        (PER_STEP, "wait_groups_empty", {"timeout": 4.0, "poke_interval": 1.0}),
+        (DAG_ID, "pause_window", {"empty_timeout": 4.0, "retries": 0}),
+        (PER_STEP, "wait_groups_empty", {"timeout": 4.0, "poke_interval": 1.0, "retries": 0}),
     ],
 )
 def test_live_group_never_empties(
@@ -124,7 +138,7 @@ def test_live_group_never_empties(
     run_dag: Any,
     dag_id: str,
     waiter: str,
-    override: dict[str, float],
+    override: dict[str, Any],
 ) -> None:
     """A consumer that ignores the pause keeps its group non-EMPTY: the wait fails, nothing changes."""
     topic = make_topic("stubborn", partitions=1)
@@ -191,7 +205,13 @@ def test_never_resume_after_partial_seed(
     dr = run_dag(
         PER_STEP,
         {"topic": topic, "partitions": 3, "consumer_groups": [group], "dry_run": False},
-        overrides={f"{G}.seed_offsets": {"kafka_config_id": "kafka_unreachable", "request_timeout": 3.0}},
+        overrides={
+            f"{G}.seed_offsets": {
+                "kafka_config_id": "kafka_unreachable",
+                "request_timeout": 3.0,
+                "retries": 0,
+            }
+        },
     )
     states = _states(dr)
     assert dr.state == "failed"
@@ -218,7 +238,12 @@ def test_never_resume_after_partial_seed(
 
     # The runbook's recovery: rerun the steps from seed on; they continue from where the cluster stands.
     report = KStateSeedOffsetsOperator(task_id="seed", plan=plan).execute(context)
-    assert {p: row["committed"] for p, row in report["groups"][group].items()} == {"1": 0, "2": 0}
+    assert report["groups"][group]["seeded"] == 2 and report["groups"][group]["seeded_partitions"] == "1-2"
+    rows = {r["partition"]: r for r in read_report(report["report_uri"]) if r["group"] == group}
+    assert {p: (r["committed"], r["seeded"]) for p, r in rows.items() if p >= 1} == {
+        1: (0, True),
+        2: (0, True),
+    }
     KStateResumeConsumersOperator(task_id="resume", plan=plan).execute(context)
     assert _latest_command(kafka_config, group) == RESUME
     KStateLeaseHook().release(topic, f"{PER_STEP}/{dr.run_id}")
@@ -248,7 +273,7 @@ def test_sasl_password_never_logged(make_topic: Any, run_dag: Any, monkeypatch: 
     dr = run_dag(
         DAG_ID,
         {"topic": topic, "partitions": 2, "consumer_groups": [], "dry_run": False},
-        overrides={f"{G}.plan": {"kafka_config_id": "kafka_sasl", "request_timeout": 3.0}},
+        overrides={f"{G}.plan": {"kafka_config_id": "kafka_sasl", "request_timeout": 3.0, "retries": 0}},
     )
     out, err = capfd.readouterr()
     assert dr.state == "failed" and "unreachable" in out + err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +18,9 @@ from airflow_provider_kstate.exceptions import (
     InvalidPartitionCountError,
     KStateConfigError,
     KStateError,
+    KStateFatalError,
+    UnknownGroupError,
+    UnprotectedGroupError,
 )
 from airflow_provider_kstate.get_provider_info import get_provider_info
 from airflow_provider_kstate.hooks.admin import GroupInfo, Member
@@ -25,7 +29,7 @@ from airflow_provider_kstate.operators.verify import judge
 from airflow_provider_kstate.triggers.groups import KStateConditionTrigger
 from airflow_provider_kstate.utils import checks
 from airflow_provider_kstate.utils.coerce import as_bool, as_int, as_str_list, as_topic
-from airflow_provider_kstate.utils.plan import build_plan, check_topic_name, classify, groups_where
+from airflow_provider_kstate.utils.plan import Plan, build_plan, check_topic_name, classify, groups_where
 
 PLAN: dict[str, Any] = {
     "topic": "orders",
@@ -71,7 +75,7 @@ class FakeHook:
     def partition_count(self, topic: str) -> int:
         return self.partitions
 
-    def groups_on_topic(self, topic: str) -> list[str]:
+    def groups_on_topic(self, topic: str, partitions: int | None = None) -> list[str]:
         return sorted(self.groups)
 
     def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
@@ -142,13 +146,44 @@ def test_classify_each_kind_of_group() -> None:
 def test_build_plan_validates_and_discovers() -> None:
     hook = FakeHook(2, {"g1": _info("g1", "EMPTY"), "g2": _info("g2", "STABLE", 1, (0, 1))})
     plan = build_plan(hook, "orders", 5, [])  # type: ignore[arg-type]
-    assert plan["new_partitions"] == [2, 3, 4] and plan["groups_discovered"] is True
+    assert (
+        list(plan.new_partitions) == [2, 3, 4] and plan.groups_discovered is True and plan.mode == "increase"
+    )
     assert groups_where(plan, "wait") == ["g2"] and groups_where(plan, "seed") == ["g1", "g2"]
-    explicit = build_plan(hook, "orders", 3, ["g2", "g2"])  # type: ignore[arg-type]
-    assert list(explicit["groups"]) == ["g2"] and explicit["groups_discovered"] is False
-    for target in (1, 2):
-        with pytest.raises(InvalidPartitionCountError, match="not an increase"):
-            build_plan(hook, "orders", target, [])  # type: ignore[arg-type]
+    explicit = build_plan(hook, "orders", 3, ["g2", "g2", "g1"])  # type: ignore[arg-type]
+    assert list(explicit.groups) == ["g2", "g1"] and explicit.groups_discovered is False
+    with pytest.raises(InvalidPartitionCountError, match="below"):
+        build_plan(hook, "orders", 1, [])  # type: ignore[arg-type]
+    repair = build_plan(hook, "orders", 2, [])  # type: ignore[arg-type]
+    assert repair.mode == "repair" and list(repair.new_partitions) == [] and len(repair.groups) == 2
+
+
+def test_plan_protects_every_group_at_risk() -> None:
+    """KAFKA-12261 made by the tool itself: a named subset, or a typo, must not leave a group at risk."""
+    hook = FakeHook(1, {"billing": _info("billing", "EMPTY"), "audit": _info("audit", "EMPTY")})
+    with pytest.raises(UnprotectedGroupError, match=r"\['audit'\]"):
+        build_plan(hook, "orders", 4, ["billing"])  # type: ignore[arg-type]
+    with pytest.raises(UnknownGroupError, match="ghost-group.*typo"):
+        build_plan(hook, "orders", 4, ["ghost-group", "billing", "audit"])  # type: ignore[arg-type]
+    accepted = build_plan(hook, "orders", 4, ["billing"], exclude_groups=["audit"])  # type: ignore[arg-type]
+    assert accepted.groups["audit"].cls == "excluded" and accepted.where("seed") == ["billing"]
+    allowed = build_plan(hook, "orders", 4, ["ghost-group", "billing", "audit"], allow_unknown_groups=True)  # type: ignore[arg-type]
+    assert allowed.groups["ghost-group"].cls == "absent" and allowed.where("seed") == ["billing", "audit"]
+    # Errors a retry cannot fix are not retried.
+    assert issubclass(UnprotectedGroupError, KStateFatalError) and issubclass(
+        UnknownGroupError, KStateFatalError
+    )
+
+
+def test_plan_round_trips_and_stays_small() -> None:
+    # The issue's size: 4,096 partitions and 100 groups, each with 40 live members -> at most 64 KB.
+    hook = FakeHook(64, {f"g{i}": _info(f"g{i}", "STABLE", 40, (0, 1)) for i in range(100)})
+    plan = build_plan(hook, "orders", 4096, [])  # type: ignore[arg-type]
+    data = plan.to_dict()
+    assert Plan.from_dict(data) == plan and Plan.from_dict(json.loads(json.dumps(data))) == plan
+    assert len(json.dumps(data)) < 64 * 1024, len(json.dumps(data))
+    assert data["groups"]["g1"]["member_count"] == 40 and len(data["groups"]["g1"]["members"]) == 3
+    assert Plan.from_dict(PLAN).where("seed") == ["live", "idle"]  # a plan written by an earlier version
 
 
 # -- checks -----------------------------------------------------------------------------------------
@@ -163,7 +198,7 @@ def test_groups_empty_names_members_and_stable_needs_all_partitions() -> None:
         and "c0@/127.0.0.1" in empty.detail["live"]["members"][0]
     )
     stable = checks.groups_stable(hook, "orders", ["live"], 4)  # type: ignore[arg-type]
-    assert not stable.ok and stable.detail["live"]["unassigned"] == [2, 3]
+    assert not stable.ok and stable.detail["live"]["unassigned"] == "2-3"  # ranges: small at 4,096 partitions
     hook.groups["live"] = _info("live", "STABLE", 2, (0, 1, 2, 3))
     assert checks.groups_stable(hook, "orders", ["live"], 4).ok  # type: ignore[arg-type]
 
@@ -191,6 +226,9 @@ def test_judge_flags_every_way_to_skip() -> None:
     assert "no committed offset" in judge({**ok, "committed": None})
     assert "past the log start" in judge({**ok, "seeded_offset": 5})
     assert "deleted unread" in judge({**ok, "committed": 3, "log_start": 7})
+    # An offset the group already had is safe whatever its value (a re-run after a crash past the resume).
+    kept = {"committed": 892, "log_start": 0, "new": True, "seeded": False, "seeded_offset": None}
+    assert judge(kept) == ""
 
 
 # -- trigger ----------------------------------------------------------------------------------------
@@ -336,7 +374,9 @@ def test_provider_info_points_at_real_modules() -> None:
     assert KStateAdminHook.conn_type == "kafka" and KStateAdminHook.default_conn_name == "kafka_default"
 
 
-def test_pause_window_stops_at_a_failed_seed_and_never_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pause_window_stops_at_a_failed_seed_and_never_resumes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
     """In one window, a seed failure ends the task before scale and resume (the guard decides next)."""
     from airflow_provider_kstate.exceptions import SeedError
     from airflow_provider_kstate.operators.window import KStatePauseWindowOperator
@@ -344,6 +384,8 @@ def test_pause_window_stops_at_a_failed_seed_and_never_resumes(monkeypatch: pyte
     calls: list[str] = []
 
     class Steps:
+        plan = Plan.from_dict(PLAN)
+
         def __getattr__(self, name: str) -> Any:
             def step(*_args: Any) -> Any:
                 calls.append(name)
@@ -356,8 +398,11 @@ def test_pause_window_stops_at_a_failed_seed_and_never_resumes(monkeypatch: pyte
     closed: list[bool] = []
     window = KStatePauseWindowOperator(task_id="w", plan=PLAN)
     monkeypatch.setattr(KStatePauseWindowOperator, "steps", lambda self, context: Steps())
+    report = tmp_path / "seed.jsonl.gz"
+    monkeypatch.setattr(KStatePauseWindowOperator, "report_uri", lambda self, context, step: str(report))
     window.__dict__["control"] = SimpleNamespace(close=lambda: closed.append(True))
     with pytest.raises(SeedError):
         window.execute({})
     assert calls == ["pause", "wait_empty", "increase", "seed"], calls
     assert closed == [True]
+    assert list(tmp_path.iterdir()) == [], "a failed window leaves no report (nor a partial one) behind"

@@ -1,0 +1,196 @@
+"""Runbook lines and report files that stay small at any size.
+
+Logs carry one line per group, with partition ranges (``64-4095``), and list exceptions one by one up to a
+cap. The per-group, per-partition evidence goes to a report file: gzip-compressed JSON Lines, one row per
+group and partition, written to a local folder (default ``$AIRFLOW_HOME/kstate-reports``) or to any URI
+that Airflow's ``ObjectStoragePath`` reaches (``s3://``, ``gs://``, ``file://`` ...). XCom carries the
+summary and the report's URI.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlparse
+
+from airflow_provider_kstate.exceptions import ReportError
+
+#: Exceptions (kept offsets, gaps on old partitions, lag, problems) listed one by one per step, at most.
+EXCEPTION_CAP = 50
+#: Range segments written out in one log line, at most.
+RANGE_CAP = 12
+
+
+def ranges(partitions: Iterable[int], cap: int = RANGE_CAP) -> str:
+    """Return ``[0, 1, 2, 5, 7, 8]`` as ``"0-2,5,7-8"`` (``"none"`` when empty), at most ``cap`` segments."""
+    segments: list[str] = []
+    start = prev = None
+    for p in sorted(set(partitions)):
+        if prev is not None and p == prev + 1:
+            prev = p
+            continue
+        if start is not None:
+            segments.append(_segment(start, prev))
+        start = prev = p
+    if start is not None:
+        segments.append(_segment(start, prev))
+    if not segments:
+        return "none"
+    if len(segments) > cap:
+        return ",".join(segments[:cap]) + f",... ({len(segments) - cap} more ranges)"
+    return ",".join(segments)
+
+
+def _segment(start: int, end: Any) -> str:
+    return str(start) if start == end else f"{start}-{end}"
+
+
+class Exceptions:
+    """Collect exception lines and log at most ``cap`` of them, then how many more the report holds."""
+
+    def __init__(self, log: Any, prefix: str, cap: int = EXCEPTION_CAP) -> None:
+        self.log = log
+        self.prefix = prefix
+        self.cap = cap
+        self.count = 0
+
+    def add(self, text: str, *args: Any) -> None:
+        self.count += 1
+        if self.count <= self.cap:
+            self.log.warning(f"{self.prefix} {text}", *args)
+
+    def close(self, report_uri: str) -> None:
+        if self.count > self.cap:
+            self.log.warning(
+                "%s ... and %s more exceptions: every one is in the report %s",
+                self.prefix,
+                f"{self.count - self.cap:,}",
+                report_uri,
+            )
+
+
+def default_report_base() -> str:
+    """Return the default report location: ``$AIRFLOW_HOME/kstate-reports`` on the worker's disk."""
+    home = os.environ.get("AIRFLOW_HOME") or str(Path.home() / "airflow")
+    return str(Path(home) / "kstate-reports")
+
+
+def report_location(base: str, topic: str, owner: str, step: str) -> str:
+    """Return the report file's URI for one step of one run: ``BASE/TOPIC/OWNER/STEP.jsonl.gz``."""
+    safe_owner = re.sub(r"[^A-Za-z0-9._=-]+", "_", owner) or "manual"
+    return f"{(base or default_report_base()).rstrip('/')}/{topic}/{safe_owner}/{step}.jsonl.gz"
+
+
+def _is_local(uri: str) -> bool:
+    return urlparse(uri).scheme in ("", "file")
+
+
+def _local_path(uri: str) -> Path:
+    parsed = urlparse(uri)
+    return Path(parsed.path if parsed.scheme == "file" else uri)
+
+
+@contextmanager
+def _open_binary(uri: str, mode: str, conn_id: str | None) -> Iterator[IO[bytes]]:
+    try:
+        if _is_local(uri):
+            with _local(_local_path(uri), mode) as handle:
+                yield handle
+            return
+        from airflow.sdk import ObjectStoragePath
+
+        target = ObjectStoragePath(uri, conn_id=conn_id) if conn_id else ObjectStoragePath(uri)
+        if "w" in mode:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open(mode + "b") as handle:
+            yield handle
+    except OSError as exc:
+        raise ReportError(f"report {uri}: {exc}") from exc
+
+
+@contextmanager
+def _local(path: Path, mode: str) -> Iterator[IO[bytes]]:
+    """Open a local report; a written one appears under its name only when complete."""
+    if "w" not in mode:
+        with open(path, "rb") as handle:
+            yield handle
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        with open(partial, "wb") as handle:
+            yield handle
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+class ReportWriter:
+    """Write report rows to ``uri`` as gzip JSON Lines; the file appears whole when the writer closes.
+
+    Rows are formatted by hand (ints, booleans, None and one JSON-quoted group name): ~0.5 µs a row.
+    """
+
+    def __init__(self, handle: IO[str]) -> None:
+        self._handle = handle
+        self.rows = 0
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(row, separators=(",", ":")))
+        self._handle.write("\n")
+        self.rows += 1
+
+    def write_group(self, group: str, columns: dict[str, list[Any]], partitions: Iterable[int]) -> None:
+        """Write one row per partition of ``group``; ``columns`` maps a field to a list indexed by partition."""
+        head = '{"group":' + json.dumps(group) + ',"partition":'
+        names = list(columns)
+        keys = ["," + json.dumps(n) + ":" for n in names]
+        lines = []
+        for p in partitions:
+            fields = "".join(k + _json_scalar(columns[n][p]) for k, n in zip(keys, names, strict=True))
+            lines.append(f"{head}{p}{fields}}}\n")
+        self._handle.write("".join(lines))
+        self.rows += len(lines)
+
+
+def _json_scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(value)
+
+
+@contextmanager
+def write_report(uri: str, conn_id: str | None = None) -> Iterator[ReportWriter]:
+    """Open ``uri`` for writing report rows (gzip JSON Lines)."""
+    with _open_binary(uri, "w", conn_id) as raw:
+        with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1) as zipped:
+            with io.TextIOWrapper(zipped, encoding="utf-8") as text:
+                yield ReportWriter(text)
+
+
+def read_report(uri: str, conn_id: str | None = None) -> Iterator[dict[str, Any]]:
+    """Yield the rows of the report at ``uri``.
+
+    :raises ReportError: the report is missing or unreadable.
+    """
+    with _open_binary(uri, "r", conn_id) as raw:
+        try:
+            with gzip.GzipFile(fileobj=raw, mode="rb") as zipped:
+                for line in io.TextIOWrapper(zipped, encoding="utf-8"):
+                    if line.strip():
+                        yield json.loads(line)
+        except (OSError, EOFError, ValueError) as exc:
+            raise ReportError(f"report {uri} is unreadable: {exc}") from exc
