@@ -2,8 +2,9 @@
 
 Log in on the simple auth manager's login page, open the DAG, open its trigger form, fill in the params
 (topic, target partition count, consumer groups; dry run left off), press Trigger, follow the UI to the
-run page, wait for the run to finish and save screenshots (the filled form and the finished run) to
-``artifacts/``. The run's success and its effect on the cluster are asserted through the API and Kafka.
+run page, wait for the run to finish and save screenshots (the filled form, the finished run and its
+graph) to ``artifacts/`` (and to ``$KSTATE_DOCS_IMAGES`` when set: the README's pictures). The run's
+success and its effect on the cluster are asserted through the API and Kafka.
 
 Needs ``/usr/bin/chromium`` and ``/usr/bin/chromedriver`` (Debian: ``apt-get install -y chromium
 chromium-driver``) and ``selenium``; skipped with that reason when they are missing.
@@ -97,9 +98,13 @@ def browser() -> Iterator[Any]:
 
 
 def _wait(driver: Any, condition: Any, what: str, timeout: float = UI_TIMEOUT) -> Any:
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.25).until(condition, message=f"UI: {what}")
+    # WebDriverException too: a look that lands during a navigation (the login redirect) is "aborted by
+    # navigation"; the next look, 0.25 s later, sees the new page.
+    wait = WebDriverWait(driver, timeout, poll_frequency=0.25, ignored_exceptions=(WebDriverException,))
+    return wait.until(condition, message=f"UI: {what}")
 
 
 def _visible(driver: Any, css: str, what: str) -> Any:
@@ -173,14 +178,36 @@ def test_trigger_partition_increase_from_the_ui(
         assert shot.stat().st_size > 10_000, "screenshot looks empty"
 
         assert run["state"] == "success", deployment.failure_report(DAG_ID, run_id)
-        assert run["conf"] == {"topic": topic, "partitions": 3, "consumer_groups": [group], "dry_run": False}
+        expected = {"topic": topic, "partitions": 3, "consumer_groups": [group], "dry_run": False}
+        assert {k: run["conf"].get(k) for k in expected} == expected, run["conf"]
+        assert not run["conf"].get("exclude_groups"), run["conf"]  # left empty in the form
         assert run["triggered_by"] == "ui"
         assert sorted(admin.list_topics(topic, timeout=10).topics[topic].partitions) == [0, 1, 2]
         offsets = committed(admin, group, topic)
         assert {p: offsets.get(p) for p in (1, 2)} == log_starts(admin, topic, [1, 2]), offsets
         assert offsets[0] == 4, offsets
+        _save_graph(browser, shots / "browser-run-graph.png")
     finally:
         delete_topics(admin, [topic])
+
+
+def _save_graph(browser: Any, shot: Path) -> None:
+    """Switch the run page to its graph view with the task group open (the UI keeps both in local storage)
+    and save it; with ``KSTATE_DOCS_IMAGES=<folder>`` (e.g. ``docs/images``) copy the form's and the
+    graph's screenshots there for the README."""
+    browser.execute_script(
+        "window.localStorage.setItem('default_dag_view', JSON.stringify('graph'));"
+        f"window.localStorage.setItem('{DAG_ID}/open-groups', JSON.stringify(['safe_partition_increase']));"
+    )
+    browser.refresh()
+    _wait(browser, lambda d: d.find_elements("css selector", ".react-flow__node"), "the graph's nodes")
+    time.sleep(1.5)  # let the layout settle
+    browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10_000, "graph screenshot looks empty"
+    docs = os.environ.get("KSTATE_DOCS_IMAGES")
+    if docs:
+        for name in ("browser-trigger-form.png", shot.name):
+            shutil.copy2(shot.parent / name, Path(docs) / name)
 
 
 def _run_id_from_url(url: str) -> str:
