@@ -41,7 +41,7 @@ test: venv java browser-deps
 	$(PY) scripts/run_tests.py
 
 demo: venv java
-	$(PY) scripts/demo.py
+	@$(PY) scripts/demo.py
 
 bench: venv java
 	$(PY) scripts/run_bench.py

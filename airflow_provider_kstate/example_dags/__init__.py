@@ -35,7 +35,8 @@ def path() -> Path:
 def copy_to(target: Path) -> list[Path]:
     """Copy the example DAG files (and the pipeline they submit) into ``target``; return what was written.
 
-    :param target: a DAGs folder, created when missing; files of the same name are overwritten.
+    :param target: a DAGs folder, created when missing; DAG files of the same name are overwritten, an
+        existing ``.airflowignore`` gets our lines added.
     """
     source = path()
     target.mkdir(parents=True, exist_ok=True)
@@ -44,12 +45,26 @@ def copy_to(target: Path) -> list[Path]:
         if item.name in {"__init__.py", "__main__.py", "__pycache__"}:
             continue
         dest = target / item.name
-        if item.is_dir():
+        if item.name == ".airflowignore":
+            _merge_ignore(item, dest)
+        elif item.is_dir():
             shutil.copytree(item, dest, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
         else:
             shutil.copy2(item, dest)
         written.append(dest)
     return written
+
+
+def _merge_ignore(source: Path, dest: Path) -> None:
+    """Add the lines of our ``.airflowignore`` (the Spark job's folder) that ``dest`` lacks; keep the rest.
+
+    :param source: the example DAGs' ``.airflowignore``.
+    :param dest: the DAGs folder's ``.airflowignore``, created when missing.
+    """
+    have = dest.read_text().splitlines() if dest.exists() else []
+    missing = [line for line in source.read_text().splitlines() if line.strip() and line not in have]
+    if missing or not dest.exists():
+        dest.write_text("\n".join([*have, *missing]) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
