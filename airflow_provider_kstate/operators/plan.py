@@ -186,7 +186,7 @@ class KStatePlanOperator(BaseOperator):
         holder = hook.current(plan.topic)
         if holder is None:
             return hook.acquire(plan.topic, owner, self.lease_ttl, plan.to_dict())
-        state = _run_state(context, holder.owner)
+        state = _run_state(context, holder.owner, self.log)
         if state not in ENDED:
             raise LeaseHeldError(
                 f"topic {plan.topic!r} is being changed by another run ({holder.describe()}, Airflow state "
@@ -222,10 +222,12 @@ class KStateDryRunGateOperator(BaseOperator):
         self.log.info("PLAN not a dry run: proceeding with %s", self.plan["topic"])
 
 
-def _run_state(context: Any, owner: str) -> str:
+def _run_state(context: Any, owner: str, log: Any) -> str:
     """Return the Airflow state of the run ``dag_id/run_id`` named by a lease owner ("" when unknown here)."""
     dag_id, _, run_id = owner.partition("/")
     try:
-        return str(context["ti"].get_dagrun_state(dag_id=dag_id, run_id=run_id) or "")
-    except Exception:  # noqa: BLE001 - another Airflow's run, or a task SDK without the call: unknown
+        state = context["ti"].get_dagrun_state(dag_id=dag_id, run_id=run_id)
+        return str(getattr(state, "value", state) or "")  # a DagRunState enum, or its value
+    except Exception as exc:  # noqa: BLE001 - another Airflow's run, or a task SDK without the call: unknown
+        log.warning("LEASE holder %s: its Airflow run state is unknown here (%s)", owner, exc)
         return ""
