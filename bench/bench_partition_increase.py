@@ -86,8 +86,10 @@ def airflow_env(config: dict[str, Any]) -> dict[str, Any]:
     subprocess.run(
         [str(Path(sys.executable).with_name("airflow")), "db", "migrate"], check=True, capture_output=True
     )
+    import quiet
     from airflow.dag_processing.dagbag import DagBag
 
+    quiet.filter_known_warnings()  # after Airflow's settings put their own filters in front
     bag = DagBag(dag_folder=str(ROOT / "dags" / "kstate_partition_increase.py"))
     assert not bag.import_errors, bag.import_errors
     return {layout: bag.get_dag(dag_id) for layout, dag_id in LAYOUTS.items()}

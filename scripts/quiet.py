@@ -1,8 +1,10 @@
 """Known third-party warnings, filtered where our entry points start (the demo, the benchmarks, the tests).
 
 Each filter names one warning by its message and category; nothing else is hidden. Call
-:func:`filter_known_warnings` before anything imports Airflow, and again after (Airflow's settings insert
-their own ``default`` filters in front of the existing ones when they load).
+:func:`filter_known_warnings` before anything imports Airflow, and again once it is imported: unless Python
+runs with ``-W``/``PYTHONWARNINGS``, Airflow's settings put ``default`` filters for warnings raised from
+``airflow.*`` modules in front of the existing ones when they load (pathspec's warning is reported from
+Airflow's file discovery, so only a filter inserted after those wins).
 
 * pathspec 0.12+ deprecates the ``gitwildmatch`` pattern name that Airflow's ``.airflowignore`` handling
   still uses (one warning per DAG folder scan).
