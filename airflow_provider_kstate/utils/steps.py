@@ -301,6 +301,8 @@ class SafeIncreaseSteps:
         the partition count now. Others are read from the cluster, concurrently.
         """
         groups = self.plan.where("pause") if groups is None else groups
+        if not groups:
+            return {"epoch": None, "groups": 0}
         missing = self.missing(groups)
         if missing:
             raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
