@@ -1,8 +1,9 @@
 """The wheel, as a user gets it: built, installed into a fresh virtualenv, its example DAG run from there.
 
-``uv build --wheel`` builds the checkout; ``uv venv`` + ``uv pip install --compile-bytecode`` install the
-wheel (base requirements only, no ``[spark-local]`` extra: the base install must not force a Spark) into
-a new environment under pytest's temporary folder, from PyPI through uv's cache. Then, with only that
+``uv build`` builds the checkout's sdist and the wheel from it; ``uv venv`` + ``uv pip install
+--compile-bytecode`` install the wheel (base requirements only, no ``[spark-local]`` extra: the base
+install must not force a Spark) into a new environment under pytest's temporary folder, from PyPI
+through uv's cache. Then, with only that
 environment's ``airflow`` on the PATH, ``python -m airflow_provider_kstate.example_dags`` names the DAGs
 folder inside the installed package, and ``airflow dags test kstate_partition_increase`` runs a dry-run
 increase plan against the session's broker. The run must succeed and must have planned the topic.
@@ -65,7 +66,9 @@ def _install(tmp: Path) -> tuple[Path, dict[str, float]]:
     assert UV is not None
     timings: dict[str, float] = {}
     started = time.monotonic()
-    _run([UV, "build", "--wheel", "--quiet", "-o", str(tmp / "dist"), str(ROOT)])
+    # sdist, then the wheel from the unpacked sdist: checks that the sdist carries dags/ and setup.py,
+    # and leaves no build/ folder in the shared checkout (a stale one could leak files into wheels).
+    _run([UV, "build", "--quiet", "-o", str(tmp / "dist"), str(ROOT)])
     timings["build"] = time.monotonic() - started
     wheels = list((tmp / "dist").glob("airflow_provider_kstate-*.whl"))
     assert len(wheels) == 1, wheels
