@@ -113,6 +113,37 @@ def connection_config(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: Producer-only librdkafka settings: a producer's config handed to the control tail must not carry them
+#: (librdkafka warns ``CONFWARN ... is a producer property and will be ignored``).
+_PRODUCER_ONLY = (
+    "acks",
+    "request.required.acks",
+    "linger.ms",
+    "queue.buffering.max.ms",
+    "batch.size",
+    "batch.num.messages",
+    "compression.type",
+    "compression.codec",
+    "enable.idempotence",
+    "transactional.id",
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+    "message.send.max.retries",
+    "retries",
+    "sticky.partitioning.linger.ms",
+)
+_PRODUCER_ONLY_PREFIXES = ("queue.buffering.", "compression.")
+
+
+def tail_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Return the part of a consumer's or producer's config the control tail's consumer can use."""
+    return {
+        k: v
+        for k, v in connection_config(config).items()
+        if k not in _PRODUCER_ONLY and not k.startswith(_PRODUCER_ONLY_PREFIXES)
+    }
+
+
 class ControlTail:
     """Follow the one-partition control topic without a consumer group, cheaply.
 
@@ -137,7 +168,7 @@ class ControlTail:
         # group.id is mandatory for a confluent-kafka Consumer; with assign() and no commits it never joins.
         self._consumer: Consumer | None = Consumer(
             {
-                **connection_config(config),
+                **tail_config(config),
                 "group.id": f"kstate-tail-{uuid.uuid4().hex}",
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,

@@ -121,6 +121,15 @@ class KStateStepOperator(BaseOperator):
         self._lease_renewed_at = now
         self.log.info("LEASE topic %s renewed: %s", self.topic, lease.describe())
 
+    def post_execute(self, context: Any, result: Any = None) -> None:
+        """Drop this task's Kafka clients when it ends, so none outlives the task (and its broker)."""
+        super().post_execute(context, result)
+        control = self.__dict__.pop("control", None)
+        if control is not None:
+            control.close()
+        for name in ("admin", "lease"):
+            self.__dict__.pop(name, None)
+
     def report_uri(self, context: Any, step: str) -> str:
         """Return the URI of this run's report file for ``step`` (``seed``, ``verify``)."""
         return report_location(self.typed_plan.report_uri, self.topic, run_owner(context), step)
