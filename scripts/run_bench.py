@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCHES = ["bench_parse.py", "bench_client_throughput.py", "bench_partition_increase.py", "bench_state.py"]
+BENCHES = [
+    "bench_parse.py",
+    "bench_client_throughput.py",
+    "bench_partition_increase.py",
+    "bench_state.py",
+    "bench_increase_scale.py",
+]
 
 
 def main() -> int:

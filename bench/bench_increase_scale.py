@@ -1,0 +1,773 @@
+"""Benchmark the safe partition increase at scale: target partitions x consumer groups (not a timed test).
+
+    .venv/bin/python bench/bench_increase_scale.py                 # the grid, plain and with ~2 ms RTT
+    .venv/bin/python bench/bench_increase_scale.py --quick         # 8x1 and 512x24 only (development)
+    .venv/bin/python bench/bench_increase_scale.py --cells 4096x100 --rtt off
+
+Each cell ``NxG`` grows a topic from ``max(1, N // 64)`` to ``N`` partitions with the project's DAG
+``kstate_partition_increase`` (``dag.test(run_conf={"topic", "partitions"})``, groups discovered), while
+``G`` groups have committed offsets on the topic: most are OFFLINE (offsets committed with
+``AdminClient.alter_consumer_group_offsets``, no member), 2 (1 when ``G == 1``) are LIVE: 2
+``ControlledConsumer``s each, ``auto.offset.reset=latest``, while a keyed producer (``murmur2_random``)
+writes 200 messages/s all the time.
+
+Per cell, each DAG run in a FRESH subprocess (own ``AIRFLOW_HOME`` with a copy of a metadata DB migrated
+once per bench), measured:
+
+* **window** — the live consumers' downtime, in the consumer threads (``traffic.Timeline``, the definition
+  of ``bench_partition_increase.py``): first live consumer stops -> every live group's consumers hold all
+  ``N`` partitions again (per group; the cell's window spans the earliest start to the latest end);
+* **restart** — a plain restart of the same live consumers (every consumer ``close()``s, new
+  ControlledConsumers of the same groups subscribe, all groups at once), same definition: once before the
+  safe run (at the original count) and twice after it (at ``N``); ratio = window / median restart at ``N``;
+* **whole run** — ``dag.test()`` wall time in the fresh process: it includes the start-up a first
+  ``dag.test()`` in a process pays (the in-process API server, reported as ``first_task_start_s``), as
+  ``airflow dags test`` does; also the DagRun's own duration (start -> end date) and seconds per task;
+* **task log** bytes and lines per task and in total: ``dag.test()`` writes no task log files, it prints
+  each task's log between its "[DAG TEST] starting/end task" lines; counted there, less the in-process API
+  server's lines (``all_*``: with them);
+* **XCom** bytes per task (the ``xcom`` table of that run: length of the stored value);
+* **peak RSS** of the subprocess (``ru_maxrss`` of itself plus its children; also before ``dag.test()``:
+  the DagBag and Airflow's imports);
+* **state** (a failed run is reported, not hidden), **lost** messages of the live consumers (must be 0),
+  and the **setup** time (topic, offsets, consumers).
+
+``--rtt`` runs the grid once more with the embedded broker in a private network namespace behind a
+delaying TCP proxy (``bench/_delay_proxy.py``): ~2 ms added to every round trip, measured with a trivial
+request with and without. Prints tables and writes ``bench/results/increase_scale.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import json
+import os
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+RESULTS = ROOT / "bench" / "results" / "increase_scale.json"
+QUICK_RESULTS = ROOT / "bench" / "results" / "increase_scale-quick.json"
+DAG_ID = "kstate_partition_increase"
+GRID = ["8x1", "512x24", "4096x100", "8192x200"]
+QUICK = ["8x1", "512x24"]
+CHECK_INTERVAL = 0.2  # the ControlledConsumers' reaction time, as in bench_partition_increase
+CONSUMERS_PER_GROUP = 2
+#: Plain restarts at the target count after the safe run (the ratio's denominator is their median); one
+#: more runs before the safe run, at the original count.
+RESTARTS_AFTER = 2
+RATE = 200
+#: Targets of issue 9 at 4,096 x 100.
+TARGETS = {
+    "window_s": 2.0,
+    "window_over_restart": 5.0,
+    "whole_run_s": 20.0,
+    "log_lines": 2000,
+    "log_bytes": 1_000_000,
+    "xcom_task_bytes": 64 * 1024,
+    "peak_rss_mb": 300.0,
+}
+TARGET_CELL = "4096x100"
+
+
+def progress(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The child: one DAG run in a fresh process.
+
+
+def _xcom_bytes(dag_id: str, run_id: str) -> dict[str, int]:
+    from airflow.utils.session import create_session
+    from sqlalchemy import text
+
+    query = text(
+        "SELECT task_id, SUM(LENGTH(CAST(value AS BLOB))) FROM xcom"
+        " WHERE dag_id = :dag AND run_id = :run GROUP BY task_id"
+    )
+    with create_session() as session:
+        rows = session.execute(query, {"dag": dag_id, "run": run_id}).all()
+    return {str(task).rsplit(".", 1)[-1]: int(size or 0) for task, size in rows}
+
+
+def _task_states(dr: Any) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
+
+
+def _peak_rss_mb() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return (own + children) / 1024  # KiB on Linux
+
+
+def child_run(topic: str, partitions: int, out: Path) -> int:
+    """Run the DAG once in this (fresh) process and write what it measured to ``out`` as JSON."""
+    began = time.monotonic()
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags" / "kstate_partition_increase.py"))
+    assert not bag.import_errors, bag.import_errors
+    dag = bag.get_dag(DAG_ID)
+    loaded = time.monotonic()
+    base_rss = _peak_rss_mb()
+    dr = dag.test(run_conf={"topic": topic, "partitions": partitions})
+    ended = time.monotonic()
+    result = {
+        "state": str(dr.state),
+        "run_id": dr.run_id,
+        "process_start": began,
+        "dag_test_start": loaded,
+        "dag_test_end": ended,
+        "import_s": loaded - began,
+        "dag_test_s": ended - loaded,
+        "dagrun_s": (dr.end_date - dr.start_date).total_seconds() if dr.end_date and dr.start_date else None,
+        "task_states": _task_states(dr),
+        "xcom_bytes": _xcom_bytes(DAG_ID, dr.run_id),
+        "peak_rss_mb": _peak_rss_mb(),
+        "rss_before_dag_test_mb": base_rss,
+    }
+    out.write_text(json.dumps(result))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Airflow homes: migrate once per bench, copy the DB into a fresh home per cell.
+
+
+def _airflow_env(home: Path, config: dict[str, Any]) -> dict[str, str]:
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": config}),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
+
+
+def migrate_template(base: Path) -> Path:
+    """``airflow db migrate`` once into ``base/template``; return the migrated sqlite file."""
+    home = base / "template"
+    home.mkdir(parents=True)
+    progress("airflow db migrate (once per bench)")
+    subprocess.run(
+        [str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
+        check=True,
+        capture_output=True,
+        env=_airflow_env(home, {"bootstrap.servers": "127.0.0.1:9"}),
+        timeout=600,
+    )
+    return home / "airflow.db"
+
+
+#: ``dag.test()`` writes no task log files: it runs each task in-process and prints the task's log to the
+#: console, between these two lines of its own.
+TASK_START = b"[DAG TEST] starting task_id="
+TASK_END = b"[DAG TEST] end task task_id="
+#: Lines printed during a task that are not the task's log: the in-process execution API server's (in a
+#: deployment: the API server's log) and dag.test()'s own.
+NOT_TASK_LOG = (b"[airflow.api_fastapi.", b"[airflow.sdk.definitions.dag]")
+
+
+def _task_of(line: bytes, marker: bytes) -> str:
+    return line.split(marker, 1)[1].split(b" ", 1)[0].decode().rsplit(".", 1)[-1]
+
+
+def _stamp(line: bytes) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(line.split(b" ", 1)[0].decode().replace("Z", "+00:00")).timestamp()
+
+
+def task_seconds(output: Path) -> dict[str, float]:
+    """Seconds per task in a ``dag.test()`` output (its start and end lines), and ``first_task_start_s``:
+    from the first task's start to its "Task started" (the in-process task runner and execution API's
+    start-up, paid once per process, inside the first task's seconds)."""
+    seconds: dict[str, float] = {}
+    starts: dict[str, float] = {}
+    with output.open("rb") as lines:
+        for line in lines:
+            if TASK_START in line:
+                starts[_task_of(line, TASK_START)] = _stamp(line)
+            elif TASK_END in line:
+                task = _task_of(line, TASK_END)
+                seconds[task] = round(_stamp(line) - starts.get(task, _stamp(line)), 3)
+            elif b"Task started" in line and "first_task_start_s" not in seconds and starts:
+                seconds["first_task_start_s"] = round(_stamp(line) - min(starts.values()), 3)
+    return seconds
+
+
+def log_sizes(output: Path) -> dict[str, dict[str, int]]:
+    """Bytes and lines of each task's log in the output of a ``dag.test()`` process, per task id (the task
+    group prefix dropped); ``all_bytes`` / ``all_lines`` also count the lines of the API server."""
+    sizes: dict[str, dict[str, int]] = {}
+    task = None
+    with output.open("rb") as lines:
+        for line in lines:
+            if TASK_START in line:
+                task = _task_of(line, TASK_START)
+                sizes.setdefault(task, {"bytes": 0, "lines": 0, "all_bytes": 0, "all_lines": 0})
+            elif TASK_END in line:
+                task = None
+            elif task is not None:
+                entry = sizes[task]
+                entry["all_bytes"] += len(line)
+                entry["all_lines"] += 1
+                if not any(marker in line for marker in NOT_TASK_LOG):
+                    entry["bytes"] += len(line)
+                    entry["lines"] += 1
+    return sizes
+
+
+def run_dag_subprocess(
+    home: Path, db: Path, config: dict[str, Any], topic: str, partitions: int, timeout: float
+) -> dict[str, Any]:
+    """Run the DAG in a fresh process with its own AIRFLOW_HOME; return the child's measurements (or the
+    failure), the task log sizes and the child's peak RSS."""
+    home.mkdir(parents=True)
+    shutil.copy(db, home / "airflow.db")
+    out = home / "result.json"
+    command = [sys.executable, __file__, "--child", topic, str(partitions), str(out)]
+    with (home / "child-output.log").open("w") as sink:
+        try:
+            proc = subprocess.run(
+                command,
+                env=_airflow_env(home, config),
+                stdout=sink,
+                stderr=sink,
+                timeout=timeout,
+                check=False,
+            )
+            returncode: int | str = proc.returncode
+        except subprocess.TimeoutExpired:
+            returncode = f"timeout after {timeout:.0f} s"
+    result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {"state": "no result"}
+    result["returncode"] = returncode
+    result["logs"] = log_sizes(home / "child-output.log")
+    result["task_seconds"] = task_seconds(home / "child-output.log")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------
+# A cell: topic, offline groups, live groups, traffic.
+
+
+def parse_cell(cell: str) -> tuple[int, int]:
+    partitions, groups = (int(x) for x in cell.lower().split("x"))
+    return partitions, groups
+
+
+def commit_offline_offsets(config: dict[str, Any], topic: str, groups: list[str], partitions: int) -> None:
+    """Commit offset 0 on every original partition for each group: requests of <= 256 partitions each
+    (librdkafka's admin offset calls are quadratic in the partition count), all in flight at once."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(config)
+    futures = []
+    for group in groups:
+        for first in range(0, partitions, 256):
+            parts = [TopicPartition(topic, p, 0) for p in range(first, min(first + 256, partitions))]
+            request = [ConsumerGroupTopicPartitions(group, parts)]
+            futures += list(admin.alter_consumer_group_offsets(request, request_timeout=60).values())
+    for future in futures:
+        future.result(timeout=120)
+
+
+class LiveGroups:
+    """The live groups of a cell: ``ConsumerFleet``s of ControlledConsumers, one ``Timeline`` per group."""
+
+    def __init__(self, config: dict[str, Any], topic: str, groups: list[str]) -> None:
+        from traffic import Timeline
+
+        self.config, self.topic, self.groups = config, topic, groups
+        self.timelines = {group: Timeline() for group in groups}
+        self.generation = 0
+        self.fleets = self._start_all()
+
+    def _start(self, group: str) -> Any:
+        from traffic import ConsumerFleet
+
+        return ConsumerFleet(
+            self.config,
+            self.topic,
+            group,
+            n=CONSUMERS_PER_GROUP,
+            controlled=True,
+            check_interval=CHECK_INTERVAL,
+            timeline=self.timelines[group],
+            name=f"gen{self.generation}-",
+        )
+
+    def _start_all(self) -> dict[str, Any]:
+        with concurrent.futures.ThreadPoolExecutor(len(self.groups)) as pool:
+            return dict(zip(self.groups, pool.map(self._start, self.groups), strict=True))
+
+    def stop(self) -> None:
+        with concurrent.futures.ThreadPoolExecutor(len(self.groups)) as pool:
+            list(pool.map(lambda fleet: fleet.stop(), self.fleets.values()))
+
+    def restart(self) -> None:
+        """Every consumer of every live group ``close()``s (all at once), then new ones subscribe."""
+        self.stop()
+        self.generation += 1
+        self.fleets = self._start_all()
+
+    def received(self) -> int:
+        return sum(len(fleet.received) for fleet in self.fleets.values())
+
+    def window(self, after: float, partitions: int, timeout: float) -> dict[str, float]:
+        """The live groups' downtime after ``after``: earliest first stop -> latest moment a group holds all
+        ``partitions`` again (bounded wait)."""
+        deadline = time.monotonic() + timeout
+        found: dict[str, dict[str, float]] = {}
+        while time.monotonic() < deadline and len(found) < len(self.groups):
+            for group, fleet in self.fleets.items():
+                if group not in found:
+                    got = self.timelines[group].window(after, set(fleet.members), partitions)
+                    if got is not None:
+                        found[group] = got
+            time.sleep(0.02)
+        if len(found) < len(self.groups):
+            missing = sorted(set(self.groups) - set(found))
+            raise TimeoutError(
+                f"live groups {missing} did not hold all {partitions} partitions within {timeout} s"
+            )
+        start = min(w["start"] for w in found.values())
+        end = max(w["end"] for w in found.values())
+        return {"window": end - start, "start": start, "end": end}
+
+
+def _warm(live: LiveGroups, timeout: float = 120.0) -> None:
+    from traffic import wait_until
+
+    for fleet in live.fleets.values():
+        if not wait_until(lambda f=fleet: len(f.received) >= 20, timeout):
+            raise RuntimeError(f"live group {fleet.group} received nothing within {timeout} s")
+    time.sleep(1.0)  # auto-commit records positions
+
+
+def _since(live: LiveGroups) -> dict[str, int]:
+    marks = {}
+    for group, fleet in live.fleets.items():
+        with fleet._lock:
+            marks[group] = max(fleet.received) + 1
+    return marks
+
+
+def _lost(producer: Any, live: LiveGroups, since: dict[str, int]) -> dict[str, int]:
+    from traffic import loss
+
+    return {
+        group: len(loss(producer, fleet, since[group], drain_timeout=60))
+        for group, fleet in live.fleets.items()
+    }
+
+
+def partition_count(config: dict[str, Any], topic: str) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    return len(AdminClient(config).list_topics(topic, timeout=30).topics[topic].partitions)
+
+
+def measure_restart(live: LiveGroups, partitions: int) -> float | None:
+    """A plain restart of the live groups' consumers; None when a group has more consumers than partitions
+    (the window's definition needs every consumer to hold a partition)."""
+    if partitions < CONSUMERS_PER_GROUP:
+        return None
+    _warm(live)
+    started = time.monotonic()
+    live.restart()
+    return live.window(started, partitions, timeout=120)["window"]
+
+
+@contextlib.contextmanager
+def cell_traffic(config: dict[str, Any], partitions: int, groups: int) -> Iterator[dict[str, Any]]:
+    """Create the cell's topic at its original count, commit the offline groups' offsets, start the producer
+    and the live groups; yield them with the set-up timings; stop and delete everything afterwards."""
+    from bench_partition_increase import create_topic
+    from confluent_kafka.admin import AdminClient
+    from traffic import SeqProducer
+
+    original = max(1, partitions // 64)
+    began = time.monotonic()
+    topic = create_topic(config, f"scale{partitions}x{groups}", original)
+    created = time.monotonic()
+    n_live = 1 if groups == 1 else 2
+    offline = [f"{topic}-off{i}" for i in range(groups - n_live)]
+    commit_offline_offsets(config, topic, offline, original)
+    committed = time.monotonic()
+    producer = SeqProducer(config, topic, rate=RATE)
+    producer.start()
+    live = LiveGroups(config, topic, [f"{topic}-live{i}" for i in range(n_live)])
+    setup = {
+        "topic": topic,
+        "original_partitions": original,
+        "live_groups": n_live,
+        "offline_groups": len(offline),
+        "create_topic_s": created - began,
+        "commit_offsets_s": committed - created,
+        "start_traffic_s": time.monotonic() - committed,
+    }
+    try:
+        yield {"topic": topic, "producer": producer, "live": live, "setup": setup}
+    finally:
+        live.stop()
+        producer.stop()
+        for future in AdminClient(config).delete_topics([topic]).values():
+            with contextlib.suppress(Exception):
+                future.result(timeout=60)
+
+
+def _safe_run(
+    ctx: dict[str, Any], config: dict[str, Any], homes: dict[str, Path], partitions: int, timeout: float
+) -> dict[str, Any]:
+    live: LiveGroups = ctx["live"]
+    _warm(live)
+    since = _since(live)
+    started = time.monotonic()
+    run = run_dag_subprocess(homes["cell"], homes["db"], config, ctx["topic"], partitions, timeout)
+    try:  # after a failed run the consumers may stay paused (failure_guard): a short bound then
+        run["window"] = live.window(started, partitions, timeout=120 if run["state"] == "success" else 15)
+    except TimeoutError as exc:
+        run["window"] = {"error": str(exc)}
+    run["lost"] = _lost(ctx["producer"], live, since)
+    run["received"] = live.received()
+    return run
+
+
+def measure_cell(config: dict[str, Any], cell: str, homes: dict[str, Path], timeout: float) -> dict[str, Any]:
+    """Set a cell up, then: restart (original count), the safe run, restarts (target count)."""
+    partitions, groups = parse_cell(cell)
+    row: dict[str, Any] = {"cell": cell, "partitions": partitions, "groups": groups}
+    with cell_traffic(config, partitions, groups) as ctx:
+        row["setup"] = ctx["setup"]
+        original = ctx["setup"]["original_partitions"]
+        progress(
+            f"{cell}: set up in {sum(v for k, v in ctx['setup'].items() if k.endswith('_s')):.1f} s; restart"
+        )
+        row["restart_before_s"] = measure_restart(ctx["live"], original)
+        progress(f"{cell}: safe run {original} -> {partitions}")
+        row["run"] = _safe_run(ctx, config, homes, partitions, timeout)
+        progress(f"{cell}: run {row['run']['state']}; restart at {partitions}")
+        now = partition_count(config, ctx["topic"])
+        row["restarts_after_s"] = [measure_restart(ctx["live"], now) for _ in range(RESTARTS_AFTER)]
+    return summarize(row)
+
+
+def summarize(row: dict[str, Any]) -> dict[str, Any]:
+    """Add the headline numbers of a measured cell."""
+    run = row["run"]
+    logs = run.get("logs", {})
+    xcom = run.get("xcom_bytes", {})
+    window = run.get("window", {}).get("window")
+    row["window_s"] = window
+    row["restart_s"] = statistics.median(row["restarts_after_s"])
+    row["ratio"] = window / row["restart_s"] if window is not None else None
+    row["whole_run_s"] = run.get("dag_test_s")
+    row["dagrun_s"] = run.get("dagrun_s")
+    startup = run.get("task_seconds", {}).get("first_task_start_s")
+    row["run_less_startup_s"] = row["whole_run_s"] - startup if row["whole_run_s"] and startup else None
+    row["log_bytes"] = sum(v["bytes"] for v in logs.values())
+    row["log_lines"] = sum(v["lines"] for v in logs.values())
+    row["xcom_total_bytes"] = sum(xcom.values())
+    row["xcom_max_task"] = max(xcom.items(), key=lambda kv: kv[1], default=("-", 0))
+    row["peak_rss_mb"] = run.get("peak_rss_mb")
+    row["success"] = run.get("state") == "success"
+    row["lost"] = sum(run.get("lost", {}).values())
+    row["setup_s"] = sum(v for k, v in row["setup"].items() if k.endswith("_s"))
+    return row
+
+
+def failed_cell(cell: str, exc: BaseException) -> dict[str, Any]:
+    partitions, groups = parse_cell(cell)
+    return {"cell": cell, "partitions": partitions, "groups": groups, "success": False, "error": repr(exc)}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Brokers and the grid.
+
+
+@contextlib.contextmanager
+def plain_broker() -> Iterator[dict[str, Any]]:
+    """The embedded broker in its own data folder (``bench_partition_increase.broker()`` uses a fixed folder
+    another bench may be using at the same time)."""
+    import embedded_broker
+
+    with embedded_broker.running(ROOT / ".kstate" / f"bench-scale-broker-{os.getpid()}") as bootstrap:
+        yield {"bootstrap.servers": bootstrap}
+    shutil.rmtree(ROOT / ".kstate" / f"bench-scale-broker-{os.getpid()}", ignore_errors=True)
+
+
+@contextlib.contextmanager
+def rtt_broker(one_way_ms: float) -> Iterator[dict[str, Any]]:
+    from _delay_proxy import delayed_broker
+
+    data = ROOT / ".kstate" / f"bench-scale-rtt-broker-{os.getpid()}"
+    with delayed_broker(data, one_way_ms) as config:
+        yield config
+    shutil.rmtree(data, ignore_errors=True)
+
+
+def _measure_or_fail(
+    config: dict[str, Any], mode: str, cell: str, homes: dict[str, Path], timeout: float
+) -> Any:
+    try:
+        return measure_cell(config, cell, homes, timeout)
+    except Exception as exc:  # noqa: BLE001 - a failed cell is reported, the grid goes on
+        progress(f"[{mode}] {cell} FAILED: {exc!r}")
+        return failed_cell(cell, exc)
+
+
+def run_grids(
+    modes: list[str], cells: list[str], base: Path, db: Path, args: argparse.Namespace
+) -> list[Any]:
+    """Both brokers run side by side; cell by cell, the plain run and then the delayed one, so that the load
+    of a shared machine falls on both alike."""
+    from _delay_proxy import round_trip_ms
+
+    grids: dict[str, dict[str, Any]] = {}
+    with contextlib.ExitStack() as stack:
+        configs = {
+            mode: stack.enter_context(plain_broker() if mode == "plain" else rtt_broker(args.rtt_one_way_ms))
+            for mode in modes
+        }
+        for mode, config in configs.items():
+            grids[mode] = {"mode": mode, "round_trip_ms": round_trip_ms(config), "cells": []}
+            progress(
+                f"[{mode}] round trip of a trivial request (list_topics): {grids[mode]['round_trip_ms']:.2f} ms"
+            )
+        for cell in cells:
+            for mode, config in configs.items():
+                homes = {"cell": base / f"{mode}-{cell}", "db": db}
+                progress(f"[{mode}] {cell}")
+                grids[mode]["cells"].append(_measure_or_fail(config, mode, cell, homes, args.timeout))
+    return list(grids.values())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Output.
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _row_line(row: dict[str, Any]) -> str:
+    if "error" in row:
+        return f"{row['cell']:>9}  FAILED: {row['error'][:150]}"
+    task, xmax = row["xcom_max_task"]
+    return (
+        f"{row['cell']:>9} {row['setup_s']:>6.1f} {_fmt(row['window_s'], '7.3f')} {row['restart_s']:>7.3f}"
+        f" {_fmt(row['ratio'], '6.2f')} {_fmt(row['whole_run_s'], '6.1f')} {_fmt(row['dagrun_s'], '6.1f')}"
+        f" {_fmt(row['run_less_startup_s'], '7.1f')}"
+        f" {row['log_lines']:>7} {row['log_bytes'] / 1024:>8.0f} {xmax / 1024:>8.1f} {task[:14]:>14}"
+        f" {row['xcom_total_bytes'] / 1024:>8.1f} {_fmt(row['peak_rss_mb'], '6.0f')}"
+        f" {('ok' if row['success'] else row['run'].get('state')):>7} {row['lost']:>4}"
+    )
+
+
+def target_check(row: dict[str, Any]) -> dict[str, Any]:
+    """Each target of issue 9 for a measured row: (value, limit, met)."""
+    checks = {
+        "window_s": row.get("window_s"),
+        "window_over_restart": row.get("ratio"),
+        "whole_run_s": row.get("whole_run_s"),
+        "log_lines": row.get("log_lines"),
+        "log_bytes": row.get("log_bytes"),
+        "xcom_task_bytes": row.get("xcom_max_task", ("-", None))[1],
+        "peak_rss_mb": row.get("peak_rss_mb"),
+    }
+    return {
+        name: {"value": value, "limit": TARGETS[name], "met": value is not None and value <= TARGETS[name]}
+        for name, value in checks.items()
+    }
+
+
+def print_grid(grid: dict[str, Any]) -> None:
+    print(
+        f"\n[{grid['mode']}] round trip of a trivial request: {grid['round_trip_ms']:.2f} ms."
+        " window/restart: live consumers' downtime, seconds; ratio = window / restart at the target count;"
+        " run = dag.test() wall, dagrun = the DagRun's start -> end, run-su = run less the dag.test start-up."
+    )
+    print(
+        f"{'cell':>9} {'setup':>6} {'window':>7} {'restart':>7} {'ratio':>6} {'run':>6} {'dagrun':>6}"
+        f" {'run-su':>7}"
+        f" {'log ln':>7} {'log KiB':>8} {'xcom max':>8} {'(task)':>14} {'xcom KiB':>8} {'RSS MB':>6}"
+        f" {'state':>7} {'lost':>4}"
+    )
+    for row in grid["cells"]:
+        print(_row_line(row))
+        if row["cell"] == TARGET_CELL and "error" not in row:
+            met = ", ".join(
+                f"{name} {_fmt(c['value'], '.3g')} <= {c['limit']:g}: {'yes' if c['met'] else 'NO'}"
+                for name, c in row["targets"].items()
+            )
+            print(f"{'':>9} targets: {met}")
+
+
+def print_tasks(grid: dict[str, Any]) -> None:
+    """Per task: seconds, log lines, log KiB, XCom KiB."""
+    print(f"\n[{grid['mode']}] per task: seconds / log lines / log KiB / XCom KiB")
+    for row in grid["cells"]:
+        if "error" in row:
+            continue
+        run = row["run"]
+        cells = []
+        for task, log in run.get("logs", {}).items():
+            xcom = run.get("xcom_bytes", {}).get(task, 0) / 1024
+            secs = run.get("task_seconds", {}).get(task, 0.0)
+            cells.append(f"{task} {secs:.1f}s/{log['lines']}/{log['bytes'] / 1024:.0f}/{xcom:.1f}")
+        first = run.get("task_seconds", {}).get("first_task_start_s")
+        print(f"{row['cell']:>9} {'; '.join(cells)}; dag.test start-up {_fmt(first, '.1f')} s")
+
+
+GROWTH = (
+    "window_s",
+    "restart_s",
+    "whole_run_s",
+    "run_less_startup_s",
+    "log_bytes",
+    "xcom_total_bytes",
+    "peak_rss_mb",
+)
+
+
+def growth(grid: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each cell's cost relative to the grid's first measured cell (and its size: partitions x groups)."""
+    rows = [r for r in grid["cells"] if "error" not in r]
+    if not rows:
+        return []
+    first = rows[0]
+    out = []
+    for row in rows:
+        entry: dict[str, Any] = {"cell": row["cell"]}
+        entry["size"] = row["partitions"] * row["groups"] / (first["partitions"] * first["groups"])
+        for key in GROWTH:
+            value, base = row.get(key), first.get(key)
+            entry[key] = round(value / base, 2) if value is not None and base else None
+        out.append(entry)
+    return out
+
+
+def print_growth(grid: dict[str, Any]) -> None:
+    if not grid["growth"]:
+        return
+    print(f"\n[{grid['mode']}] growth relative to {grid['growth'][0]['cell']} (x):")
+    print(f"{'cell':>9} {'size':>7}" + "".join(f" {key.removesuffix('_s'):>16}" for key in GROWTH))
+    for entry in grid["growth"]:
+        print(
+            f"{entry['cell']:>9} {entry['size']:>7.0f}"
+            + "".join(f" {_fmt(entry[key], '16.2f')}" for key in GROWTH)
+        )
+
+
+def flatness(grid: dict[str, Any]) -> dict[str, Any]:
+    """The window and the restart per group count: does the window stay flat as groups grow?"""
+    rows = [r for r in grid["cells"] if r.get("window_s") is not None]
+    if len(rows) < 2:
+        return {}
+    first, last = rows[0], rows[-1]
+    return {
+        "windows_s": {r["cell"]: round(r["window_s"], 3) for r in rows},
+        "window_growth_first_to_last": round(last["window_s"] / first["window_s"], 2),
+        "group_growth_first_to_last": last["groups"] / first["groups"],
+        "median_ratio": round(statistics.median(r["ratio"] for r in rows), 2),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--cells", nargs="+", default=GRID, help=f"NxG cells (default: {' '.join(GRID)})")
+    parser.add_argument("--quick", action="store_true", help=f"only {' '.join(QUICK)}")
+    parser.add_argument("--rtt", choices=["both", "off", "only"], default="both", help="the ~2 ms RTT grid")
+    parser.add_argument("--rtt-one-way-ms", type=float, default=1.0, help="delay added in each direction")
+    parser.add_argument("--timeout", type=float, default=300.0, help="bound on one DAG run (seconds)")
+    parser.add_argument(
+        "--output", type=Path, help=f"default: {RESULTS.name} ({QUICK_RESULTS.name} with --quick)"
+    )
+    parser.add_argument("--child", nargs=3, metavar=("TOPIC", "PARTITIONS", "OUT"), help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def print_side_by_side(result: dict[str, Any]) -> None:
+    """Plain vs added RTT, cell by cell: the window and the whole run."""
+    if len(result["grids"]) < 2:
+        return
+    plain, rtt = ({r["cell"]: r for r in g["cells"]} for g in result["grids"][:2])
+    print(
+        f"\nadded round trip: {result['added_round_trip_ms']:.2f} ms; window (s) and whole run (s), plain -> rtt"
+    )
+    for cell, row in plain.items():
+        other = rtt.get(cell, {})
+        print(
+            f"{cell:>9} window {_fmt(row.get('window_s'), '.3f')} -> {_fmt(other.get('window_s'), '.3f')}"
+            f"   run {_fmt(row.get('whole_run_s'), '.1f')} -> {_fmt(other.get('whole_run_s'), '.1f')}"
+            f"   run less start-up {_fmt(row.get('run_less_startup_s'), '.1f')}"
+            f" -> {_fmt(other.get('run_less_startup_s'), '.1f')}"
+        )
+
+
+def _exit_on_sigterm(_signum: int, _frame: Any) -> None:
+    raise SystemExit(143)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # the brokers and proxies are stopped on the way out
+    if args.child:
+        return child_run(args.child[0], int(args.child[1]), Path(args.child[2]))
+    cells = QUICK if args.quick else args.cells
+    output = args.output or (QUICK_RESULTS if args.quick else RESULTS)
+    modes = {"both": ["plain", "rtt"], "off": ["plain"], "only": ["rtt"]}[args.rtt]
+    result: dict[str, Any] = {"cells": cells, "targets": TARGETS, "target_cell": TARGET_CELL, "grids": []}
+    started = time.monotonic()
+    base = ROOT / ".kstate" / "bench-scale-airflow"  # git-ignored; kept for a look at the task logs
+    shutil.rmtree(base, ignore_errors=True)
+    db = migrate_template(base)
+    for grid in run_grids(modes, cells, base, db, args):
+        for row in grid["cells"]:
+            if "error" not in row:
+                row["targets"] = target_check(row)
+        grid["flatness"] = flatness(grid)
+        grid["growth"] = growth(grid)
+        result["grids"].append(grid)
+    result["bench_s"] = time.monotonic() - started
+    if "plain" in modes and "rtt" in modes:
+        result["added_round_trip_ms"] = (
+            result["grids"][1]["round_trip_ms"] - result["grids"][0]["round_trip_ms"]
+        )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2, default=str))
+    for grid in result["grids"]:
+        print_grid(grid)
+        print_tasks(grid)
+        print_growth(grid)
+        print(f"flatness: {json.dumps(grid['flatness'])}")
+    print_side_by_side(result)
+    print(f"\nbench took {result['bench_s']:.0f} s; wrote {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
