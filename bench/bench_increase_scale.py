@@ -115,6 +115,11 @@ def _peak_rss_mb() -> float:
     return (own + children) / 1024  # KiB on Linux
 
 
+def _cpu_s() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def child_run(topic: str, partitions: int, out: Path) -> int:
     """Run the DAG once in this (fresh) process and write what it measured to ``out`` as JSON."""
     began = time.monotonic()
@@ -125,6 +130,7 @@ def child_run(topic: str, partitions: int, out: Path) -> int:
     dag = bag.get_dag(DAG_ID)
     loaded = time.monotonic()
     base_rss = _peak_rss_mb()
+    cpu_before = _cpu_s()
     dr = dag.test(run_conf={"topic": topic, "partitions": partitions})
     ended = time.monotonic()
     result = {
@@ -140,6 +146,7 @@ def child_run(topic: str, partitions: int, out: Path) -> int:
         "xcom_bytes": _xcom_bytes(DAG_ID, dr.run_id),
         "peak_rss_mb": _peak_rss_mb(),
         "rss_before_dag_test_mb": base_rss,
+        "dag_test_cpu_s": _cpu_s() - cpu_before,
     }
     out.write_text(json.dumps(result))
     return 0
@@ -434,6 +441,25 @@ def cell_traffic(config: dict[str, Any], partitions: int, groups: int) -> Iterat
                 future.result(timeout=60)
 
 
+def broker_cpu_s(data_dir: Path) -> float | None:
+    """CPU seconds the embedded broker that runs with ``data_dir`` has used (None: not found)."""
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            if args and args[0].endswith(b"noida-db") and str(data_dir).encode() in args:
+                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None
+
+
+def _cpu_during(broker_dir: Path, began: dict[str, float | None]) -> dict[str, float | None]:
+    """CPU seconds of the broker and of this process (producer, consumers) since ``began``."""
+    now = broker_cpu_s(broker_dir)
+    broker = now - began["broker"] if now is not None and began["broker"] is not None else None
+    bench = sum(os.times()[:2]) - (began["bench"] or 0.0)
+    return {"broker_cpu_s": broker, "bench_cpu_s": bench}
+
+
 def _safe_run(
     ctx: dict[str, Any], config: dict[str, Any], homes: dict[str, Path], partitions: int, timeout: float
 ) -> dict[str, Any]:
@@ -441,7 +467,9 @@ def _safe_run(
     _warm(live)
     since = _since(live)
     started = time.monotonic()
+    cpu = {"broker": broker_cpu_s(homes["broker"]), "bench": sum(os.times()[:2])}
     run = run_dag_subprocess(homes["cell"], homes["db"], config, ctx["topic"], partitions, timeout)
+    run["cpu_during_run"] = _cpu_during(homes["broker"], cpu)
     try:  # after a failed run the consumers may stay paused (failure_guard): a short bound then
         run["window"] = live.window(started, partitions, timeout=120 if run["state"] == "success" else 15)
     except TimeoutError as exc:
@@ -490,6 +518,8 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
     row["peak_rss_mb"] = run.get("peak_rss_mb")
     row["success"] = run.get("state") == "success"
     row["lost"] = sum(run.get("lost", {}).values())
+    row["dag_test_cpu_s"] = run.get("dag_test_cpu_s")
+    row["broker_cpu_s"] = run.get("cpu_during_run", {}).get("broker_cpu_s")
     row["setup_s"] = sum(v for k, v in row["setup"].items() if k.endswith("_s"))
     return row
 
@@ -503,25 +533,28 @@ def failed_cell(cell: str, exc: BaseException) -> dict[str, Any]:
 # Brokers and the grid.
 
 
+def broker_dir(mode: str) -> Path:
+    return ROOT / ".kstate" / f"bench-scale-{mode}-broker-{os.getpid()}"
+
+
 @contextlib.contextmanager
 def plain_broker() -> Iterator[dict[str, Any]]:
     """The embedded broker in its own data folder (``bench_partition_increase.broker()`` uses a fixed folder
     another bench may be using at the same time)."""
     import embedded_broker
 
-    with embedded_broker.running(ROOT / ".kstate" / f"bench-scale-broker-{os.getpid()}") as bootstrap:
+    with embedded_broker.running(broker_dir("plain")) as bootstrap:
         yield {"bootstrap.servers": bootstrap}
-    shutil.rmtree(ROOT / ".kstate" / f"bench-scale-broker-{os.getpid()}", ignore_errors=True)
+    shutil.rmtree(broker_dir("plain"), ignore_errors=True)
 
 
 @contextlib.contextmanager
 def rtt_broker(one_way_ms: float) -> Iterator[dict[str, Any]]:
     from _delay_proxy import delayed_broker
 
-    data = ROOT / ".kstate" / f"bench-scale-rtt-broker-{os.getpid()}"
-    with delayed_broker(data, one_way_ms) as config:
+    with delayed_broker(broker_dir("rtt"), one_way_ms) as config:
         yield config
-    shutil.rmtree(data, ignore_errors=True)
+    shutil.rmtree(broker_dir("rtt"), ignore_errors=True)
 
 
 def _measure_or_fail(
@@ -554,7 +587,7 @@ def run_grids(
             )
         for cell in cells:
             for mode, config in configs.items():
-                homes = {"cell": base / f"{mode}-{cell}", "db": db}
+                homes = {"cell": base / f"{mode}-{cell}", "db": db, "broker": broker_dir(mode)}
                 progress(f"[{mode}] {cell}")
                 grids[mode]["cells"].append(_measure_or_fail(config, mode, cell, homes, args.timeout))
     return list(grids.values())
@@ -575,7 +608,8 @@ def _row_line(row: dict[str, Any]) -> str:
     return (
         f"{row['cell']:>9} {row['setup_s']:>6.1f} {_fmt(row['window_s'], '7.3f')} {row['restart_s']:>7.3f}"
         f" {_fmt(row['ratio'], '6.2f')} {_fmt(row['whole_run_s'], '6.1f')} {_fmt(row['dagrun_s'], '6.1f')}"
-        f" {_fmt(row['run_less_startup_s'], '7.1f')}"
+        f" {_fmt(row['run_less_startup_s'], '7.1f')} {_fmt(row['dag_test_cpu_s'], '6.1f')}"
+        f" {_fmt(row['broker_cpu_s'], '6.1f')}"
         f" {row['log_lines']:>7} {row['log_bytes'] / 1024:>8.0f} {xmax / 1024:>8.1f} {task[:14]:>14}"
         f" {row['xcom_total_bytes'] / 1024:>8.1f} {_fmt(row['peak_rss_mb'], '6.0f')}"
         f" {('ok' if row['success'] else row['run'].get('state')):>7} {row['lost']:>4}"
@@ -603,11 +637,12 @@ def print_grid(grid: dict[str, Any]) -> None:
     print(
         f"\n[{grid['mode']}] round trip of a trivial request: {grid['round_trip_ms']:.2f} ms."
         " window/restart: live consumers' downtime, seconds; ratio = window / restart at the target count;"
-        " run = dag.test() wall, dagrun = the DagRun's start -> end, run-su = run less the dag.test start-up."
+        " run = dag.test() wall, dagrun = the DagRun's start -> end, run-su = run less the dag.test start-up;"
+        " runCPU = the run's CPU seconds, brkCPU = the broker's during the run (the traffic's share of 2 cores)."
     )
     print(
         f"{'cell':>9} {'setup':>6} {'window':>7} {'restart':>7} {'ratio':>6} {'run':>6} {'dagrun':>6}"
-        f" {'run-su':>7}"
+        f" {'run-su':>7} {'runCPU':>6} {'brkCPU':>6}"
         f" {'log ln':>7} {'log KiB':>8} {'xcom max':>8} {'(task)':>14} {'xcom KiB':>8} {'RSS MB':>6}"
         f" {'state':>7} {'lost':>4}"
     )
