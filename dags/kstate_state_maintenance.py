@@ -13,6 +13,9 @@ Flow::
 * ``decide``: ``force`` always rebuilds; ``auto`` rebuilds a bad store (only the failing partitions when
   the deep check alone found them and the layout is unchanged); ``never`` fails the run on a bad store.
 * After a rebuild both checks run again and fail the run if the store is still bad.
+* A store found good (``store_ok``) or rebuilt and re-checked (``recheck_deep``) emits an event of the
+  snapshot's Asset (``file://`` + the default snapshot path, or its URI), so DAGs scheduled on it run
+  on a fresh, checked snapshot (``kstate_snapshot_consumer`` is the example).
 
 Nothing here touches the network at parse time; connections ``kafka_default`` and ``spark_default``.
 """
@@ -25,6 +28,7 @@ import pendulum
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Param
 
+from airflow_provider_kstate.assets import snapshot_asset
 from airflow_provider_kstate.operators.maintenance import (
     KStateChooseDeepCheckOperator,
     KStateStoreBadOperator,
@@ -41,6 +45,10 @@ SPARK_CONN_ID = "spark_default"
 _SNAPSHOT_ROOT = os.environ.get("KSTATE_SNAPSHOT_ROOT", "/tmp/kstate/snapshots")
 TOPIC = "{{ params.changelog_topic }}"
 URI = "{{ params.snapshot_uri }}"
+#: The example store's snapshot as an Asset (the default ``snapshot_uri``).
+SNAPSHOT_ASSET = snapshot_asset(
+    f"{_SNAPSHOT_ROOT}/kstate-example-totals", name="kstate_example_totals_snapshot"
+)
 
 with DAG(
     dag_id="kstate_state_maintenance",
@@ -62,7 +70,7 @@ with DAG(
             description="The compacted changelog topic of the store (key -> latest value, null deletes).",
         ),
         "snapshot_uri": Param(
-            f"{_SNAPSHOT_ROOT}/kstate-example-totals",
+            f"{_SNAPSHOT_ROOT}/kstate-example-totals",  # SNAPSHOT_ASSET
             type="string",
             minLength=1,
             title="Snapshot URI",
@@ -118,7 +126,7 @@ with DAG(
         task_id="decide", fast_check_task_id="fast_check", deep_check_task_id="deep_check"
     )
 
-    store_ok = EmptyOperator(task_id="store_ok")
+    store_ok = EmptyOperator(task_id="store_ok", outlets=[SNAPSHOT_ASSET])
 
     store_bad = KStateStoreBadOperator(task_id="store_bad", report_task_ids=["fast_check", "deep_check"])
 
@@ -140,6 +148,7 @@ with DAG(
         snapshot_uri=URI,
         kafka_config_id=KAFKA_CONN_ID,
         spark_conn_id=SPARK_CONN_ID,
+        outlets=[SNAPSHOT_ASSET],
     )
 
     fast_check >> deep_branch >> [deep_check, verdict]

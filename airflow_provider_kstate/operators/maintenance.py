@@ -12,11 +12,7 @@ from airflow.providers.standard.operators.branch import BaseBranchOperator
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.exceptions import StateCheckFailed
-
-
-def failed_partitions(report: dict[str, Any]) -> list[int]:
-    """Return the partitions a check report marks as failed, sorted."""
-    return sorted(int(p) for p, e in (report.get("partitions") or {}).items() if not e.get("ok", False))
+from airflow_provider_kstate.store.contract import failed_partitions
 
 
 def verdict(fast: dict[str, Any], deep: dict[str, Any] | None, mode: str) -> tuple[str, list[int]]:

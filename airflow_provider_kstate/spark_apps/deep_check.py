@@ -30,20 +30,14 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):  # run as a script by spark-submit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from airflow_provider_kstate.spark_apps import kafka_io
-from airflow_provider_kstate.spark_apps.manifest import (
-    Manifest,
-    ManifestError,
-    digest_hex,
-    digest_sum,
-    digest_sum_nullable,
-)
+from airflow_provider_kstate.spark_apps.kafka_io import compaction_warnings
 from airflow_provider_kstate.spark_apps.reader import (
     EMPTY_DIGEST,
     ReadContext,
@@ -55,75 +49,29 @@ from airflow_provider_kstate.spark_apps.reader import (
     resolve_strays,
     snapshot_frame,
     spark_session,
+    to_stderr,
 )
-from airflow_provider_kstate.spark_apps.rebuild import (
-    RebuildError,
+from airflow_provider_kstate.store.contract import (
+    FAILED_FIELD,
+    AppError,
     app_parser,
-    compaction_warnings,
     fail,
     load_kafka_config,
     write_report,
 )
+from airflow_provider_kstate.store.manifest import (
+    Manifest,
+    ManifestError,
+    digest_hex,
+    digest_sum,
+    digest_sum_nullable,
+)
+from airflow_provider_kstate.store.results import KINDS, PartitionResult, Side
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 PREFIX = "kstate-deep-check"
-KINDS = ("missing", "extra", "changed", "misplaced", "duplicated")
-
-
-@dataclass
-class Side:
-    """Rows and digest of one partition on one side (changelog, snapshot or manifest)."""
-
-    rows: int = 0
-    digest: str = EMPTY_DIGEST
-
-    def __str__(self) -> str:
-        return f"{self.rows} rows, digest {self.digest}"
-
-
-@dataclass
-class PartitionResult:
-    """The check of one partition, as reported."""
-
-    partition: int
-    changelog: Side = field(default_factory=Side)
-    snapshot: Side = field(default_factory=Side)
-    manifest: Side | None = None
-    misplaced: int = 0
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    end_offset: int = 0
-    lag: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
-    samples: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in KINDS})
-
-    @property
-    def needs_detail(self) -> bool:
-        return (self.changelog.rows, self.changelog.digest) != (
-            self.snapshot.rows,
-            self.snapshot.digest,
-        ) or bool(self.misplaced)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "ok": not self.problems,
-            "problems": self.problems,
-            "changelog_rows": self.changelog.rows,
-            "snapshot_rows": self.snapshot.rows,
-            "manifest_rows": None if self.manifest is None else self.manifest.rows,
-            "changelog_digest": self.changelog.digest,
-            "snapshot_digest": self.snapshot.digest,
-            "manifest_digest": None if self.manifest is None else self.manifest.digest,
-            "end_offset": self.end_offset,
-            "lag": self.lag,
-            "notes": self.notes,
-            "counts": self.counts,
-        }
-        for kind in KINDS:
-            out[f"{kind}_keys"] = self.samples[kind]
-        return out
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -430,7 +378,7 @@ def check(
     """Run the deep check and return the report (without ``seconds``)."""
     manifest = read_manifest_spark(spark, args.snapshot_uri)
     if manifest.topic != args.topic:
-        raise RebuildError(
+        raise AppError(
             f"the snapshot at {args.snapshot_uri} is of topic {manifest.topic!r}, not {args.topic!r}"
         )
     layout = manifest.partitions
@@ -453,7 +401,7 @@ def check(
         "snapshot_uri": args.snapshot_uri,
         "layout": layout,
         "records_read": truth.records,
-        "bad_partitions": bad,
+        FAILED_FIELD: bad,
         "problems": [],
         "partitions": {str(p): r.to_json() for p, r in results.items()},
         "warnings": warnings,
@@ -469,13 +417,13 @@ def main(argv: list[str] | None = None) -> int:
         spark = spark_session("kstate-deep-check")
         started = time.monotonic()  # records/s measure the job's work, not JVM start-up
         report = check(spark, args, kafka_config, count)
-    except (RebuildError, ManifestError, kafka_io.KafkaReadError) as exc:
-        return fail(PREFIX, args.report_file, str(exc))
+    except (AppError, ManifestError, kafka_io.KafkaReadError) as exc:
+        return fail(args.report_file, str(exc), to_stderr, PREFIX)
     except Exception as exc:  # noqa: BLE001 - Spark/Py4J errors: one line, not a stack trace
-        return fail(PREFIX, args.report_file, f"{type(exc).__name__}: {first_line(exc)}")
+        return fail(args.report_file, f"{type(exc).__name__}: {first_line(exc)}", to_stderr, PREFIX)
     report["seconds"] = round(time.monotonic() - started, 3)
     write_report(args.report_file, report)
-    verdict = "ok" if report["ok"] else f"MISMATCH in partitions {report['bad_partitions']}"
+    verdict = "ok" if report["ok"] else f"MISMATCH in partitions {report[FAILED_FIELD]}"
     print(f"{PREFIX}: {verdict}: {report['records_read']} records checked in {report['seconds']}s")
     return 0
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from airflow_provider_kstate.store.contract import live_config
+
 DEFAULT_TIMEOUT = 120.0
 BATCH = 10_000
 _POLL = 0.2  # consume() waits for a full batch or this long: short, so a partition's tail costs little
@@ -43,7 +45,7 @@ def consumer_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
         "fetch.max.bytes": 64 * 1024 * 1024,
         "max.partition.fetch.bytes": 16 * 1024 * 1024,
         "queued.max.messages.kbytes": 256 * 1024,
-        **dict(kafka_config),
+        **live_config(kafka_config),
     }
     conf.update(
         {
@@ -69,7 +71,10 @@ def admin_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
         "auto.offset.reset",
         "enable.auto.commit",
     }
-    settings = {"log_level": 3, **{k: v for k, v in kafka_config.items() if k not in consumer_only}}
+    settings = {
+        "log_level": 3,
+        **{k: v for k, v in live_config(kafka_config).items() if k not in consumer_only},
+    }
     settings["allow.auto.create.topics"] = False  # a metadata lookup must never create the topic it checks
     return settings
 
@@ -129,6 +134,25 @@ def cleanup_policy(kafka_config: Mapping[str, Any], topic: str, timeout: float =
         return None
     entry = configs.get("cleanup.policy")
     return None if entry is None else str(entry.value)
+
+
+def compaction_warnings(kafka_config: Mapping[str, Any], topic: str) -> list[str]:
+    """Return warnings when the changelog is not (or cannot be seen to be) ``cleanup.policy=compact``.
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the changelog topic.
+    """
+    policy = cleanup_policy(kafka_config, topic)
+    if policy is None:
+        return [
+            f"could not read cleanup.policy of {topic!r} (DescribeConfigs denied?): compaction not verified"
+        ]
+    if "compact" not in [p.strip() for p in policy.split(",")]:
+        return [
+            f"changelog topic {topic!r} has cleanup.policy={policy}, not compact: "
+            "retention may delete keys' only records, so the snapshot may lack state"
+        ]
+    return []
 
 
 def list_offsets(

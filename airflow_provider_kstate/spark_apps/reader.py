@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.spark_apps import kafka_io
-from airflow_provider_kstate.spark_apps.manifest import (
+from airflow_provider_kstate.store.manifest import (
     Manifest,
     ManifestError,
     digest_from_halves,
@@ -35,6 +35,7 @@ from airflow_provider_kstate.spark_apps.manifest import (
     loads_manifest,
     manifest_uri,
 )
+from airflow_provider_kstate.store.uri import spark_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -64,16 +65,6 @@ def spark_session(app_name: str) -> SparkSession:
     spark = builder.config("spark.ui.enabled", "false").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
-
-
-def spark_path(uri: str) -> str:
-    """Return a path Spark and Hadoop understand: URIs as given, local paths absolute with ``file:``.
-
-    :param uri: a local path or a filesystem URI.
-    """
-    if "://" in uri or uri.startswith("file:"):
-        return uri.rstrip("/")
-    return "file://" + os.path.abspath(uri)
 
 
 # -------------------------------------------------------------------------------------------- snapshot

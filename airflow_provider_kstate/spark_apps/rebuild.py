@@ -19,7 +19,6 @@ line on stderr and the current snapshot untouched. CFG.json holds secrets: it is
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -31,7 +30,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from airflow_provider_kstate.spark_apps import APP_VERSION, kafka_io
-from airflow_provider_kstate.spark_apps.manifest import Manifest, ManifestError, PartitionStats, utc_now
+from airflow_provider_kstate.spark_apps.kafka_io import compaction_warnings
 from airflow_provider_kstate.spark_apps.reader import (
     ReadContext,
     changelog_frame,
@@ -41,12 +40,15 @@ from airflow_provider_kstate.spark_apps.reader import (
     read_manifest_spark,
     resolve_strays,
     snapshot_frame,
-    spark_path,
     spark_session,
     stats_or_empty,
     to_stderr,
     write_manifest_spark,
 )
+from airflow_provider_kstate.store import uri as uris
+from airflow_provider_kstate.store.contract import AppError, app_parser, fail, load_kafka_config, write_report
+from airflow_provider_kstate.store.manifest import Manifest, ManifestError, PartitionStats, utc_now
+from airflow_provider_kstate.store.uri import spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -58,7 +60,7 @@ PREFIX = "kstate-rebuild"
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 
 
-class RebuildError(RuntimeError):
+class RebuildError(AppError):
     """Bad input: the app stops before touching the current snapshot."""
 
 
@@ -77,25 +79,6 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
 
 
-def app_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """Return a parser with the options every kstate Spark application takes.
-
-    :param prog: the application's file name.
-    :param description: what it does.
-    """
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument(
-        "--kafka-config-file", required=True, help="JSON dict of librdkafka settings (secret)"
-    )
-    parser.add_argument("--topic", required=True, help="the compacted changelog topic")
-    parser.add_argument("--snapshot-uri", required=True, help="snapshot root: local path or filesystem URI")
-    parser.add_argument("--report-file", required=True, help="where to write the JSON report (local path)")
-    parser.add_argument(
-        "--timeout", type=float, default=kafka_io.DEFAULT_TIMEOUT, help="read timeout per partition, s"
-    )
-    return parser
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the command line.
 
@@ -105,23 +88,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=None, help="re-key to this partition count")
     parser.add_argument("--only-partitions", default=None, help="comma-separated partitions to rebuild")
     return parser.parse_args(argv)
-
-
-def load_kafka_config(path: str) -> dict[str, Any]:
-    """Read the librdkafka config file (a JSON object) without ever echoing its content.
-
-    :param path: the file.
-    """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            conf = json.load(fh)
-    except OSError as exc:
-        raise RebuildError(f"cannot read the Kafka config file {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise RebuildError(f"the Kafka config file {path} is not valid JSON (line {exc.lineno})") from exc
-    if not isinstance(conf, dict) or "bootstrap.servers" not in conf:
-        raise RebuildError(f"the Kafka config file {path} must be a JSON object with 'bootstrap.servers'")
-    return conf
 
 
 def parse_only(text: str | None, layout: int) -> list[int] | None:
@@ -140,25 +106,6 @@ def parse_only(text: str | None, layout: int) -> list[int] | None:
     if not parts or bad:
         raise RebuildError(f"--only-partitions {text!r}: partitions must be within 0..{layout - 1}")
     return parts
-
-
-def compaction_warnings(kafka_config: dict[str, Any], topic: str) -> list[str]:
-    """Return warnings when the changelog is not (or cannot be seen to be) ``cleanup.policy=compact``.
-
-    :param kafka_config: librdkafka settings.
-    :param topic: the changelog topic.
-    """
-    policy = kafka_io.cleanup_policy(kafka_config, topic)
-    if policy is None:
-        return [
-            f"could not read cleanup.policy of {topic!r} (DescribeConfigs denied?): compaction not verified"
-        ]
-    if "compact" not in [p.strip() for p in policy.split(",")]:
-        return [
-            f"changelog topic {topic!r} has cleanup.policy={policy}, not compact: "
-            "retention may delete keys' only records, so the snapshot may lack state"
-        ]
-    return []
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -204,8 +151,9 @@ def check_uri(spark: SparkSession, uri: str) -> None:
         hadoop_fs(spark, uri)
     except Exception as exc:  # noqa: BLE001 - Py4J: unsupported scheme, bad authority, no credentials
         raise RebuildError(f"snapshot URI {uri} is not usable: {first_line(exc)}") from exc
-    if _is_local(uri):
-        parent = os.path.dirname(os.path.abspath(_local(uri).rstrip("/")))
+    root = uris.local_path(uri)
+    if root is not None:
+        parent = os.path.dirname(os.path.abspath(str(root).rstrip("/")))
         if not os.path.isdir(parent):
             raise RebuildError(f"snapshot URI {uri}: the parent folder {parent} does not exist")
 
@@ -288,28 +236,14 @@ def build_manifest(plan: Plan, stats: dict[int, tuple[int, str]], spark_version:
     )
 
 
-def _is_local(uri: str) -> bool:
-    return uri.startswith("file:") or "://" not in uri
-
-
-def _local(uri: str) -> str:
-    return (
-        uri[len("file://") :]
-        if uri.startswith("file://")
-        else uri[len("file:") :]
-        if uri.startswith("file:")
-        else uri
-    )
-
-
 def publish(spark: SparkSession, staging: str, uri: str) -> str | None:
     """Move the current snapshot to ``URI.previous`` (replacing an older one) and staging to ``URI``.
 
     :returns: the previous snapshot's URI, or None when there was none.
     """
     target, previous = uri.rstrip("/"), uri.rstrip("/") + ".previous"
-    if _is_local(uri):
-        t, p, s = _local(target), _local(previous), _local(staging)
+    if uris.is_local(uri):
+        t, p, s = (str(uris.local_path(x)) for x in (target, previous, staging))
         moved = os.path.exists(t)
         if moved:
             if os.path.exists(p):
@@ -369,24 +303,6 @@ def rebuild(spark: SparkSession, plan: Plan) -> dict[str, Any]:
     }
 
 
-def write_report(path: str, report: dict[str, Any]) -> None:
-    """Write the JSON report (atomically: a temporary file renamed into place)."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(report, fh, indent=2)
-    os.replace(tmp, path)
-
-
-def fail(prefix: str, report_file: str, message: str) -> int:
-    """Print the one-line error, write an ``ok: false`` report, return the exit code 2."""
-    to_stderr(f"{prefix}: error: {message}")
-    try:
-        write_report(report_file, {"ok": False, "error": message})
-    except OSError:
-        pass
-    return 2
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``spark-submit rebuild.py``; returns the exit code."""
     args = parse_args(argv)
@@ -399,9 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()  # records/s measure the job's work, not JVM start-up
         report = rebuild(spark, plan)
     except (RebuildError, ManifestError, kafka_io.KafkaReadError) as exc:
-        return fail(PREFIX, args.report_file, str(exc))
+        return fail(args.report_file, str(exc), to_stderr, PREFIX)
     except Exception as exc:  # noqa: BLE001 - Spark/Py4J errors: one line, not a stack trace
-        return fail(PREFIX, args.report_file, f"{type(exc).__name__}: {first_line(exc)}")
+        return fail(args.report_file, f"{type(exc).__name__}: {first_line(exc)}", to_stderr, PREFIX)
     report["seconds"] = round(time.monotonic() - started, 3)
     write_report(args.report_file, report)
     for warning in report["warnings"][len(early) :]:

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_provider_kstate.store.uri import filesystem as uri_filesystem
+from airflow_provider_kstate.store.uri import join
+
 MANIFEST_NAME = "_kstate_manifest.json"
 FORMAT = "kstate-snapshot/1"
 DIGEST_ALGORITHM = "sum64-xxh64-spark-seed42"
@@ -363,37 +366,24 @@ def parse_manifest(doc: Any, where: str = "manifest") -> Manifest:
 # ------------------------------------------------------------------------------------------------- I/O
 
 
-def _filesystem(uri: str) -> tuple[Any, str]:
-    """Return ``(pyarrow FileSystem, path)`` for a URI or a local path."""
-    from pyarrow import fs as pafs
-
-    try:
-        return pafs.FileSystem.from_uri(uri)
-    except Exception:  # noqa: BLE001 - a plain local path is not a URI for pyarrow
-        if "://" in uri:
-            raise
-        import os
-
-        return pafs.LocalFileSystem(), os.path.abspath(uri)
-
-
 def manifest_uri(snapshot_uri: str) -> str:
     """Return the manifest's URI inside a snapshot root.
 
     :param snapshot_uri: the snapshot root (local path or any filesystem URI).
     """
-    return snapshot_uri.rstrip("/") + "/" + MANIFEST_NAME
+    return join(snapshot_uri, MANIFEST_NAME)
 
 
-def read_manifest(snapshot_uri: str) -> Manifest:
+def read_manifest(snapshot_uri: str, storage_options: Mapping[str, Any] | None = None) -> Manifest:
     """Read and validate the manifest of the snapshot at ``snapshot_uri``.
 
     :param snapshot_uri: the snapshot root: a local path or a URI pyarrow understands (file, s3, gs, hdfs).
+    :param storage_options: credentials of a remote filesystem (see :func:`.uri.filesystem`).
     :raises ManifestError: when it is missing, unreadable, not JSON or not a valid manifest.
     """
     where = manifest_uri(snapshot_uri)
     try:
-        filesystem, root = _filesystem(snapshot_uri)
+        filesystem, root = uri_filesystem(snapshot_uri, storage_options)
     except Exception as exc:  # noqa: BLE001 - any failure to resolve the URI is "unreadable"
         raise ManifestError(f"{where}: cannot open the snapshot location: {exc}") from exc
     path = root.rstrip("/") + "/" + MANIFEST_NAME
@@ -421,13 +411,16 @@ def loads_manifest(raw: bytes | str, where: str = "manifest") -> Manifest:
     return parse_manifest(doc, where)
 
 
-def write_manifest(snapshot_uri: str, manifest: Manifest) -> str:
+def write_manifest(
+    snapshot_uri: str, manifest: Manifest, storage_options: Mapping[str, Any] | None = None
+) -> str:
     """Write ``manifest`` into the snapshot root (call it LAST, after every data file) and return its URI.
 
     :param snapshot_uri: the snapshot root: a local path or a URI pyarrow understands.
     :param manifest: the manifest to write.
+    :param storage_options: credentials of a remote filesystem (see :func:`.uri.filesystem`).
     """
-    filesystem, root = _filesystem(snapshot_uri)
+    filesystem, root = uri_filesystem(snapshot_uri, storage_options)
     filesystem.create_dir(root, recursive=True)
     data = json.dumps(manifest.to_json(), indent=2, sort_keys=False).encode()
     with filesystem.open_output_stream(root.rstrip("/") + "/" + MANIFEST_NAME) as stream:

@@ -56,3 +56,40 @@ def as_topic(name: str, value: Any) -> str:
     if len(topic) > 249 or any(not (c.isalnum() or c in "._-") for c in topic):
         raise KStateConfigError(f"{name} {topic!r} is not a legal Kafka topic name")
     return topic
+
+
+def as_partitions(name: str, value: Any) -> list[int] | None:
+    """Return a sorted partition list (a list, an int, a comma-separated or JSON list string), None for none.
+
+    :param name: the argument's name for errors.
+    :param value: the value (templated fields arrive as strings unless rendered as native objects).
+    """
+    if value is None or value == "" or value == "None" or value == []:
+        return None
+    if isinstance(value, str):
+        text = value.strip().strip("[]")
+        items: list[Any] = [v for v in (s.strip() for s in text.split(",")) if v]
+    elif isinstance(value, int):
+        items = [value]
+    else:
+        items = list(value)
+    try:
+        parts = sorted({int(v) for v in items})
+    except (TypeError, ValueError) as exc:
+        raise KStateConfigError(f"{name} {value!r} is not a list of partition numbers") from exc
+    if any(p < 0 for p in parts):
+        raise KStateConfigError(f"{name} {value!r} has negative partition numbers")
+    return parts or None
+
+
+def as_optional_count(name: str, value: Any) -> int | None:
+    """Return an optional positive count (None, "", "None" mean: not given) or raise naming ``name``."""
+    if value is None or value == "" or value == "None":
+        return None
+    try:
+        count = int(value)
+    except (TypeError, ValueError) as exc:
+        raise KStateConfigError(f"{name} {value!r} is not an integer") from exc
+    if count < 1:
+        raise KStateConfigError(f"{name} must be at least 1, got {count}")
+    return count

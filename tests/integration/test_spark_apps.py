@@ -318,7 +318,7 @@ def test_deep_check_names_each_corruption(changelog: Changelog, work: Path) -> N
     proc, check = run_check(changelog, str(bad))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not check["ok"]
-    assert sorted(check["bad_partitions"]) == sorted([a, b, c, d]), json.dumps(check, indent=1)[:4000]
+    assert sorted(check["failed_partitions"]) == sorted([a, b, c, d]), json.dumps(check, indent=1)[:4000]
     parts = check["partitions"]
     assert set(parts[str(a)]["missing_keys"]) == {repr(k) for k in dropped}
     assert parts[str(a)]["snapshot_rows"] == parts[str(a)]["changelog_rows"] - 3

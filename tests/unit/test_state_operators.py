@@ -369,7 +369,7 @@ def test_deep_check_operator_names_partitions_and_sample_keys(
             },
         },
     }
-    monkeypatch.setattr(KStateDeepCheckOperator, "submit", lambda self, hook: dict(report))
+    monkeypatch.setattr(KStateDeepCheckOperator, "submit", lambda self, hook, *args: dict(report))
     op = KStateDeepCheckOperator(task_id="d", topic=TOPIC, snapshot_uri=uri, fail_on_bad=False)
     result = op.execute({})
     assert result["failed_partitions"] == [1] and result["check"] == "deep"
@@ -387,9 +387,17 @@ def test_deep_check_operator_names_partitions_and_sample_keys(
 def test_spark_application_error_carries_the_reported_error(
     tmp_path: Path, fake_admin: FakeAdmin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow_provider_kstate.operators import state as ops
+    from airflow_provider_kstate.operators import spark_app as ops
 
     class FailingHook:
+        """Stands in for SparkSubmitHook in client mode (SparkSubmitOperator.execute calls submit)."""
+
+        _should_track_driver_status = False
+        _is_yarn_cluster_mode = False
+
+        def _should_track_driver_via_k8s_api(self) -> bool:
+            return False
+
         def __init__(self, args: list[str]) -> None:
             self.report = args[args.index("--report-file") + 1]
 

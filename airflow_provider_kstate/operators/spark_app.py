@@ -1,0 +1,238 @@
+"""The base of the provider's Spark operators: the Spark provider's ``SparkSubmitOperator`` that hands the
+application the Kafka connection's config in a private file and reads back the application's report.
+
+Being a ``SparkSubmitOperator``, it takes every parameter of it (``archives``, ``jars``, ``packages``,
+``keytab``/``principal``, ``deploy_mode``, ``properties_file``, ``yarn_queue``, ``conf``, ``py_files`` ...),
+is templated like it, kills ``spark-submit`` (or the cluster's driver) in ``on_kill``, and injects
+OpenLineage's parent job when ``apache-airflow-providers-openlineage`` asks it to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from airflow_provider_kstate.exceptions import KStateConfigError, SnapshotError, SparkApplicationError
+from airflow_provider_kstate.hooks.state import KStateSnapshotHook
+from airflow_provider_kstate.store import contract
+from airflow_provider_kstate.store import uri as uris
+
+if TYPE_CHECKING:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.sdk import Context
+
+#: Spark settings every kstate application gets unless the caller overrides them.
+DEFAULT_SPARK_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
+
+
+def spark_app_path(name: str) -> str:
+    """Return the path of one of the package's Spark applications (``rebuild.py``, ``deep_check.py``).
+
+    :param name: the application's file name in ``airflow_provider_kstate/spark_apps``.
+    """
+    path = Path(_app_file(name))
+    if not path.is_file():
+        raise KStateConfigError(f"the package's Spark application {name!r} is missing at {path}")
+    return str(path)
+
+
+def _app_file(name: str) -> str:
+    import airflow_provider_kstate
+
+    return str(Path(airflow_provider_kstate.__file__).resolve().parent / "spark_apps" / name)
+
+
+def _joined(*parts: str | None) -> str | None:
+    items = [p for p in parts if p]
+    return ",".join(items) or None
+
+
+@dataclass
+class Submission:
+    """What one run adds to the operator's own spark-submit parameters (never secrets, only paths)."""
+
+    args: list[str]
+    files: list[str] = field(default_factory=list)
+    py_files: list[str] = field(default_factory=list)
+    archives: list[str] = field(default_factory=list)
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+class KStateSparkApplicationOperator(SparkSubmitOperator):
+    """Submit a PySpark application that reads the Kafka config from a file and writes a JSON report.
+
+    The application is called as ``APP --kafka-config-file CFG --report-file R [application_args]``; the
+    config file (mode 0600) holds the ``kafka`` connection's librdkafka settings, SASL secrets included,
+    and is removed afterwards. The report is pushed to XCom. Every ``SparkSubmitOperator`` parameter is
+    accepted (``conf``, ``archives``, ``deploy_mode`` ...).
+
+    :param kafka_config_id: the Kafka connection (conn type ``kafka``).
+    :param spark_conn_id: the Spark connection (conn type ``spark``); same as ``conn_id``.
+    :param spark_conf: extra Spark properties, merged over ``DEFAULT_SPARK_CONF`` (``conf`` wins). (templated)
+    :param spark_name: the Spark application name (default ``kstate-<task_id>``); same as ``name``.
+    :param report_dir: where the application writes its report: None for a private local temporary
+        directory (client deploy mode), or a directory URI on cluster storage a cluster-mode driver reaches
+        (``hdfs://``, ``s3://`` ...). (templated)
+    :param ship_kafka_config: also ship the config file with ``--files`` (for a driver in cluster deploy
+        mode, which finds it by name in its working directory). None: when ``deploy_mode`` is ``cluster``.
+    :param ship_provider: ship this package to the executors as a zip on ``py_files``, built per run.
+    :param python_env_archive: a packed Python environment (``python -m airflow_provider_kstate.store.pack
+        env``) for the executors: shipped as ``archives=ARCHIVE#env`` with
+        ``spark.pyspark.python=./env/bin/python``. (templated)
+    """
+
+    template_fields = (*SparkSubmitOperator.template_fields, "spark_conf", "report_dir", "python_env_archive")
+    ui_color = "#fdebd0"
+
+    def __init__(
+        self,
+        *,
+        kafka_config_id: str = "kafka_default",
+        spark_conn_id: str | None = None,
+        spark_conf: dict[str, Any] | None = None,
+        spark_name: str | None = None,
+        report_dir: str | None = None,
+        ship_kafka_config: bool | None = None,
+        ship_provider: bool = False,
+        python_env_archive: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("conn_id", spark_conn_id or "spark_default")
+        kwargs.setdefault("name", spark_name or f"kstate-{kwargs.get('task_id', 'app')}")
+        super().__init__(**kwargs)
+        self.kafka_config_id = kafka_config_id
+        self.spark_conn_id = self._conn_id
+        self.spark_conf = spark_conf
+        self.report_dir = report_dir
+        self.ship_kafka_config = ship_kafka_config
+        self.ship_provider = ship_provider
+        self.python_env_archive = python_env_archive
+        self._submission: Submission | None = None
+
+    # -- what to run ------------------------------------------------------------------------------------
+
+    def app_path(self) -> str:
+        """Return the application to submit (subclasses name one of the package's own)."""
+        if not self.application:
+            raise KStateConfigError(f"task {self.task_id!r}: no Spark application given")
+        return self.application
+
+    def app_args(self) -> list[str]:
+        """Return the application's arguments besides the config and report files."""
+        return [str(a) for a in self.application_args or []]
+
+    def snapshot_hook(self) -> KStateSnapshotHook:
+        """Return the hook of the Kafka connection (and of the snapshot's storage)."""
+        return KStateSnapshotHook(kafka_config_id=self.kafka_config_id)
+
+    # -- submitting -------------------------------------------------------------------------------------
+
+    def submit(
+        self, hook: KStateSnapshotHook, context: Context | None = None, args: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Run the application with spark-submit and return its report.
+
+        :param hook: gives the Kafka config file.
+        :param context: the task's context (for OpenLineage's parent job).
+        :param args: the application's own arguments; default :meth:`app_args`.
+        """
+        app = self.app_path()
+        with (
+            hook.kafka_config_file() as cfg,
+            self._report_file() as report,
+            tempfile.TemporaryDirectory(prefix="kstate-ship-") as ship,
+        ):
+            self._submission = self._plan_submission(
+                cfg, report, ship, args if args is not None else self.app_args()
+            )
+            self._hook = None  # a hook per submission: its arguments differ
+            try:
+                SparkSubmitOperator.execute(self, context if context is not None else {})  # type: ignore[arg-type]
+            except Exception as exc:
+                error = contract.reported_error(report)
+                if error is None:
+                    raise
+                raise SparkApplicationError(f"{Path(app).name} failed: {error}") from exc
+            return _read_report(report, app)
+
+    def _plan_submission(self, cfg: str, report: str, ship: str, args: list[str]) -> Submission:
+        sub = Submission(args=["--kafka-config-file", cfg, "--report-file", report, *args])
+        ship_cfg = self.ship_kafka_config
+        if ship_cfg is None:
+            ship_cfg = (self._deploy_mode or "").lower() == "cluster"
+        if ship_cfg:
+            sub.files.append(cfg)
+        if self.ship_provider:
+            from airflow_provider_kstate.store.pack import provider_zip
+
+            sub.py_files.append(provider_zip(ship))
+        if self.python_env_archive:
+            sub.archives.append(f"{self.python_env_archive}#env")
+            sub.conf["spark.pyspark.python"] = "./env/bin/python"
+            if (self._deploy_mode or "client").lower() != "cluster":
+                sub.conf.setdefault("spark.pyspark.driver.python", sys.executable)
+        return sub
+
+    @contextlib.contextmanager
+    def _report_file(self) -> Iterator[str]:
+        if not self.report_dir:
+            with tempfile.TemporaryDirectory(prefix="kstate-report-") as tmp:
+                yield os.path.join(tmp, "report.json")
+            return
+        path = uris.join(self.report_dir, f"{self.task_id}-{uuid.uuid4().hex}.json")
+        try:
+            yield path
+        finally:
+            with contextlib.suppress(Exception):
+                fs, where = uris.filesystem(path)
+                fs.delete_file(where)
+
+    def _get_hook(self) -> SparkSubmitHook:
+        sub = self._submission or Submission(args=self.app_args())
+        return self._spark_hook(sub.args)
+
+    def _spark_hook(self, args: list[str]) -> SparkSubmitHook:
+        """Return the Spark provider's hook for this submission: the operator's parameters plus the run's."""
+        sub = self._submission or Submission(args=args)
+        overlay: dict[str, Any] = {
+            "application_args": args,
+            "files": _joined(self.files, *sub.files),
+            "py_files": _joined(self.py_files, *sub.py_files),
+            "_archives": _joined(self._archives, *sub.archives),
+            "conf": {**DEFAULT_SPARK_CONF, **(self.spark_conf or {}), **sub.conf, **(self.conf or {})},
+        }
+        saved = {name: getattr(self, name) for name in overlay}
+        try:
+            for name, value in overlay.items():
+                setattr(self, name, value)
+            return super()._get_hook()
+        finally:
+            for name, value in saved.items():
+                setattr(self, name, value)
+
+    def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
+        report = self.submit(self.snapshot_hook(), context)
+        self.log.info("Application %s reported: %s", self.app_path(), json.dumps(report)[:2000])
+        return report
+
+
+def _read_report(path: str, app: str) -> dict[str, Any]:
+    try:
+        report = contract.load_report(path)
+    except FileNotFoundError as exc:
+        raise SnapshotError(f"Spark application {app} exited without writing its report {path}") from exc
+    except ValueError as exc:
+        raise SnapshotError(f"Spark application {app} wrote a report that is not JSON: {exc}") from exc
+    if not isinstance(report, dict):
+        raise SnapshotError(f"Spark application {app} wrote a report that is not a JSON object")
+    return report

@@ -1,0 +1,210 @@
+"""The contract between the operators and the Spark applications: command line, config file, report file.
+
+Every application is called as ``APP --kafka-config-file CFG --topic T --snapshot-uri U --report-file R
+[its own options]``:
+
+* ``CFG`` is a JSON object of librdkafka settings, secrets included (mode 0600, never on a command line
+  or in a log). A path the driver cannot see is looked up by its base name in the driver's working
+  directory, where ``spark-submit --files`` puts shipped files in cluster deploy mode.
+* ``R`` is where the application writes its JSON report: a local path, or a URI on cluster storage a
+  cluster-mode driver can reach (written atomically on local disks).
+* A failed application writes ``{"ok": false, "error": "..."}`` and exits 2.
+
+The per-partition verdict of a check is the report field :data:`FAILED_FIELD`; reports written before
+it was named so carry ``bad_partitions``, which :func:`failed_partitions` still reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow_provider_kstate.store import uri as uris
+
+#: The report field listing the partitions a check found bad.
+FAILED_FIELD = "failed_partitions"
+#: Its name in reports of earlier versions.
+LEGACY_FAILED_FIELD = "bad_partitions"
+#: librdkafka settings that are callbacks: in the config file they are ``"module:function"`` strings.
+CALLBACK_KEYS = ("oauth_cb", "error_cb", "throttle_cb", "stats_cb", "logger")
+#: Default read timeout per changelog partition, seconds.
+DEFAULT_TIMEOUT = 120.0
+
+
+class AppError(RuntimeError):
+    """An application input is wrong (config, snapshot, topic); the message is the report's ``error``."""
+
+
+def app_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """Return a parser with the options every kstate Spark application takes.
+
+    :param prog: the application's file name.
+    :param description: what it does.
+    """
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "--kafka-config-file", required=True, help="JSON dict of librdkafka settings (secret)"
+    )
+    parser.add_argument("--topic", required=True, help="the compacted changelog topic")
+    parser.add_argument("--snapshot-uri", required=True, help="snapshot root: local path or filesystem URI")
+    parser.add_argument("--report-file", required=True, help="where to write the JSON report (path or URI)")
+    parser.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT, help="read timeout per partition, s"
+    )
+    return parser
+
+
+def command_line(config_file: str, topic: str, snapshot_uri: str, report_file: str, *extra: str) -> list[str]:
+    """Return an application's arguments (the inverse of :func:`app_parser`)."""
+    return [
+        "--kafka-config-file",
+        config_file,
+        "--topic",
+        topic,
+        "--snapshot-uri",
+        snapshot_uri,
+        "--report-file",
+        report_file,
+        *extra,
+    ]
+
+
+def _config_path(path: str) -> str:
+    if os.path.exists(path):
+        return path
+    shipped = os.path.basename(path)  # spark-submit --files: the driver's working directory
+    return shipped if os.path.exists(shipped) else path
+
+
+def load_kafka_config(path: str) -> dict[str, Any]:
+    """Read the librdkafka config file (a JSON object) without ever echoing its content.
+
+    :param path: the file (or, for a shipped file, its base name in the working directory).
+    :raises AppError: when it is unreadable, not JSON or has no ``bootstrap.servers``.
+    """
+    path = _config_path(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            conf = json.load(fh)
+    except OSError as exc:
+        raise AppError(f"cannot read the Kafka config file {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise AppError(f"the Kafka config file {path} is not valid JSON (line {exc.lineno})") from exc
+    if not isinstance(conf, dict) or "bootstrap.servers" not in conf:
+        raise AppError(f"the Kafka config file {path} must be a JSON object with 'bootstrap.servers'")
+    return conf
+
+
+def callback_name(value: Any) -> str | None:
+    """Return ``"module:function"`` for a module-level function, None for anything not importable so."""
+    if not inspect.isfunction(value) or "<" in value.__qualname__:
+        return None
+    return f"{value.__module__}:{value.__qualname__}"
+
+
+def resolve_callback(name: str) -> Callable[..., Any]:
+    """Import ``"module:function"`` (e.g. on an executor) and return the function.
+
+    :raises AppError: when it cannot be imported.
+    """
+    module, _, attr = name.partition(":")
+    try:
+        target: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise AppError(f"cannot import the Kafka callback {name!r}: {exc}") from exc
+    if not callable(target):
+        raise AppError(f"the Kafka callback {name!r} is not callable")
+    return target
+
+
+def portable_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the config as the file carries it: callbacks by name, unnamed callables dropped."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if not callable(value):
+            out[key] = value
+        elif key in CALLBACK_KEYS and callback_name(value):
+            out[key] = callback_name(value)
+    return out
+
+
+def live_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the config for a librdkafka client: callbacks named ``"module:function"`` imported."""
+    out = dict(config)
+    for key in CALLBACK_KEYS:
+        if isinstance(out.get(key), str) and ":" in out[key]:
+            out[key] = resolve_callback(out[key])
+    return out
+
+
+def write_report(path: str, report: Mapping[str, Any]) -> None:
+    """Write the JSON report: atomically (a temporary file renamed) on a local disk, else one object."""
+    data = json.dumps(report, indent=2).encode()
+    if uris.is_local(path):
+        local = str(uris.local_path(path))
+        tmp = f"{local}.tmp-{os.getpid()}"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, local)
+        return
+    fs, where = uris.filesystem(path)
+    with fs.open_output_stream(where) as out:
+        out.write(data)
+
+
+def fail(report_file: str, message: str, echo: Callable[[str], None], prefix: str) -> int:
+    """Echo the one-line error, write an ``ok: false`` report, return the exit code 2."""
+    echo(f"{prefix}: error: {message}")
+    try:
+        write_report(report_file, {"ok": False, "error": message})
+    except OSError:
+        pass
+    return 2
+
+
+def load_report(path: str, storage_options: Mapping[str, Any] | None = None) -> Any:
+    """Return the decoded JSON of a report file (path or URI).
+
+    :raises FileNotFoundError: when there is none; :raises ValueError: when it is not JSON.
+    """
+    fs, where = uris.filesystem(path, storage_options)
+    try:
+        with fs.open_input_stream(where) as stream:
+            raw = stream.read()
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) or "not found" in str(exc).lower():
+            raise FileNotFoundError(path) from exc
+        raise
+    return json.loads(raw)
+
+
+def reported_error(path: str, storage_options: Mapping[str, Any] | None = None) -> str | None:
+    """Return the ``error`` a failed application wrote in its report, if it wrote one."""
+    try:
+        report = load_report(path, storage_options)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict):
+        return None
+    error = report.get("error") or report.get("message")
+    return str(error) if error else None
+
+
+def failed_partitions(report: Mapping[str, Any]) -> list[int]:
+    """Return the partitions a check report marks as failed, sorted.
+
+    Per-partition entries decide when present; else the report's :data:`FAILED_FIELD`, or the legacy
+    :data:`LEGACY_FAILED_FIELD` of older reports.
+    """
+    entries = report.get("partitions") or {}
+    if entries:
+        return sorted(int(p) for p, e in entries.items() if not e.get("ok", False))
+    listed = report.get(FAILED_FIELD, report.get(LEGACY_FAILED_FIELD)) or []
+    return sorted(int(p) for p in listed)

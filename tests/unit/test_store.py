@@ -1,0 +1,119 @@
+"""The store domain package: URIs, the applications' contract, typed results, the provider zip."""
+
+from __future__ import annotations
+
+import ast
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_kstate.store import contract, uri
+from airflow_provider_kstate.store.pack import provider_zip
+from airflow_provider_kstate.store.results import CheckReport, PartitionResult, Side
+
+PACKAGE = Path(__file__).resolve().parents[2] / "airflow_provider_kstate"
+
+
+def oauth_token(config: str) -> tuple[str, float]:
+    """A module-level OAUTHBEARER callback (travels by name)."""
+    return "token", 0.0
+
+
+def test_the_store_and_the_apps_import_neither_airflow_nor_spark_at_module_level() -> None:
+    for folder in ("store", "spark_apps", "client"):
+        for file in (PACKAGE / folder).rglob("*.py"):
+            tree = ast.parse(file.read_text())
+            for node in tree.body:  # module level only: the apps import pyspark inside functions
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    names = [node.module or ""]
+                assert not [n for n in names if n.split(".")[0] in ("airflow", "pyspark")], file
+                assert not [
+                    n
+                    for n in names
+                    if n.startswith(("airflow_provider_kstate.hooks", "airflow_provider_kstate.operators"))
+                ], file
+
+
+def test_uris() -> None:
+    assert uri.local_path("/a/b") == Path("/a/b") and uri.local_path("file:///a/b") == Path("/a/b")
+    assert uri.local_path("s3://bucket/x") is None and uri.is_local("rel/dir")
+    assert uri.spark_path("file:///a/b/") == "file:///a/b" and uri.spark_path("s3a://b/x/") == "s3a://b/x"
+    assert uri.uri_problem("") and "unsupported scheme 'ftp'" in (uri.uri_problem("ftp://h/x") or "")
+    assert uri.uri_problem("gs://b/x") is None and uri.join("s3://b/x/", "m.json") == "s3://b/x/m.json"
+
+
+def test_callbacks_travel_by_name_and_oidc_settings_as_strings() -> None:
+    config: dict[str, Any] = {
+        "bootstrap.servers": "b:9092",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.secret": "s",
+        "oauth_cb": oauth_token,
+        "error_cb": lambda err: None,
+        "stats_cb": print,
+    }
+    portable = contract.portable_config(config)
+    assert portable["oauth_cb"] == f"{__name__}:oauth_token"
+    assert "error_cb" not in portable and "stats_cb" not in portable
+    assert portable["sasl.oauthbearer.method"] == "oidc"
+    live = contract.live_config(json.loads(json.dumps(portable)))
+    assert live["oauth_cb"] is oauth_token
+    with pytest.raises(contract.AppError, match="cannot import"):
+        contract.live_config({"oauth_cb": "no.such.module:fn"})
+
+
+def test_kafka_config_shipped_by_name_is_found_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "kafka.json").write_text(json.dumps({"bootstrap.servers": "b:1"}))
+    monkeypatch.chdir(tmp_path)
+    assert contract.load_kafka_config("/elsewhere/on/the/worker/kafka.json") == {"bootstrap.servers": "b:1"}
+    with pytest.raises(contract.AppError, match="cannot read"):
+        contract.load_kafka_config("/nowhere/other.json")
+
+
+def test_report_files_and_the_failed_partitions_field(tmp_path: Path) -> None:
+    path = str(tmp_path / "r.json")
+    assert contract.fail(path, "topic 'x' is not compacted", lambda line: None, "app") == 2
+    assert contract.reported_error(path) == "topic 'x' is not compacted"
+    contract.write_report(f"file://{tmp_path}/u.json", {"ok": True})
+    assert contract.load_report(str(tmp_path / "u.json")) == {"ok": True}
+    assert contract.failed_partitions({"bad_partitions": [3, 1]}) == [1, 3]  # a report of an earlier version
+    assert contract.failed_partitions({"partitions": {"0": {"ok": True}, "2": {"ok": False}}}) == [2]
+
+
+def test_results_round_trip() -> None:
+    res = PartitionResult(
+        2, changelog=Side(3, "a" * 16), snapshot=Side(2, "b" * 16), manifest=Side(3, "a" * 16)
+    )
+    res.problems.append("differs")
+    res.samples["missing"].append("b'k'")
+    assert PartitionResult.from_json(2, json.loads(json.dumps(res.to_json()))).to_json() == res.to_json()
+    doc = {
+        "check": "deep",
+        "topic": "t",
+        "snapshot_uri": "/s",
+        "ok": False,
+        "problems": [],
+        "partitions": {"0": {"ok": True, "problems": []}, "2": res.to_json()},
+        "records_read": 9,
+    }
+    report = CheckReport.from_json(json.loads(json.dumps(doc)))
+    assert report.failed_partitions == [2] and report.extra == {"records_read": 9}
+    assert report.to_json() == {**doc, "failed_partitions": [2]}
+    legacy = CheckReport.from_json({"ok": False, "bad_partitions": [1], "topic": "t", "snapshot_uri": "/s"})
+    assert legacy.failed_partitions == [1]
+
+
+def test_provider_zip_holds_the_apps_and_the_store_only(tmp_path: Path) -> None:
+    with zipfile.ZipFile(provider_zip(str(tmp_path))) as zf:
+        names = set(zf.namelist())
+    assert "airflow_provider_kstate/store/manifest.py" in names
+    assert "airflow_provider_kstate/spark_apps/rebuild.py" in names
+    assert not [n for n in names if "/operators/" in n or "/hooks/" in n]
