@@ -422,3 +422,53 @@ def _fake_cfg_file(self: Any) -> Any:
         yield "/dev/null"
 
     return cm()
+
+
+# -- the Spark operators are SparkSubmitOperators -------------------------------------------------------
+
+
+def test_spark_operators_are_spark_submit_operators_with_its_parameters_and_on_kill(tmp_path: Path) -> None:
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    op = KStateRebuildOperator(
+        task_id="r",
+        topic=TOPIC,
+        snapshot_uri="/s",
+        deploy_mode="client",
+        archives="hdfs:///a.zip#a",
+        jars="x.jar",
+        yarn_queue="q",
+        ship_provider=True,
+        python_env_archive="hdfs:///apps/env.tar.gz",
+        ship_kafka_config=True,
+    )
+    assert isinstance(op, SparkSubmitOperator)
+    assert {"application_args", "conf", "py_files", "snapshot_uri", "partitions"} <= set(op.template_fields)
+    sub = op._plan_submission("/tmp/cfg/kafka.json", "/tmp/r/report.json", str(tmp_path), ["--topic", TOPIC])
+    op._submission = sub
+    cmd = op._get_hook()._build_spark_submit_command(op.application)
+    line = " ".join(cmd)
+    assert "--archives hdfs:///a.zip#a,hdfs:///apps/env.tar.gz#env" in line
+    assert "spark.pyspark.python=./env/bin/python" in line and "--files /tmp/cfg/kafka.json" in line
+    assert "airflow_provider_kstate.zip" in line and "--jars x.jar" in line
+    assert cmd[-6:] == [
+        "--kafka-config-file",
+        "/tmp/cfg/kafka.json",
+        "--report-file",
+        "/tmp/r/report.json",
+        "--topic",
+        TOPIC,
+    ]
+
+    killed: list[bool] = []
+
+    class Running:
+        _is_yarn_cluster_mode = False
+        _is_kubernetes = False
+
+        def on_kill(self) -> None:
+            killed.append(True)
+
+    op._hook = Running()  # type: ignore[assignment]
+    op.on_kill()
+    assert killed == [True]
