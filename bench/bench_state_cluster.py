@@ -1,0 +1,150 @@
+"""The rebuild on a real Spark standalone cluster: 1 worker against 2, marginal rate per core, fixed cost.
+
+    .venv/bin/python bench/bench_state_cluster.py [--records 1000000] [--small-records 250000]
+
+The changelog is bench_state's (``--records`` small records in 16 partitions, half as many distinct keys).
+For 1 and then 2 workers (1 core, 1 GB each, executors in their own JVMs; a master and its workers started
+from the pyspark package), the rebuild runs at two sizes (``--small-records`` and ``--records``, two topics),
+in client deploy mode. From the application's own ``seconds`` (ready SparkSession -> report):
+
+* marginal rate = extra records / extra seconds between the two sizes (the rate once the fixed cost is paid);
+* per executor core = marginal rate / cores;
+* fixed cost = small seconds - small records / marginal rate (job scheduling, executors' Python workers,
+  the first Kafka connections, the snapshot write and publish).
+
+Then the plan for 1B records from the measured per-core rate. Writes ``bench/results/state_cluster.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import bench_state  # bench/ is this script's directory, so on sys.path when run as a script
+from spark_standalone import StandaloneCluster  # scripts/, put on sys.path by bench_state
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "state_cluster.json"
+APPS = ROOT / "airflow_provider_kstate" / "spark_apps"
+
+
+def rebuild(master: str, conf_file: str, topic: str, uri: str, work: Path, cores: int) -> dict[str, Any]:
+    report = work / f"report-{uuid.uuid4().hex[:6]}.json"
+    venv_bin = Path(sys.executable).parent
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    cmd = [str(venv_bin / "spark-submit"), "--master", master, "--conf", "spark.log.level=ERROR"]
+    cmd += ["--conf", "spark.ui.enabled=false", "--conf", f"spark.cores.max={cores}"]
+    cmd += ["--executor-memory", "768m", "--driver-memory", "768m", str(APPS / "rebuild.py")]
+    cmd += bench_state.app_args(conf_file, topic, uri, report)
+    started = time.monotonic()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"rebuild failed: {proc.stderr[-2000:]}")
+    result = json.loads(report.read_text())
+    return {
+        "records": result["records_read"],
+        "seconds_in_app": result["seconds"],
+        "wall_seconds": round(time.monotonic() - started, 2),
+        "rows": result["rows"],
+    }
+
+
+def fit(small: dict[str, Any], big: dict[str, Any], cores: int) -> dict[str, Any]:
+    extra = big["records"] - small["records"]
+    dt = max(big["seconds_in_app"] - small["seconds_in_app"], 1e-3)
+    rate = extra / dt
+    return {
+        "cores": cores,
+        "marginal_records_per_s": round(rate),
+        "marginal_per_core": round(rate / cores),
+        "fixed_seconds": round(small["seconds_in_app"] - small["records"] / rate, 2),
+        "small": small,
+        "big": big,
+    }
+
+
+def measure(conf: dict[str, Any], sizes: tuple[int, int], work: Path) -> dict[str, Any]:
+    conf_file = work / "kafka.json"
+    conf_file.write_text(json.dumps(conf))
+    topics = {}
+    for n in sizes:
+        topics[n] = f"kstate-bench-cluster-{n}-{uuid.uuid4().hex[:6]}"
+        bench_state.create_topic(conf, topics[n], 16)
+        bench_state.produce(conf, topics[n], n)
+    out: dict[str, Any] = {}
+    try:
+        for workers in (1, 2):
+            cluster = StandaloneCluster(work / f"cluster-{workers}", workers=workers).start()
+            try:
+                runs = {
+                    n: rebuild(
+                        cluster.url,
+                        str(conf_file),
+                        topics[n],
+                        str(work / f"snap-{workers}-{n}"),
+                        work,
+                        workers,
+                    )
+                    for n in sizes
+                }
+            finally:
+                cluster.stop()
+            out[str(workers)] = fit(runs[sizes[0]], runs[sizes[1]], workers)
+    finally:
+        for topic in topics.values():
+            bench_state.delete_topic(conf, topic)
+    return out
+
+
+def plan(per_core: float, fixed: float, records: int = 1_000_000_000) -> dict[str, Any]:
+    """Executor cores for 1B records within 1 h, 30 min and 10 min at the measured per-core rate."""
+    out = {}
+    for minutes in (60, 30, 10):
+        budget = minutes * 60 - fixed
+        out[f"{minutes}min"] = max(1, -(-records // int(per_core * budget)))
+    return {"records": records, "per_core_records_per_s": round(per_core), "cores_needed": out}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--small-records", type=int, default=250_000)
+    args = parser.parse_args(argv)
+    with bench_state.broker() as conf, tempfile.TemporaryDirectory(prefix="kstate-bench-cluster-") as tmp:
+        res = measure(conf, (args.small_records, args.records), Path(tmp))
+    one, two = res["1"], res["2"]
+    res["speedup_2_over_1"] = round(two["marginal_records_per_s"] / max(one["marginal_records_per_s"], 1), 2)
+    res["plan_1b"] = plan(
+        min(one["marginal_per_core"], two["marginal_per_core"]), max(one["fixed_seconds"], 0)
+    )
+    res["machine"] = {"cores": os.cpu_count(), "load_avg": os.getloadavg()}
+    print(
+        f"{'workers':>8} {'cores':>6} {'marginal rec/s':>15} {'per core':>10} {'fixed s':>8} {'small s':>8} {'big s':>8}"
+    )
+    for w in ("1", "2"):
+        r = res[w]
+        print(
+            f"{w:>8} {r['cores']:>6} {r['marginal_records_per_s']:>15,} {r['marginal_per_core']:>10,} "
+            f"{r['fixed_seconds']:>8} {r['small']['seconds_in_app']:>8} {r['big']['seconds_in_app']:>8}"
+        )
+    print(f"2 workers / 1 worker: {res['speedup_2_over_1']}x (load average {res['machine']['load_avg']})")
+    print(
+        f"1B records at {res['plan_1b']['per_core_records_per_s']:,} rec/s per core: cores needed {res['plan_1b']['cores_needed']}"
+    )
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
