@@ -305,6 +305,7 @@ class LiveGroups:
         self.config, self.topic, self.groups = config, topic, groups
         self.timelines = {group: Timeline() for group in groups}
         self.generation = 0
+        self.errors: list[str] = []
         self.fleets = self._start_all()
 
     def _start(self, group: str) -> Any:
@@ -325,13 +326,22 @@ class LiveGroups:
         with concurrent.futures.ThreadPoolExecutor(len(self.groups)) as pool:
             return dict(zip(self.groups, pool.map(self._start, self.groups), strict=True))
 
-    def stop(self) -> None:
-        with concurrent.futures.ThreadPoolExecutor(len(self.groups)) as pool:
-            list(pool.map(lambda fleet: fleet.stop(), self.fleets.values()))
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop every consumer of every live group at once; bounded: consumers still in ``close()`` after
+        ``timeout`` are left behind (daemon threads) and a TimeoutError says so."""
+        for fleet in self.fleets.values():
+            fleet._halt.set()
+        deadline = time.monotonic() + timeout
+        for fleet in self.fleets.values():
+            for thread in fleet._threads:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = sum(t.is_alive() for fleet in self.fleets.values() for t in fleet._threads)
+        if stuck:
+            raise TimeoutError(f"{stuck} live consumers did not close() within {timeout:.0f} s")
 
     def restart(self) -> None:
         """Every consumer of every live group ``close()``s (all at once), then new ones subscribe."""
-        self.stop()
+        self.stop(timeout=30)
         self.generation += 1
         self.fleets = self._start_all()
 
@@ -394,13 +404,19 @@ def partition_count(config: dict[str, Any], topic: str) -> int:
 
 def measure_restart(live: LiveGroups, partitions: int) -> float | None:
     """A plain restart of the live groups' consumers; None when a group has more consumers than partitions
-    (the window's definition needs every consumer to hold a partition)."""
+    (the window's definition needs every consumer to hold a partition) or when it did not complete in
+    time (reported in ``live.errors``)."""
     if partitions < CONSUMERS_PER_GROUP:
         return None
-    _warm(live)
-    started = time.monotonic()
-    live.restart()
-    return live.window(started, partitions, timeout=120)["window"]
+    try:
+        _warm(live, timeout=60)
+        started = time.monotonic()
+        live.restart()
+        return live.window(started, partitions, timeout=60)["window"]
+    except (TimeoutError, RuntimeError) as exc:
+        progress(f"restart at {partitions} partitions failed: {exc}")
+        live.errors.append(f"restart at {partitions}: {exc}")
+        return None
 
 
 @contextlib.contextmanager
@@ -434,7 +450,9 @@ def cell_traffic(config: dict[str, Any], partitions: int, groups: int) -> Iterat
     try:
         yield {"topic": topic, "producer": producer, "live": live, "setup": setup}
     finally:
-        live.stop()
+        with contextlib.suppress(TimeoutError):
+            live.stop()
+        setup["errors"] = live.errors
         producer.stop()
         for future in AdminClient(config).delete_topics([topic]).values():
             with contextlib.suppress(Exception):
@@ -505,8 +523,9 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
     xcom = run.get("xcom_bytes", {})
     window = run.get("window", {}).get("window")
     row["window_s"] = window
-    row["restart_s"] = statistics.median(row["restarts_after_s"])
-    row["ratio"] = window / row["restart_s"] if window is not None else None
+    restarts = [r for r in row["restarts_after_s"] if r is not None]
+    row["restart_s"] = statistics.median(restarts) if restarts else None
+    row["ratio"] = window / row["restart_s"] if window is not None and row["restart_s"] else None
     row["whole_run_s"] = run.get("dag_test_s")
     row["dagrun_s"] = run.get("dagrun_s")
     startup = run.get("task_seconds", {}).get("first_task_start_s")
@@ -606,7 +625,7 @@ def _row_line(row: dict[str, Any]) -> str:
         return f"{row['cell']:>9}  FAILED: {row['error'][:150]}"
     task, xmax = row["xcom_max_task"]
     return (
-        f"{row['cell']:>9} {row['setup_s']:>6.1f} {_fmt(row['window_s'], '7.3f')} {row['restart_s']:>7.3f}"
+        f"{row['cell']:>9} {row['setup_s']:>6.1f} {_fmt(row['window_s'], '7.3f')} {_fmt(row['restart_s'], '7.3f')}"
         f" {_fmt(row['ratio'], '6.2f')} {_fmt(row['whole_run_s'], '6.1f')} {_fmt(row['dagrun_s'], '6.1f')}"
         f" {_fmt(row['run_less_startup_s'], '7.1f')} {_fmt(row['dag_test_cpu_s'], '6.1f')}"
         f" {_fmt(row['broker_cpu_s'], '6.1f')}"
