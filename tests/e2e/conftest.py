@@ -21,6 +21,25 @@ from tests.e2e.deployment import AirflowDeployment, airflow_deployment
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
 EXAMPLE_DAGS = ("kstate_partition_increase", "kstate_state_maintenance")
+#: The crash tests (``test_crash.py``) arm failpoints by writing names here; absent, failpoints cost nothing.
+FAILPOINT_FILE = ROOT / ".kstate" / f"failpoints-{os.getpid()}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the ``chaos`` tests (``make chaos`` runs them) unless ``KSTATE_CHAOS=1`` or ``-m`` names them."""
+    if os.environ.get("KSTATE_CHAOS") == "1" or "chaos" in (config.getoption("markexpr") or ""):
+        return
+    chaos = [item for item in items if item.get_closest_marker("chaos")]
+    if chaos:
+        config.hook.pytest_deselected(items=chaos)
+        items[:] = [item for item in items if not item.get_closest_marker("chaos")]
+
+
+@pytest.fixture(scope="session")
+def failpoint_file() -> Iterator[Path]:
+    """The deployment's ``KSTATE_FAILPOINT_FILE`` (the file exists only while a crash test arms it)."""
+    yield FAILPOINT_FILE
+    FAILPOINT_FILE.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +55,7 @@ def deployment(bootstrap: str, artifacts_dir: Path) -> Iterator[AirflowDeploymen
         "AIRFLOW_CONN_KAFKA_DEFAULT": os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"],
         "AIRFLOW_CONN_SPARK_DEFAULT": os.environ["AIRFLOW_CONN_SPARK_DEFAULT"],
         "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+        "KSTATE_FAILPOINT_FILE": str(FAILPOINT_FILE),
     }
     dags = os.environ.get("KSTATE_E2E_DAGS_FOLDER", str(ROOT / "dags"))
     with airflow_deployment(dags, env=env, save_log_to=artifacts_dir / "e2e-standalone.log") as dep:

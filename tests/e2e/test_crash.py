@@ -1,0 +1,232 @@
+"""Crash tests (issue 10, item 5): SIGKILL the task at every step boundary of a real deployment's run.
+
+``airflow standalone`` runs the shipped DAG ``kstate_partition_increase`` against the session's broker under
+live traffic: a keyed producer (``murmur2_random``, not controlled: it writes to new partitions as soon as
+they exist, the KAFKA-12261 way) and a live group of :class:`ControlledConsumer` members with
+``auto.offset.reset=latest`` in their own process (``tests/e2e/crash_traffic.py``), plus an offline group
+(committed offsets, no members). A failpoint (``KSTATE_FAILPOINT_FILE``) SIGKILLs the task's process at one
+boundary; the operator then follows the runbook: Airflow's supervisor reports the dead task, the step's
+retry re-runs the idempotent steps; if the run still fails, a new run with the same target (a repair).
+
+Asserted: (a) from outside, a watcher samples the topic's partition count, the live group's members and its
+committed offsets (in that order, so a sample is sound): never a member while the group lacks an offset on
+an existing partition; (b) after recovery every produced message was consumed. The time from the kill to
+recovery is printed.
+
+Two boundaries run in ``make test``; all eight are ``chaos`` (``make chaos``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka.admin import AdminClient
+
+from tests.e2e.deployment import AirflowDeployment
+from tests.e2e.test_deployment import commit_offsets, create_topic, delete_topics
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from traffic import SeqProducer, wait_until  # noqa: E402
+
+pytestmark = [pytest.mark.deployment, pytest.mark.timeout(600)]
+
+INCREASE = "kstate_partition_increase"
+ORIGINAL, TARGET = 2, 4
+RUN_TIMEOUT = 240.0
+FAST = ("after_create", "mid_seed")  # inside the danger window: created, not every group seeded
+BOUNDARIES = (
+    "after_pause",
+    "after_empty",
+    "after_create",
+    "mid_seed",
+    "after_seed",
+    "after_scale",
+    "after_resume",
+    "mid_verify",
+)
+
+
+class SafetyWatcher(threading.Thread):
+    """Sample, in order, the partition count, the group's members, its committed offsets.
+
+    Offsets are only ever added during a run and partitions never go away, so a sample that shows members
+    and then a partition without an offset proves the members ran while that offset was missing.
+    """
+
+    def __init__(self, config: dict[str, Any], topic: str, group: str) -> None:
+        super().__init__(daemon=True)
+        self.admin: Any = AdminClient(config)
+        self.topic, self.group = topic, group
+        self.violations: list[tuple[float, int, list[int]]] = []
+        self.stable_full: list[float] = []  # times the group was STABLE with an offset on every partition
+        self.samples = 0
+        self._halt = threading.Event()
+
+    def _sample(self) -> None:
+        n = len(self.admin.list_topics(self.topic, timeout=5).topics[self.topic].partitions)
+        desc = self.admin.describe_consumer_groups([self.group])[self.group].result(timeout=5)
+        request = [ConsumerGroupTopicPartitions(self.group)]
+        result = self.admin.list_consumer_group_offsets(request)[self.group].result(timeout=5)
+        have = {tp.partition for tp in result.topic_partitions if tp.topic == self.topic and tp.offset >= 0}
+        missing = sorted(set(range(n)) - have)
+        now = time.monotonic()
+        self.samples += 1
+        if desc.members and missing:
+            self.violations.append((now, len(desc.members), missing))
+        if desc.state.name == "STABLE" and not missing and n == TARGET:
+            self.stable_full.append(now)
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            try:
+                self._sample()
+            except Exception:  # noqa: BLE001 - a missed sample (broker busy) is fine
+                pass
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(15)
+        self.admin = None
+
+
+class ConsumerService:
+    """The live group's consumers in their own process; what they received is read from its output file."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, out: Path) -> None:
+        self.out = out
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.e2e.crash_traffic", bootstrap, topic, group, str(out)],
+            cwd=str(ROOT),
+        )
+        if not wait_until(lambda: out.exists() and out.read_text().startswith("ready"), 60):
+            self.stop()
+            raise RuntimeError("consumer service did not start")
+
+    @property
+    def received(self) -> set[int]:
+        lines = self.out.read_text().split("\n")
+        return {int(line) for line in lines[:-1] if line.isdigit()}  # the last line may be partial
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def scenario(
+    deployment: AirflowDeployment,
+    admin: AdminClient,
+    kafka_config: dict[str, Any],
+    bootstrap: str,
+    tmp_path: Path,
+) -> Iterator[dict[str, Any]]:
+    """A topic under live traffic with one live and one offline group; torn down afterwards."""
+    tag = uuid.uuid4().hex[:8]
+    topic, live, offline = f"kstate-crash-{tag}", f"kstate-crash-{tag}-live", f"kstate-crash-{tag}-offline"
+    create_topic(admin, topic, ORIGINAL)
+    commit_offsets(kafka_config, offline, {(topic, p): 0 for p in range(ORIGINAL)})
+    service = ConsumerService(bootstrap, topic, live, tmp_path / "received")
+    producer = SeqProducer(kafka_config, topic, rate=100.0)
+    producer.start()
+    watcher = SafetyWatcher(kafka_config, topic, live)
+    try:
+        if not wait_until(lambda: len(service.received) >= 20, 90):
+            raise RuntimeError("the live group received nothing")
+        time.sleep(1.0)  # auto-commit records positions
+        since = max(service.received) + 1
+        watcher.start()
+        yield {
+            "topic": topic,
+            "live": live,
+            "offline": offline,
+            "service": service,
+            "producer": producer,
+            "watcher": watcher,
+            "since": since,
+        }
+    finally:
+        producer.stop()
+        watcher.stop()
+        service.stop()
+        delete_topics(admin, [topic])
+
+
+def _killed_at(failpoint_file: Path, name: str, timeout: float) -> float | None:
+    """Return when the armed failpoint fired (its name left the file), or None within ``timeout``."""
+    fired = wait_until(lambda: name not in failpoint_file.read_text().split(), timeout, interval=0.05)
+    return time.monotonic() if fired else None
+
+
+def _recover(deployment: AirflowDeployment, run_id: str, topic: str) -> tuple[dict[str, Any], str]:
+    """The runbook: wait for Airflow's retries; if the run still failed, run again with the target (repair)."""
+    run = deployment.wait_for_run(INCREASE, run_id, timeout=RUN_TIMEOUT)
+    if run["state"] == "success":
+        return run, "retry"
+    print(deployment.failure_report(INCREASE, run_id))
+    r = deployment.trigger(INCREASE, {"topic": topic, "partitions": TARGET, "consumer_groups": []})
+    assert r.status_code == 200, r.text
+    repair_id = r.json()["dag_run_id"]
+    return deployment.wait_for_run(INCREASE, repair_id, timeout=RUN_TIMEOUT), f"repair run {repair_id}"
+
+
+@pytest.mark.parametrize(
+    "boundary", [b if b in FAST else pytest.param(b, marks=pytest.mark.chaos) for b in BOUNDARIES]
+)
+def test_kill_at_boundary(
+    boundary: str,
+    deployment: AirflowDeployment,
+    scenario: dict[str, Any],
+    failpoint_file: Path,
+    admin: AdminClient,
+) -> None:
+    topic = scenario["topic"]
+    failpoint_file.write_text(f"{boundary}\n")
+    try:
+        r = deployment.trigger(INCREASE, {"topic": topic, "partitions": TARGET, "consumer_groups": []})
+        assert r.status_code == 200, r.text
+        run_id = r.json()["dag_run_id"]
+        killed = _killed_at(failpoint_file, boundary, RUN_TIMEOUT)
+        assert killed is not None, (
+            f"failpoint {boundary} never fired:\n{deployment.failure_report(INCREASE, run_id)}"
+        )
+        run, how = _recover(deployment, run_id, topic)
+    finally:
+        failpoint_file.unlink(missing_ok=True)
+    recovered = time.monotonic()
+    assert run["state"] == "success", deployment.failure_report(INCREASE, run["dag_run_id"])
+    watcher, service, producer = scenario["watcher"], scenario["service"], scenario["producer"]
+    back = next((t for t in watcher.stable_full if t > killed), None)
+    producer_seen = wait_until(lambda: len(producer.produced) > 0, 5)
+    time.sleep(3.0)  # traffic on every partition after the recovery
+    produced = {seq for seq in producer.produced if seq >= scenario["since"]}
+    wait_until(lambda: produced <= service.received, 60)
+    lost = sorted(produced - service.received)
+    tries = {t["task_id"]: t["try_number"] for t in deployment.task_instances(INCREASE, run_id)}
+    back_s = f"{back - killed:.1f}" if back else "n/a"
+    print(
+        f"\nCRASH {boundary}: recovered by {how}; kill -> consumers back {back_s} s, kill -> run success "
+        f"{recovered - killed:.1f} s; tries {tries}; watcher samples {watcher.samples}, "
+        f"violations {len(watcher.violations)}; lost {len(lost)} of {len(produced)}"
+    )
+    assert producer_seen and produced
+    assert not watcher.violations, (
+        f"members in the group while offsets were missing: {watcher.violations[:5]}"
+    )
+    assert not lost, f"lost {len(lost)} of {len(produced)}: {lost[:20]}"
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == TARGET
