@@ -782,6 +782,22 @@ def print_side_by_side(result: dict[str, Any]) -> None:
         )
 
 
+def code_version() -> dict[str, Any]:
+    """The commit the package and DAGs were measured at, and whether they had uncommitted changes."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+
+    paths = ["airflow_provider_kstate", "dags"]
+    return {
+        "head": git("rev-parse", "--short", "HEAD"),
+        "package_last_commit": git("log", "-1", "--format=%h %s", "--", *paths)[:120],
+        "package_uncommitted": bool(git("status", "--porcelain", "--", *paths)),
+    }
+
+
 def _exit_on_sigterm(_signum: int, _frame: Any) -> None:
     raise SystemExit(143)
 
@@ -807,6 +823,7 @@ def main(argv: list[str] | None = None) -> int:
         grid["growth"] = growth(grid)
         result["grids"].append(grid)
     result["bench_s"] = time.monotonic() - started
+    result["code"] = code_version()
     if "plain" in modes and "rtt" in modes:
         result["added_round_trip_ms"] = (
             result["grids"][1]["round_trip_ms"] - result["grids"][0]["round_trip_ms"]
