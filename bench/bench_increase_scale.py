@@ -552,6 +552,11 @@ def failed_cell(cell: str, exc: BaseException) -> dict[str, Any]:
 # Brokers and the grid.
 
 
+def base_dir() -> Path:
+    """The Airflow homes of a bench run (and partial.json), git-ignored, kept until the next run."""
+    return ROOT / ".kstate" / "bench-scale-airflow"
+
+
 def broker_dir(mode: str) -> Path:
     return ROOT / ".kstate" / f"bench-scale-{mode}-broker-{os.getpid()}"
 
@@ -609,7 +614,14 @@ def run_grids(
                 homes = {"cell": base / f"{mode}-{cell}", "db": db, "broker": broker_dir(mode)}
                 progress(f"[{mode}] {cell}")
                 grids[mode]["cells"].append(_measure_or_fail(config, mode, cell, homes, args.timeout))
+                _save_partial(args.partial_output, grids)
     return list(grids.values())
+
+
+def _save_partial(path: Path, grids: dict[str, Any]) -> None:
+    """After each cell: what is measured so far, so that a stopped bench keeps its finished cells."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"partial": True, "grids": list(grids.values())}, indent=2, default=str))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -809,10 +821,11 @@ def main(argv: list[str] | None = None) -> int:
         return child_run(args.child[0], int(args.child[1]), Path(args.child[2]))
     cells = QUICK if args.quick else args.cells
     output = args.output or (QUICK_RESULTS if args.quick else RESULTS)
+    args.partial_output = base_dir() / "partial.json"
     modes = {"both": ["plain", "rtt"], "off": ["plain"], "only": ["rtt"]}[args.rtt]
     result: dict[str, Any] = {"cells": cells, "targets": TARGETS, "target_cell": TARGET_CELL, "grids": []}
     started = time.monotonic()
-    base = ROOT / ".kstate" / "bench-scale-airflow"  # git-ignored; kept for a look at the task logs
+    base = base_dir()  # git-ignored; kept for a look at the task logs
     shutil.rmtree(base, ignore_errors=True)
     db = migrate_template(base)
     for grid in run_grids(modes, cells, base, db, args):
