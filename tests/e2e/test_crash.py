@@ -18,6 +18,7 @@ Two boundaries run in ``make test``; all eight are ``chaos`` (``make chaos``).
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
@@ -37,6 +38,7 @@ from tests.e2e.test_deployment import commit_offsets, create_topic, delete_topic
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import embedded_broker  # noqa: E402
 from traffic import SeqProducer, wait_until  # noqa: E402
 
 pytestmark = [pytest.mark.deployment, pytest.mark.timeout(600)]
@@ -106,13 +108,18 @@ class ConsumerService:
 
     def __init__(self, bootstrap: str, topic: str, group: str, out: Path) -> None:
         self.out = out
+        started = self._starts()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.e2e.crash_traffic", bootstrap, topic, group, str(out)],
             cwd=str(ROOT),
         )
-        if not wait_until(lambda: out.exists() and out.read_text().startswith("ready"), 60):
+        if not wait_until(lambda: self._starts() > started, 60):
             self.stop()
             raise RuntimeError("consumer service did not start")
+
+    def _starts(self) -> int:
+        """How many services have written ``ready`` to the output file (a restart appends to it)."""
+        return self.out.read_text().split("\n").count("ready") if self.out.exists() else 0
 
     @property
     def received(self) -> set[int]:
@@ -145,25 +152,19 @@ def scenario(
     producer = SeqProducer(kafka_config, topic, rate=100.0)
     producer.start()
     watcher = SafetyWatcher(kafka_config, topic, live)
+    state = {"topic": topic, "live": live, "offline": offline, "service": service, "producer": producer}
+    state.update({"watcher": watcher, "since": 0, "bootstrap": bootstrap})
     try:
         if not wait_until(lambda: len(service.received) >= 20, 90):
             raise RuntimeError("the live group received nothing")
         time.sleep(1.0)  # auto-commit records positions
-        since = max(service.received) + 1
+        state["since"] = max(service.received) + 1
         watcher.start()
-        yield {
-            "topic": topic,
-            "live": live,
-            "offline": offline,
-            "service": service,
-            "producer": producer,
-            "watcher": watcher,
-            "since": since,
-        }
+        yield state
     finally:
         producer.stop()
         watcher.stop()
-        service.stop()
+        state["service"].stop()
         delete_topics(admin, [topic])
 
 
@@ -185,6 +186,61 @@ def _recover(deployment: AirflowDeployment, run_id: str, topic: str) -> tuple[di
     return deployment.wait_for_run(INCREASE, repair_id, timeout=RUN_TIMEOUT), f"repair run {repair_id}"
 
 
+def _trigger_armed(
+    deployment: AirflowDeployment, failpoint_file: Path, topic: str, boundary: str
+) -> tuple[str, float]:
+    """Arm ``boundary``, trigger the increase; return the run id and when the failpoint killed the task."""
+    failpoint_file.write_text(f"{boundary}\n")
+    r = deployment.trigger(INCREASE, {"topic": topic, "partitions": TARGET, "consumer_groups": []})
+    assert r.status_code == 200, r.text
+    run_id = r.json()["dag_run_id"]
+    killed = _killed_at(failpoint_file, boundary, RUN_TIMEOUT)
+    assert killed is not None, (
+        f"failpoint {boundary} never fired:\n{deployment.failure_report(INCREASE, run_id)}"
+    )
+    return run_id, killed
+
+
+def _check_recovery(
+    label: str,
+    deployment: AirflowDeployment,
+    scenario: dict[str, Any],
+    run_id: str,
+    killed: float,
+    admin: AdminClient,
+) -> None:
+    """Recover by the runbook, then assert the safety rule held throughout and nothing was lost."""
+    try:
+        run, how = _recover(deployment, run_id, scenario["topic"])
+    finally:
+        scenario["failpoint_file"].unlink(missing_ok=True)
+    recovered = time.monotonic()
+    assert run["state"] == "success", deployment.failure_report(INCREASE, run["dag_run_id"])
+    watcher, service, producer = scenario["watcher"], scenario["service"], scenario["producer"]
+    back = next((t for t in watcher.stable_full if t > killed), None)
+    time.sleep(3.0)  # traffic on every partition after the recovery
+    produced = {seq for seq in producer.produced if seq >= scenario["since"]}
+    wait_until(lambda: produced <= service.received, 60)
+    lost = sorted(produced - service.received)
+    tries = {
+        t["task_id"].rsplit(".", 1)[-1]: t["try_number"] for t in deployment.task_instances(INCREASE, run_id)
+    }
+    back_s = f"{back - killed:.1f}" if back else "n/a"
+    print(
+        f"\nCRASH {label}: recovered by {how}; kill -> consumers back {back_s} s, kill -> run success "
+        f"{recovered - killed:.1f} s; tries {tries}; watcher samples {watcher.samples}, "
+        f"violations {len(watcher.violations)}; lost {len(lost)} of {len(produced)}"
+    )
+    assert produced
+    assert not watcher.violations, (
+        f"members in the group while offsets were missing: {watcher.violations[:5]}"
+    )
+    assert not lost, f"lost {len(lost)} of {len(produced)}: {lost[:20]}"
+    assert (
+        len(admin.list_topics(scenario["topic"], timeout=10).topics[scenario["topic"]].partitions) == TARGET
+    )
+
+
 @pytest.mark.parametrize(
     "boundary", [b if b in FAST else pytest.param(b, marks=pytest.mark.chaos) for b in BOUNDARIES]
 )
@@ -195,38 +251,76 @@ def test_kill_at_boundary(
     failpoint_file: Path,
     admin: AdminClient,
 ) -> None:
-    topic = scenario["topic"]
-    failpoint_file.write_text(f"{boundary}\n")
+    scenario["failpoint_file"] = failpoint_file
     try:
-        r = deployment.trigger(INCREASE, {"topic": topic, "partitions": TARGET, "consumer_groups": []})
-        assert r.status_code == 200, r.text
-        run_id = r.json()["dag_run_id"]
-        killed = _killed_at(failpoint_file, boundary, RUN_TIMEOUT)
-        assert killed is not None, (
-            f"failpoint {boundary} never fired:\n{deployment.failure_report(INCREASE, run_id)}"
-        )
-        run, how = _recover(deployment, run_id, topic)
+        run_id, killed = _trigger_armed(deployment, failpoint_file, scenario["topic"], boundary)
     finally:
         failpoint_file.unlink(missing_ok=True)
-    recovered = time.monotonic()
-    assert run["state"] == "success", deployment.failure_report(INCREASE, run["dag_run_id"])
-    watcher, service, producer = scenario["watcher"], scenario["service"], scenario["producer"]
-    back = next((t for t in watcher.stable_full if t > killed), None)
-    producer_seen = wait_until(lambda: len(producer.produced) > 0, 5)
-    time.sleep(3.0)  # traffic on every partition after the recovery
-    produced = {seq for seq in producer.produced if seq >= scenario["since"]}
-    wait_until(lambda: produced <= service.received, 60)
-    lost = sorted(produced - service.received)
-    tries = {t["task_id"]: t["try_number"] for t in deployment.task_instances(INCREASE, run_id)}
-    back_s = f"{back - killed:.1f}" if back else "n/a"
-    print(
-        f"\nCRASH {boundary}: recovered by {how}; kill -> consumers back {back_s} s, kill -> run success "
-        f"{recovered - killed:.1f} s; tries {tries}; watcher samples {watcher.samples}, "
-        f"violations {len(watcher.violations)}; lost {len(lost)} of {len(produced)}"
+    _check_recovery(boundary, deployment, scenario, run_id, killed, admin)
+
+
+def _window_try(deployment: AirflowDeployment, run_id: str) -> tuple[str | None, int]:
+    for ti in deployment.task_instances(INCREASE, run_id):
+        if ti["task_id"].endswith(".pause_window"):
+            return ti["state"], int(ti["try_number"])
+    return None, 0
+
+
+def _retry_started(deployment: AirflowDeployment, run_id: str) -> bool:
+    state, try_number = _window_try(deployment, run_id)
+    return try_number >= 2 and state in ("running", "success", "failed")
+
+
+def _broker_data_dir(bootstrap: str) -> Path | None:
+    """The data dir of the embedded broker at ``bootstrap`` (scripts/embedded_broker.py writes it there)."""
+    for path in sorted((ROOT / ".kstate").glob("broker*/bootstrap")):
+        with contextlib.suppress(OSError):
+            if path.read_text().strip() == bootstrap:
+                return path.parent
+    return None
+
+
+@pytest.mark.chaos
+def test_broker_restart_mid_window(
+    deployment: AirflowDeployment, scenario: dict[str, Any], failpoint_file: Path, admin: AdminClient
+) -> None:
+    """The broker goes down inside the window (created, not seeded) and stays down while the retry starts;
+    it comes back on the same port with the same data: the run completes or fails safely, then 0 loss."""
+    data_dir = _broker_data_dir(scenario["bootstrap"])
+    if data_dir is None:
+        pytest.skip("not the embedded broker: it cannot be restarted from here")
+    port = int(scenario["bootstrap"].rsplit(":", 1)[1])
+    scenario["failpoint_file"] = failpoint_file
+    run_id, killed = _trigger_armed(deployment, failpoint_file, scenario["topic"], "after_create")
+    embedded_broker.down(data_dir)
+    down_at = time.monotonic()
+    wait_until(lambda: _retry_started(deployment, run_id), 90, interval=0.2)
+    time.sleep(3.0)  # the retry meets a broker that is down
+    embedded_broker.up(data_dir, port=port)
+    print(f"\nbroker down for {time.monotonic() - down_at:.1f} s")
+    _check_recovery("broker restart", deployment, scenario, run_id, killed, admin)
+
+
+@pytest.mark.chaos
+def test_paused_consumer_restarted_in_window_stays_out(
+    deployment: AirflowDeployment, scenario: dict[str, Any], failpoint_file: Path, admin: AdminClient
+) -> None:
+    """A paused consumer process SIGKILLed and started again inside the window (created, not seeded) starts
+    paused: no member in its group until the retry has seeded it and resumed it."""
+    scenario["failpoint_file"] = failpoint_file
+    run_id, killed = _trigger_armed(deployment, failpoint_file, scenario["topic"], "after_create")
+    service = scenario["service"]
+    time.sleep(1.0)  # the service writes what it received every 0.2 s: let the last lines reach its file
+    service.proc.kill()
+    service.proc.wait(30)
+    scenario["service"] = ConsumerService(
+        scenario["bootstrap"], scenario["topic"], scenario["live"], service.out
     )
-    assert producer_seen and produced
-    assert not watcher.violations, (
-        f"members in the group while offsets were missing: {watcher.violations[:5]}"
-    )
-    assert not lost, f"lost {len(lost)} of {len(produced)}: {lost[:20]}"
-    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == TARGET
+    members = []
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _window_try(deployment, run_id)[1] < 2:
+        desc = admin.describe_consumer_groups([scenario["live"]])[scenario["live"]].result(timeout=10)
+        members.append(len(desc.members))
+        time.sleep(0.2)
+    assert members and not any(members), f"the restarted consumer joined its paused group: {members}"
+    _check_recovery("paused consumer restart", deployment, scenario, run_id, killed, admin)
