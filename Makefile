@@ -8,7 +8,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON ?= $(abspath $(PY))
 
-.PHONY: venv java browser-deps test lint demo bench clean
+.PHONY: venv java browser-deps test lint demo bench chaos clean
 
 $(VENV)/.installed: setup.cfg setup.py pyproject.toml
 	@command -v python3 >/dev/null || { echo "python3 (3.10+) is required"; exit 1; }
