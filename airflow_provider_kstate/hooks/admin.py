@@ -161,19 +161,22 @@ class KStateAdminHook(KafkaBaseHook):
         Each call returns either one future or a dict of futures (confluent-kafka's admin calls); the
         answer is the future's result, or the dict of futures, all of which are done.
         """
-        pending: dict[Any, tuple[K, Any]] = {}
-        in_flight = [0]
+        pending: dict[Any, tuple[K, Any]] = {}  # future -> (key, the answer it belongs to)
+        remaining: dict[
+            int, int
+        ] = {}  # id(answer) -> its futures not done yet; one entry per request in flight
         source = iter(calls)
 
         def fill() -> None:
-            while in_flight[0] < self.max_in_flight:
+            while len(remaining) < self.max_in_flight:
                 nxt = next(source, None)
                 if nxt is None:
                     return
                 key, call = nxt
                 answer = call()
-                in_flight[0] += 1
-                for future in _futures(answer):
+                futures = _futures(answer)
+                remaining[id(answer)] = len(futures)
+                for future in futures:
                     pending[future] = (key, answer)
 
         fill()
@@ -183,8 +186,9 @@ class KStateAdminHook(KafkaBaseHook):
                 raise BrokerUnavailableError(f"{what}: no answer within {self.timeout}s")
             for future in done:
                 key, answer = pending.pop(future)
-                if not any(f in pending for f in _futures(answer)):
-                    in_flight[0] -= 1
+                remaining[id(answer)] -= 1
+                if not remaining[id(answer)]:
+                    del remaining[id(answer)]
                     yield key, answer
             fill()
 
