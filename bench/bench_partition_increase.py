@@ -177,7 +177,7 @@ from types import SimpleNamespace
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.operators.seed import KStateSeedOffsetsOperator
 from airflow_provider_kstate.operators.verify import KStateVerifyOperator
-from airflow_provider_kstate.utils.plan import build_plan
+from airflow_provider_kstate.increase.plan import build_plan
 from confluent_kafka.admin import NewPartitions
 topic, groups, target = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 hook = KStateAdminHook()

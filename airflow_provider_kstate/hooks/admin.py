@@ -18,7 +18,7 @@ from airflow_provider_kstate.exceptions import (
     SeedError,
     TopicNotFoundError,
 )
-from airflow_provider_kstate.utils.model import DEAD, EMPTY, STABLE, GroupInfo, Member
+from airflow_provider_kstate.increase.model import DEAD, EMPTY, STABLE, GroupInfo, Member
 
 __all__ = ["DEAD", "EMPTY", "STABLE", "GroupInfo", "KStateAdminHook", "Member"]
 

@@ -26,7 +26,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from airflow_provider_kstate.client.channel import base_config, end_offset
 from airflow_provider_kstate.exceptions import LeaseHeldError
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
-from airflow_provider_kstate.utils.model import DEFAULT_LEASE_TOPIC
+from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
 
 LEASE_TOPIC_CONFIG = {
     "cleanup.policy": "delete",

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
-from airflow_provider_kstate.utils.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
-from airflow_provider_kstate.utils.plan import Plan
-from airflow_provider_kstate.utils.report import report_location
-from airflow_provider_kstate.utils.steps import SafeIncreaseSteps
+from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
+from airflow_provider_kstate.increase.plan import Plan
+from airflow_provider_kstate.increase.report import report_location
+from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 
 if TYPE_CHECKING:  # the hooks import confluent-kafka: load them when a task runs, not when a DAG is parsed
     from airflow_provider_kstate.hooks.admin import KStateAdminHook

@@ -7,9 +7,9 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_provider_kstate.exceptions import KStateError, LeaseHeldError, UnsafeResumeError
+from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
+from airflow_provider_kstate.increase.steps import names
 from airflow_provider_kstate.operators.base import KStateStepOperator, run_owner
-from airflow_provider_kstate.utils.safety import partial_increase_runbook, unseeded
-from airflow_provider_kstate.utils.steps import names
 
 
 class KStateFailureGuardOperator(KStateStepOperator):

@@ -9,16 +9,16 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
 from airflow_provider_kstate.exceptions import KStateConfigError, LeaseHeldError, TopicChangedError
-from airflow_provider_kstate.operators.base import run_owner
-from airflow_provider_kstate.utils.coerce import as_bool, as_int, as_str_list, as_topic
-from airflow_provider_kstate.utils.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
-from airflow_provider_kstate.utils.plan import (
+from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
+from airflow_provider_kstate.increase.plan import (
     DEFAULT_SPARK_PREFIXES,
     Plan,
     build_plan,
     check_topic_name,
     describe,
 )
+from airflow_provider_kstate.operators.base import run_owner
+from airflow_provider_kstate.utils.coerce import as_bool, as_int, as_str_list, as_topic
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.hooks.lease import KStateLeaseHook

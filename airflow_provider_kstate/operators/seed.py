@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_kstate.increase.report import write_report
 from airflow_provider_kstate.operators.base import KStateStepOperator
-from airflow_provider_kstate.utils.report import write_report
 
 
 class KStateSeedOffsetsOperator(KStateStepOperator):

@@ -8,15 +8,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_kstate.exceptions import ReportError, VerificationError
-from airflow_provider_kstate.operators.base import KStateStepOperator, run_owner
-from airflow_provider_kstate.utils.failpoints import failpoint
-from airflow_provider_kstate.utils.report import (
+from airflow_provider_kstate.increase.report import (
     Exceptions,
     ReportWriter,
     ranges,
     read_report,
     write_report,
 )
+from airflow_provider_kstate.operators.base import KStateStepOperator, run_owner
+from airflow_provider_kstate.utils.failpoints import failpoint
 
 
 def judge(row: dict[str, Any]) -> str:

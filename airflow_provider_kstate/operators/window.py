@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from airflow_provider_kstate.increase.report import write_report
+from airflow_provider_kstate.increase.steps import SafeIncreaseSteps, SeedResult
 from airflow_provider_kstate.operators.base import KStateStepOperator
 from airflow_provider_kstate.utils.failpoints import failpoint
-from airflow_provider_kstate.utils.report import write_report
-from airflow_provider_kstate.utils.steps import SafeIncreaseSteps, SeedResult
 
 
 class KStatePauseWindowOperator(KStateStepOperator):

@@ -10,8 +10,8 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_provider_kstate.exceptions import KStateError
-from airflow_provider_kstate.utils.checks import CHECKS, CheckResult
-from airflow_provider_kstate.utils.model import DEFAULT_CONN_ID
+from airflow_provider_kstate.increase.checks import CHECKS, CheckResult
+from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
 
 
 class KStateConditionSensor(BaseSensorOperator):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_kstate.exceptions import GroupNotStableError, KStateError
+from airflow_provider_kstate.increase.plan import groups_where
+from airflow_provider_kstate.increase.steps import not_empty_error
 from airflow_provider_kstate.sensors.base import KStateConditionSensor
-from airflow_provider_kstate.utils.plan import groups_where
-from airflow_provider_kstate.utils.steps import not_empty_error
 
 
 class KStateGroupsEmptySensor(KStateConditionSensor):

@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, TaskGroup, chain
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
+from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.operators.consumers import (
     KStatePauseConsumersOperator,
     KStateResumeConsumersOperator,
@@ -21,7 +22,6 @@ from airflow_provider_kstate.operators.verify import KStateVerifyOperator
 from airflow_provider_kstate.operators.window import KStatePauseWindowOperator
 from airflow_provider_kstate.sensors.groups import KStateGroupsEmptySensor, KStateGroupsStableSensor
 from airflow_provider_kstate.sensors.partitions import KStateNewPartitionsWrittenSensor
-from airflow_provider_kstate.utils.model import DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 
 #: Retries of the steps: transient broker errors are retried; errors a retry cannot fix (bad input, a held
 #: lease, an unsafe resume) are ``AirflowFailException`` subclasses and fail at once.

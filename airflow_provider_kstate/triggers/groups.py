@@ -10,11 +10,23 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
-from airflow_provider_kstate.utils.checks import CHECKS, run_check
+from airflow_provider_kstate.hooks.admin import KStateAdminHook
+from airflow_provider_kstate.increase.checks import CHECKS, CheckResult
+
+
+def run_check(name: str, kafka_config_id: str, arguments: dict[str, Any]) -> CheckResult:
+    """Run the named check with a fresh hook (in a thread of the triggerer, off the event loop).
+
+    :param name: a key of :data:`~airflow_provider_kstate.increase.checks.CHECKS`.
+    :param kafka_config_id: the Airflow connection id (``kafka`` type).
+    :param arguments: the check's keyword arguments.
+    """
+    hook = KStateAdminHook(kafka_config_id=kafka_config_id, timeout=10.0)
+    return CHECKS[name](hook, **arguments)
 
 
 class KStateConditionTrigger(BaseTrigger):
-    """Poll a named check (see ``utils.checks.CHECKS``) until it holds or the deadline passes.
+    """Poll a named check (see ``increase.checks.CHECKS``) until it holds or the deadline passes.
 
     The admin client is synchronous, so each poll runs in a thread via ``sync_to_async``; waits use
     ``asyncio.sleep``, starting at 0.1 s and doubling up to ``poke_interval`` (a paused consumer leaves

@@ -16,11 +16,11 @@ from airflow_provider_kstate.client.channel import ControlChannel
 from airflow_provider_kstate.client.protocol import PAUSE, RESUME, command_key
 from airflow_provider_kstate.exceptions import BrokerUnavailableError, GroupNotEmptyError, UnsafeResumeError
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
+from airflow_provider_kstate.increase.plan import build_plan
+from airflow_provider_kstate.increase.report import read_report
 from airflow_provider_kstate.operators.consumers import KStateResumeConsumersOperator
 from airflow_provider_kstate.operators.guard import KStateFailureGuardOperator
 from airflow_provider_kstate.operators.seed import KStateSeedOffsetsOperator
-from airflow_provider_kstate.utils.plan import build_plan
-from airflow_provider_kstate.utils.report import read_report
 
 pytestmark = pytest.mark.integration
 

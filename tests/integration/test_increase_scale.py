@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-from airflow_provider_kstate.utils.report import read_report
+from airflow_provider_kstate.increase.report import read_report
 
 pytestmark = pytest.mark.integration
 

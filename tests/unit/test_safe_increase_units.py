@@ -23,13 +23,13 @@ from airflow_provider_kstate.exceptions import (
     UnprotectedGroupError,
 )
 from airflow_provider_kstate.get_provider_info import get_provider_info
-from airflow_provider_kstate.hooks.admin import GroupInfo, Member
 from airflow_provider_kstate.hooks.lease import replay
+from airflow_provider_kstate.increase import checks
+from airflow_provider_kstate.increase.model import GroupInfo, Member
+from airflow_provider_kstate.increase.plan import Plan, build_plan, check_topic_name, classify, groups_where
 from airflow_provider_kstate.operators.verify import judge
 from airflow_provider_kstate.triggers.groups import KStateConditionTrigger
-from airflow_provider_kstate.utils import checks
 from airflow_provider_kstate.utils.coerce import as_bool, as_int, as_str_list, as_topic
-from airflow_provider_kstate.utils.plan import Plan, build_plan, check_topic_name, classify, groups_where
 
 PLAN: dict[str, Any] = {
     "topic": "orders",

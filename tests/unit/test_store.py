@@ -117,3 +117,31 @@ def test_provider_zip_holds_the_apps_and_the_store_only(tmp_path: Path) -> None:
     assert "airflow_provider_kstate/store/manifest.py" in names
     assert "airflow_provider_kstate/spark_apps/rebuild.py" in names
     assert not [n for n in names if "/operators/" in n or "/hooks/" in n]
+
+
+def _imports(file: Path) -> list[str]:
+    """Every module ``file`` imports, at any depth (lazy and ``TYPE_CHECKING`` imports included)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(file.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names.append(node.module or "")
+    return names
+
+
+def test_the_increase_domain_never_imports_the_airflow_layers_above_it() -> None:
+    upper = tuple(
+        f"airflow_provider_kstate.{layer}"
+        for layer in ("hooks", "operators", "sensors", "triggers", "task_groups")
+    )
+    files = list((PACKAGE / "increase").rglob("*.py"))
+    assert len(files) >= 7
+    for file in files:
+        assert not [n for n in _imports(file) if n.startswith(upper)], file
+    # utils/ is plain utilities again: no domain module is left there
+    assert sorted(f.name for f in (PACKAGE / "utils").glob("*.py")) == [
+        "__init__.py",
+        "coerce.py",
+        "failpoints.py",
+    ]

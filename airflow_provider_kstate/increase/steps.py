@@ -2,7 +2,7 @@
 
 Each step reads the cluster, changes what it must, logs one runbook line per group (partition ranges, then
 exceptions up to a cap) and returns a small JSON-safe summary for XCom. Per-partition evidence goes to a
-report file (:mod:`airflow_provider_kstate.utils.report`).
+report file (:mod:`airflow_provider_kstate.increase.report`).
 
 Requests per group go out concurrently (see :meth:`KStateAdminHook.committed_offsets_many`), and nothing
 is asked again that the run already knows: partitions the run has just created hold no offsets, and after
@@ -24,14 +24,13 @@ from airflow_provider_kstate.exceptions import (
     TopicChangedError,
     UnsafeResumeError,
 )
-from airflow_provider_kstate.utils.checks import groups_empty
-from airflow_provider_kstate.utils.plan import Plan
-from airflow_provider_kstate.utils.report import Exceptions, ReportWriter, ranges
-from airflow_provider_kstate.utils.safety import partial_increase_runbook, unseeded
+from airflow_provider_kstate.increase.checks import groups_empty
+from airflow_provider_kstate.increase.plan import Plan
+from airflow_provider_kstate.increase.report import Exceptions, ReportWriter, ranges
+from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
 
 if TYPE_CHECKING:
-    from airflow_provider_kstate.hooks.admin import KStateAdminHook
-    from airflow_provider_kstate.hooks.control import KStateControlHook
+    from airflow_provider_kstate.increase.ports import AdminPort, ControlPort
 
 #: Seconds between two looks at the cluster while consumers are out of their groups.
 FAST_POLL = 0.005
@@ -99,8 +98,8 @@ class SafeIncreaseSteps:
     """
 
     plan: Plan
-    admin: KStateAdminHook
-    control: KStateControlHook
+    admin: AdminPort
+    control: ControlPort
     log: Any
     owner: str
     lease_check: Callable[[], None] = lambda: None

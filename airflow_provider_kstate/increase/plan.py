@@ -28,10 +28,10 @@ from airflow_provider_kstate.exceptions import (
     UnknownGroupError,
     UnprotectedGroupError,
 )
-from airflow_provider_kstate.utils.model import DEAD, EMPTY, GroupInfo
+from airflow_provider_kstate.increase.model import DEAD, EMPTY, GroupInfo
 
 if TYPE_CHECKING:
-    from airflow_provider_kstate.hooks.admin import KStateAdminHook
+    from airflow_provider_kstate.increase.ports import AdminPort
 
 DEFAULT_SPARK_PREFIXES = ("spark-kafka-source-", "spark-kafka-relation-")
 INTERNAL_PREFIXES = ("__", "_confluent", "_kstate_")
@@ -196,7 +196,7 @@ def classify(info: GroupInfo, spark_prefixes: tuple[str, ...]) -> GroupPlan:
 
 
 def build_plan(
-    hook: KStateAdminHook,
+    hook: AdminPort,
     topic: str,
     target: int,
     groups: Iterable[str] = (),

@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.utils.plan import Plan
-from airflow_provider_kstate.utils.report import ranges
+from airflow_provider_kstate.increase.plan import Plan
+from airflow_provider_kstate.increase.report import ranges
 
 if TYPE_CHECKING:
-    from airflow_provider_kstate.hooks.admin import KStateAdminHook
+    from airflow_provider_kstate.increase.ports import AdminPort
 
 
 def unseeded(
-    hook: KStateAdminHook,
+    hook: AdminPort,
     plan: Plan | dict[str, Any],
     groups: Iterable[str] | None = None,
     partitions: int | None = None,

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.utils.model import DEAD, EMPTY, STABLE
-from airflow_provider_kstate.utils.report import ranges
+from airflow_provider_kstate.increase.model import DEAD, EMPTY, STABLE
+from airflow_provider_kstate.increase.report import ranges
 
 if TYPE_CHECKING:
-    from airflow_provider_kstate.hooks.admin import KStateAdminHook
+    from airflow_provider_kstate.increase.ports import AdminPort
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class CheckResult:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def groups_empty(hook: KStateAdminHook, topic: str, groups: list[str]) -> CheckResult:
+def groups_empty(hook: AdminPort, topic: str, groups: list[str]) -> CheckResult:
     """Hold when every group is EMPTY (or unknown to the broker); name the members still present."""
     blockers: dict[str, Any] = {}
     for group, info in hook.describe_groups(groups, topic).items():
@@ -33,7 +33,7 @@ def groups_empty(hook: KStateAdminHook, topic: str, groups: list[str]) -> CheckR
     return CheckResult(not blockers, blockers)
 
 
-def groups_stable(hook: KStateAdminHook, topic: str, groups: list[str], partitions: int) -> CheckResult:
+def groups_stable(hook: AdminPort, topic: str, groups: list[str], partitions: int) -> CheckResult:
     """Hold when every group is STABLE with all ``partitions`` of ``topic`` assigned to its members."""
     problems: dict[str, Any] = {}
     expected = set(range(partitions))
@@ -53,7 +53,7 @@ def groups_stable(hook: KStateAdminHook, topic: str, groups: list[str], partitio
     return CheckResult(not problems, problems)
 
 
-def partitions_written(hook: KStateAdminHook, topic: str, baseline: dict[str, int]) -> CheckResult:
+def partitions_written(hook: AdminPort, topic: str, baseline: dict[str, int]) -> CheckResult:
     """Hold when each partition in ``baseline`` (``{"p": end offset}``) has grown past it."""
     ends = hook.watermarks(topic, [int(p) for p in baseline])
     waiting = {str(p): ends[p][1] for p in ends if ends[p][1] <= int(baseline[str(p)])}
@@ -65,11 +65,3 @@ CHECKS: dict[str, Callable[..., CheckResult]] = {
     "groups_stable": groups_stable,
     "partitions_written": partitions_written,
 }
-
-
-def run_check(name: str, kafka_config_id: str, arguments: dict[str, Any]) -> CheckResult:
-    """Run the named check with a fresh hook (used by the trigger, off the event loop)."""
-    from airflow_provider_kstate.hooks.admin import KStateAdminHook
-
-    hook = KStateAdminHook(kafka_config_id=kafka_config_id, timeout=10.0)
-    return CHECKS[name](hook, **arguments)

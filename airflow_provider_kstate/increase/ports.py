@@ -1,0 +1,67 @@
+"""What the increase domain needs from a cluster: typed ports that the hooks implement.
+
+The domain (plan, steps, safety, checks) depends on these protocols, never on the hooks, so
+``increase/`` imports neither Airflow nor ``hooks/``; :class:`~airflow_provider_kstate.hooks.admin.KStateAdminHook`
+and :class:`~airflow_provider_kstate.hooks.control.KStateControlHook` satisfy them structurally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Protocol
+
+from airflow_provider_kstate.increase.model import GroupInfo
+
+
+class AdminPort(Protocol):
+    """The Kafka admin verbs of the increase (partition counts, watermarks, groups, offsets)."""
+
+    def partition_count(self, topic: str) -> int:
+        """Return the topic's partition count."""
+        ...
+
+    def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
+        """Grow ``topic`` to ``total`` partitions."""
+        ...
+
+    def watermarks(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
+        """Return ``{partition: (log start, log end)}``."""
+        ...
+
+    def log_starts(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+        """Return ``{partition: log start}``."""
+        ...
+
+    def committed_offsets_many(
+        self, groups: Iterable[str], topic: str, partitions: int | None = None
+    ) -> Iterator[tuple[str, dict[int, int]]]:
+        """Yield ``(group, {partition: committed offset})`` per group."""
+        ...
+
+    def groups_on_topic(self, topic: str, partitions: int | None = None) -> list[str]:
+        """Return the groups with offsets on, or members assigned to, ``topic``."""
+        ...
+
+    def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
+        """Return each group's state and members on ``topic``."""
+        ...
+
+    def seed_offsets_many(self, topic: str, offsets: Mapping[str, Mapping[int, int]]) -> None:
+        """Commit ``{group: {partition: offset}}``."""
+        ...
+
+
+class ControlPort(Protocol):
+    """The control channel's verbs: pause and resume consumers, tell producers the layout."""
+
+    def pause(self, groups: list[str], topic: str, issuer: str) -> int:
+        """Ask the services of ``groups`` to leave their groups; return the epoch."""
+        ...
+
+    def resume(self, groups: list[str], topic: str, issuer: str) -> int:
+        """Ask the services of ``groups`` to rejoin; return the epoch."""
+        ...
+
+    def set_layout(self, topic: str, partitions: int, issuer: str) -> int:
+        """Tell producers of ``topic`` the partition count; return the epoch."""
+        ...
