@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,8 @@ from airflow_provider_kstate.exceptions import ReportError
 EXCEPTION_CAP = 50
 #: Range segments written out in one log line, at most.
 RANGE_CAP = 12
+#: The format of a seed report's index (``seed.evidence.json``).
+EVIDENCE_FORMAT = "kstate-seed-evidence/1"
 
 
 def ranges(partitions: Iterable[int], cap: int = RANGE_CAP) -> str:
@@ -133,11 +136,20 @@ def _local(path: Path, mode: str) -> Iterator[IO[bytes]]:
 
 
 class ReportWriter:
-    """Write report rows to an open text stream as JSON Lines."""
+    """Write report rows to an open text stream as JSON Lines.
+
+    A seed step also notes, per group, the partitions it seeded (:meth:`note_seeded`): that index is written
+    beside the report (:func:`evidence_uri`) so ``verify`` need not parse every row to learn it.
+    """
 
     def __init__(self, handle: IO[str]) -> None:
         self._handle = handle
         self.rows = 0
+        self.seeded: dict[str, str] = {}
+
+    def note_seeded(self, group: str, partitions: Iterable[int]) -> None:
+        """Record the partitions of ``group`` this step seeded (as ranges, uncapped)."""
+        self.seeded[group] = ranges(partitions, cap=sys.maxsize)
 
     def write(self, row: dict[str, Any]) -> None:
         """Write one row (any JSON-safe dict)."""
@@ -153,12 +165,70 @@ class ReportWriter:
 
 
 @contextmanager
-def write_report(uri: str, conn_id: str | None = None) -> Iterator[ReportWriter]:
-    """Open ``uri`` for writing report rows (gzip JSON Lines)."""
+def write_report(uri: str, conn_id: str | None = None, evidence: bool = False) -> Iterator[ReportWriter]:
+    """Open ``uri`` for writing report rows (gzip JSON Lines).
+
+    :param evidence: a seed report: remove the index beside it first (so an index never describes an older
+        report), and write the groups' seeded partitions there once the report is complete.
+    """
+    if evidence:
+        _remove(evidence_uri(uri), conn_id)
     with _open_binary(uri, "w", conn_id) as raw:
         with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1) as zipped:
             with io.TextIOWrapper(zipped, encoding="utf-8") as text:
-                yield ReportWriter(text)
+                writer = ReportWriter(text)
+                yield writer
+    if evidence:
+        index = {"format": EVIDENCE_FORMAT, "report_uri": uri, "rows": writer.rows, "seeded": writer.seeded}
+        with _open_binary(evidence_uri(uri), "w", conn_id) as raw:
+            raw.write(json.dumps(index, separators=(",", ":")).encode())
+
+
+def evidence_uri(report_uri: str) -> str:
+    """Return where the index of the seed report at ``report_uri`` lives (``seed.evidence.json``)."""
+    return re.sub(r"\.jsonl\.gz$", "", report_uri) + ".evidence.json"
+
+
+def read_evidence(report_uri: str, conn_id: str | None = None) -> dict[str, Any] | None:
+    """Return the index beside a seed report, or None when there is none (an older run: parse the report).
+
+    :raises ReportError: the index exists but is unreadable or of another format.
+    """
+    try:
+        with _open_binary(evidence_uri(report_uri), "r", conn_id) as raw:
+            index = json.loads(raw.read())
+    except ReportError as exc:
+        if isinstance(exc.__cause__, FileNotFoundError):
+            return None
+        raise
+    except ValueError as exc:
+        raise ReportError(f"the seed report's index {evidence_uri(report_uri)} is unreadable: {exc}") from exc
+    if not isinstance(index, dict) or index.get("format") != EVIDENCE_FORMAT:
+        raise ReportError(f"the seed report's index {evidence_uri(report_uri)} is not {EVIDENCE_FORMAT}")
+    return index
+
+
+def expand(text: str) -> Iterator[int]:
+    """Yield the partitions of a ranges text (``"0-2,5"`` -> 0, 1, 2, 5); ``"none"`` yields nothing."""
+    if text == "none":
+        return
+    for segment in text.split(","):
+        first, _, last = segment.partition("-")
+        yield from range(int(first), int(last or first) + 1)
+
+
+def _remove(uri: str, conn_id: str | None) -> None:
+    try:
+        if _is_local(uri):
+            _local_path(uri).unlink(missing_ok=True)
+            return
+        from airflow.sdk import ObjectStoragePath
+
+        target = ObjectStoragePath(uri, conn_id=conn_id) if conn_id else ObjectStoragePath(uri)
+        if target.exists():
+            target.unlink()
+    except OSError as exc:
+        raise ReportError(f"report {uri}: {exc}") from exc
 
 
 def read_report(uri: str, conn_id: str | None = None, block: int = 1 << 20) -> Iterator[dict[str, Any]]:

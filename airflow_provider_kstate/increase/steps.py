@@ -274,6 +274,7 @@ class SafeIncreaseSteps:
             for p in gaps
         ]
         report.write_lines(lines)
+        report.note_seeded(group, gaps)
 
     def scale(self, baseline: bool = False) -> dict[str, Any]:
         """Publish the target layout so producers with the client piece write to every partition.

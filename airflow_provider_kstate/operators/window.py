@@ -36,7 +36,7 @@ class KStatePauseWindowOperator(KStateStepOperator):
         uri = self.report_uri(context, "seed")
         timings: dict[str, float] = {}
         try:
-            with write_report(uri, self.report_conn_id) as report:
+            with write_report(uri, self.report_conn_id, evidence=True) as report:
                 live, offline = self._split(steps)
                 started = time.monotonic()
                 steps.pause()
