@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import FIRST_COMPLETED, wait
+from queue import Empty, SimpleQueue
 from typing import Any, TypeVar
 
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
@@ -159,12 +159,11 @@ class KStateAdminHook(KafkaBaseHook):
         each is answered.
 
         Each call returns either one future or a dict of futures (confluent-kafka's admin calls); the
-        answer is the future's result, or the dict of futures, all of which are done.
+        answer is the future's result, or the dict of futures, all of which are done. Completions arrive
+        through a done-callback queue: O(1) per future, however many requests are in flight.
         """
-        pending: dict[Any, tuple[K, Any]] = {}  # future -> (key, the answer it belongs to)
-        remaining: dict[
-            int, int
-        ] = {}  # id(answer) -> its futures not done yet; one entry per request in flight
+        done: SimpleQueue[Any] = SimpleQueue()
+        remaining: dict[int, list[Any]] = {}  # id(answer) -> [key, answer, futures not done yet]
         source = iter(calls)
 
         def fill() -> None:
@@ -175,21 +174,21 @@ class KStateAdminHook(KafkaBaseHook):
                 key, call = nxt
                 answer = call()
                 futures = _futures(answer)
-                remaining[id(answer)] = len(futures)
+                ident = id(answer)
+                remaining[ident] = [key, answer, len(futures)]
                 for future in futures:
-                    pending[future] = (key, answer)
+                    future.add_done_callback(lambda _f, a=ident: done.put(a))
 
         fill()
-        while pending:
-            done, _ = wait(list(pending), timeout=self.timeout, return_when=FIRST_COMPLETED)
-            if not done:
-                raise BrokerUnavailableError(f"{what}: no answer within {self.timeout}s")
-            for future in done:
-                key, answer = pending.pop(future)
-                remaining[id(answer)] -= 1
-                if not remaining[id(answer)]:
-                    del remaining[id(answer)]
-                    yield key, answer
+        while remaining:
+            try:
+                entry = remaining[done.get(timeout=self.timeout)]
+            except Empty:
+                raise BrokerUnavailableError(f"{what}: no answer within {self.timeout}s") from None
+            entry[2] -= 1
+            if not entry[2]:
+                del remaining[id(entry[1])]
+                yield entry[0], entry[1]
             fill()
 
     # -- consumer groups ----------------------------------------------------------------------------
