@@ -14,8 +14,10 @@ Flow::
   the deep check alone found them and the layout is unchanged); ``never`` fails the run on a bad store.
 * After a rebuild both checks run again and fail the run if the store is still bad.
 * A store found good (``store_ok``) or rebuilt and re-checked (``recheck_deep``) emits an event of the
-  snapshot's Asset (``file://`` + the default snapshot path, or its URI), so DAGs scheduled on it run
-  on a fresh, checked snapshot (``kstate_snapshot_consumer`` is the example).
+  Asset of the snapshot it checked (``file://`` + its absolute path, or its URI; named by that URI),
+  through the outlet alias ``kstate-snapshot``, so DAGs scheduled on that snapshot run on a fresh,
+  checked snapshot (``kstate_snapshot_consumer`` is the example). ``KSTATE_MAINTENANCE_SCHEDULE`` (parse
+  time) replaces the ``@daily`` schedule; empty: triggered runs only.
 
 Nothing here touches the network at parse time; connections ``kafka_default`` and ``spark_default``.
 """
@@ -25,10 +27,9 @@ from __future__ import annotations
 import os
 
 import pendulum
-from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Param
 
-from airflow_provider_kstate.assets import snapshot_asset
+from airflow_provider_kstate.assets import KStateSnapshotEventOperator, snapshot_alias
 from airflow_provider_kstate.operators.maintenance import (
     KStateChooseDeepCheckOperator,
     KStateStoreBadOperator,
@@ -45,15 +46,13 @@ SPARK_CONN_ID = "spark_default"
 _SNAPSHOT_ROOT = os.environ.get("KSTATE_SNAPSHOT_ROOT", "/tmp/kstate/snapshots")
 TOPIC = "{{ params.changelog_topic }}"
 URI = "{{ params.snapshot_uri }}"
-#: The example store's snapshot as an Asset (the default ``snapshot_uri``).
-SNAPSHOT_ASSET = snapshot_asset(
-    f"{_SNAPSHOT_ROOT}/kstate-example-totals", name="kstate_example_totals_snapshot"
-)
+#: The outlet of the tasks that declare a snapshot good: resolves to the Asset of the checked snapshot.
+SNAPSHOT_ALIAS = snapshot_alias()
 
 with DAG(
     dag_id="kstate_state_maintenance",
     description="Check a state store (snapshot) against its changelog; rebuild it with Spark when bad.",
-    schedule="@daily",
+    schedule=os.environ.get("KSTATE_MAINTENANCE_SCHEDULE", "@daily") or None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
@@ -70,7 +69,7 @@ with DAG(
             description="The compacted changelog topic of the store (key -> latest value, null deletes).",
         ),
         "snapshot_uri": Param(
-            f"{_SNAPSHOT_ROOT}/kstate-example-totals",  # SNAPSHOT_ASSET
+            f"{_SNAPSHOT_ROOT}/kstate-example-totals",
             type="string",
             minLength=1,
             title="Snapshot URI",
@@ -126,7 +125,9 @@ with DAG(
         task_id="decide", fast_check_task_id="fast_check", deep_check_task_id="deep_check"
     )
 
-    store_ok = EmptyOperator(task_id="store_ok", outlets=[SNAPSHOT_ASSET])
+    store_ok = KStateSnapshotEventOperator(
+        task_id="store_ok", snapshot_uri=URI, topic=TOPIC, outlets=[SNAPSHOT_ALIAS]
+    )
 
     store_bad = KStateStoreBadOperator(task_id="store_bad", report_task_ids=["fast_check", "deep_check"])
 
@@ -148,7 +149,7 @@ with DAG(
         snapshot_uri=URI,
         kafka_config_id=KAFKA_CONN_ID,
         spark_conn_id=SPARK_CONN_ID,
-        outlets=[SNAPSHOT_ASSET],
+        outlets=[SNAPSHOT_ALIAS],
     )
 
     fast_check >> deep_branch >> [deep_check, verdict]

@@ -2,9 +2,9 @@
 
 It runs the project's ``dags/`` (or ``KSTATE_E2E_DAGS_FOLDER``) against the session's broker: the
 connections ``kafka_default`` and ``spark_default`` set by ``tests/conftest.py`` are passed to it as
-``AIRFLOW_CONN_*`` variables. ``[scheduler] use_job_schedule`` is off so that only the runs a test triggers
+``AIRFLOW_CONN_*`` variables. ``KSTATE_MAINTENANCE_SCHEDULE`` is empty so that only the runs a test triggers
 exist (``kstate_state_maintenance`` is ``@daily`` and would otherwise start a scheduled run with its
-defaults as soon as it is unpaused). The standalone log is copied to ``artifacts/e2e-standalone.log``.
+defaults as soon as it is unpaused); the scheduler still creates asset-triggered runs. The standalone log is copied to ``artifacts/e2e-standalone.log``.
 """
 
 from __future__ import annotations
@@ -54,7 +54,9 @@ def deployment(bootstrap: str, artifacts_dir: Path) -> Iterator[AirflowDeploymen
     env = {
         "AIRFLOW_CONN_KAFKA_DEFAULT": os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"],
         "AIRFLOW_CONN_SPARK_DEFAULT": os.environ["AIRFLOW_CONN_SPARK_DEFAULT"],
-        "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+        # Triggered runs only, without turning the scheduler's run creation off: `use_job_schedule=False`
+        # would also stop every asset-triggered run (kstate_snapshot_consumer never ran under it).
+        "KSTATE_MAINTENANCE_SCHEDULE": "",
         "KSTATE_FAILPOINT_FILE": str(FAILPOINT_FILE),
     }
     dags = os.environ.get("KSTATE_E2E_DAGS_FOLDER", str(ROOT / "dags"))

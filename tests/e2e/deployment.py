@@ -112,6 +112,11 @@ class AirflowDeployment:
     # ------------------------------------------------------------------ lifecycle
 
     @property
+    def snapshot_root(self) -> Path:
+        """``KSTATE_SNAPSHOT_ROOT`` of the deployment: the example DAGs' default snapshots go under it."""
+        return self.home / "snapshots"
+
+    @property
     def log_path(self) -> Path:
         return self.home / "standalone.log"
 
@@ -145,6 +150,8 @@ class AirflowDeployment:
                 "SPARK_LOCAL_IP": "127.0.0.1",
                 "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
                 "PYTHONUNBUFFERED": "1",
+                # The example DAGs' default snapshots (and their Assets) live in this deployment's home.
+                "KSTATE_SNAPSHOT_ROOT": str(self.snapshot_root),
             }
         )
         env.update(self.extra_env)
