@@ -10,11 +10,11 @@ export PYSPARK_DRIVER_PYTHON ?= $(abspath $(PY))
 
 .PHONY: venv java browser-deps test lint demo bench chaos clean
 
-$(VENV)/.installed: setup.cfg setup.py pyproject.toml
+$(VENV)/.installed: setup.cfg setup.py pyproject.toml support/pyproject.toml
 	@command -v python3 >/dev/null || { echo "python3 (3.10+) is required"; exit 1; }
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@test -x $(UV) || $(PY) -m pip install -q uv
-	$(UV) pip install -q --compile-bytecode -p $(PY) -e '.[spark-local,test,demo]'
+	$(UV) pip install -q --compile-bytecode -p $(PY) -e '.[spark-local,test,demo]' -e ./support
 	@touch $@
 
 venv: $(VENV)/.installed
@@ -33,8 +33,8 @@ browser-deps:
 	else echo "chromium/chromedriver missing: the browser test will be skipped"; fi
 
 lint: venv
-	$(VENV)/bin/ruff check airflow_provider_kstate dags tests bench scripts
-	$(VENV)/bin/ruff format --check airflow_provider_kstate dags tests bench scripts
+	$(VENV)/bin/ruff check airflow_provider_kstate dags tests bench scripts support
+	$(VENV)/bin/ruff format --check airflow_provider_kstate dags tests bench scripts support
 	$(VENV)/bin/mypy airflow_provider_kstate
 
 test: venv java browser-deps
@@ -52,5 +52,5 @@ bench: venv java
 	$(PY) scripts/run_bench.py
 
 clean:
-	-$(PY) scripts/embedded_broker.py down
+	-$(PY) -m kstate_support.broker down
 	rm -rf .kstate artifacts bench/results

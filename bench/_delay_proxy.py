@@ -35,10 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import embedded_broker  # noqa: E402
+from kstate_support import broker as embedded_broker
 
 CLONE_NEWNET = 0x40000000
 CHUNK = 1 << 16

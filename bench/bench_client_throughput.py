@@ -40,8 +40,6 @@ from confluent_kafka import Consumer, ConsumerGroupState, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
 
 from airflow_provider_kstate.client.channel import ControlChannel  # noqa: E402
 from airflow_provider_kstate.client.consumer import ControlledConsumer  # noqa: E402
@@ -58,14 +56,10 @@ def _name(prefix: str) -> str:
 @contextlib.contextmanager
 def broker() -> Iterator[dict[str, Any]]:
     """Yield the librdkafka config of ``KSTATE_BOOTSTRAP_SERVERS``, else of a fresh embedded broker."""
-    extra = json.loads(os.environ.get("KSTATE_KAFKA_CONFIG", "{}"))
-    if os.environ.get("KSTATE_BOOTSTRAP_SERVERS"):
-        yield {"bootstrap.servers": os.environ["KSTATE_BOOTSTRAP_SERVERS"], **extra}
-        return
-    import embedded_broker
+    from kstate_support.broker import cluster
 
-    with embedded_broker.running(ROOT / ".kstate" / f"broker-bench-client-{os.getpid()}") as bootstrap:
-        yield {"bootstrap.servers": bootstrap, **extra}
+    with cluster(ROOT / ".kstate" / f"broker-bench-client-{os.getpid()}") as config:
+        yield config
 
 
 def create_topic(config: dict[str, Any], prefix: str, partitions: int) -> str:

@@ -59,9 +59,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "bench"))
 
 RESULTS = ROOT / "bench" / "results" / "increase_scale.json"
 QUICK_RESULTS = ROOT / "bench" / "results" / "increase_scale-quick.json"
@@ -307,7 +304,7 @@ class LiveGroups:
     """The live groups of a cell: ``ConsumerFleet``s of ControlledConsumers, one ``Timeline`` per group."""
 
     def __init__(self, config: dict[str, Any], topic: str, groups: list[str]) -> None:
-        from traffic import Timeline
+        from kstate_support.traffic import Timeline
 
         self.config, self.topic, self.groups = config, topic, groups
         self.timelines = {group: Timeline() for group in groups}
@@ -316,7 +313,7 @@ class LiveGroups:
         self.fleets = self._start_all()
 
     def _start(self, group: str) -> Any:
-        from traffic import ConsumerFleet
+        from kstate_support.traffic import ConsumerFleet
 
         return ConsumerFleet(
             self.config,
@@ -378,7 +375,7 @@ class LiveGroups:
 
 
 def _warm(live: LiveGroups, timeout: float = 120.0) -> None:
-    from traffic import wait_until
+    from kstate_support.traffic import wait_until
 
     for fleet in live.fleets.values():
         if not wait_until(lambda f=fleet: len(f.received) >= 20, timeout):
@@ -395,7 +392,7 @@ def _since(live: LiveGroups) -> dict[str, int]:
 
 
 def _lost(producer: Any, live: LiveGroups, since: dict[str, int]) -> dict[str, int]:
-    from traffic import loss
+    from kstate_support.traffic import loss
 
     return {
         group: len(loss(producer, fleet, since[group], drain_timeout=60))
@@ -432,7 +429,7 @@ def cell_traffic(config: dict[str, Any], partitions: int, groups: int) -> Iterat
     and the live groups; yield them with the set-up timings; stop and delete everything afterwards."""
     from bench_partition_increase import create_topic
     from confluent_kafka.admin import AdminClient
-    from traffic import SeqProducer
+    from kstate_support.traffic import SeqProducer
 
     original = max(1, partitions // 64)
     began = time.monotonic()
@@ -608,18 +605,25 @@ def broker_dir(mode: str) -> Path:
 
 @contextlib.contextmanager
 def plain_broker() -> Iterator[dict[str, Any]]:
-    """The embedded broker in its own data folder (``bench_partition_increase.broker()`` uses a fixed folder
-    another bench may be using at the same time)."""
-    import embedded_broker
+    """The cluster of ``KSTATE_BOOTSTRAP_SERVERS``, else the embedded broker in its own data folder
+    (``bench_partition_increase.broker()`` uses a fixed folder another bench may be using at the same
+    time)."""
+    from kstate_support.broker import cluster
 
-    with embedded_broker.running(broker_dir("plain")) as bootstrap:
-        yield {"bootstrap.servers": bootstrap}
+    with cluster(broker_dir("plain")) as config:
+        yield config
     shutil.rmtree(broker_dir("plain"), ignore_errors=True)
 
 
 @contextlib.contextmanager
 def rtt_broker(one_way_ms: float) -> Iterator[dict[str, Any]]:
     from _delay_proxy import delayed_broker
+    from kstate_support.broker import external_config
+
+    if external_config() is not None:
+        raise SystemExit(
+            "--rtt needs the embedded broker (a real cluster has its own round trips): use --rtt off"
+        )
 
     with delayed_broker(broker_dir("rtt"), one_way_ms) as config:
         yield config

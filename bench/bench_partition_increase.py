@@ -37,11 +37,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+from kstate_support import quiet
+from kstate_support.broker import cluster
+from kstate_support.topics import create_topic as _create
 
-import embedded_broker  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 RESULTS = ROOT / "bench" / "results" / "partition_increase.json"
 #: The controlled consumers' ``check_interval``: the wrapper's default (``paused_check_interval`` too).
@@ -55,12 +55,9 @@ WINDOW_DEFINITION = (
 
 @contextlib.contextmanager
 def broker() -> Iterator[dict[str, Any]]:
-    extra = json.loads(os.environ.get("KSTATE_KAFKA_CONFIG", "{}"))
-    if os.environ.get("KSTATE_BOOTSTRAP_SERVERS"):
-        yield {"bootstrap.servers": os.environ["KSTATE_BOOTSTRAP_SERVERS"], **extra}
-        return
-    with embedded_broker.running(ROOT / ".kstate" / "bench-broker") as bootstrap:
-        yield {"bootstrap.servers": bootstrap}
+    """Yield the librdkafka config of ``KSTATE_BOOTSTRAP_SERVERS``, else of a fresh embedded broker."""
+    with cluster(ROOT / ".kstate" / "bench-broker") as config:
+        yield config
 
 
 #: The layouts measured: the project's own DAGs (``dags/kstate_partition_increase.py``).
@@ -86,7 +83,6 @@ def airflow_env(config: dict[str, Any]) -> dict[str, Any]:
     subprocess.run(
         [str(Path(sys.executable).with_name("airflow")), "db", "migrate"], check=True, capture_output=True
     )
-    import quiet
     from airflow.dag_processing.dagbag import DagBag
 
     quiet.filter_known_warnings()  # after Airflow's settings put their own filters in front
@@ -96,13 +92,7 @@ def airflow_env(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def create_topic(config: dict[str, Any], prefix: str, partitions: int) -> str:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    name = f"bench-{prefix}-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient(config)
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(timeout=30)
-    return name
+    return _create(config, f"bench-{prefix}-{uuid.uuid4().hex[:6]}", partitions)
 
 
 def _wait_window(
@@ -125,7 +115,7 @@ def plain_restart(config: dict[str, Any], consumers: int, controlled: bool) -> d
 
     :param controlled: the consumers are the client piece's (the same consumers as in the safe run).
     """
-    from traffic import ConsumerFleet, SeqProducer, Timeline, warm_up
+    from kstate_support.traffic import ConsumerFleet, SeqProducer, Timeline, warm_up
 
     topic = create_topic(config, "restart", 8)
     group = f"{topic}-g"
@@ -149,7 +139,7 @@ def safe_window(config: dict[str, Any], dag: Any, consumers: int) -> dict[str, f
     """Run the DAG 1 -> 8 under traffic; return the consumers' pause window (the same definition as
     :func:`plain_restart`: first consumer stops at the pause -> all hold all 8 partitions after the resume),
     the run's wall time and the number of messages lost."""
-    from traffic import ConsumerFleet, SeqProducer, loss, warm_up
+    from kstate_support.traffic import ConsumerFleet, SeqProducer, loss, warm_up
 
     topic = create_topic(config, "safe", 1)
     group = f"{topic}-g"

@@ -47,8 +47,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
 
 from airflow_provider_kstate.spark_apps import kafka_io  # noqa: E402
 from airflow_provider_kstate.spark_apps.manifest import (  # noqa: E402
@@ -73,14 +71,10 @@ TREE_EVERY = 4
 @contextlib.contextmanager
 def broker() -> Iterator[dict[str, Any]]:
     """Yield the librdkafka config of the broker under test (embedded unless KSTATE_BOOTSTRAP_SERVERS)."""
-    if os.environ.get("KSTATE_BOOTSTRAP_SERVERS"):
-        extra = json.loads(os.environ.get("KSTATE_KAFKA_CONFIG", "{}"))
-        yield {"bootstrap.servers": os.environ["KSTATE_BOOTSTRAP_SERVERS"], **extra}
-        return
-    import embedded_broker
+    from kstate_support.broker import cluster
 
-    with embedded_broker.running(ROOT / ".kstate" / "broker-bench-state") as bootstrap:
-        yield {"bootstrap.servers": bootstrap}
+    with cluster(ROOT / ".kstate" / "broker-bench-state") as config:
+        yield config
 
 
 def create_topic(conf: dict[str, Any], name: str, partitions: int) -> None:

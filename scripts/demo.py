@@ -14,25 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT))
-
-import quiet  # noqa: E402
+from kstate_support import ROOT, airflow_env, quiet
+from kstate_support import broker as embedded_broker
+from kstate_support.topics import create_topic, unique_name
 
 quiet.filter_known_warnings()  # before anything imports Airflow
-
-import embedded_broker  # noqa: E402
 
 STATE = ROOT / ".kstate" / "demo"
 ARTIFACTS = ROOT / "artifacts"
@@ -81,37 +74,9 @@ def output_to(log: Path) -> Iterator[None]:
             terminal.close()
 
 
-def _airflow_env(bootstrap: str) -> None:
-    home = STATE / "airflow"
-    shutil.rmtree(home, ignore_errors=True)
-    home.mkdir(parents=True)
-    os.environ.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-            "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(
-                {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}
-            ),
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "PYSPARK_PYTHON": sys.executable,
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        }
-    )
-    subprocess.run(
-        [str(Path(sys.executable).with_name("airflow")), "db", "migrate"], check=True, capture_output=True
-    )
-
-
 def _create_topic(config: dict[str, Any], name: str, partitions: int) -> str:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient(config)
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(timeout=30)
-    return name
+    """Create a topic named after ``name``, unique on the cluster (the demo may run against a shared one)."""
+    return create_topic(config, unique_name(name), partitions)
 
 
 def _traffic(producer: Any, fleet: Any, since: int, lost: dict[int, int]) -> dict[str, Any]:
@@ -268,15 +233,14 @@ def _report(naive: dict[str, Any], safe: dict[str, Any], state: dict[str, Any], 
     return "\n".join(lines)
 
 
-def _run_stories(bootstrap: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    _airflow_env(bootstrap)
+def _run_stories(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    airflow_env.prepare(STATE / "airflow", config)
     from airflow.dag_processing.dagbag import DagBag
 
     quiet.filter_known_warnings()  # again: Airflow's settings put their filters in front
     bag = DagBag(dag_folder=str(ROOT / "dags"))
     if bag.import_errors:
         raise SystemExit(f"DAG import errors: {bag.import_errors}")
-    config = {"bootstrap.servers": bootstrap}
     say("1/3 naive partition increase under live traffic ...")
     naive = naive_increase(config)
     say(f"    lost {naive['lost']} of {naive['produced']} messages")
@@ -295,10 +259,10 @@ def main() -> int:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     say(f"task logs go to {TASK_LOG.relative_to(ROOT)}")
     with output_to(TASK_LOG):
-        say("starting the embedded broker and a fresh Airflow home ...")
-        with embedded_broker.running(STATE / "broker") as bootstrap:
-            say(f"    broker at {bootstrap}")
-            naive, safe, state = _run_stories(bootstrap)
+        say("starting the broker (KSTATE_BOOTSTRAP_SERVERS, else embedded) and a fresh Airflow home ...")
+        with embedded_broker.cluster(STATE / "broker") as config:
+            say(f"    broker at {config['bootstrap.servers']}")
+            naive, safe, state = _run_stories(config)
             gc.collect()
         say("broker stopped; writing the report")
         report = _report(naive, safe, state, time.monotonic() - _STARTED)

@@ -11,10 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import embedded_broker  # noqa: E402
+from kstate_support import ROOT
+from kstate_support import broker as embedded_broker
 
 
 def _pytest(args: list[str]) -> int:

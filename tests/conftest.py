@@ -8,11 +8,9 @@ the project's ``dags/`` folder, and the connections ``kafka_default`` and ``spar
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,16 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kstate_support import airflow_env, quiet
+from kstate_support import broker as embedded_broker
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT))
-
-import quiet  # noqa: E402
-
 quiet.filter_known_warnings()  # before anything imports Airflow
-
-import embedded_broker  # noqa: E402
 
 _STATE = ROOT / ".kstate"
 _AIRFLOW_HOME = _STATE / f"airflow-test-{os.getpid()}"
@@ -38,37 +31,15 @@ _OWN_BROKER = not os.environ.get("KSTATE_BOOTSTRAP_SERVERS")
 _SIGTERM = signal.getsignal(signal.SIGTERM)
 if _OWN_BROKER:
     os.environ["KSTATE_BOOTSTRAP_SERVERS"] = embedded_broker.up(_STATE / f"broker-test-{os.getpid()}")
-BOOTSTRAP = os.environ["KSTATE_BOOTSTRAP_SERVERS"]
-EXTRA_CONFIG: dict[str, Any] = json.loads(os.environ.get("KSTATE_KAFKA_CONFIG", "{}"))
+KAFKA_CONFIG: dict[str, Any] = embedded_broker.external_config() or {}
+BOOTSTRAP = KAFKA_CONFIG["bootstrap.servers"]
 
 
 def _airflow_env() -> None:
     """Point Airflow at a fresh home and the project's DAGs before it is imported anywhere."""
     if "airflow" in sys.modules:
         return
-    _AIRFLOW_HOME.mkdir(parents=True, exist_ok=True)
-    os.environ.update(
-        {
-            "AIRFLOW_HOME": str(_AIRFLOW_HOME),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME}/airflow.db",
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(
-                {"conn_type": "kafka", "extra": {"bootstrap.servers": BOOTSTRAP, **EXTRA_CONFIG}}
-            ),
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        }
-    )
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    subprocess.run(
-        [str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    airflow_env.prepare(_AIRFLOW_HOME, KAFKA_CONFIG, fresh=False)
 
 
 _airflow_env()
@@ -92,7 +63,7 @@ def bootstrap() -> str:
 @pytest.fixture(scope="session")
 def kafka_config() -> dict[str, Any]:
     """librdkafka settings for the broker under test (bootstrap plus any SASL/SSL extras)."""
-    return {"bootstrap.servers": BOOTSTRAP, **EXTRA_CONFIG}
+    return dict(KAFKA_CONFIG)
 
 
 @pytest.fixture(scope="session")

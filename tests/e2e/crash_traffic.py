@@ -3,7 +3,7 @@
     python -m tests.e2e.crash_traffic BOOTSTRAP TOPIC GROUP OUT [N]
 
 Runs ``N`` (default 2) :class:`~airflow_provider_kstate.client.consumer.ControlledConsumer` members of
-``GROUP`` (``scripts/traffic.py``'s ``ConsumerFleet``, ``auto.offset.reset=latest``) and appends every
+``GROUP`` (``kstate_support.traffic``'s ``ConsumerFleet``, ``auto.offset.reset=latest``) and appends every
 received sequence number to ``OUT`` (one per line, flushed every 0.2 s). Stops on SIGTERM/SIGINT; a SIGKILL
 is a crash (what it had flushed stays in ``OUT``).
 """
@@ -13,12 +13,8 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from traffic import ConsumerFleet  # noqa: E402
+from kstate_support.traffic import ConsumerFleet
 
 
 def main(argv: list[str]) -> int:

@@ -31,15 +31,13 @@ from typing import Any
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
+from kstate_support import broker as embedded_broker
+from kstate_support.traffic import SeqProducer, wait_until
 
 from tests.e2e.deployment import AirflowDeployment
 from tests.e2e.test_deployment import commit_offsets, create_topic, delete_topics
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import embedded_broker  # noqa: E402
-from traffic import SeqProducer, wait_until  # noqa: E402
 
 pytestmark = [pytest.mark.deployment, pytest.mark.timeout(600)]
 
@@ -272,7 +270,7 @@ def _retry_started(deployment: AirflowDeployment, run_id: str) -> bool:
 
 
 def _broker_data_dir(bootstrap: str) -> Path | None:
-    """The data dir of the embedded broker at ``bootstrap`` (scripts/embedded_broker.py writes it there)."""
+    """The data dir of the embedded broker at ``bootstrap`` (kstate_support.broker writes it there)."""
     for path in sorted((ROOT / ".kstate").glob("broker*/bootstrap")):
         with contextlib.suppress(OSError):
             if path.read_text().strip() == bootstrap:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import NewPartitions
+from kstate_support.kafka import partition_count, task_states
 
 from airflow_provider_kstate.client.channel import ControlChannel
 from airflow_provider_kstate.client.protocol import PAUSE, RESUME, command_key
@@ -27,14 +28,6 @@ pytestmark = pytest.mark.integration
 DAG_ID = "kstate_partition_increase"
 PER_STEP = "kstate_partition_increase_per_step"  # one task per step
 G = "safe_partition_increase"
-
-
-def _states(dr: Any) -> dict[str, str]:
-    return {ti.task_id.split(".")[-1]: ti.state for ti in dr.get_task_instances()}
-
-
-def _count(admin: Any, topic: str) -> int:
-    return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
 
 
 def _group_with_offsets(
@@ -74,8 +67,8 @@ def test_target_below_current_is_refused(admin: Any, make_topic: Any, run_dag: A
     topic = make_topic("shrink", partitions=2)
     dr = run_dag(DAG_ID, {"topic": topic, "partitions": 1, "consumer_groups": [], "dry_run": False})
     assert dr.state == "failed"
-    assert _states(dr)["plan"] == "failed" and _states(dr)["pause_window"] == "upstream_failed"
-    assert _count(admin, topic) == 2
+    assert task_states(dr)["plan"] == "failed" and task_states(dr)["pause_window"] == "upstream_failed"
+    assert partition_count(admin, topic) == 2
     assert KStateLeaseHook().current(topic) is None
 
 
@@ -86,19 +79,19 @@ def test_target_equal_to_current_is_a_repair_with_nothing_to_do(
     topic = make_topic("same", partitions=2)
     dr = run_dag(DAG_ID, {"topic": topic, "partitions": 2, "consumer_groups": [], "dry_run": False})
     out, err = capfd.readouterr()
-    assert dr.state == "success", _states(dr)
+    assert dr.state == "success", task_states(dr)
     assert "repair (seed every gap, create nothing)" in out + err
     assert "nothing to do" in out + err
-    assert _count(admin, topic) == 2
+    assert partition_count(admin, topic) == 2
     assert KStateLeaseHook().current(topic) is None
 
 
 def test_unknown_and_internal_topics(admin: Any, run_dag: Any, unique: Any) -> None:
     for topic in (unique("missing"), "__consumer_offsets"):
         dr = run_dag(DAG_ID, {"topic": topic, "partitions": 99, "consumer_groups": [], "dry_run": False})
-        assert dr.state == "failed" and _states(dr)["plan"] == "failed", topic
+        assert dr.state == "failed" and task_states(dr)["plan"] == "failed", topic
     assert unique("missing") not in admin.list_topics(timeout=10).topics
-    assert _count(admin, "__consumer_offsets") < 99
+    assert partition_count(admin, "__consumer_offsets") < 99
 
 
 def test_broker_unreachable(admin: Any, make_topic: Any, run_dag: Any, monkeypatch: Any) -> None:
@@ -117,9 +110,9 @@ def test_broker_unreachable(admin: Any, make_topic: Any, run_dag: Any, monkeypat
             f"{G}.plan": {"kafka_config_id": "kafka_unreachable", "request_timeout": 3.0, "retries": 0}
         },
     )
-    assert dr.state == "failed" and _states(dr)["plan"] == "failed"
+    assert dr.state == "failed" and task_states(dr)["plan"] == "failed"
     assert time.monotonic() - started < 60
-    assert _count(admin, topic) == 1
+    assert partition_count(admin, topic) == 1
     with pytest.raises(BrokerUnavailableError, match="unreachable"):
         build_plan(KStateLeaseHook("kafka_unreachable", timeout=2.0), topic, 2, [])
 
@@ -153,9 +146,9 @@ def test_live_group_never_empties(
         )
     finally:
         consumer.close()
-    states = _states(dr)
+    states = task_states(dr)
     assert dr.state == "failed" and states[waiter] == "failed" and states["failure_guard"] == "failed"
-    assert _count(admin, topic) == 1
+    assert partition_count(admin, topic) == 1
     assert _latest_command(kafka_config, group) == RESUME, (
         "the guard should resume consumers before the create step"
     )
@@ -213,11 +206,11 @@ def test_never_resume_after_partial_seed(
             }
         },
     )
-    states = _states(dr)
+    states = task_states(dr)
     assert dr.state == "failed"
     assert states["increase_partitions"] == "success" and states["seed_offsets"] == "failed"
     assert states["resume_consumers"] == "upstream_failed" and states["failure_guard"] == "failed"
-    assert _count(admin, topic) == 3
+    assert partition_count(admin, topic) == 3
     assert _latest_command(kafka_config, group) == PAUSE, "consumers were resumed after a partial seed"
     lease = KStateLeaseHook().current(topic)
     assert lease is not None and lease.owner == f"{PER_STEP}/{dr.run_id}", (

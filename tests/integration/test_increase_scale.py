@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from kstate_support import kafka as kk
+from kstate_support.kafka import commit
 
 from airflow_provider_kstate.increase.report import read_report
 
@@ -23,21 +24,6 @@ ORIGINAL, TARGET, GROUPS = 8, 512, 24
 MAX_XCOM, MAX_LINES, MAX_BYTES = 64 * 1024, 2000, 1024 * 1024
 
 
-def _commit(admin: Any, group: str, topic: str, offsets: dict[int, int]) -> None:
-    tps = [TopicPartition(topic, p, o) for p, o in offsets.items()]
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(timeout=30)
-
-
-def _committed(admin: Any, group: str, topic: str, partitions: int) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for start in range(0, partitions, 256):
-        tps = [TopicPartition(topic, p) for p in range(start, min(partitions, start + 256))]
-        request = ConsumerGroupTopicPartitions(group, tps)
-        result = admin.list_consumer_group_offsets([request])[group].result(timeout=30)
-        out.update({tp.partition: tp.offset for tp in result.topic_partitions if tp.offset >= 0})
-    return out
-
-
 def test_increase_512_partitions_24_groups(
     admin: Any, make_topic: Any, unique: Any, run_dag: Any, capfd: Any
 ) -> None:
@@ -46,9 +32,9 @@ def test_increase_512_partitions_24_groups(
     groups = [f"{unique('scale')}-g{i:02d}" for i in range(GROUPS)]
     old = {p: 3 + p for p in range(ORIGINAL)}  # offsets past the log start: they must be kept as they are
     for group in groups:
-        _commit(admin, group, topic, old)
+        commit(admin, group, topic, old)
     bystander = f"{unique('scale')}-other"
-    _commit(admin, bystander, other, {0: 1, 1: 2, 2: 3, 3: 4})
+    commit(admin, bystander, other, {0: 1, 1: 2, 2: 3, 3: 4})
     capfd.readouterr()
 
     dr = run_dag(DAG_ID, {"topic": topic, "partitions": TARGET, "consumer_groups": [], "dry_run": False})
@@ -58,11 +44,11 @@ def test_increase_512_partitions_24_groups(
 
     # Every group: an offset at log start (0) on every new partition, its old offsets kept.
     for group in groups:
-        committed = _committed(admin, group, topic, TARGET)
+        committed = kk.committed(admin, group, topic, TARGET)
         assert {p: committed.get(p) for p in range(ORIGINAL)} == old, group
         assert all(committed.get(p) == 0 for p in range(ORIGINAL, TARGET)), group
     # A group on another topic is untouched, and is not part of the plan.
-    assert _committed(admin, bystander, other, 4) == {0: 1, 1: 2, 2: 3, 3: 4}
+    assert kk.committed(admin, bystander, other, 4) == {0: 1, 1: 2, 2: 3, 3: 4}
     plan = dr.get_task_instance(f"{G}.plan").xcom_pull(task_ids=f"{G}.plan")
     assert sorted(plan["groups"]) == sorted(groups)
 

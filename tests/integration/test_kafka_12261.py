@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import NewPartitions
-from traffic import ConsumerFleet, SeqProducer, loss, wait_until, warm_up
+from kstate_support.traffic import ConsumerFleet, SeqProducer, loss, wait_until, warm_up
 
 pytestmark = pytest.mark.integration
 

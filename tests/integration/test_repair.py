@@ -10,8 +10,9 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import NewPartitions
+from kstate_support.kafka import commit, committed, partition_count, task_states
 
 from airflow_provider_kstate.client.murmur2 import partition_for
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
@@ -21,26 +22,6 @@ pytestmark = pytest.mark.integration
 DAG_ID = "kstate_partition_increase"
 PER_STEP = "kstate_partition_increase_per_step"
 G = "safe_partition_increase"
-
-
-def _states(dr: Any) -> dict[str, str]:
-    return {ti.task_id.split(".")[-1]: ti.state for ti in dr.get_task_instances()}
-
-
-def _count(admin: Any, topic: str) -> int:
-    return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
-
-
-def _commit(admin: Any, group: str, topic: str, offsets: dict[int, int]) -> None:
-    tps = [TopicPartition(topic, p, o) for p, o in offsets.items()]
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(timeout=30)
-
-
-def _committed(admin: Any, group: str, topic: str) -> dict[int, int]:
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(
-        timeout=30
-    )
-    return {tp.partition: tp.offset for tp in result.topic_partitions if tp.topic == topic and tp.offset >= 0}
 
 
 def _write(config: dict[str, Any], topic: str, partitions: int, old: int, count: int) -> set[bytes]:
@@ -78,10 +59,10 @@ def test_topic_grown_outside_the_tool_is_repaired(
     topic = make_topic("outside", partitions=2)
     billing, audit = f"{topic}-billing", f"{topic}-audit"
     for group in (billing, audit):
-        _commit(admin, group, topic, {0: 0, 1: 0})
+        commit(admin, group, topic, {0: 0, 1: 0})
     for future in admin.create_partitions([NewPartitions(topic, 4)]).values():
         future.result(timeout=30)
-    _commit(admin, audit, topic, {2: 0})  # half-done: audit was seeded on partition 2 only
+    commit(admin, audit, topic, {2: 0})  # half-done: audit was seeded on partition 2 only
     # The scenario is real: one group reading now with latest reset skips what producers write there.
     lost = _write(kafka_config, topic, 4, 2, 20)
     assert not _read_latest(kafka_config, topic, f"{topic}-probe", len(lost), timeout=8) & lost
@@ -89,11 +70,11 @@ def test_topic_grown_outside_the_tool_is_repaired(
 
     dr = run_dag(DAG_ID, {"topic": topic, "partitions": 4, "consumer_groups": [], "dry_run": False})
     out, err = capfd.readouterr()
-    assert dr.state == "success", _states(dr)
-    assert _count(admin, topic) == 4
+    assert dr.state == "success", task_states(dr)
+    assert partition_count(admin, topic) == 4
     assert "repair (seed every gap, create nothing)" in out + err
-    assert _committed(admin, billing, topic) == {0: 0, 1: 0, 2: 0, 3: 0}
-    assert _committed(admin, audit, topic) == {0: 0, 1: 0, 2: 0, 3: 0}
+    assert committed(admin, billing, topic) == {0: 0, 1: 0, 2: 0, 3: 0}
+    assert committed(admin, audit, topic) == {0: 0, 1: 0, 2: 0, 3: 0}
     window = dr.get_task_instance(f"{G}.pause_window").xcom_pull(task_ids=f"{G}.pause_window")
     assert window["mode"] == "repair" and window["groups"][billing]["seeded"] == 2
     assert window["groups"][audit]["seeded"] == 1 and window["groups"][audit]["kept"] == 3
@@ -115,20 +96,20 @@ def test_a_typo_never_leaves_a_group_unprotected(
     topic = make_topic("typo", partitions=1)
     billing, audit = f"{topic}-billing", f"{topic}-audit"
     for group in (billing, audit):
-        _commit(admin, group, topic, {0: 0})
+        commit(admin, group, topic, {0: 0})
     capfd.readouterr()
     dr = run_dag(
         DAG_ID, {"topic": topic, "partitions": 4, "consumer_groups": ["ghost-group"], "dry_run": False}
     )
     out, err = capfd.readouterr()
-    assert dr.state == "failed" and _states(dr)["plan"] == "failed"
+    assert dr.state == "failed" and task_states(dr)["plan"] == "failed"
     assert "UnknownGroupError" in out + err and "likely a typo" in out + err
-    assert _count(admin, topic) == 1
+    assert partition_count(admin, topic) == 1
 
     named = run_dag(DAG_ID, {"topic": topic, "partitions": 4, "consumer_groups": [billing], "dry_run": False})
     out, err = capfd.readouterr()
     assert named.state == "failed" and "UnprotectedGroupError" in out + err and audit in out + err
-    assert _count(admin, topic) == 1
+    assert partition_count(admin, topic) == 1
 
     accepted = run_dag(
         DAG_ID,
@@ -141,10 +122,10 @@ def test_a_typo_never_leaves_a_group_unprotected(
         },
     )
     out, err = capfd.readouterr()
-    assert accepted.state == "success", _states(accepted)
+    assert accepted.state == "success", task_states(accepted)
     assert f"RISK ACCEPTED: group {audit}" in out + err
-    assert _committed(admin, billing, topic) == {0: 0, 1: 0, 2: 0, 3: 0}
-    assert _committed(admin, audit, topic) == {0: 0}, "an excluded group is left alone"
+    assert committed(admin, billing, topic) == {0: 0, 1: 0, 2: 0, 3: 0}
+    assert committed(admin, audit, topic) == {0: 0}, "an excluded group is left alone"
 
 
 def test_a_failed_runs_lease_is_taken_over_and_its_gaps_repaired(
@@ -154,7 +135,7 @@ def test_a_failed_runs_lease_is_taken_over_and_its_gaps_repaired(
     ended run at once (no 4 h wait), seeds every gap the first run left, resumes and releases the lease."""
     topic = make_topic("takeover", partitions=1)
     group = f"{topic}-g"
-    _commit(admin, group, topic, {0: 0})
+    commit(admin, group, topic, {0: 0})
     monkeypatch.setenv(
         "AIRFLOW_CONN_KAFKA_UNREACHABLE",
         json.dumps(
@@ -164,15 +145,15 @@ def test_a_failed_runs_lease_is_taken_over_and_its_gaps_repaired(
     conf = {"topic": topic, "partitions": 3, "consumer_groups": [], "dry_run": False}
     broken = {"kafka_config_id": "kafka_unreachable", "request_timeout": 3.0, "retries": 0}
     first = run_dag(PER_STEP, conf, overrides={f"{G}.seed_offsets": broken})
-    assert first.state == "failed" and _states(first)["increase_partitions"] == "success"
+    assert first.state == "failed" and task_states(first)["increase_partitions"] == "success"
     held = KStateLeaseHook().current(topic)
     assert held is not None and held.owner == f"{PER_STEP}/{first.run_id}"
-    assert _committed(admin, group, topic) == {0: 0}, "the group has gaps on partitions 1-2"
+    assert committed(admin, group, topic) == {0: 0}, "the group has gaps on partitions 1-2"
     capfd.readouterr()
 
     second = run_dag(DAG_ID, conf)
     out, err = capfd.readouterr()
-    assert second.state == "success", _states(second)
+    assert second.state == "success", task_states(second)
     assert f"taking the lease over from {PER_STEP}/{first.run_id}" in out + err
-    assert _committed(admin, group, topic) == {0: 0, 1: 0, 2: 0}
+    assert committed(admin, group, topic) == {0: 0, 1: 0, 2: 0}
     assert KStateLeaseHook().current(topic) is None

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from spark_standalone import StandaloneCluster, bare_python
+from kstate_support.spark_standalone import StandaloneCluster, bare_python
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".kstate" / "spark-env"

@@ -1,7 +1,11 @@
-"""Start and stop the embedded Kafka broker (noida-db) for tests, the demo and the benchmarks.
+"""The one broker helper of the tests, the demo and the benchmarks.
 
-    python scripts/embedded_broker.py up   [--data-dir .kstate/broker]   # prints the bootstrap address
-    python scripts/embedded_broker.py down [--data-dir .kstate/broker]
+:func:`cluster` yields the librdkafka configuration of the cluster to use: the one named by
+``KSTATE_BOOTSTRAP_SERVERS`` (a real cluster; extra librdkafka settings such as SASL as JSON in
+``KSTATE_KAFKA_CONFIG``), else an embedded broker (noida-db) started here and stopped afterwards.
+
+    python -m kstate_support.broker up   [--data-dir .kstate/broker]   # prints the bootstrap address
+    python -m kstate_support.broker down [--data-dir .kstate/broker]
 
 ``up`` picks a free loopback port, starts ``noida-db up --only kafka`` with its data in a project-local,
 git-ignored folder, waits until the broker answers the Kafka protocol and prints ``127.0.0.1:PORT``.
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import json
 import os
 import shutil
 import signal
@@ -24,8 +29,33 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from kstate_support import ROOT
+
 DEFAULT_DATA_DIR = ROOT / ".kstate" / "broker"
+
+
+def external_config() -> dict[str, Any] | None:
+    """Return the configuration of the real cluster named by ``KSTATE_BOOTSTRAP_SERVERS`` (with the JSON
+    extras of ``KSTATE_KAFKA_CONFIG``), or None when no cluster is named."""
+    bootstrap = os.environ.get("KSTATE_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        return None
+    extra = json.loads(os.environ.get("KSTATE_KAFKA_CONFIG") or "{}")
+    if not isinstance(extra, dict):
+        raise SystemExit("KSTATE_KAFKA_CONFIG must be a JSON object of librdkafka settings")
+    return {"bootstrap.servers": bootstrap, **extra}
+
+
+@contextlib.contextmanager
+def cluster(data_dir: Path = DEFAULT_DATA_DIR) -> Iterator[dict[str, Any]]:
+    """Yield the librdkafka configuration of the cluster to use: the real one of
+    :func:`external_config`, else a fresh embedded broker with its data in ``data_dir`` (stopped after)."""
+    config = external_config()
+    if config is not None:
+        yield config
+        return
+    with running(data_dir) as bootstrap:
+        yield {"bootstrap.servers": bootstrap}
 
 
 def _noida() -> str:

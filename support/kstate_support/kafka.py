@@ -1,0 +1,60 @@
+"""Kafka facts for assertions: committed offsets, partition counts, log starts; and DAG-run task states."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+#: Partitions per offsets request: librdkafka's admin offset calls are quadratic in one request's size.
+CHUNK = 256
+
+
+def commit(admin: Any, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit ``{partition: offset}`` for ``group`` on ``topic`` (the group must be EMPTY), in chunks.
+
+    :param admin: a confluent-kafka ``AdminClient``.
+    """
+    items = sorted(offsets.items())
+    for first in range(0, len(items), CHUNK):
+        tps = [TopicPartition(topic, p, o) for p, o in items[first : first + CHUNK]]
+        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(timeout=30)
+
+
+def committed(admin: Any, group: str, topic: str, partitions: int | None = None) -> dict[int, int]:
+    """Return the group's committed offsets on ``topic`` (partitions without one are absent).
+
+    :param partitions: the topic's partition count: asked in chunks of :data:`CHUNK` (fast at thousands
+        of partitions); None asks for all of the group's offsets in one request.
+    """
+    if partitions is None:
+        requests = [ConsumerGroupTopicPartitions(group)]
+    else:
+        requests = [
+            ConsumerGroupTopicPartitions(
+                group, [TopicPartition(topic, p) for p in range(first, min(partitions, first + CHUNK))]
+            )
+            for first in range(0, partitions, CHUNK)
+        ]
+    out: dict[int, int] = {}
+    for request in requests:
+        result = admin.list_consumer_group_offsets([request], request_timeout=15)[group].result(timeout=30)
+        out.update({tp.partition: tp.offset for tp in result.topic_partitions if tp.topic == topic and tp.offset >= 0})
+    return out
+
+
+def partition_count(admin: Any, topic: str) -> int:
+    """Return the topic's partition count, as the cluster's metadata says now."""
+    return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+
+
+def log_starts(admin: Any, topic: str, partitions: list[int]) -> dict[int, int]:
+    """Return ``{partition: log start offset}``."""
+    futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.earliest() for p in partitions})
+    return {tp.partition: f.result(timeout=30).offset for tp, f in futures.items()}
+
+
+def task_states(dr: Any) -> dict[str, str]:
+    """Return ``{task id without its group: state}`` of a DagRun's task instances."""
+    return {ti.task_id.split(".")[-1]: ti.state for ti in dr.get_task_instances()}
