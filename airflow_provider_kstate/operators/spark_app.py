@@ -89,6 +89,7 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
     :param python_env_archive: a packed Python environment (``python -m airflow_provider_kstate.store.pack
         env``) for the executors: shipped as ``archives=ARCHIVE#env`` with
         ``spark.pyspark.python=./env/bin/python``. (templated)
+    :param kill_grace: seconds ``on_kill`` gives ``spark-submit``'s children between SIGTERM and SIGKILL.
     """
 
     template_fields = (*SparkSubmitOperator.template_fields, "spark_conf", "report_dir", "python_env_archive")
@@ -105,6 +106,7 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
         ship_kafka_config: bool | None = None,
         ship_provider: bool = False,
         python_env_archive: str | None = None,
+        kill_grace: float = 3.0,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("conn_id", spark_conn_id or "spark_default")
@@ -117,6 +119,7 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
         self.ship_kafka_config = ship_kafka_config
         self.ship_provider = ship_provider
         self.python_env_archive = python_env_archive
+        self.kill_grace = kill_grace
         self._submission: Submission | None = None
 
     # -- what to run ------------------------------------------------------------------------------------
@@ -220,10 +223,58 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
             for name, value in saved.items():
                 setattr(self, name, value)
 
+    def on_kill(self) -> None:
+        """Kill ``spark-submit`` and every process it started, then the cluster's driver if any.
+
+        The Spark provider's ``on_kill`` SIGKILLs ``spark-submit`` (the JVM, once its script has exec'd)
+        and kills a cluster-mode driver. In client mode the JVM's children outlive it: the PySpark
+        driver (``python app.py``) and, with a ``local`` master, its Python workers. So the process tree
+        is read first, and what survives the provider's kill gets SIGTERM, then SIGKILL after
+        :attr:`kill_grace` seconds (short: Airflow escalates to SIGKILL of the task itself soon after).
+        """
+        tree = _process_tree(getattr(getattr(self, "_hook", None), "_submit_sp", None))
+        super().on_kill()
+        _end(tree, self.kill_grace, self.log)
+
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         report = self.submit(self.snapshot_hook(), context)
         self.log.info("Application %s reported: %s", self.app_path(), json.dumps(report)[:2000])
         return report
+
+
+def _process_tree(proc: Any) -> list[Any]:
+    """Return ``proc`` (a running ``Popen``) and its descendants as ``psutil`` processes; [] when done."""
+    import psutil
+
+    if proc is None or proc.poll() is not None:
+        return []
+    try:
+        root = psutil.Process(proc.pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _end(procs: list[Any], grace: float, log: Any) -> None:
+    """SIGTERM the live ones of ``procs``, SIGKILL what is left after ``grace`` seconds; log what it took."""
+    import psutil
+
+    live = [p for p in procs if p.is_running()]
+    for p in live:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(live, timeout=grace)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(alive, timeout=5)
+    if live:
+        log.info(
+            "KILL spark-submit's processes: %s terminated, %s killed after %ss",
+            len(live) - len(alive),
+            len(alive),
+            grace,
+        )
 
 
 def _read_report(path: str, app: str) -> dict[str, Any]:

@@ -260,6 +260,26 @@ class AirflowDeployment:
                 found.append(pid)
         return found
 
+    def spark_processes(self) -> list[tuple[int, str]]:
+        """Live ``spark-submit`` JVMs and PySpark processes (driver, workers, their children) started by
+        this deployment's tasks: ``(pid, command line)`` of each process that carries our ``AIRFLOW_HOME``
+        and whose command line names Spark, a Spark application of the package, or PySpark."""
+        needle = f"AIRFLOW_HOME={self.home}".encode()
+        markers = ("org.apache.spark", "spark_apps/", "pyspark", "spark-submit")
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            stat = _proc_stat(pid)
+            if stat is None or stat[0] in ("Z", "X") or not _has_env(pid, needle):
+                continue
+            with contextlib.suppress(OSError):
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if any(m in cmd for m in markers):
+                    found.append((pid, cmd.strip()))
+        return found
+
     def stop(self) -> None:
         """Stop with SIGINT, bounded; escalate only for our own leftovers; raise if anything survives."""
         if self._api is not None:
