@@ -128,3 +128,24 @@ class KStateSnapshotEventOperator(BaseOperator):
         asset = snapshot_asset(self.snapshot_uri)
         self.log.info("ASSET snapshot %s is good: event of %s", self.snapshot_uri, asset.uri)
         return asset.uri
+
+
+def add_topic_event(
+    outlets: list[Any], context: Any, bootstrap_servers: str, topic: str, extra: dict[str, Any]
+) -> Asset | None:
+    """Add the event of ``topic``'s ``kafka://`` Asset to the task's AssetAlias outlets; return the Asset.
+
+    :param outlets: the task's outlets (nothing is added without an AssetAlias among them).
+    :param context: the task's context (its ``outlet_events``; absent outside a task run).
+    :param bootstrap_servers: the connection's ``bootstrap.servers``.
+    :param topic: the topic that grew.
+    :param extra: the event's extra (the partition counts).
+    """
+    events = _outlet_events(context)
+    aliases = [o for o in outlets or [] if isinstance(o, AssetAlias)]
+    if events is None or not aliases:
+        return None
+    asset = topic_asset(bootstrap_servers, topic)
+    for alias in aliases:
+        events[alias].add(asset, extra=extra)
+    return asset

@@ -154,7 +154,22 @@ class KStateVerifyOperator(KStateStepOperator):
         if self.release_lease:
             self.lease.release(self.topic, run_owner(context))
             self.log.info("LEASE topic %s released", self.topic)
+        self._add_topic_event(context, plan, count)
         return summary
+
+    def _add_topic_event(self, context: Any, plan: Any, count: int) -> None:
+        """Add the grown topic's ``kafka://`` Asset event to this task's AssetAlias outlets (an increase)."""
+        from airflow_provider_kstate.assets import add_topic_event
+
+        if plan.mode != "increase":
+            return
+        servers = str(self.admin.client_config().get("bootstrap.servers", ""))
+        extra = {"original_partitions": plan.original_partitions, "partitions": count}
+        asset = add_topic_event(list(self.outlets), context, servers, self.topic, extra)
+        if asset is not None:
+            self.log.info(
+                "ASSET %s: event added (%s -> %s partitions)", asset.uri, plan.original_partitions, count
+            )
 
     def _evidence(self, context: Any, count: int) -> tuple[SeedEvidence, str]:
         given = self.seed_report if isinstance(self.seed_report, dict) else {}

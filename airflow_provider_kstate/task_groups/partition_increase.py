@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, TaskGroup, chain
 
+from airflow_provider_kstate.assets import topic_alias
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
 from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.operators.consumers import (
@@ -64,7 +65,9 @@ def safe_partition_increase(
     scheduler's latency between tasks. With your own pause/resume/scale tasks (or ``wait_for_writes``) each
     step is its own task (``pause_consumers``, ``wait_groups_empty``, ``increase_partitions``,
     ``seed_offsets``, ``scale_producers``, ``resume_consumers``). Either way ``wait_groups_stable`` and
-    ``verify`` follow.
+    ``verify`` follow. A verified increase emits an event of the topic's Asset in the Kafka provider's
+    scheme, ``kafka://<first bootstrap server>/<topic>``, through ``verify``'s outlet alias
+    ``kstate-topic-increased``: a DAG scheduled on that Asset runs once the topic has grown safely.
 
     A guard task runs when any step fails: it resumes consumers when that is safe and otherwise fails
     loudly, leaving them paused (see :class:`KStateFailureGuardOperator`).
@@ -176,7 +179,13 @@ def safe_partition_increase(
             KStateGroupsStableSensor(
                 task_id="wait_groups_stable", plan=plan.output, timeout=stable_timeout, **sensing
             ),
-            KStateVerifyOperator(task_id="verify", plan=plan.output, seed_report=seed_report, **stepping),
+            KStateVerifyOperator(
+                task_id="verify",
+                plan=plan.output,
+                seed_report=seed_report,
+                outlets=[topic_alias()],  # resolves to kafka://<server>/<topic> once the topic grew
+                **stepping,
+            ),
         ]
         guard = KStateFailureGuardOperator(
             task_id="failure_guard", plan_task_id=plan.task_id, **{**common, "retries": 0}
