@@ -100,7 +100,7 @@ def naive_increase(config: dict[str, Any]) -> dict[str, Any]:
     """Grow 1 -> 2 partitions under live traffic with plain latest-reset consumers."""
     from confluent_kafka.admin import AdminClient, NewPartitions
     from demo_plot import discovered
-    from traffic import ConsumerFleet, SeqProducer, loss, warm_up
+    from kstate_support.traffic import ConsumerFleet, SeqProducer, loss, warm_up
 
     topic = _create_topic(config, "demo-naive", 1)
     fleet = ConsumerFleet(config, topic, "demo-naive-consumers", n=2)
@@ -151,7 +151,7 @@ def _increase(bag: Any, topic: str, group: str, target: int) -> tuple[dict[str, 
 
 def safe_increase(config: dict[str, Any], bag: Any) -> dict[str, Any]:
     """Grow 1 -> 2 -> 4 -> 8 through the DAG under the same traffic, with the client piece."""
-    from traffic import ConsumerFleet, SeqProducer, loss, warm_up
+    from kstate_support.traffic import ConsumerFleet, SeqProducer, loss, warm_up
 
     topic = _create_topic(config, "demo-safe", 1)
     group = "demo-safe-consumers"
