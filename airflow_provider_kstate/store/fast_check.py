@@ -17,26 +17,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from airflow_provider_kstate.store import contract
+from airflow_provider_kstate.store.layout import SnapshotAbsent, SnapshotUnreadable, resolve
 from airflow_provider_kstate.store.manifest import (
-    MANIFEST_NAME,
     Manifest,
     ManifestError,
     PartitionStats,
     read_manifest,
 )
 from airflow_provider_kstate.store.uri import local_path
-
-
-class SnapshotUnreadable(ValueError):
-    """The snapshot cannot be used: its manifest is unreadable, corrupt or invalid."""
-
-
-class SnapshotAbsent(SnapshotUnreadable):
-    """There is no snapshot: no directory, or no manifest in it (never built, or an unfinished build)."""
 
 
 class AdminLike(Protocol):
@@ -56,23 +48,26 @@ class ManifestView:
     partitioner: str
     stats: dict[int, PartitionStats] = field(default_factory=dict)
     written_at: str | None = None
+    version: str | None = None
 
 
 def load_manifest(uri: str, storage_options: Mapping[str, Any] | None = None) -> ManifestView:
-    """Read and validate the manifest of the snapshot at ``uri``.
+    """Read and validate the manifest of the snapshot at ``uri`` (its current version, see :mod:`.layout`).
 
     :param uri: the snapshot URI (validated by the caller).
     :param storage_options: credentials of a remote filesystem (see :func:`.uri.filesystem`).
-    :raises SnapshotAbsent: when there is no snapshot; :raises SnapshotUnreadable: when its manifest is bad.
+    :raises SnapshotAbsent: when there is no snapshot; :raises SnapshotUnreadable: when its pointer or
+        manifest is bad.
     """
     root = local_path(uri)
-    if root is not None and not (root / MANIFEST_NAME).exists():
-        where = "directory does not exist" if not root.exists() else f"no {MANIFEST_NAME} in it"
-        raise SnapshotAbsent(f"snapshot missing at {uri!r}: {where} (never built, or an unfinished build)")
+    if root is not None and not root.exists():
+        raise SnapshotAbsent(f"snapshot missing at {uri!r}: directory does not exist (never built)")
+    current = resolve(uri, storage_options)
     try:
-        return view(read_manifest(uri, storage_options))
+        found = view(read_manifest(current.uri, storage_options))
     except ManifestError as exc:
         raise SnapshotUnreadable(f"snapshot at {uri!r} is unusable: {exc}") from exc
+    return replace(found, version=current.version)
 
 
 def view(manifest: Manifest) -> ManifestView:
@@ -181,6 +176,7 @@ def fast_check(
     if manifest is not None:
         report["snapshot_partitions"] = manifest.partitions
         report["written_at"] = manifest.written_at
+        report["snapshot_version"] = manifest.version
         layout = _layout_problems(manifest, topic, count)
         report.update(layout_ok=not layout, problems=layout)
         marks = admin.watermarks(topic, list(range(count)))

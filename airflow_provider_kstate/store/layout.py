@@ -1,0 +1,243 @@
+"""Versioned snapshot layout: immutable version directories and one pointer object written last.
+
+Under a snapshot URI ``U``::
+
+    U/_kstate_current.json            the pointer: {"format": "kstate-pointer/1", "version": "v-...", ...}
+    U/v-20261123T031640-3f9a1c/       one immutable version: partition=N/ Parquet + _kstate_manifest.json
+    U/v-20261122T020000-77b0e2/       an older version (kept for rollback, pruned beyond keep-N)
+
+A version not named by the pointer does not exist for readers. A rebuild writes a new version directory,
+its manifest, then the pointer (one small object, atomic, see ``docs/snapshot-layout.md``), so a crash at
+any point leaves the previous version current. Today's *legacy* layout (data and manifest directly under
+``U``) is still read; the next rebuild migrates it.
+
+No Airflow and no Spark here: the Spark applications pass their own read/exists functions
+(:func:`resolve_with`); the Airflow side uses pyarrow/fsspec (:func:`resolve`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_kstate.store.manifest import MANIFEST_NAME
+from airflow_provider_kstate.store.uri import filesystem, join
+
+#: The pointer object's name under the snapshot root.
+POINTER_NAME = "_kstate_current.json"
+#: The pointer's format tag.
+POINTER_FORMAT = "kstate-pointer/1"
+#: Prefix of version directory names.
+VERSION_PREFIX = "v-"
+#: How many versions a rebuild keeps (the current one included) unless told otherwise.
+DEFAULT_KEEP_VERSIONS = 3
+#: The message readers log for the legacy layout.
+LEGACY_MESSAGE = "legacy layout (manifest directly under the snapshot URI); the next rebuild migrates it"
+
+_VERSION_RE = re.compile(r"^v-\d{8}T\d{6}-[0-9a-f]{6,}$")
+
+
+class SnapshotUnreadable(ValueError):
+    """The snapshot cannot be used: its pointer or manifest is unreadable, corrupt or invalid."""
+
+
+class SnapshotAbsent(SnapshotUnreadable):
+    """There is no snapshot: no directory, or neither a pointer nor a manifest in it (never built)."""
+
+
+class PointerError(SnapshotUnreadable):
+    """The pointer ``_kstate_current.json`` is garbled or names a version that is not there."""
+
+
+@dataclass(frozen=True)
+class SnapshotVersion:
+    """Where a snapshot's current data and manifest are.
+
+    :param root: the snapshot URI as given.
+    :param version: the current version's name, or None for the legacy layout (``root`` holds the data).
+    :param uri: the directory holding the data and the manifest.
+    """
+
+    root: str
+    version: str | None
+    uri: str
+
+    @property
+    def legacy(self) -> bool:
+        """Whether this is the legacy layout (no pointer; data under the root)."""
+        return self.version is None
+
+
+def is_version_name(name: str) -> bool:
+    """Whether ``name`` is a version directory's name (``v-<yyyymmddThhmmss>-<hex>``)."""
+    return bool(_VERSION_RE.match(name))
+
+
+def new_version_name(now: float | None = None) -> str:
+    """Return a fresh version name: ``v-<UTC yyyymmddThhmmss>-<6 random hex digits>`` (sorts by time).
+
+    :param now: the time (epoch seconds; default now).
+    """
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() if now is None else now))
+    return f"{VERSION_PREFIX}{stamp}-{secrets.token_hex(3)}"
+
+
+def pointer_uri(root: str) -> str:
+    """Return the pointer's URI under a snapshot root."""
+    return join(root, POINTER_NAME)
+
+
+def pointer_bytes(version: str, history: Iterable[str] = (), **extra: Any) -> bytes:
+    """Return the pointer document naming ``version``.
+
+    :param version: the version to make current.
+    :param history: previously current versions, newest first (what rollback may go back to).
+    :param extra: more fields (e.g. ``writer``); never secrets.
+    """
+    if not is_version_name(version):
+        raise ValueError(f"{version!r} is not a version name (v-<yyyymmddThhmmss>-<hex>)")
+    doc = {
+        "format": POINTER_FORMAT,
+        "version": version,
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "history": [v for v in history if v != version],
+        **extra,
+    }
+    return json.dumps(doc, indent=2).encode()
+
+
+def parse_pointer(raw: bytes | str, where: str) -> dict[str, Any]:
+    """Decode and validate a pointer document; return it.
+
+    :param raw: the pointer's bytes.
+    :param where: the pointer's URI, for messages.
+    :raises PointerError: when it is not JSON, not a ``kstate-pointer/1`` document or names no valid version.
+    """
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PointerError(f"snapshot pointer {where} is garbled (not valid JSON: {exc})") from exc
+    if not isinstance(doc, dict) or doc.get("format") != POINTER_FORMAT:
+        raise PointerError(f"snapshot pointer {where} is not a {POINTER_FORMAT} document")
+    version = doc.get("version")
+    if not isinstance(version, str) or not is_version_name(version):
+        raise PointerError(f"snapshot pointer {where} names no valid version: {version!r}")
+    history = doc.get("history", [])
+    if not isinstance(history, list) or not all(isinstance(v, str) for v in history):
+        raise PointerError(f"snapshot pointer {where}: 'history' must be a list of version names")
+    return doc
+
+
+def resolve_with(
+    uri: str, read: Callable[[str], bytes | None], exists: Callable[[str], bool]
+) -> SnapshotVersion:
+    """Resolve the current version of the snapshot at ``uri`` with the caller's file functions.
+
+    :param uri: the snapshot root.
+    :param read: returns a file's bytes, or None when it does not exist.
+    :param exists: whether a file exists.
+    :raises SnapshotAbsent: neither a pointer nor a legacy manifest.
+    :raises PointerError: a garbled pointer, or one naming a version without a manifest.
+    """
+    where = pointer_uri(uri)
+    raw = read(where)
+    if raw is None:
+        if exists(join(uri, MANIFEST_NAME)):
+            return SnapshotVersion(uri, None, uri)
+        raise SnapshotAbsent(
+            f"snapshot missing at {uri!r}: neither {POINTER_NAME} nor {MANIFEST_NAME} (never built, "
+            "or the first build did not finish)"
+        )
+    version = parse_pointer(raw, where)["version"]
+    target = join(uri, version)
+    if not exists(join(target, MANIFEST_NAME)):
+        raise PointerError(
+            f"snapshot pointer {where} names version {version!r}, but {join(target, MANIFEST_NAME)} is missing: "
+            "rewrite the pointer to an existing version (see docs/snapshot-layout.md) or rebuild"
+        )
+    return SnapshotVersion(uri, version, target)
+
+
+def read_history(uri: str, read: Callable[[str], bytes | None]) -> tuple[str | None, list[str]]:
+    """Return ``(current version, history)`` from the pointer, ``(None, [])`` without a usable one."""
+    raw = read(pointer_uri(uri))
+    if raw is None:
+        return None, []
+    try:
+        doc = parse_pointer(raw, pointer_uri(uri))
+    except PointerError:
+        return None, []
+    return str(doc["version"]), list(doc.get("history", []))
+
+
+def resolve(uri: str, storage_options: Mapping[str, Any] | None = None) -> SnapshotVersion:
+    """Resolve the current version of the snapshot at ``uri`` through pyarrow/fsspec.
+
+    :param uri: the snapshot root (validated by the caller).
+    :param storage_options: credentials of a remote filesystem (see :func:`.uri.filesystem`).
+    :raises SnapshotAbsent: neither a pointer nor a legacy manifest.
+    :raises SnapshotUnreadable: the location cannot be opened; :raises PointerError: a bad pointer.
+    """
+    try:
+        fs, root = filesystem(uri, storage_options)
+    except Exception as exc:  # noqa: BLE001 - any failure to open the location is "unreadable"
+        raise SnapshotUnreadable(f"snapshot at {uri!r}: cannot open the location: {exc}") from exc
+    base = root.rstrip("/")
+
+    def path_of(child_uri: str) -> str:
+        return base + child_uri[len(uri.rstrip("/")) :]
+
+    def exists(child_uri: str) -> bool:
+        from pyarrow import fs as pafs
+
+        return bool(fs.get_file_info(path_of(child_uri)).type == pafs.FileType.File)
+
+    def read(child_uri: str) -> bytes | None:
+        if not exists(child_uri):
+            return None
+        with fs.open_input_stream(path_of(child_uri)) as stream:
+            return bytes(stream.read())
+
+    return resolve_with(uri, read, exists)
+
+
+def versions(names: Iterable[str]) -> list[str]:
+    """Return the version directory names among ``names``, oldest first."""
+    return sorted(n for n in names if is_version_name(n))
+
+
+def to_prune(names: Iterable[str], current: str, history: Iterable[str], keep: int) -> list[str]:
+    """Return the versions to remove after ``current`` was committed, oldest first.
+
+    Kept: ``current`` and the newest ``keep - 1`` of ``history`` (versions that were current before).
+    Removed: every other version older than ``current`` (pruned history and a killed rebuild's
+    leftovers). Versions newer than ``current`` are never removed (only a concurrent writer makes those,
+    and the snapshot lease rules that out; they are left for that writer).
+
+    :param names: the entries under the snapshot root.
+    :param current: the version just made current.
+    :param history: previously current versions, newest first.
+    :param keep: how many versions to keep, the current one included (>= 1).
+    """
+    if keep < 1:
+        raise ValueError(f"keep_versions must be at least 1, got {keep}")
+    kept = {current, *list(history)[: keep - 1]}
+    return [v for v in versions(names) if v < current and v not in kept]
+
+
+def legacy_sibling(root: str, name: str) -> bool:
+    """Whether ``name`` (an entry next to the root) is an old-layout ``U.staging-*`` or ``U.previous``."""
+    base = root.rstrip("/").rsplit("/", 1)[-1]
+    return name == base + ".previous" or name.startswith(base + ".staging-")
+
+
+def legacy_entry(name: str) -> bool:
+    """Whether ``name`` under the root belongs to the legacy layout (removed after the migrating commit)."""
+    if name in (MANIFEST_NAME, "_SUCCESS", "._SUCCESS.crc", "." + MANIFEST_NAME + ".crc"):
+        return True
+    return name.startswith("partition=")
