@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupState, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from kstate_support import topics
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,18 +64,13 @@ def broker() -> Iterator[dict[str, Any]]:
 
 
 def create_topic(config: dict[str, Any], prefix: str, partitions: int) -> str:
-    topic = _name(prefix)
-    admin = AdminClient(config)
-    for future in admin.create_topics([NewTopic(topic, partitions, -1)]).values():
-        future.result(timeout=60)
-    return topic
+    """Create a uniquely named topic with ``partitions`` partitions and return its name."""
+    return topics.create_topic(config, _name(prefix), partitions)
 
 
-def delete_topics(config: dict[str, Any], topics: list[str]) -> None:
-    admin = AdminClient(config)
-    for future in admin.delete_topics(topics).values():
-        with contextlib.suppress(Exception):
-            future.result(timeout=60)
+def delete_topics(config: dict[str, Any], names: list[str]) -> None:
+    """Delete ``names``, best effort."""
+    topics.delete_topics(config, names)
 
 
 def produce_dataset(config: dict[str, Any], topic: str, count: int, size: int = 64) -> float:

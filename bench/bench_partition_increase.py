@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kstate_support import airflow_env as support_airflow
 from kstate_support import quiet
 from kstate_support.broker import cluster
 from kstate_support.topics import create_topic as _create
@@ -69,20 +70,7 @@ LAYOUTS = {
 
 def airflow_env(config: dict[str, Any]) -> dict[str, Any]:
     """Point Airflow at the project's DAG folder and return its two partition-increase DAGs by layout."""
-    home = ROOT / ".kstate" / "bench-airflow"
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-            "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": config}),
-        }
-    )
-    subprocess.run(
-        [str(Path(sys.executable).with_name("airflow")), "db", "migrate"], check=True, capture_output=True
-    )
+    support_airflow.prepare(ROOT / ".kstate" / "bench-airflow", config, log_level="WARNING", fresh=False)
     from airflow.dag_processing.dagbag import DagBag
 
     quiet.filter_known_warnings()  # after Airflow's settings put their own filters in front

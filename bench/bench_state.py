@@ -78,20 +78,17 @@ def broker() -> Iterator[dict[str, Any]]:
 
 
 def create_topic(conf: dict[str, Any], name: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    """Create the compacted changelog ``name`` with one active segment (so nothing is compacted away)."""
+    from kstate_support.topics import create_topic as create
 
-    config = {"cleanup.policy": "compact", "segment.bytes": str(1 << 30)}  # one active segment: no compaction
-    admin = AdminClient(conf)
-    for f in admin.create_topics([NewTopic(name, partitions, 1, config=config)]).values():
-        f.result(timeout=60)
+    create(conf, name, partitions, {"cleanup.policy": "compact", "segment.bytes": str(1 << 30)})
 
 
 def delete_topic(conf: dict[str, Any], name: str) -> None:
-    from confluent_kafka.admin import AdminClient
+    """Delete ``name``, best effort."""
+    from kstate_support.topics import delete_topics
 
-    for f in AdminClient(conf).delete_topics([name]).values():
-        with contextlib.suppress(Exception):
-            f.result(timeout=60)
+    delete_topics(conf, [name])
 
 
 def produce(conf: dict[str, Any], topic: str, records: int) -> float:

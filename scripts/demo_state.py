@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from kstate_support.topics import create_topic
 
 PIPELINE = "kstate_example_pipeline"
 MAINTENANCE = "kstate_state_maintenance"
@@ -20,10 +20,9 @@ PARTITIONS = 6
 
 
 def _topics(config: dict[str, Any], names: dict[str, tuple[int, dict[str, str]]]) -> None:
-    admin = AdminClient(config)
-    futures = admin.create_topics([NewTopic(n, p, -1, config=c) for n, (p, c) in names.items()])
-    for future in futures.values():
-        future.result(timeout=30)
+    """Create each topic of ``{name: (partitions, topic config)}``."""
+    for name, (partitions, topic_config) in names.items():
+        create_topic(config, name, partitions, topic_config)
 
 
 def _payments(config: dict[str, Any], topic: str, n: int) -> None:
