@@ -1,18 +1,21 @@
 """Rebuild a state snapshot from its compacted changelog topic (a PySpark application).
 
     spark-submit airflow_provider_kstate/spark_apps/rebuild.py --kafka-config-file CFG.json --topic T \\
-        --snapshot-uri URI --report-file R.json [--partitions N] [--only-partitions 0,3]
+        --snapshot-uri URI --report-file R.json [--partitions N] [--only-partitions 0,3] [--keep-versions 3]
 
 1. Capture every changelog partition's log start and last stable offset (driver, one ListOffsets).
 2. Read the partitions in parallel, one Spark task each (confluent-kafka ``assign()``, read_committed), fold
    to the latest value per key (tombstones delete) and place each key in ``partition_for(key, N)``; N is
    ``--partitions`` (a re-key after a partition increase) or the topic's partition count.
-3. Write Parquet (hive-partitioned by ``partition``) to ``URI.staging-<ts>``, compute rows and digest per
-   partition from what was written, write the manifest LAST, then publish: the current snapshot moves to
-   ``URI.previous`` (replacing an older one) and staging is renamed to ``URI``.
+3. Write Parquet (hive-partitioned by ``partition``) straight into a new immutable version directory
+   ``URI/v-<UTC ts>-<hex>/``, compute rows and digest per partition from what was written, write its
+   manifest, then commit: write the pointer ``URI/_kstate_current.json`` naming it (one small atomic write,
+   see ``docs/snapshot-layout.md``). A crash at any point before that leaves the previous version current.
+4. After the commit, remove versions beyond ``--keep-versions`` (never the current one), a killed rebuild's
+   leftovers, the legacy layout's files (migrated) and old ``URI.staging-*`` / ``URI.previous`` siblings.
 
 ``--only-partitions`` rebuilds just those partitions (layout unchanged) and carries the others' data and
-offsets over from the current snapshot. On bad input the app exits 2 with one ``kstate-rebuild: error:``
+offsets over from the current version. On bad input the app exits 2 with one ``kstate-rebuild: error:``
 line on stderr and the current snapshot untouched. CFG.json holds secrets: it is never printed.
 """
 
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -34,21 +36,26 @@ from airflow_provider_kstate.spark_apps.kafka_io import compaction_warnings
 from airflow_provider_kstate.spark_apps.reader import (
     ReadContext,
     changelog_frame,
+    current_uri,
     first_line,
     hadoop_fs,
     partition_stats,
+    read_bytes,
     read_manifest_spark,
     resolve_strays,
     snapshot_frame,
     spark_session,
     stats_or_empty,
     to_stderr,
+    write_bytes,
     write_manifest_spark,
 )
+from airflow_provider_kstate.store import layout as layouts
 from airflow_provider_kstate.store import uri as uris
 from airflow_provider_kstate.store.contract import AppError, app_parser, fail, load_kafka_config, write_report
 from airflow_provider_kstate.store.manifest import Manifest, ManifestError, PartitionStats, utc_now
-from airflow_provider_kstate.store.uri import spark_path
+from airflow_provider_kstate.store.uri import join, spark_path
+from airflow_provider_kstate.utils.failpoints import failpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -76,6 +83,8 @@ class Plan:
     only: list[int] | None
     offsets: dict[int, tuple[int, int]]
     current: Manifest | None = None
+    keep: int = layouts.DEFAULT_KEEP_VERSIONS
+    source: str | None = None
     warnings: list[str] = field(default_factory=list)
 
 
@@ -87,6 +96,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = app_parser("rebuild.py", "Rebuild a kstate snapshot from its changelog.")
     parser.add_argument("--partitions", type=int, default=None, help="re-key to this partition count")
     parser.add_argument("--only-partitions", default=None, help="comma-separated partitions to rebuild")
+    parser.add_argument(
+        "--keep-versions", type=int, default=layouts.DEFAULT_KEEP_VERSIONS, help="versions to keep (>= 1)"
+    )
     return parser.parse_args(argv)
 
 
@@ -125,8 +137,10 @@ def make_plan(args: argparse.Namespace) -> Plan:
         raise RebuildError(
             f"--only-partitions needs the layout unchanged, but --partitions {layout} differs from the topic's {count}"
         )
+    if args.keep_versions < 1:
+        raise RebuildError(f"--keep-versions must be at least 1, got {args.keep_versions}")
     sources = only if only is not None else list(range(count))
-    plan = Plan(args.topic, args.snapshot_uri, conf, count, layout, only, {})
+    plan = Plan(args.topic, args.snapshot_uri, conf, count, layout, only, {}, keep=args.keep_versions)
     plan.warnings = compaction_warnings(conf, args.topic)
     plan.offsets = kafka_io.list_offsets(conf, args.topic, sources)
     return plan
@@ -136,7 +150,8 @@ def check_current(spark: SparkSession, plan: Plan) -> None:
     """For ``--only-partitions``: load the current snapshot's manifest and check it matches the layout."""
     if plan.only is None:
         return
-    current = read_manifest_spark(spark, plan.uri)
+    plan.source = current_uri(spark, plan.uri)  # the current version, fixed for the whole run
+    current = read_manifest_spark(spark, plan.source)
     if current.topic != plan.topic or current.partitions != plan.layout:
         raise RebuildError(
             f"--only-partitions: the current snapshot is of {current.topic!r} with {current.partitions} partitions, "
@@ -169,7 +184,7 @@ def _read_rows(spark: SparkSession, plan: Plan, full: bool) -> tuple[DataFrame, 
         from pyspark.sql import functions as F
 
         rows = rows.filter(F.col("partition").isin(plan.only))
-        kept = snapshot_frame(spark, plan.uri).filter(~F.col("partition").isin(plan.only))
+        kept = snapshot_frame(spark, plan.source or plan.uri).filter(~F.col("partition").isin(plan.only))
         rows = rows.unionByName(kept)
     return rows, ctx
 
@@ -212,8 +227,38 @@ def write_rows(
     return totals["records"], stats
 
 
-def build_manifest(plan: Plan, stats: dict[int, tuple[int, str]], spark_version: str) -> Manifest:
-    """Return the manifest of the staged snapshot: offsets from the plan (or the carried-over manifest)."""
+def data_files(spark: SparkSession, uri: str) -> dict[int, dict[str, int]]:
+    """Return ``{partition: {file name: size}}`` of the data files under ``partition=N`` directories of
+    ``uri`` (hidden files ``_*``, ``.*`` skipped), recorded in the manifest for the fast check.
+
+    :param spark: the session.
+    :param uri: the staged snapshot.
+    """
+    fs, root = hadoop_fs(spark, uri)
+    found: dict[int, dict[str, int]] = {}
+    if not fs.exists(root):
+        return found
+    listing = fs.listFiles(root, True)
+    while listing.hasNext():
+        status = listing.next()
+        path = status.getPath()
+        name, parent = str(path.getName()), str(path.getParent().getName())
+        key, _, value = parent.partition("=")
+        if key == "partition" and value.isdigit() and not name.startswith(("_", ".")):
+            found.setdefault(int(value), {})[name] = int(status.getLen())
+    return found
+
+
+def build_manifest(
+    plan: Plan,
+    stats: dict[int, tuple[int, str]],
+    spark_version: str,
+    files: dict[int, dict[str, int]] | None = None,
+) -> Manifest:
+    """Return the manifest of the staged snapshot: offsets from the plan (or the carried-over manifest).
+
+    :param files: the staged data files per partition (:func:`data_files`); None records none.
+    """
     entries = {}
     for p in range(plan.layout):
         rows, digest = stats_or_empty(stats, p)
@@ -224,7 +269,7 @@ def build_manifest(plan: Plan, stats: dict[int, tuple[int, str]], spark_version:
             start, end = old.start_offset, old.end_offset
         else:
             start, end = plan.offsets.get(p, (0, 0))
-        entries[p] = PartitionStats(start, end, rows, digest)
+        entries[p] = PartitionStats(start, end, rows, digest, None if files is None else files.get(p, {}))
     extra = set(stats) - set(range(plan.layout))
     if extra:
         raise RebuildError(
@@ -236,37 +281,78 @@ def build_manifest(plan: Plan, stats: dict[int, tuple[int, str]], spark_version:
     )
 
 
-def publish(spark: SparkSession, staging: str, uri: str) -> str | None:
-    """Move the current snapshot to ``URI.previous`` (replacing an older one) and staging to ``URI``.
+def _names(spark: SparkSession, uri: str) -> list[str]:
+    """Return the names of the entries directly under ``uri`` (empty when it does not exist)."""
+    fs, path = hadoop_fs(spark, uri)
+    if not fs.exists(path):
+        return []
+    return [str(status.getPath().getName()) for status in fs.listStatus(path)]
 
-    :returns: the previous snapshot's URI, or None when there was none.
+
+def write_pointer(spark: SparkSession, root: str, data: bytes) -> None:
+    """Write the pointer atomically: the commit of a version (see ``docs/snapshot-layout.md``).
+
+    Local disk: a temporary file in the root, fsync'ed, then ``os.replace``. HDFS: a temporary file, then
+    an atomic rename with overwrite. Object stores (S3A, GCS, ABFS): one small object written in one
+    ``create``; it appears whole on ``close``.
     """
-    target, previous = uri.rstrip("/"), uri.rstrip("/") + ".previous"
-    if uris.is_local(uri):
-        t, p, s = (str(uris.local_path(x)) for x in (target, previous, staging))
-        moved = os.path.exists(t)
-        if moved:
-            if os.path.exists(p):
-                shutil.rmtree(p)
-            os.replace(t, p)
-        os.replace(s, t)
-        return previous if moved else None
-    fs, tpath = hadoop_fs(spark, target)
-    _, ppath = hadoop_fs(spark, previous)
-    _, spath = hadoop_fs(spark, staging)
-    moved = bool(fs.exists(tpath))
-    if moved:
-        if fs.exists(ppath):
-            fs.delete(ppath, True)
-        if not fs.rename(tpath, ppath):
-            raise RebuildError(f"could not move {target} to {previous}")
-    if not fs.rename(spath, tpath):
-        raise RebuildError(f"could not rename {staging} to {target} (the previous snapshot is at {previous})")
-    return previous if moved else None
+    target = layouts.pointer_uri(root)
+    local = uris.local_path(target)
+    if local is not None:
+        temp = f"{local}.tmp-{os.getpid()}"
+        with open(temp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, str(local))
+        return
+    fs, path = hadoop_fs(spark, target)
+    if str(fs.getScheme()) != "hdfs":
+        write_bytes(spark, target, data)
+        return
+    temp = f"{target}.tmp-{os.getpid()}"
+    write_bytes(spark, temp, data)
+    _, temp_path = hadoop_fs(spark, temp)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None
+    options = gateway.new_array(jvm.org.apache.hadoop.fs.Options.Rename, 1)
+    options[0] = jvm.org.apache.hadoop.fs.Options.Rename.OVERWRITE
+    context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(fs.getUri(), fs.getConf())
+    context.rename(temp_path, path, options)
+
+
+def commit(spark: SparkSession, plan: Plan, version: str, manifest: Manifest) -> list[str]:
+    """Make ``version`` current; return the history written (previously current versions, newest first)."""
+    old, history = layouts.read_history(plan.uri, lambda u: read_bytes(spark, u))
+    history = [old, *history] if old else []
+    writer = {"app": APP, "version": APP_VERSION, "rows": manifest.rows, "partitions": manifest.partitions}
+    write_pointer(spark, plan.uri, layouts.pointer_bytes(version, history, writer=writer))
+    return history
+
+
+def clean_up(spark: SparkSession, plan: Plan, version: str, history: list[str]) -> list[str]:
+    """After the commit: remove pruned and leftover versions, migrated legacy files, old siblings.
+
+    :returns: the URIs removed (each also logged on stderr).
+    """
+    names = _names(spark, plan.uri)
+    doomed = [join(plan.uri, v) for v in layouts.to_prune(names, version, history, plan.keep)]
+    doomed += [join(plan.uri, n) for n in names if layouts.legacy_entry(n)]
+    parent = plan.uri.rstrip("/").rsplit("/", 1)[0] if "/" in plan.uri.rstrip("/") else "."
+    doomed += [join(parent, n) for n in _names(spark, parent) if layouts.legacy_sibling(plan.uri, n)]
+    for where in doomed:
+        remove(spark, where)
+        to_stderr(
+            f"{PREFIX}: removed {where} (not current: pruned beyond --keep-versions {plan.keep}, left by "
+            "a killed rebuild, or the migrated legacy layout)"
+        )
+    return doomed
 
 
 def remove(spark: SparkSession, uri: str) -> None:
-    """Delete a staging location, best effort."""
+    """Delete a file or directory, best effort."""
     try:
         fs, path = hadoop_fs(spark, uri)
         fs.delete(path, True)
@@ -278,27 +364,34 @@ def rebuild(spark: SparkSession, plan: Plan) -> dict[str, Any]:
     """Run the rebuild of ``plan`` and return the report (without ``seconds``)."""
     check_uri(spark, plan.uri)
     check_current(spark, plan)
-    staging = f"{plan.uri.rstrip('/')}.staging-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    version = layouts.new_version_name()
+    target = join(plan.uri, version)
     try:
-        records, stats = write_rows(spark, plan, staging)
+        records, stats = write_rows(spark, plan, target)
         if stats is None:
-            stats = partition_stats(snapshot_frame(spark, staging))
+            stats = partition_stats(snapshot_frame(spark, target))
         manifest = build_manifest(plan, stats, spark.version)
-        write_manifest_spark(spark, staging, manifest)
-        previous = publish(spark, staging, plan.uri)
+        failpoint("rebuild.before_manifest")
+        write_manifest_spark(spark, target, manifest)
+        failpoint("rebuild.before_pointer")
+        history = commit(spark, plan, version, manifest)
     except BaseException:
-        remove(spark, staging)
+        remove(spark, target)
         raise
+    failpoint("rebuild.before_prune")
+    removed = clean_up(spark, plan, version, history)
     return {
         "ok": True,
         "topic": plan.topic,
         "snapshot_uri": plan.uri,
+        "snapshot_version": version,
         "records_read": records,
         "rows": manifest.rows,
         "layout": plan.layout,
         "only_partitions": plan.only,
         "partitions": manifest.to_json()["partition_stats"],
-        "previous": previous,
+        "previous": join(plan.uri, history[0]) if history else None,
+        "removed": removed,
         "warnings": plan.warnings,
     }
 

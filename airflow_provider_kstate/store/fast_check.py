@@ -9,6 +9,13 @@ high watermark in one batched ListOffsets round per bound. It catches
 * a truncated or recreated changelog (the snapshot covers offsets the log no longer has:
   ``end_offset > high_watermark``), and a resume offset the log has already deleted (``end_offset < log_start``).
 
+* damaged data files, one listing of the snapshot's files plus two small reads per file (O(files)): a
+  data file missing, foreign, or of another size than the manifest records (truncated, or rewritten
+  outside the rebuild, which also leaves Hadoop's ``.crc`` stale), a file without Parquet framing (random
+  bytes), a deleted partition directory, and data files outside any ``partition=N`` directory. Each is
+  damage to the partition whose directory holds the file; manifests written before file lists were
+  recorded still get the framing and empty-partition checks.
+
 It does not read rows: dropped rows or values taken from aborted transactions are the deep check's job.
 No Airflow and no Spark here; the caller validates the URI first (:func:`.uri.uri_problem`).
 """
@@ -28,7 +35,11 @@ from airflow_provider_kstate.store.manifest import (
     PartitionStats,
     read_manifest,
 )
+from airflow_provider_kstate.store.uri import filesystem as uri_filesystem
 from airflow_provider_kstate.store.uri import local_path
+
+#: The first and last 4 bytes of every Parquet file.
+PARQUET_MAGIC = b"PAR1"
 
 
 class AdminLike(Protocol):
@@ -140,6 +151,154 @@ def _layout_problems(manifest: ManifestView, topic: str, partitions: int) -> lis
     return problems
 
 
+@dataclass
+class SnapshotListing:
+    """The data files found under a snapshot version's directory.
+
+    :ivar files: ``{partition: {file name: size}}`` under ``partition=N`` directories.
+    :ivar framing: ``{partition: {file name: why it is not Parquet}}``.
+    :ivar stray: data files outside any ``partition=N`` directory (relative paths).
+    """
+
+    files: dict[int, dict[str, int]] = field(default_factory=dict)
+    framing: dict[int, dict[str, str]] = field(default_factory=dict)
+    stray: list[str] = field(default_factory=list)
+
+
+def partition_of(directory: str) -> int | None:
+    """Return N of a ``partition=N`` directory name, else None."""
+    key, _, value = directory.partition("=")
+    return int(value) if key == "partition" and value.isdigit() else None
+
+
+def framing_problem(head: bytes, tail: bytes, size: int) -> str:
+    """Return why a file is not sound Parquet framing (``PAR1`` at both ends, a footer that fits), or "".
+
+    :param head: the file's first 4 bytes.
+    :param tail: the file's last 8 bytes (footer length, ``PAR1``).
+    :param size: the file's size.
+    """
+    if size < 12:
+        return f"{size} bytes: too short for a Parquet file (truncated)"
+    if head != PARQUET_MAGIC or tail[4:] != PARQUET_MAGIC:
+        return "not a Parquet file: no PAR1 at both ends (truncated, overwritten or foreign)"
+    footer = int.from_bytes(tail[:4], "little")
+    if not 0 < footer <= size - 12:
+        return f"corrupt Parquet footer: length {footer} in a {size}-byte file"
+    return ""
+
+
+def _read_framing(fs: Any, path: str, size: int) -> str:
+    if size < 12:
+        return framing_problem(b"", b"", size)
+    with fs.open_input_file(path) as stream:
+        head = stream.read_at(4, 0)
+        tail = stream.read_at(8, size - 8)
+    return framing_problem(bytes(head), bytes(tail), size)
+
+
+def list_snapshot(data_uri: str, storage_options: Mapping[str, Any] | None = None) -> SnapshotListing:
+    """List the data files of the snapshot version at ``data_uri`` and check each one's Parquet framing.
+
+    Hidden entries (``_*``, ``.*``: the manifest, ``_SUCCESS``, Hadoop's ``.crc`` files) are skipped.
+
+    :param data_uri: the directory holding the data and the manifest (:func:`.layout.resolve`'s ``uri``).
+    :param storage_options: credentials of a remote filesystem (see :func:`.uri.filesystem`).
+    """
+    from pyarrow import fs as pafs
+
+    fs, root = uri_filesystem(data_uri, storage_options)
+    root = root.rstrip("/")
+    found = SnapshotListing()
+    for info in fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
+        rel = info.path[len(root) :].lstrip("/")
+        parts = rel.split("/")
+        if info.type != pafs.FileType.File or any(x.startswith(("_", ".")) for x in parts):
+            continue
+        partition = partition_of(parts[0]) if len(parts) == 2 else None
+        if partition is None:
+            found.stray.append(rel)
+            continue
+        found.files.setdefault(partition, {})[parts[1]] = int(info.size)
+        problem = _read_framing(fs, info.path, int(info.size))
+        if problem:
+            found.framing.setdefault(partition, {})[parts[1]] = problem
+    return found
+
+
+def file_problems(stats: PartitionStats | None, partition: int, listing: SnapshotListing) -> list[str]:
+    """Return the problems of one partition's data files: the manifest's file list (when it has one)
+    against the listing, each file's framing, and rows recorded with no file to hold them.
+
+    :param stats: the manifest's entry of the partition (None: not in the manifest).
+    :param partition: the partition number.
+    :param listing: what :func:`list_snapshot` found.
+    """
+    found = listing.files.get(partition, {})
+    problems = [
+        f"partition {partition}: data file {name}: {why}"
+        for name, why in sorted(listing.framing.get(partition, {}).items())
+    ]
+    recorded = None if stats is None else stats.files
+    if recorded is not None:
+        problems += _against_manifest(partition, recorded, found)
+    elif stats is not None and stats.rows and not found:
+        problems.append(
+            f"partition {partition}: the manifest records {stats.rows} rows but there is no data file "
+            "(partition directory or files deleted)"
+        )
+    return problems
+
+
+def _against_manifest(partition: int, recorded: Mapping[str, int], found: Mapping[str, int]) -> list[str]:
+    problems = []
+    for name in sorted(set(recorded) - set(found)):
+        problems.append(f"partition {partition}: data file {name} ({recorded[name]} bytes) is missing")
+    for name in sorted(set(found) - set(recorded)):
+        problems.append(f"partition {partition}: file {name} is not in the manifest (foreign or left over)")
+    for name in sorted(set(found) & set(recorded)):
+        if found[name] != recorded[name]:
+            problems.append(
+                f"partition {partition}: data file {name} is {found[name]} bytes, the manifest records "
+                f"{recorded[name]}: truncated or rewritten outside the rebuild"
+            )
+    return problems
+
+
+def add_file_problems(report: dict[str, Any], manifest: ManifestView, listing: SnapshotListing) -> None:
+    """Add the data-file problems to the fast-check ``report``: per partition, or store-wide for files
+    outside any partition of the topic."""
+    report["problems"] += [f"a data file outside any partition directory: {rel}" for rel in listing.stray]
+    numbers = set(manifest.stats) | set(listing.files)
+    for p in sorted(numbers):
+        problems = file_problems(manifest.stats.get(p), p, listing)
+        entry = report["partitions"].get(str(p))
+        if not problems:
+            continue
+        if entry is None:
+            report["problems"] += problems
+            continue
+        entry["problems"] += problems
+        entry["ok"] = False
+
+
+def check_files(
+    report: dict[str, Any],
+    manifest: ManifestView,
+    snapshot_uri: str,
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
+    """List the current version's data files and add what is wrong with them to ``report``; a listing
+    that fails is a store-wide problem, never an exception."""
+    try:
+        listing = list_snapshot(resolve(snapshot_uri, storage_options).uri, storage_options)
+    except (OSError, ValueError) as exc:
+        report["problems"].append(f"could not list the snapshot's data files: {exc}")
+        return
+    report["data_files"] = sum(len(names) for names in listing.files.values())
+    add_file_problems(report, manifest, listing)
+
+
 def fast_check(
     admin: AdminLike, topic: str, snapshot_uri: str, storage_options: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -183,6 +342,7 @@ def fast_check(
         report["partitions"] = {
             str(p): check_partition(p, manifest.stats.get(p), *marks[p]) for p in range(count)
         }
+        check_files(report, manifest, snapshot_uri, storage_options)
     return _finish(report, started)
 
 

@@ -204,20 +204,26 @@ class PartitionStats:
     :param end_offset: exclusive: the offset to resume the changelog from.
     :param rows: the number of live rows.
     :param digest: the partition digest, 16 hex digits.
+    :param files: the partition's data files, ``{file name: size in bytes}`` (optional: manifests written
+        before it was recorded have None, and the fast check then cannot compare files by name and size).
     """
 
     start_offset: int
     end_offset: int
     rows: int
     digest: str
+    files: dict[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "start_offset": self.start_offset,
             "end_offset": self.end_offset,
             "rows": self.rows,
             "digest": self.digest,
         }
+        if self.files is not None:
+            out["files"] = dict(sorted(self.files.items()))
+        return out
 
 
 @dataclass(frozen=True)
@@ -293,6 +299,7 @@ def _parse_stats(p: str, raw: Any, where: str) -> tuple[int, PartitionStats]:
         end_offset=_require(raw, "end_offset", int, at),
         rows=_require(raw, "rows", int, at),
         digest=_require(raw, "digest", str, at),
+        files=_parse_files(raw.get("files"), at),
     )
     if not 0 <= stats.start_offset <= stats.end_offset:
         raise ManifestError(f"{at}: offsets must satisfy 0 <= start_offset <= end_offset, got {stats}")
@@ -301,6 +308,22 @@ def _parse_stats(p: str, raw: Any, where: str) -> tuple[int, PartitionStats]:
     if not _HEX16.match(stats.digest):
         raise ManifestError(f"{at}: digest must be 16 lower-case hex digits, got {stats.digest!r}")
     return int(p), stats
+
+
+def _parse_files(raw: Any, at: str) -> dict[str, int] | None:
+    """Validate the optional ``files`` of a partition entry: ``{file name: size}``."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ManifestError(f"{at}: 'files' must be an object of file name to size")
+    files = {}
+    for name, size in raw.items():
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ManifestError(f"{at}: 'files' has an invalid file name {name!r}")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ManifestError(f"{at}: 'files'[{name!r}] must be a size in bytes, got {size!r}")
+        files[name] = size
+    return files
 
 
 def _check_header(doc: Mapping[str, Any], where: str) -> None:
