@@ -58,6 +58,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kstate_support import airflow_env as support_airflow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 RESULTS = ROOT / "bench" / "results" / "increase_scale.json"
@@ -161,12 +163,12 @@ def child_run(topic: str, partitions: int, out: Path) -> int:
 
 
 def _airflow_env(home: Path, config: dict[str, Any]) -> dict[str, str]:
+    """This process's environment plus the project's Airflow home ``home`` (:mod:`kstate_support.airflow_env`)
+    with ``config`` as ``kafka_default``; the logging level stays the inherited one (INFO by default)."""
+    level = os.environ.get("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO")
     return {
         **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": config}),
+        **support_airflow.environ(home, config, log_level=level),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
     }
 
