@@ -12,8 +12,10 @@ from __future__ import annotations
 import ast
 import importlib.util
 from pathlib import Path
+from typing import Any
 
-from kstate_support import ROOT
+import pytest
+from kstate_support import ROOT, broker
 
 FOLDERS = ("tests", "bench", "scripts")
 MOVED = {"embedded_broker", "traffic", "quiet", "spark_standalone"}
@@ -50,3 +52,39 @@ def test_every_import_resolves() -> None:
         f"{f.relative_to(ROOT)}: {name}" for f in files for name in _imported(f) if not _resolves(name, f)
     )
     assert unresolved == []
+
+
+def _load(relative: str) -> Any:
+    """Import the script ``relative`` (e.g. ``bench/bench_state.py``) as a module, without running it."""
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(f"_entry_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "entry", ["bench/bench_state.py", "bench/bench_client_throughput.py", "bench/bench_partition_increase.py"]
+)
+def test_a_bench_given_a_cluster_starts_no_embedded_broker(
+    entry: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each benchmark's ``broker()`` yields the cluster of ``KSTATE_BOOTSTRAP_SERVERS`` with the SASL
+    extras of ``KSTATE_KAFKA_CONFIG``, and neither starts noida-db nor touches its data folder."""
+    module = _load(entry)
+
+    def no_embedded(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError(f"{entry} started an embedded broker although a cluster is named")
+
+    monkeypatch.setattr(broker, "running", no_embedded)
+    monkeypatch.setattr(broker, "up", no_embedded)
+    monkeypatch.setattr(broker, "_noida", no_embedded)
+    monkeypatch.setenv("KSTATE_BOOTSTRAP_SERVERS", "kafka-1.example:9096,kafka-2.example:9096")
+    monkeypatch.setenv("KSTATE_KAFKA_CONFIG", '{"security.protocol": "SASL_SSL", "sasl.username": "u"}')
+    with module.broker() as config:
+        assert config == {
+            "bootstrap.servers": "kafka-1.example:9096,kafka-2.example:9096",
+            "security.protocol": "SASL_SSL",
+            "sasl.username": "u",
+        }
