@@ -58,7 +58,7 @@ class FakeAdmin:
 
 
 def make_snapshot(root: Path, ends: dict[int, int], topic: str = TOPIC, partitions: int | None = None) -> str:
-    stats = {p: PartitionStats(0, e, e // 2, "0" * 16) for p, e in ends.items()}
+    stats = {p: PartitionStats(0, e, e // 2, "0" * 16, {}) for p, e in ends.items()}
     write_manifest(
         str(root), Manifest(topic=topic, partitions=partitions or len(ends), partition_stats=stats)
     )
