@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kstate_support.kafka import committed, log_starts
 
 from tests.e2e.deployment import AirflowDeployment
 
@@ -74,17 +75,6 @@ def commit_offsets(kafka_config: dict[str, Any], group: str, offsets: dict[tuple
         )
     finally:
         consumer.close()
-
-
-def committed(admin: AdminClient, group: str, topic: str) -> dict[int, int]:
-    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=15)
-    result = futures[group].result(timeout=30)
-    return {tp.partition: tp.offset for tp in result.topic_partitions if tp.topic == topic and tp.offset >= 0}
-
-
-def log_starts(admin: AdminClient, topic: str, partitions: list[int]) -> dict[int, int]:
-    futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.earliest() for p in partitions})
-    return {tp.partition: f.result(timeout=30).offset for tp, f in futures.items()}
 
 
 def _ok(dep: AirflowDeployment, dag_id: str, run_id: str, run: dict[str, Any]) -> None:
