@@ -41,12 +41,15 @@ from airflow_provider_kstate.spark_apps.kafka_io import compaction_warnings
 from airflow_provider_kstate.spark_apps.reader import (
     EMPTY_DIGEST,
     ReadContext,
+    SnapshotFiles,
     changelog_frame,
     changelog_stats,
     first_line,
     partition_stats,
     read_manifest_spark,
+    resolve_spark,
     resolve_strays,
+    snapshot_files,
     snapshot_frame,
     spark_session,
     to_stderr,
@@ -139,9 +142,11 @@ def _home_task(batches: Any, layout: int) -> Any:
         )
 
 
-def snapshot_with_home(spark: SparkSession, uri: str, layout: int) -> DataFrame:
+def snapshot_with_home(
+    spark: SparkSession, uri: str, layout: int, files: list[str] | None = None
+) -> DataFrame:
     """Return the snapshot's rows with ``home`` = ``partition_for(key, layout)`` (vectorized murmur2)."""
-    rows = snapshot_frame(spark, uri).select("partition", "key", "value")
+    rows = snapshot_frame(spark, uri, files).select("partition", "key", "value")
     return rows.mapInArrow(
         lambda it: _home_task(it, layout), "partition int, key binary, value binary, home int"
     )
@@ -207,7 +212,9 @@ def _snapshot_stats_task(batches: Any, layout: int) -> Any:
     )
 
 
-def snapshot_stats(spark: SparkSession, uri: str, layout: int) -> dict[int, tuple[int, str, int]]:
+def snapshot_stats(
+    spark: SparkSession, uri: str, layout: int, files: list[str] | None = None
+) -> dict[int, tuple[int, str, int]]:
     """Return ``{partition: (rows, digest, misplaced rows)}`` of the snapshot's Parquet files.
 
     One pass, one Spark stage: each task hashes its rows where it reads them (Python workers: murmur2
@@ -217,8 +224,9 @@ def snapshot_stats(spark: SparkSession, uri: str, layout: int) -> dict[int, tupl
     :param spark: the session.
     :param uri: the snapshot root.
     :param layout: the snapshot's partition count.
+    :param files: the sound data files to read (None: all).
     """
-    rows = snapshot_frame(spark, uri).select("partition", "key", "value")
+    rows = snapshot_frame(spark, uri, files).select("partition", "key", "value")
     partial = rows.mapInArrow(lambda it: _snapshot_stats_task(it, layout), SNAPSHOT_STATS_DDL)
     totals: dict[int, list[int]] = {}
     for r in partial.collect():
@@ -277,12 +285,19 @@ def truth_frame(spark: SparkSession, truth: Truth, partitions: list[int]) -> Dat
 # ------------------------------------------------------------------------------------------- details
 
 
-def differences(spark: SparkSession, uri: str, truth: Truth, layout: int, partitions: list[int]) -> DataFrame:
+def differences(
+    spark: SparkSession,
+    uri: str,
+    truth: Truth,
+    layout: int,
+    partitions: list[int],
+    files: list[str] | None = None,
+) -> DataFrame:
     """Return ``partition, key, kind`` for every differing row of ``partitions`` (kinds: :data:`KINDS`)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    snap = snapshot_with_home(spark, uri, layout).filter(F.col("partition").isin(partitions))
+    snap = snapshot_with_home(spark, uri, layout, files).filter(F.col("partition").isin(partitions))
     snap = snap.withColumn("copies", F.count(F.lit(1)).over(Window.partitionBy("partition", "key")))
     joined = truth_frame(spark, truth, partitions).join(
         snap.withColumnRenamed("value", "sv"), ["partition", "key"], "full_outer"
@@ -302,7 +317,13 @@ def differences(spark: SparkSession, uri: str, truth: Truth, layout: int, partit
 
 
 def add_details(
-    spark: SparkSession, uri: str, truth: Truth, layout: int, results: dict[int, PartitionResult], sample: int
+    spark: SparkSession,
+    uri: str,
+    truth: Truth,
+    layout: int,
+    results: dict[int, PartitionResult],
+    sample: int,
+    files: list[str] | None = None,
 ) -> None:
     """Fill counts and sample keys of the partitions whose sides differ (one Spark job over just those)."""
     from pyspark.sql import Window
@@ -311,7 +332,7 @@ def add_details(
     bad = sorted(p for p, r in results.items() if r.needs_detail)
     if not bad:
         return
-    diff = differences(spark, uri, truth, layout, bad)
+    diff = differences(spark, uri, truth, layout, bad, files)
     group = Window.partitionBy("partition", "kind")
     ranked = diff.withColumn("n", F.count(F.lit(1)).over(group)).withColumn(
         "rank", F.row_number().over(group.orderBy("key"))
@@ -357,6 +378,13 @@ def compare(res: PartitionResult, layout: int, compacted: bool) -> None:
         )
 
 
+def damage(results: dict[int, PartitionResult], files: SnapshotFiles) -> None:
+    """Name each unsound data file as damage to its partition (its rows were not read)."""
+    for p, reasons in sorted(files.damaged.items()):
+        res = results.setdefault(p, PartitionResult(p))
+        res.problems.extend(f"unreadable data file {reason}" for reason in reasons)
+
+
 def build_results(manifest: Manifest, snap: dict[int, tuple[int, str, int]]) -> dict[int, PartitionResult]:
     """Create one result per partition named anywhere: manifest or snapshot files."""
     results = {}
@@ -376,13 +404,16 @@ def check(
     spark: SparkSession, args: argparse.Namespace, kafka_config: dict[str, Any], count: int
 ) -> dict[str, Any]:
     """Run the deep check and return the report (without ``seconds``)."""
-    manifest = read_manifest_spark(spark, args.snapshot_uri)
+    resolved = resolve_spark(spark, args.snapshot_uri)  # the pointer's version, or the legacy root
+    data = resolved.uri
+    manifest = read_manifest_spark(spark, data)
     if manifest.topic != args.topic:
         raise AppError(
             f"the snapshot at {args.snapshot_uri} is of topic {manifest.topic!r}, not {args.topic!r}"
         )
     layout = manifest.partitions
-    snap = snapshot_stats(spark, args.snapshot_uri, layout)
+    files = snapshot_files(spark, data)
+    snap = snapshot_stats(spark, data, layout, files.good)
     results = build_results(manifest, snap)
     in_topic = [p for p in manifest.partition_stats if p < count]
     current = kafka_io.list_offsets(kafka_config, args.topic, in_topic)
@@ -393,16 +424,19 @@ def check(
         rows, digest = truth.stats.get(p, (0, EMPTY_DIGEST))
         res.changelog = Side(rows, digest)
         compare(res, layout, not warnings)
-    add_details(spark, args.snapshot_uri, truth, layout, results, args.sample_keys)
-    bad = [p for p, r in results.items() if r.problems]
+    add_details(spark, data, truth, layout, results, args.sample_keys, files.good)
+    damage(results, files)
+    bad = sorted(p for p, r in results.items() if r.problems)
+    problems = [f"a data file outside any partition directory: {path}" for path in files.stray]
     return {
-        "ok": not bad,
+        "ok": not bad and not problems,
         "topic": args.topic,
         "snapshot_uri": args.snapshot_uri,
+        "snapshot_version": resolved.version,
         "layout": layout,
         "records_read": truth.records,
         FAILED_FIELD: bad,
-        "problems": [],
+        "problems": problems,
         "partitions": {str(p): r.to_json() for p, r in results.items()},
         "warnings": warnings,
     }

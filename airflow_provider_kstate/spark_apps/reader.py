@@ -21,11 +21,19 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.spark_apps import kafka_io
+from airflow_provider_kstate.store.layout import (
+    LEGACY_MESSAGE,
+    POINTER_NAME,
+    SnapshotUnreadable,
+    SnapshotVersion,
+    resolve_with,
+)
 from airflow_provider_kstate.store.manifest import (
     Manifest,
     ManifestError,
@@ -35,7 +43,7 @@ from airflow_provider_kstate.store.manifest import (
     loads_manifest,
     manifest_uri,
 )
-from airflow_provider_kstate.store.uri import spark_path
+from airflow_provider_kstate.store.uri import join, local_path, spark_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,13 +78,133 @@ def spark_session(app_name: str) -> SparkSession:
 # -------------------------------------------------------------------------------------------- snapshot
 
 
-def snapshot_frame(spark: SparkSession, uri: str) -> DataFrame:
+def snapshot_frame(spark: SparkSession, uri: str, files: list[str] | None = None) -> DataFrame:
     """Return the snapshot's Parquet rows (``key, value, offset, partition``); empty when it has none.
+
+    :param spark: the session.
+    :param uri: the snapshot root (its current version is read, see :mod:`~airflow_provider_kstate.store.layout`)
+        or a version directory.
+    :param files: read only these data files (those :func:`snapshot_files` found sound); None: all.
+    """
+    reader = spark.read.schema(SNAPSHOT_DDL)
+    if files is None:
+        return reader.parquet(spark_path(current_uri(spark, uri)))
+    if not files:
+        return spark.createDataFrame([], SNAPSHOT_DDL)
+    return reader.option("basePath", spark_path(current_uri(spark, uri))).parquet(*files)
+
+
+#: The first and last 4 bytes of every Parquet file.
+PARQUET_MAGIC = b"PAR1"
+
+
+@dataclass
+class SnapshotFiles:
+    """A snapshot's data files after a check of each one's Parquet framing.
+
+    :ivar good: files to read.
+    :ivar damaged: ``{partition: ["file: why"]}`` for files that are not sound Parquet (truncated,
+        overwritten, foreign): reported as damage to that partition instead of failing the read.
+    :ivar stray: data files outside any ``partition=N`` directory (damage to the whole snapshot).
+    """
+
+    good: list[str] = field(default_factory=list)
+    damaged: dict[int, list[str]] = field(default_factory=dict)
+    stray: list[str] = field(default_factory=list)
+
+
+def snapshot_files(spark: SparkSession, uri: str) -> SnapshotFiles:
+    """List the snapshot's data files through Hadoop and check each one's Parquet framing: ``PAR1`` at
+    both ends and a footer that fits (two small reads per file; hidden files ``_*``, ``.*`` are skipped).
 
     :param spark: the session.
     :param uri: the snapshot root.
     """
-    return spark.read.schema(SNAPSHOT_DDL).parquet(spark_path(uri))
+    fs, root = hadoop_fs(spark, current_uri(spark, uri))
+    found = SnapshotFiles()
+    if not fs.exists(root):
+        return found
+    listing = fs.listFiles(root, True)
+    while listing.hasNext():
+        _classify(spark, fs, listing.next(), found)
+    return found
+
+
+def _classify(spark: SparkSession, fs: Any, status: Any, found: SnapshotFiles) -> None:
+    path = status.getPath()
+    name = str(path.getName())
+    if name.startswith(("_", ".")):
+        return
+    partition = partition_of(str(path.getParent().getName()))
+    if partition is None:
+        found.stray.append(str(path.toString()))
+        return
+    problem = parquet_framing_problem(spark, fs, path, int(status.getLen())) or stale_checksum_problem(
+        str(path.toString())
+    )
+    if problem:
+        found.damaged.setdefault(partition, []).append(f"{name}: {problem}")
+    else:
+        found.good.append(str(path.toString()))
+
+
+def partition_of(directory: str) -> int | None:
+    """Return N of a ``partition=N`` directory name, else None."""
+    key, _, value = directory.partition("=")
+    return int(value) if key == "partition" and value.isdigit() else None
+
+
+def stale_checksum_problem(uri: str, chunk_cap: int = 1 << 20) -> str:
+    """Return why a local file's Hadoop checksum side file (``.NAME.crc``) does not match it, or "".
+
+    Spark on the local filesystem verifies every read against that side file; a file rewritten by another
+    tool (pyarrow, a copy) leaves it stale, and the read then fails with ``ChecksumException`` for the
+    whole job. Such a file is named as damage and left out of the read instead. Remote filesystems keep no
+    side files: "".
+
+    :param uri: the data file's URI.
+    """
+    path = local_path(uri)
+    if path is None:
+        return ""
+    side = path.with_name(f".{path.name}.crc")
+    try:
+        recorded = side.read_bytes()
+    except OSError:
+        return ""
+    if recorded[:4] != b"crc\0" or len(recorded) < 8:
+        return "its checksum side file is not Hadoop's format"
+    size = int.from_bytes(recorded[4:8], "big")
+    if not 0 < size <= chunk_cap:
+        return f"its checksum side file has a bad chunk size {size}"
+    with open(path, "rb") as handle:
+        sums = b"".join(
+            zlib.crc32(block).to_bytes(4, "big") for block in iter(lambda: handle.read(size), b"")
+        )
+    if sums != recorded[8:]:
+        return "rewritten outside Spark: its Hadoop checksum (.crc) is stale"
+    return ""
+
+
+def parquet_framing_problem(spark: SparkSession, fs: Any, path: Any, size: int) -> str:
+    """Return why the file at ``path`` is not sound Parquet framing, or "" when it is."""
+    if size < 12:
+        return f"{size} bytes: too short for a Parquet file (truncated)"
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    stream = fs.open(path)
+    try:
+        head = bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream, 4))
+        stream.seek(size - 8)
+        tail = bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream, 8))
+    finally:
+        stream.close()
+    if head != PARQUET_MAGIC or tail[4:] != PARQUET_MAGIC:
+        return "not a Parquet file: no PAR1 at both ends (truncated, overwritten or foreign)"
+    footer = int.from_bytes(tail[:4], "little")
+    if not 0 < footer <= size - 12:
+        return f"corrupt Parquet footer: length {footer} in a {size}-byte file"
+    return ""
 
 
 def load_snapshot(spark: SparkSession, uri: str) -> tuple[DataFrame, dict[int, int]]:
@@ -89,8 +217,40 @@ def load_snapshot(spark: SparkSession, uri: str) -> tuple[DataFrame, dict[int, i
     :param spark: the session.
     :param uri: the snapshot root: a local path or any filesystem URI Spark understands.
     """
-    manifest = read_manifest_spark(spark, uri)
-    return snapshot_frame(spark, uri), manifest.end_offsets
+    current = resolve_spark(spark, uri).uri
+    manifest = read_manifest_spark(spark, current)
+    return snapshot_frame(spark, current), manifest.end_offsets
+
+
+def resolve_spark(spark: SparkSession, uri: str) -> SnapshotVersion:
+    """Resolve the snapshot's current version through Hadoop (the pointer, else the legacy layout).
+
+    :param spark: the session.
+    :param uri: the snapshot root.
+    :raises ManifestError: no snapshot, a garbled pointer or one naming a missing version.
+    """
+
+    def exists(child: str) -> bool:
+        fs, path = hadoop_fs(spark, child)
+        return bool(fs.exists(path)) and bool(fs.getFileStatus(path).isFile())
+
+    try:
+        found = resolve_with(uri, lambda child: read_bytes(spark, child), exists)
+    except SnapshotUnreadable as exc:
+        raise ManifestError(str(exc)) from exc
+    if found.legacy:
+        to_stderr(f"kstate: {uri}: {LEGACY_MESSAGE}")
+    return found
+
+
+def current_uri(spark: SparkSession, uri: str) -> str:
+    """Return the directory holding the data: the pointer's version when ``uri`` has a pointer, else ``uri``.
+
+    :param spark: the session.
+    :param uri: a snapshot root or a version directory.
+    """
+    fs, path = hadoop_fs(spark, join(uri, POINTER_NAME))
+    return resolve_spark(spark, uri).uri if fs.exists(path) else uri
 
 
 # --------------------------------------------------------------------------------------------- changelog
@@ -354,10 +514,10 @@ def read_manifest_spark(spark: SparkSession, uri: str) -> Manifest:
     """Read and validate a snapshot's manifest through Hadoop (so every Spark filesystem works).
 
     :param spark: the session.
-    :param uri: the snapshot root.
-    :raises ManifestError: when it is missing, unreadable, corrupt or invalid.
+    :param uri: the snapshot root (its current version's manifest is read) or a version directory.
+    :raises ManifestError: when it is missing, unreadable, corrupt or invalid, or the pointer is bad.
     """
-    where = manifest_uri(uri)
+    where = manifest_uri(current_uri(spark, uri))
     try:
         raw = read_bytes(spark, where)
     except Exception as exc:  # noqa: BLE001 - Py4J errors: report the first line only

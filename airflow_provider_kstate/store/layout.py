@@ -150,7 +150,7 @@ def resolve_with(
         if exists(join(uri, MANIFEST_NAME)):
             return SnapshotVersion(uri, None, uri)
         raise SnapshotAbsent(
-            f"snapshot missing at {uri!r}: neither {POINTER_NAME} nor {MANIFEST_NAME} (never built, "
+            f"snapshot missing at {uri!r}: no {POINTER_NAME} and no {MANIFEST_NAME} in it (never built, "
             "or the first build did not finish)"
         )
     version = parse_pointer(raw, where)["version"]

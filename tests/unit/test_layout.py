@@ -52,7 +52,7 @@ def test_legacy_layout_resolves_to_the_root(tmp_path: Path) -> None:
 
 def test_no_pointer_and_no_manifest_is_absent(tmp_path: Path) -> None:
     _version(tmp_path, "v-20261101T000000-aaaaaa")  # a first build killed before its pointer
-    with pytest.raises(layout.SnapshotAbsent, match="neither _kstate_current.json nor"):
+    with pytest.raises(layout.SnapshotAbsent, match="no _kstate_current.json and no _kstate_manifest.json"):
         layout.resolve(str(tmp_path))
     assert fast_check.SnapshotAbsent is layout.SnapshotAbsent  # existing callers keep working
 
