@@ -19,7 +19,9 @@ def commit(admin: Any, group: str, topic: str, offsets: dict[int, int]) -> None:
     items = sorted(offsets.items())
     for first in range(0, len(items), CHUNK):
         tps = [TopicPartition(topic, p, o) for p, o in items[first : first + CHUNK]]
-        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(timeout=30)
+        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(
+            timeout=30
+        )
 
 
 def committed(admin: Any, group: str, topic: str, partitions: int | None = None) -> dict[int, int]:
@@ -40,7 +42,13 @@ def committed(admin: Any, group: str, topic: str, partitions: int | None = None)
     out: dict[int, int] = {}
     for request in requests:
         result = admin.list_consumer_group_offsets([request], request_timeout=15)[group].result(timeout=30)
-        out.update({tp.partition: tp.offset for tp in result.topic_partitions if tp.topic == topic and tp.offset >= 0})
+        out.update(
+            {
+                tp.partition: tp.offset
+                for tp in result.topic_partitions
+                if tp.topic == topic and tp.offset >= 0
+            }
+        )
     return out
 
 
