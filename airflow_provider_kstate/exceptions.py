@@ -64,6 +64,10 @@ class LeaseHeldError(KStateFatalError):
     """Another run holds the lease on the topic."""
 
 
+class SnapshotLeaseHeldError(LeaseHeldError):
+    """Another maintenance run holds the lease on the snapshot (it is writing a version of it)."""
+
+
 class ControlAckTimeout(KStateError):
     """Clients did not acknowledge a control command in time."""
 
@@ -82,6 +86,11 @@ class SnapshotMissingError(SnapshotError):
 
 class SparkApplicationError(KStateError):
     """A kstate Spark application failed; the message is its own error line."""
+
+
+class NotCompactedChangelogError(KStateFatalError):
+    """The changelog is not compacted and retention moved its log start: a snapshot from it lacks state
+    (acknowledge with ``allow_non_compacted_changelog=True`` to accept the risk)."""
 
 
 class UnprotectedGroupError(KStateFatalError):

@@ -95,6 +95,13 @@ with DAG(
             title="Partitions (re-key target)",
             description="Partition count to key the rebuilt snapshot for; empty: the topic's current count.",
         ),
+        "keep_versions": Param(
+            3,
+            type="integer",
+            minimum=1,
+            title="Versions to keep",
+            description="Snapshot versions a rebuild keeps (the current one included) for rollback.",
+        ),
     },
 ) as dag:
     fast_check = KStateFastCheckOperator(
@@ -137,6 +144,7 @@ with DAG(
         snapshot_uri=URI,
         partitions="{{ params.partitions }}",
         only_partitions="{{ ti.xcom_pull(task_ids='decide', key='only_partitions') }}",
+        keep_versions="{{ params.keep_versions }}",
         kafka_config_id=KAFKA_CONN_ID,
         spark_conn_id=SPARK_CONN_ID,
     )

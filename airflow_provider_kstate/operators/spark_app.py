@@ -22,7 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_provider_kstate.exceptions import KStateConfigError, SnapshotError, SparkApplicationError
+from airflow_provider_kstate.exceptions import (
+    KStateConfigError,
+    NotCompactedChangelogError,
+    SnapshotError,
+    SparkApplicationError,
+)
 from airflow_provider_kstate.hooks.state import KStateSnapshotHook
 from airflow_provider_kstate.store import contract
 from airflow_provider_kstate.store import uri as uris
@@ -165,6 +170,8 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
                 error = contract.reported_error(report)
                 if error is None:
                     raise
+                if error.startswith(contract.NOT_COMPACTED):  # a retry cannot fix the topic's policy
+                    raise NotCompactedChangelogError(f"{Path(app).name} refused: {error}") from exc
                 raise SparkApplicationError(f"{Path(app).name} failed: {error}") from exc
             return _read_report(report, app)
 

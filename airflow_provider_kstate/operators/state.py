@@ -15,14 +15,25 @@ bad. The checks' logic and report text live in :mod:`airflow_provider_kstate.sto
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.assets import annotate_outlets
-from airflow_provider_kstate.exceptions import KStateConfigError, SnapshotError, StateCheckFailed
+from airflow_provider_kstate.exceptions import (
+    KStateConfigError,
+    LeaseHeldError,
+    SnapshotError,
+    SnapshotLeaseHeldError,
+    StateCheckFailed,
+)
+from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 from airflow_provider_kstate.hooks.state import KStateSnapshotHook, check_uri
+from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
+from airflow_provider_kstate.operators.base import run_owner
 from airflow_provider_kstate.operators.spark_app import (
     DEFAULT_SPARK_CONF,
     KStateSparkApplicationOperator,
@@ -31,6 +42,7 @@ from airflow_provider_kstate.operators.spark_app import (
 )
 from airflow_provider_kstate.store import results
 from airflow_provider_kstate.store.contract import FAILED_FIELD, failed_partitions
+from airflow_provider_kstate.store.layout import DEFAULT_KEEP_VERSIONS
 from airflow_provider_kstate.utils.coerce import as_optional_count, as_partitions
 
 if TYPE_CHECKING:
@@ -121,13 +133,20 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
     app_name = ""
 
     def __init__(
-        self, *, topic: str, snapshot_uri: str, storage_conn_id: str | None = None, **kwargs: Any
+        self,
+        *,
+        topic: str,
+        snapshot_uri: str,
+        storage_conn_id: str | None = None,
+        allow_non_compacted_changelog: bool = False,
+        **kwargs: Any,
     ) -> None:
         kwargs.setdefault("application", _app_file(self.app_name))
         super().__init__(**kwargs)
         self.topic = topic
         self.snapshot_uri = snapshot_uri
         self.storage_conn_id = storage_conn_id
+        self.allow_non_compacted_changelog = allow_non_compacted_changelog
 
     def app_path(self) -> str:
         return (
@@ -140,7 +159,15 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
         return KStateSnapshotHook(kafka_config_id=self.kafka_config_id, storage_conn_id=self.storage_conn_id)
 
     def _base_args(self) -> list[str]:
-        return ["--topic", self.topic, "--snapshot-uri", self.snapshot_uri]
+        args = ["--topic", self.topic, "--snapshot-uri", self.snapshot_uri]
+        if self.allow_non_compacted_changelog:  # the app refuses a non-compacted changelog whose log moved
+            self.log.warning(
+                "RISK ACCEPTED: allow_non_compacted_changelog=True for %s: a changelog that retention trimmed "
+                "may lack keys, so the snapshot may miss state",
+                self.topic,
+            )
+            args.append("--allow-non-compacted")
+        return args
 
 
 class KStateDeepCheckOperator(_StoreSparkOperator):
@@ -192,8 +219,12 @@ class KStateDeepCheckOperator(_StoreSparkOperator):
 class KStateRebuildOperator(_StoreSparkOperator):
     """Rebuild the snapshot from the changelog (read_committed fold) in Spark and publish it.
 
-    The previous snapshot is kept at ``snapshot_uri + ".previous"``. Inputs are validated before Spark
-    starts: the topic must exist, the URI must be one the package reads, ``partitions`` must be at least
+    The rebuild writes a new immutable version under ``snapshot_uri`` and commits it by rewriting the
+    pointer; the ``keep_versions`` newest committed versions stay (rollback: rewrite the pointer, see
+    ``docs/snapshot-layout.md``). One run at a time writes a snapshot: the run takes the snapshot's lease
+    (key ``snapshot:<uri>`` in the lease topic, renewed while Spark runs, released after); another run
+    holding it fails this one with :class:`~airflow_provider_kstate.exceptions.SnapshotLeaseHeldError`
+    unless that run has ended (then the lease is taken over). Inputs are validated before Spark starts: the topic must exist, the URI must be one the package reads, ``partitions`` must be at least
     the topic's count, and ``only_partitions`` needs a readable snapshot with the same layout.
 
     :param topic: the changelog topic. (templated)
@@ -201,10 +232,13 @@ class KStateRebuildOperator(_StoreSparkOperator):
     :param partitions: the partition count to key the snapshot for; None: the topic's. (templated)
     :param only_partitions: rebuild only these partitions, keeping the others (the layout must be
         unchanged); a list, a comma-separated string or None for all. (templated)
+    :param keep_versions: how many versions to keep, the current one included (>= 1).
+    :param lease_topic: the lease log topic (shared with the partition increase).
+    :param lease_ttl: seconds a crashed run's snapshot lease lasts; renewed every third of it.
     :param kwargs: see :class:`KStateSparkApplicationOperator` and ``SparkSubmitOperator``.
     """
 
-    template_fields = (*_StoreSparkOperator.template_fields, "partitions", "only_partitions")
+    template_fields = (*_StoreSparkOperator.template_fields, "partitions", "only_partitions", "keep_versions")
     app_name = "rebuild.py"
 
     def __init__(
@@ -214,11 +248,17 @@ class KStateRebuildOperator(_StoreSparkOperator):
         snapshot_uri: str,
         partitions: int | str | None = None,
         only_partitions: list[int] | str | None = None,
+        keep_versions: int | str = DEFAULT_KEEP_VERSIONS,
+        lease_topic: str = DEFAULT_LEASE_TOPIC,
+        lease_ttl: float = 300.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(topic=topic, snapshot_uri=snapshot_uri, **kwargs)
         self.partitions = partitions
         self.only_partitions = only_partitions
+        self.keep_versions = keep_versions
+        self.lease_topic = lease_topic
+        self.lease_ttl = lease_ttl
 
     def _plan(self, hook: KStateSnapshotHook) -> tuple[int, list[int] | None]:
         """Validate the inputs against the cluster and the snapshot; return (target count, only list)."""
@@ -253,27 +293,82 @@ class KStateRebuildOperator(_StoreSparkOperator):
         args = [*base, "--partitions", str(target)]
         return [*args, "--only-partitions", ",".join(str(p) for p in only)] if only else args
 
+    def _keep(self) -> int:
+        keep = parse_count(self.keep_versions, "keep_versions")
+        if keep is None or keep < 1:
+            raise KStateConfigError(f"keep_versions must be at least 1, got {self.keep_versions!r}")
+        return keep
+
+    @contextmanager
+    def snapshot_lease(self, context: Context, root: str) -> Iterator[str]:
+        """Hold the snapshot's lease (key ``snapshot:<root>``) while the body runs; renew it in the background.
+
+        :raises SnapshotLeaseHeldError: another run that is still running holds it.
+        """
+        from airflow_provider_kstate.operators.plan import ENDED, _run_state
+
+        key, owner = f"snapshot:{root}", run_owner(context)
+        hook = KStateLeaseHook(kafka_config_id=self.kafka_config_id, lease_topic=self.lease_topic)
+        holder = hook.current(key)
+        if holder is not None and holder.owner != owner:
+            state = _run_state(context, holder.owner, self.log)
+            if state not in ENDED:
+                raise SnapshotLeaseHeldError(
+                    f"snapshot {root!r} is being written by another run ({holder.describe()}, Airflow state "
+                    f"{state or 'unknown here'}); this run wrote nothing. Wait for it to finish, or mark it "
+                    "failed (then a new run takes over at once), or wait for its lease to expire."
+                )
+            self.log.warning("LEASE %s: taking it over from %s (its run has %s)", key, holder.owner, state)
+            hook.take_over(key, owner, holder.owner, self.lease_ttl)
+        else:
+            try:
+                hook.acquire(key, owner, self.lease_ttl)
+            except LeaseHeldError as exc:  # another run took it between our read and our write
+                raise SnapshotLeaseHeldError(f"snapshot {root!r}: {exc}") from exc
+        self.log.info("LEASE %s held by %s (ttl %ss)", key, owner, self.lease_ttl)
+        stop = threading.Event()
+        renewer = threading.Thread(target=self._renew, args=(hook, key, owner, stop), daemon=True)
+        renewer.start()
+        try:
+            yield key
+        finally:
+            stop.set()
+            renewer.join(timeout=10)
+            hook.release(key, owner)
+            self.log.info("LEASE %s released", key)
+
+    def _renew(self, hook: KStateLeaseHook, key: str, owner: str, stop: threading.Event) -> None:
+        while not stop.wait(self.lease_ttl / 3):
+            try:
+                hook.acquire(key, owner, self.lease_ttl)
+            except Exception as exc:  # noqa: BLE001 - keep running; the write stays safe until the TTL ends
+                self.log.warning("LEASE %s: renewal failed: %s", key, exc)
+
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         hook = self.snapshot_hook()
         root = check_uri(self.snapshot_uri).rstrip("/")
+        keep = self._keep()
         target, only = self._plan(hook)
         self.log.info(
-            "Rebuilding snapshot %s of %s for %s partitions (%s); the previous one goes to %s.previous",
+            "Rebuilding snapshot %s of %s for %s partitions (%s) into a new version; keeping %s versions",
             self.snapshot_uri,
             self.topic,
             target,
             f"only partitions {only}" if only else "all partitions",
-            root,
+            keep,
         )
-        report = self.submit(hook, context, self.rebuild_args(self._base_args(), target, only))
+        args = [*self.rebuild_args(self._base_args(), target, only), "--keep-versions", str(keep)]
+        with self.snapshot_lease(context, root):
+            report = self.submit(hook, context, args)
         if not report.get("ok"):
             raise SnapshotError(
                 f"rebuild of {self.snapshot_uri!r} from {self.topic!r} reported failure: "
                 f"{report.get('error') or report}; the previous snapshot is unchanged"
             )
         self.log.info(
-            "Rebuilt %s: %s changelog records read, %s rows in %s partitions, %ss; previous snapshot: %s",
+            "Rebuilt %s: version %s, %s changelog records read, %s rows in %s partitions, %ss; previous: %s",
             self.snapshot_uri,
+            report.get("snapshot_version"),
             report.get("records_read"),
             report.get("rows"),
             len(report.get("partitions") or {}),

@@ -31,13 +31,14 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):  # run as a script by spark-submit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from airflow_provider_kstate.spark_apps import kafka_io
-from airflow_provider_kstate.spark_apps.kafka_io import compaction_warnings
+from airflow_provider_kstate.spark_apps.kafka_io import compaction_guard
 from airflow_provider_kstate.spark_apps.reader import (
     EMPTY_DIGEST,
     ReadContext,
@@ -45,6 +46,7 @@ from airflow_provider_kstate.spark_apps.reader import (
     changelog_frame,
     changelog_stats,
     first_line,
+    partition_of,
     partition_stats,
     read_manifest_spark,
     resolve_spark,
@@ -62,6 +64,7 @@ from airflow_provider_kstate.store.contract import (
     load_kafka_config,
     write_report,
 )
+from airflow_provider_kstate.store.layout import SnapshotUnreadable
 from airflow_provider_kstate.store.manifest import (
     Manifest,
     ManifestError,
@@ -400,26 +403,78 @@ def build_results(manifest: Manifest, snap: dict[int, tuple[int, str, int]]) -> 
     return results
 
 
+def unusable(
+    args: argparse.Namespace, version: str | None, problem: str, warnings: list[str]
+) -> dict[str, Any]:
+    """Return the report of a snapshot that cannot be checked at all (no, a garbled, or another topic's
+    manifest): damage to the whole snapshot, which ``rebuild=auto`` rebuilds in full."""
+    return {
+        "ok": False,
+        "snapshot_ok": False,
+        "topic": args.topic,
+        "snapshot_uri": args.snapshot_uri,
+        "snapshot_version": version,
+        "layout": None,
+        "records_read": 0,
+        FAILED_FIELD: [],
+        "problems": [problem],
+        "partitions": {},
+        "warnings": warnings,
+    }
+
+
+def readable_stats(
+    spark: SparkSession, uri: str, layout: int, files: SnapshotFiles
+) -> dict[int, tuple[int, str, int]]:
+    """Return :func:`snapshot_stats` of the sound files; when a file that passed the framing check still
+    fails to read (a Hadoop or Parquet error), read the files one by one and move each one that fails to
+    ``files.damaged`` under its partition, so the failure is damage to that partition, never a crash."""
+    try:
+        return snapshot_stats(spark, uri, layout, files.good)
+    except Exception:  # noqa: BLE001 - find the file(s) below
+        pass
+    for path in list(files.good):
+        try:
+            snapshot_stats(spark, uri, layout, [path])
+        except Exception as exc:  # noqa: BLE001 - Py4J/Hadoop/Parquet errors of one file
+            files.good.remove(path)
+            name, folder = PurePosixPath(path).name, PurePosixPath(path).parent.name
+            partition = partition_of(folder)
+            if partition is None:
+                files.stray.append(path)
+            else:
+                files.damaged.setdefault(partition, []).append(
+                    f"{name}: unreadable ({type(exc).__name__}: {first_line(exc)})"
+                )
+    return snapshot_stats(spark, uri, layout, files.good)
+
+
 def check(
     spark: SparkSession, args: argparse.Namespace, kafka_config: dict[str, Any], count: int
 ) -> dict[str, Any]:
     """Run the deep check and return the report (without ``seconds``)."""
-    resolved = resolve_spark(spark, args.snapshot_uri)  # the pointer's version, or the legacy root
-    data = resolved.uri
-    manifest = read_manifest_spark(spark, data)
+    warnings = compaction_guard(kafka_config, args.topic, args.allow_non_compacted)  # refuse before reading
+    try:
+        resolved = resolve_spark(spark, args.snapshot_uri)  # the pointer's version, or the legacy root
+        data = resolved.uri
+        manifest = read_manifest_spark(spark, data)
+    except (ManifestError, SnapshotUnreadable) as exc:
+        return unusable(args, None, f"the snapshot is unusable: {exc}", warnings)
     if manifest.topic != args.topic:
-        raise AppError(
-            f"the snapshot at {args.snapshot_uri} is of topic {manifest.topic!r}, not {args.topic!r}"
+        return unusable(
+            args,
+            resolved.version,
+            f"the snapshot at {args.snapshot_uri} is of topic {manifest.topic!r}, not {args.topic!r}",
+            warnings,
         )
     layout = manifest.partitions
     files = snapshot_files(spark, data)
-    snap = snapshot_stats(spark, data, layout, files.good)
+    snap = readable_stats(spark, data, layout, files)
     results = build_results(manifest, snap)
     in_topic = [p for p in manifest.partition_stats if p < count]
     current = kafka_io.list_offsets(kafka_config, args.topic, in_topic)
     ranges = plan_ranges(manifest, count, current, results)
     truth = changelog_truth(spark, kafka_config, args.topic, ranges, layout, args.timeout)
-    warnings = compaction_warnings(kafka_config, args.topic)
     for p, res in results.items():
         rows, digest = truth.stats.get(p, (0, EMPTY_DIGEST))
         res.changelog = Side(rows, digest)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from airflow_provider_kstate.store.contract import live_config
+from airflow_provider_kstate.store.contract import NOT_COMPACTED, live_config
 
 DEFAULT_TIMEOUT = 120.0
 BATCH = 10_000
@@ -30,6 +30,11 @@ _SEED = 0x9747B28C
 
 class KafkaReadError(RuntimeError):
     """The changelog could not be read: broker unreachable, topic missing, read timed out."""
+
+
+class NotCompactedError(KafkaReadError):
+    """The changelog is not compacted and retention has moved its log start: the state of the keys whose
+    only records were deleted is gone, so a rebuild or check from it would be silently incomplete."""
 
 
 # --------------------------------------------------------------------------------------------- config
@@ -153,6 +158,37 @@ def compaction_warnings(kafka_config: Mapping[str, Any], topic: str) -> list[str
             "retention may delete keys' only records, so the snapshot may lack state"
         ]
     return []
+
+
+def compaction_guard(kafka_config: Mapping[str, Any], topic: str, allow: bool = False) -> list[str]:
+    """Refuse a changelog that is not compacted once retention has moved a log start past 0; return the
+    warnings to report otherwise (see :func:`compaction_warnings`).
+
+    A non-compacted changelog still at log start 0 everywhere has lost nothing yet: warned, allowed.
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the changelog topic.
+    :param allow: the operator acknowledged the risk (``--allow-non-compacted``): warn, do not refuse.
+    :raises NotCompactedError: when refused.
+    """
+    warnings = compaction_warnings(kafka_config, topic)
+    policy = cleanup_policy(kafka_config, topic) if warnings else None
+    if policy is None or "compact" in [p.strip() for p in policy.split(",")]:
+        return warnings
+    count = topic_partition_count(kafka_config, topic)
+    moved = {p: low for p, (low, _) in list_offsets(kafka_config, topic, list(range(count))).items() if low}
+    if not moved:
+        return warnings
+    shown = dict(sorted(moved.items())[:10])
+    where = f"log start past 0 on {len(moved)} partition(s), e.g. {shown}"
+    if not allow:
+        raise NotCompactedError(
+            f"{NOT_COMPACTED}: topic {topic!r} has cleanup.policy={policy} and retention moved its {where}: "
+            "keys whose only records were deleted are missing from it, so a snapshot from it is incomplete. "
+            "Use a compacted changelog (cleanup.policy=compact), or acknowledge the risk with "
+            "allow_non_compacted_changelog=True (--allow-non-compacted)"
+        )
+    return [*warnings, f"RISK ACCEPTED (--allow-non-compacted): topic {topic!r} is not compacted, {where}"]
 
 
 def list_offsets(

@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from airflow_provider_kstate.spark_apps import APP_VERSION, kafka_io
-from airflow_provider_kstate.spark_apps.kafka_io import compaction_warnings
+from airflow_provider_kstate.spark_apps.kafka_io import compaction_guard
 from airflow_provider_kstate.spark_apps.reader import (
     ReadContext,
     changelog_frame,
@@ -141,7 +141,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         raise RebuildError(f"--keep-versions must be at least 1, got {args.keep_versions}")
     sources = only if only is not None else list(range(count))
     plan = Plan(args.topic, args.snapshot_uri, conf, count, layout, only, {}, keep=args.keep_versions)
-    plan.warnings = compaction_warnings(conf, args.topic)
+    plan.warnings = compaction_guard(conf, args.topic, args.allow_non_compacted)
     plan.offsets = kafka_io.list_offsets(conf, args.topic, sources)
     return plan
 

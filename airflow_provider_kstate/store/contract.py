@@ -40,6 +40,11 @@ class AppError(RuntimeError):
     """An application input is wrong (config, snapshot, topic); the message is the report's ``error``."""
 
 
+#: How the applications' error line starts when they refuse a changelog that is not compacted (the
+#: operators raise a fatal error for it: a retry cannot change the topic's policy).
+NOT_COMPACTED = "changelog not compacted"
+
+
 def app_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """Return a parser with the options every kstate Spark application takes.
 
@@ -55,6 +60,11 @@ def app_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("--report-file", required=True, help="where to write the JSON report (path or URI)")
     parser.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT, help="read timeout per partition, s"
+    )
+    parser.add_argument(
+        "--allow-non-compacted",
+        action="store_true",
+        help="accept a changelog that is not compacted although retention moved its log start (a risk)",
     )
     return parser
 
