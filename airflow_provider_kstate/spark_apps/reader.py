@@ -232,7 +232,7 @@ def resolve_spark(spark: SparkSession, uri: str) -> SnapshotVersion:
 
     def exists(child: str) -> bool:
         fs, path = hadoop_fs(spark, child)
-        return bool(fs.exists(path)) and bool(fs.getFileStatus(path).isFile())
+        return bool(fs.exists(path))
 
     try:
         found = resolve_with(uri, lambda child: read_bytes(spark, child), exists)

@@ -140,7 +140,7 @@ def resolve_with(
 
     :param uri: the snapshot root.
     :param read: returns a file's bytes, or None when it does not exist.
-    :param exists: whether a file exists.
+    :param exists: whether a file or directory exists.
     :raises SnapshotAbsent: neither a pointer nor a legacy manifest.
     :raises PointerError: a garbled pointer, or one naming a version without a manifest.
     """
@@ -155,9 +155,9 @@ def resolve_with(
         )
     version = parse_pointer(raw, where)["version"]
     target = join(uri, version)
-    if not exists(join(target, MANIFEST_NAME)):
+    if not exists(target):
         raise PointerError(
-            f"snapshot pointer {where} names version {version!r}, but {join(target, MANIFEST_NAME)} is missing: "
+            f"snapshot pointer {where} names version {version!r}, but {target} is missing: "
             "rewrite the pointer to an existing version (see docs/snapshot-layout.md) or rebuild"
         )
     return SnapshotVersion(uri, version, target)
@@ -195,7 +195,7 @@ def resolve(uri: str, storage_options: Mapping[str, Any] | None = None) -> Snaps
     def exists(child_uri: str) -> bool:
         from pyarrow import fs as pafs
 
-        return bool(fs.get_file_info(path_of(child_uri)).type == pafs.FileType.File)
+        return bool(fs.get_file_info(path_of(child_uri)).type != pafs.FileType.NotFound)
 
     def read(child_uri: str) -> bytes | None:
         if not exists(child_uri):

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from airflow_provider_kstate.client.murmur2 import partition_for
 from airflow_provider_kstate.spark_apps import kafka_io, rebuild
 from airflow_provider_kstate.spark_apps.manifest import MANIFEST_NAME, digest_rows, read_manifest
+from airflow_provider_kstate.store import layout
 
 APPS = Path(rebuild.__file__).resolve().parent
 N = 6
@@ -180,9 +182,14 @@ def run_check(log: Changelog, uri: str) -> tuple[Any, dict[str, Any]]:
     return submit("deep_check.py", *common, "--report-file", report, "--sample-keys", "50")
 
 
+def data(path: Path) -> Path:
+    """The directory holding the snapshot's current data and manifest (its pointer's version)."""
+    return Path(layout.resolve(str(path)).uri)
+
+
 def read_snapshot(path: Path) -> dict[int, dict[bytes, tuple[int, bytes]]]:
     """The snapshot's rows read with pyarrow (no Spark): partition -> key -> (offset, value)."""
-    table = pads.dataset(str(path), format="parquet", partitioning="hive").to_table()
+    table = pads.dataset(str(data(path)), format="parquet", partitioning="hive").to_table()
     out: dict[int, dict[bytes, tuple[int, bytes]]] = {}
     for row in table.to_pylist():
         rows = out.setdefault(int(row["partition"]), {})
@@ -200,7 +207,7 @@ def assert_snapshot_is_truth(path: Path, log: Changelog, n: int = N) -> None:
         if n == N:
             assert {k: o for k, (o, _) in got.items()} == {k: log.truth[k][0] for k in truth[p]}
     assert set(snap) <= set(range(n))
-    manifest = read_manifest(str(path))
+    manifest = read_manifest(str(data(path)))
     assert manifest.partitions == n
     for p in range(n):
         assert manifest.partition_stats[p].rows == len(truth[p])
@@ -213,7 +220,7 @@ def fingerprint(path: Path) -> dict[str, bytes]:
 
 def rewrite_partition(path: Path, p: int, rows: dict[bytes, tuple[int, bytes]]) -> None:
     """Replace partition ``p``'s Parquet files with ``rows`` (key -> (offset, value))."""
-    folder = path / f"partition={p}"
+    folder = data(path) / f"partition={p}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
     keys = list(rows)
@@ -262,8 +269,11 @@ def test_rebuild_equals_the_truth_and_the_deep_check_passes(changelog: Changelog
     assert report["warnings"] == []
     assert_snapshot_is_truth(snap, changelog)
     lso = kafka_io.list_offsets(changelog.kafka_config, changelog.topic, list(range(N)))
-    assert read_manifest(str(snap)).end_offsets == {p: hi for p, (_, hi) in lso.items()}
+    assert read_manifest(str(data(snap))).end_offsets == {p: hi for p, (_, hi) in lso.items()}
     assert not any(snap.parent.glob("snap.staging-*"))
+    assert (
+        layout.is_version_name(report["snapshot_version"]) and data(snap).name == report["snapshot_version"]
+    )
 
     proc, check = run_check(changelog, str(snap))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -341,11 +351,12 @@ def test_deep_check_names_each_corruption(changelog: Changelog, work: Path) -> N
 @pytest.mark.spark
 def test_rebuild_repairs_and_keeps_the_previous_snapshot(changelog: Changelog, work: Path) -> None:
     bad = work / "bad"
-    corrupt_manifest = (bad / MANIFEST_NAME).read_bytes()
+    old_version = data(bad)
+    corrupt_manifest = (old_version / MANIFEST_NAME).read_bytes()
     proc, report = run_rebuild(changelog, str(bad))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert report["previous"] == f"{bad}.previous"
-    assert (Path(f"{bad}.previous") / MANIFEST_NAME).read_bytes() == corrupt_manifest
+    assert report["previous"] == str(old_version) and data(bad) != old_version  # kept for rollback (keep-N)
+    assert (old_version / MANIFEST_NAME).read_bytes() == corrupt_manifest
     assert_snapshot_is_truth(bad, changelog)
     proc, check = run_check(changelog, str(bad))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -356,7 +367,7 @@ def test_rebuild_repairs_and_keeps_the_previous_snapshot(changelog: Changelog, w
 @pytest.mark.spark
 def test_only_partitions_rebuilds_just_those(changelog: Changelog, work: Path) -> None:
     uri = work / "bad"
-    before = read_manifest(str(uri))
+    before = read_manifest(str(data(uri)))
     old = read_snapshot(uri)
     a, others = 1, [p for p in range(N) if p != 1]
     rewrite_partition(uri, a, dict(list(old[a].items())[:5]))  # broken
@@ -366,7 +377,7 @@ def test_only_partitions_rebuilds_just_those(changelog: Changelog, work: Path) -
 
     proc, report = run_rebuild(changelog, str(uri), "--only-partitions", str(a), "--partitions", str(N))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    after = read_manifest(str(uri))
+    after = read_manifest(str(data(uri)))
     snap = read_snapshot(uri)
     assert {k: v for k, (_, v) in snap[a].items()} == changelog.by_partition()[a]
     assert snap[a][new_a][1] == b"new-after-repair"
@@ -390,7 +401,7 @@ def test_rekey_to_more_partitions(changelog: Changelog, work: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert report["layout"] == target
     assert_snapshot_is_truth(uri, changelog, target)
-    manifest = read_manifest(str(uri))
+    manifest = read_manifest(str(data(uri)))
     lso = kafka_io.list_offsets(changelog.kafka_config, changelog.topic, list(range(N)))
     assert manifest.end_offsets == {**{p: hi for p, (_, hi) in lso.items()}, N: 0, N + 1: 0}
     proc, check = run_check(changelog, str(uri))
@@ -425,7 +436,7 @@ def test_bad_inputs_fail_clearly_and_leave_the_snapshot_alone(changelog: Changel
 
     broken = work / "broken"
     shutil.copytree(uri, broken)
-    (broken / MANIFEST_NAME).write_text('{"format": "kstate-snapshot/1", "topic"')
+    (data(broken) / MANIFEST_NAME).write_text('{"format": "kstate-snapshot/1", "topic"')
     broken_before = fingerprint(broken)
     proc, report = run_check(changelog, str(broken))
     assert proc.returncode != 0
@@ -449,3 +460,61 @@ def test_not_compacted_changelog_is_warned(changelog: Changelog, admin: AdminCli
     finally:
         for f in admin.delete_topics([topic]).values():
             f.result(timeout=30)
+
+
+def _hadoop_crc(data: bytes, chunk: int = 512) -> bytes:
+    """The ``.NAME.crc`` side file Hadoop's LocalFileSystem keeps beside a file: ``crc\\0``, the chunk size,
+    then the CRC32 of every ``chunk`` bytes (big-endian)."""
+    sums = b"".join(zlib.crc32(data[i : i + chunk]).to_bytes(4, "big") for i in range(0, len(data), chunk))
+    return b"crc\0" + chunk.to_bytes(4, "big") + sums
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_every_file_fault_is_damage_to_a_named_partition_and_a_rebuild_heals_it(
+    changelog: Changelog, work: Path
+) -> None:
+    """Issue 10: a file rewritten outside Spark (stale checksum), truncated, overwritten with random bytes,
+    deleted, a foreign file, a deleted partition directory: the deep check names each partition and why
+    instead of crashing, and a rebuild of just those partitions heals the snapshot."""
+    snap = work / "faults"
+    shutil.copytree(work / "snap", snap)
+    files = {p: sorted((data(snap) / f"partition={p}").glob("*.parquet")) for p in range(N)}
+    assert all(files[p] for p in range(N)), files
+    # 0: rewritten by another tool (rows dropped) under a checksum of the old bytes: the .crc is stale
+    first = files[0][0]
+    crc = first.with_name(f".{first.name}.crc")
+    crc.write_bytes(_hadoop_crc(first.read_bytes()))
+    table = pq.read_table(first)
+    pq.write_table(table.slice(1), first)
+    assert crc.read_bytes() != _hadoop_crc(first.read_bytes())  # the fault is real: the checksum is stale
+    # 1: truncated; 2: random bytes of the same size
+    data = files[1][0].read_bytes()
+    files[1][0].write_bytes(data[: len(data) // 2])
+    files[2][0].write_bytes(os.urandom(files[2][0].stat().st_size))
+    assert not files[2][0].read_bytes().startswith(b"PAR1")
+    # 3: a data file deleted; 4: a foreign file beside the data; 5: the partition directory deleted
+    for f in files[3]:
+        f.unlink()
+    (data(snap) / "partition=4" / "notes.txt").write_text("not parquet")
+    shutil.rmtree(data(snap) / "partition=5")
+
+    proc, check = run_check(changelog, str(snap))
+    assert proc.returncode == 0, proc.stderr[-3000:]  # a report, not a crash
+    assert "ChecksumException" not in proc.stderr + proc.stdout
+    assert not check["ok"] and sorted(check["failed_partitions"]) == list(range(N)), json.dumps(check)[:3000]
+    problems = {p: " | ".join(check["partitions"][str(p)]["problems"]) for p in range(N)}
+    assert "differs from its manifest entry" in problems[0], problems[0]
+    assert f"unreadable data file {files[1][0].name}" in problems[1], problems[1]
+    assert "not a Parquet file" in problems[2], problems[2]
+    assert (
+        "differs from its manifest entry" in problems[3] and "differs from its manifest entry" in problems[5]
+    )
+    assert "unreadable data file notes.txt: not a Parquet file" in problems[4], problems[4]
+    assert check["partitions"]["4"]["snapshot_rows"] == check["partitions"]["4"]["manifest_rows"]
+
+    only = ",".join(str(p) for p in check["failed_partitions"])
+    proc, report = run_rebuild(changelog, str(snap), "--only-partitions", only)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc, check = run_check(changelog, str(snap))
+    assert proc.returncode == 0 and check["ok"], json.dumps(check)[:3000]

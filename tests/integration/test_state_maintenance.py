@@ -32,6 +32,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from airflow_provider_kstate.client.murmur2 import partition_for
 from airflow_provider_kstate.hooks.state import local_path
 from airflow_provider_kstate.spark_apps.manifest import MANIFEST_NAME
+from airflow_provider_kstate.store import layout
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -127,8 +128,13 @@ def expected_totals(events: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
 # -- snapshot helpers -----------------------------------------------------------------------------------
 
 
+def data(uri: str) -> Path:
+    """The directory holding the snapshot's current data and manifest (its pointer's version)."""
+    return Path(layout.resolve(uri).uri)
+
+
 def snapshot_rows(uri: str) -> dict[int, dict[bytes, bytes]]:
-    table = ds.dataset(uri, format="parquet", partitioning="hive").to_table()
+    table = ds.dataset(str(data(uri)), format="parquet", partitioning="hive").to_table()
     rows: dict[int, dict[bytes, bytes]] = {}
     for p, k, v in zip(
         table.column("partition").to_pylist(),
@@ -142,7 +148,7 @@ def snapshot_rows(uri: str) -> dict[int, dict[bytes, bytes]]:
 
 
 def manifest(uri: str) -> dict[str, Any]:
-    return json.loads((Path(uri) / MANIFEST_NAME).read_text())
+    return json.loads((data(uri) / MANIFEST_NAME).read_text())
 
 
 def assert_snapshot_is_truth(uri: str, kafka_config: dict[str, Any], topic: str) -> None:
@@ -160,7 +166,7 @@ def assert_snapshot_is_truth(uri: str, kafka_config: dict[str, Any], topic: str)
 
 
 def partition_files(uri: str, p: int) -> list[Path]:
-    return sorted((Path(uri) / f"partition={p}").glob("*.parquet"))
+    return sorted((data(uri) / f"partition={p}").glob("*.parquet"))
 
 
 def rewrite_partition(uri: str, p: int, change: Any) -> None:
@@ -171,7 +177,7 @@ def rewrite_partition(uri: str, p: int, change: Any) -> None:
     for f in files:
         f.unlink()
         drop_crc(f)
-    pq.write_table(new, Path(uri) / f"partition={p}" / "part-00000-corrupted.parquet")
+    pq.write_table(new, data(uri) / f"partition={p}" / "part-00000-corrupted.parquet")
 
 
 def drop_crc(path: Path) -> None:
@@ -183,7 +189,7 @@ def drop_crc(path: Path) -> None:
 
 
 def write_manifest_json(uri: str, doc: Any) -> None:
-    path = Path(uri) / MANIFEST_NAME
+    path = data(uri) / MANIFEST_NAME
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
     drop_crc(path)
 
@@ -436,8 +442,8 @@ def test_bad_input_gives_clear_errors_and_keeps_the_snapshot(
     assert not report["snapshot_ok"] and "not valid JSON" in report["problems"][0]
     with pytest.raises(SnapshotError, match="corrupt"):
         KStateDeepCheckOperator(task_id="d", topic=store.log, snapshot_uri=str(copy)).execute({})
-    (copy / MANIFEST_NAME).unlink()
-    (copy / MANIFEST_NAME).mkdir()  # unreadable: a directory where the manifest should be
+    (data(str(copy)) / MANIFEST_NAME).unlink()
+    (data(str(copy)) / MANIFEST_NAME).mkdir()  # unreadable: a directory where the manifest should be
     report = KStateFastCheckOperator(
         task_id="f", topic=store.log, snapshot_uri=str(copy), fail_on_bad=False
     ).execute({})
