@@ -20,6 +20,7 @@ from airflow_provider_kstate.exceptions import KStateConfigError, SnapshotError,
 from airflow_provider_kstate.store import contract
 from airflow_provider_kstate.store import fast_check as checks
 from airflow_provider_kstate.store.fast_check import AdminLike, ManifestView
+from airflow_provider_kstate.store.layout import LEGACY_MESSAGE
 from airflow_provider_kstate.store.manifest import MANIFEST_NAME, PartitionStats
 from airflow_provider_kstate.store.uri import SCHEMES, local_path, uri_problem
 
@@ -135,12 +136,24 @@ class KStateSnapshotHook(BaseHook):
         return dict(getattr(fs, "storage_options", {}) or {})
 
     def fast_check(self, topic: str, snapshot_uri: str) -> dict[str, Any]:
-        """Run :func:`fast_check` against the connection's cluster."""
-        return fast_check(self.admin, topic, snapshot_uri, self.storage_options(snapshot_uri))
+        """Run :func:`fast_check` against the connection's cluster (on the pointer's current version)."""
+        report = fast_check(self.admin, topic, snapshot_uri, self.storage_options(snapshot_uri))
+        self._log_version(snapshot_uri, report.get("snapshot_version"), bool(report.get("snapshot_ok")))
+        return report
 
     def manifest(self, snapshot_uri: str) -> ManifestView:
-        """Return the validated manifest of the snapshot; raise SnapshotError naming the problem."""
-        return load_manifest(snapshot_uri, self.storage_options(snapshot_uri))
+        """Return the validated manifest of the snapshot's current version; raise SnapshotError naming the problem."""
+        found = load_manifest(snapshot_uri, self.storage_options(snapshot_uri))
+        self._log_version(snapshot_uri, found.version, True)
+        return found
+
+    def _log_version(self, snapshot_uri: str, version: str | None, readable: bool) -> None:
+        if not readable:
+            return
+        if version is None:
+            self.log.info("Snapshot %s: %s", snapshot_uri, LEGACY_MESSAGE)
+        else:
+            self.log.info("Snapshot %s: current version %s", snapshot_uri, version)
 
     @contextlib.contextmanager
     def kafka_config_file(self) -> Iterator[str]:

@@ -3,8 +3,8 @@
 * :class:`KStateFastCheckOperator` - the O(partitions) check in the worker (manifest, offsets, layout).
 * :class:`KStateDeepCheckOperator` - a Spark job folding the changelog (read_committed) and comparing it
   with the snapshot row by row.
-* :class:`KStateRebuildOperator` - a Spark job rebuilding the snapshot from the changelog and publishing it
-  (the previous one is kept at ``URI + ".previous"``).
+* :class:`KStateRebuildOperator` - a Spark job rebuilding the snapshot from the changelog into a new version
+  and committing it by rewriting the snapshot's pointer (see ``docs/snapshot-layout.md``).
 * :class:`~airflow_provider_kstate.operators.spark_app.KStateSparkApplicationOperator` - their base, the
   Spark provider's ``SparkSubmitOperator``.
 
