@@ -55,7 +55,6 @@ from airflow_provider_kstate.store import uri as uris
 from airflow_provider_kstate.store.contract import AppError, app_parser, fail, load_kafka_config, write_report
 from airflow_provider_kstate.store.manifest import Manifest, ManifestError, PartitionStats, utc_now
 from airflow_provider_kstate.store.uri import join, spark_path
-from airflow_provider_kstate.utils.failpoints import failpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -65,6 +64,15 @@ PREFIX = "kstate-rebuild"
 #: Parquet row-group size: the writer buffers one row group per open file, so a bound keeps executor
 #: memory flat however large a partition grows (Parquet's default is 128 MiB).
 ROW_GROUP_BYTES = 16 * 1024 * 1024
+
+
+def failpoint(name: str) -> None:
+    """Crash tests: SIGKILL the driver at ``name`` when ``KSTATE_FAILPOINT_FILE`` arms it (see
+    :mod:`airflow_provider_kstate.utils.failpoints`; imported only then, it is not shipped to clusters)."""
+    if os.environ.get("KSTATE_FAILPOINT_FILE"):
+        from airflow_provider_kstate.utils.failpoints import failpoint as fire
+
+        fire(name)
 
 
 class RebuildError(AppError):
@@ -282,11 +290,16 @@ def build_manifest(
 
 
 def _names(spark: SparkSession, uri: str) -> list[str]:
-    """Return the names of the entries directly under ``uri`` (empty when it does not exist)."""
-    fs, path = hadoop_fs(spark, uri)
-    if not fs.exists(path):
+    """Return the names of the entries directly under ``uri`` (empty when it does not exist or cannot be
+    listed: the clean-up after a commit is best effort, the next rebuild tries again)."""
+    try:
+        fs, path = hadoop_fs(spark, uri)
+        if not fs.exists(path):
+            return []
+        return [str(status.getPath().getName()) for status in fs.listStatus(path)]
+    except Exception as exc:  # noqa: BLE001 - e.g. a bucket root has no listable parent
+        to_stderr(f"{PREFIX}: warning: cannot list {uri} for clean-up: {first_line(exc)}")
         return []
-    return [str(status.getPath().getName()) for status in fs.listStatus(path)]
 
 
 def write_pointer(spark: SparkSession, root: str, data: bytes) -> None:
@@ -339,7 +352,7 @@ def clean_up(spark: SparkSession, plan: Plan, version: str, history: list[str]) 
     """
     names = _names(spark, plan.uri)
     doomed = [join(plan.uri, v) for v in layouts.to_prune(names, version, history, plan.keep)]
-    doomed += [join(plan.uri, n) for n in names if layouts.legacy_entry(n)]
+    doomed += [join(plan.uri, n) for n in names if layouts.legacy_entry(n) or layouts.pointer_temp(n)]
     parent = plan.uri.rstrip("/").rsplit("/", 1)[0] if "/" in plan.uri.rstrip("/") else "."
     doomed += [join(parent, n) for n in _names(spark, parent) if layouts.legacy_sibling(plan.uri, n)]
     for where in doomed:

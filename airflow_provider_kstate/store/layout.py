@@ -241,3 +241,8 @@ def legacy_entry(name: str) -> bool:
     if name in (MANIFEST_NAME, "_SUCCESS", "._SUCCESS.crc", "." + MANIFEST_NAME + ".crc"):
         return True
     return name.startswith("partition=")
+
+
+def pointer_temp(name: str) -> bool:
+    """Whether ``name`` under the root is a pointer's temporary file left by a writer killed mid-commit."""
+    return name.startswith(POINTER_NAME + ".tmp-")

@@ -108,6 +108,7 @@ def test_legacy_entries_and_siblings() -> None:
     assert layout.legacy_sibling("/d/store", "store.previous")
     assert layout.legacy_sibling("s3://b/store/", "store.staging-20261101T000000-12")
     assert not layout.legacy_sibling("/d/store", "store2") and not layout.legacy_sibling("/d/store", "store")
+    assert layout.pointer_temp("_kstate_current.json.tmp-42") and not layout.pointer_temp(layout.POINTER_NAME)
 
 
 def test_pointer_bytes_round_trip_and_refuses_bad_names() -> None:
