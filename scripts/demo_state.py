@@ -14,6 +14,8 @@ import pyarrow.parquet as pq
 from confluent_kafka import Producer
 from kstate_support.topics import create_topic
 
+from airflow_provider_kstate.store.layout import resolve
+
 PIPELINE = "kstate_example_pipeline"
 MAINTENANCE = "kstate_state_maintenance"
 PARTITIONS = 6
@@ -40,7 +42,7 @@ def _xcom(dr: Any, task_id: str) -> Any:
 
 def _rewrite(uri: Path, partition: int, change: Any) -> list[bytes]:
     """Replace one partition's Parquet files by ``change(table)``; return the keys in it before."""
-    folder = uri / f"partition={partition}"
+    folder = Path(resolve(str(uri)).uri) / f"partition={partition}"  # the pointer's current version
     files = sorted(folder.glob("*.parquet"))
     table = pa.concat_tables([pq.read_table(f, partitioning=None) for f in files])
     for f in files:

@@ -92,9 +92,10 @@ def _cluster_kwargs(cluster: tuple[StandaloneCluster, str], env_archive: str, tm
 
 
 def _manifest_stats(uri: str) -> dict[int, Any]:
+    from airflow_provider_kstate.store.layout import resolve
     from airflow_provider_kstate.store.manifest import read_manifest
 
-    manifest = read_manifest(uri)
+    manifest = read_manifest(resolve(uri).uri)  # the pointer's current version
     return {p: s.to_json() for p, s in manifest.partition_stats.items()}
 
 
