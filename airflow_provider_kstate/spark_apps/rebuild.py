@@ -383,7 +383,7 @@ def rebuild(spark: SparkSession, plan: Plan) -> dict[str, Any]:
         records, stats = write_rows(spark, plan, target)
         if stats is None:
             stats = partition_stats(snapshot_frame(spark, target))
-        manifest = build_manifest(plan, stats, spark.version)
+        manifest = build_manifest(plan, stats, spark.version, data_files(spark, target))
         failpoint("rebuild.before_manifest")
         write_manifest_spark(spark, target, manifest)
         failpoint("rebuild.before_pointer")
