@@ -32,6 +32,7 @@ from airflow_provider_kstate.store.layout import (
     POINTER_NAME,
     SnapshotUnreadable,
     SnapshotVersion,
+    is_version_name,
     resolve_with,
 )
 from airflow_provider_kstate.store.manifest import (
@@ -88,7 +89,17 @@ def snapshot_frame(spark: SparkSession, uri: str, files: list[str] | None = None
     """
     reader = spark.read.schema(SNAPSHOT_DDL)
     if files is None:
-        return reader.parquet(spark_path(current_uri(spark, uri)))
+        data = current_uri(spark, uri)
+        fs, root = hadoop_fs(spark, data)
+        # only the partition=N directories: a legacy root may also hold a killed rebuild's v-* leftovers
+        dirs = [
+            str(s.getPath().toString())
+            for s in fs.listStatus(root)
+            if partition_of(str(s.getPath().getName())) is not None
+        ]
+        if not dirs:
+            return spark.createDataFrame([], SNAPSHOT_DDL)
+        return reader.option("basePath", spark_path(data)).parquet(*dirs)
     if not files:
         return spark.createDataFrame([], SNAPSHOT_DDL)
     return reader.option("basePath", spark_path(current_uri(spark, uri))).parquet(*files)
@@ -126,8 +137,18 @@ def snapshot_files(spark: SparkSession, uri: str) -> SnapshotFiles:
         return found
     listing = fs.listFiles(root, True)
     while listing.hasNext():
-        _classify(spark, fs, listing.next(), found)
+        status = listing.next()
+        if _under_version(status.getPath()):
+            continue  # a killed rebuild's leftover beside a legacy root: not part of this snapshot
+        _classify(spark, fs, status, found)
     return found
+
+
+def _under_version(path: Any) -> bool:
+    """Whether a data file sits in a version directory (``v-*/x`` or ``v-*/partition=N/x``)."""
+    parent = path.getParent()
+    names = [str(parent.getName()), str(parent.getParent().getName()) if parent.getParent() else ""]
+    return any(is_version_name(n) for n in names)
 
 
 def _classify(spark: SparkSession, fs: Any, status: Any, found: SnapshotFiles) -> None:

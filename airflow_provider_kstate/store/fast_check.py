@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from airflow_provider_kstate.store import contract
-from airflow_provider_kstate.store.layout import SnapshotAbsent, SnapshotUnreadable, resolve
+from airflow_provider_kstate.store.layout import SnapshotAbsent, SnapshotUnreadable, is_version_name, resolve
 from airflow_provider_kstate.store.manifest import (
     Manifest,
     ManifestError,
@@ -214,6 +214,8 @@ def list_snapshot(data_uri: str, storage_options: Mapping[str, Any] | None = Non
         rel = info.path[len(root) :].lstrip("/")
         parts = rel.split("/")
         if info.type != pafs.FileType.File or any(x.startswith(("_", ".")) for x in parts):
+            continue
+        if is_version_name(parts[0]):  # a killed rebuild's leftover beside a legacy root: not this snapshot
             continue
         partition = partition_of(parts[0]) if len(parts) == 2 else None
         if partition is None:
