@@ -138,17 +138,16 @@ def snapshot_files(spark: SparkSession, uri: str) -> SnapshotFiles:
     listing = fs.listFiles(root, True)
     while listing.hasNext():
         status = listing.next()
-        if _under_version(status.getPath()):
+        if _under_version(str(root.toString()), str(status.getPath().toString())):
             continue  # a killed rebuild's leftover beside a legacy root: not part of this snapshot
         _classify(spark, fs, status, found)
     return found
 
 
-def _under_version(path: Any) -> bool:
-    """Whether a data file sits in a version directory (``v-*/x`` or ``v-*/partition=N/x``)."""
-    parent = path.getParent()
-    names = [str(parent.getName()), str(parent.getParent().getName()) if parent.getParent() else ""]
-    return any(is_version_name(n) for n in names)
+def _under_version(root: str, path: str) -> bool:
+    """Whether ``path`` sits in a version directory below ``root`` (``root/v-*/...``)."""
+    rel = path[len(root.rstrip("/")) :].lstrip("/") if path.startswith(root.rstrip("/")) else path
+    return is_version_name(rel.split("/", 1)[0])
 
 
 def _classify(spark: SparkSession, fs: Any, status: Any, found: SnapshotFiles) -> None:
