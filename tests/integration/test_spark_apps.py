@@ -489,14 +489,14 @@ def test_every_file_fault_is_damage_to_a_named_partition_and_a_rebuild_heals_it(
     pq.write_table(table.slice(1), first)
     assert crc.read_bytes() != _hadoop_crc(first.read_bytes())  # the fault is real: the checksum is stale
     # 1: truncated; 2: random bytes of the same size
-    data = files[1][0].read_bytes()
-    files[1][0].write_bytes(data[: len(data) // 2])
+    raw = files[1][0].read_bytes()
+    files[1][0].write_bytes(raw[: len(raw) // 2])
     files[2][0].write_bytes(os.urandom(files[2][0].stat().st_size))
     assert not files[2][0].read_bytes().startswith(b"PAR1")
     # 3: a data file deleted; 4: a foreign file beside the data; 5: the partition directory deleted
     for f in files[3]:
         f.unlink()
-    (data(snap) / "partition=4" / "notes.txt").write_text("not parquet")
+    (data(snap) / "partition=4" / "notes.txt").write_text("a note somebody left beside the data files")
     shutil.rmtree(data(snap) / "partition=5")
 
     proc, check = run_check(changelog, str(snap))
@@ -504,7 +504,7 @@ def test_every_file_fault_is_damage_to_a_named_partition_and_a_rebuild_heals_it(
     assert "ChecksumException" not in proc.stderr + proc.stdout
     assert not check["ok"] and sorted(check["failed_partitions"]) == list(range(N)), json.dumps(check)[:3000]
     problems = {p: " | ".join(check["partitions"][str(p)]["problems"]) for p in range(N)}
-    assert "differs from its manifest entry" in problems[0], problems[0]
+    assert "checksum (.crc) is stale" in problems[0] and "differs from its manifest entry" in problems[0]
     assert f"unreadable data file {files[1][0].name}" in problems[1], problems[1]
     assert "not a Parquet file" in problems[2], problems[2]
     assert (
