@@ -2,7 +2,8 @@
 version current, the next rebuild cleans up and migrates the legacy layout, keep-N pruning, and one writer per
 snapshot (the snapshot lease).
 
-Real broker, real local Spark (spark-submit, killed by the failpoint file), real lease topic.
+Real broker, real local Spark (spark-submit, killed by the failpoint file), real lease topic. The kill test
+(7 spark-submits and a deep check) takes 130 s here, so it is chaos; the lease test (0.6 s) runs in make test.
 """
 
 from __future__ import annotations
