@@ -178,6 +178,10 @@ def rewrite_partition(uri: str, p: int, change: Any) -> None:
         f.unlink()
         drop_crc(f)
     pq.write_table(new, data(uri) / f"partition={p}" / "part-00000-corrupted.parquet")
+    doc = manifest(uri)  # the tool also fixed the manifest's file list: only the rows are wrong (deep check)
+    if "files" in doc["partition_stats"][str(p)]:
+        doc["partition_stats"][str(p)]["files"] = {f.name: f.stat().st_size for f in partition_files(uri, p)}
+        write_manifest_json(uri, doc)
 
 
 def drop_crc(path: Path) -> None:
