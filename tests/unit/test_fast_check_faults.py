@@ -192,3 +192,22 @@ def test_framing_problem() -> None:
     assert "too short" in framing_problem(b"", b"", 5)
     assert "corrupt Parquet footer" in framing_problem(b"PAR1", (500).to_bytes(4, "little") + b"PAR1", 200)
     assert "no PAR1" in framing_problem(b"XXXX", (100).to_bytes(4, "little") + b"PAR1", 200)
+
+
+def test_the_compaction_refusal_is_fatal_and_acknowledged_by_a_parameter() -> None:
+    from airflow_provider_kstate.exceptions import KStateFatalError, NotCompactedChangelogError
+    from airflow_provider_kstate.operators.state import KStateDeepCheckOperator, KStateRebuildOperator
+    from airflow_provider_kstate.store.contract import NOT_COMPACTED, app_parser
+
+    assert issubclass(NotCompactedChangelogError, KStateFatalError)
+    common = {"topic": TOPIC, "snapshot_uri": "/tmp/s"}
+    assert "--allow-non-compacted" not in KStateDeepCheckOperator(task_id="d", **common).app_args()
+    deep = KStateDeepCheckOperator(task_id="d", allow_non_compacted_changelog=True, **common)
+    assert "--allow-non-compacted" in deep.app_args()
+    rebuild = KStateRebuildOperator(task_id="r", allow_non_compacted_changelog=True, **common)
+    assert "--allow-non-compacted" in rebuild.rebuild_args(rebuild._base_args(), 3, None)
+    args = ["--kafka-config-file", "c", "--topic", "t", "--snapshot-uri", "u", "--report-file", "r"]
+    parser = app_parser("x.py", "x")
+    assert not parser.parse_args(args).allow_non_compacted
+    assert parser.parse_args([*args, "--allow-non-compacted"]).allow_non_compacted
+    assert NOT_COMPACTED == "changelog not compacted"
