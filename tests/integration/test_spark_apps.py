@@ -384,7 +384,13 @@ def test_only_partitions_rebuilds_just_those(changelog: Changelog, work: Path) -
     assert after.partition_stats[a].end_offset > before.partition_stats[a].end_offset
     for p in others:
         assert snap.get(p, {}) == old.get(p, {}), p  # carried over, not re-read: the new record is not there
-        assert after.partition_stats[p] == before.partition_stats[p]
+        kept, was = after.partition_stats[p], before.partition_stats[p]  # data files are rewritten: new names
+        assert (kept.start_offset, kept.end_offset, kept.rows, kept.digest) == (
+            was.start_offset,
+            was.end_offset,
+            was.rows,
+            was.digest,
+        )
 
     proc, report = run_rebuild(changelog, str(uri), "--only-partitions", "0", "--partitions", str(N + 2))
     assert proc.returncode != 0
