@@ -477,6 +477,7 @@ def _hadoop_crc(data: bytes, chunk: int = 512) -> bytes:
 
 @pytest.mark.integration
 @pytest.mark.spark
+@pytest.mark.chaos  # 60 s; make test keeps test_snapshot_faults' fast-check cases and the stale checksum end to end
 def test_every_file_fault_is_damage_to_a_named_partition_and_a_rebuild_heals_it(
     changelog: Changelog, work: Path
 ) -> None:
