@@ -79,3 +79,9 @@ def test_every_entry_point_gets_its_broker_from_the_one_helper() -> None:
         if f.name != "test_support.py" and 'environ.get("KSTATE_KAFKA_CONFIG"' in f.read_text()
     ]
     assert readers == []
+
+
+def test_test_modules_have_unique_basenames() -> None:
+    """pytest imports test modules by basename (no __init__.py): two of one name stop the whole run."""
+    names = [f.name for f in (ROOT / "tests").rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
