@@ -462,7 +462,7 @@ def test_not_compacted_changelog_is_warned(changelog: Changelog, admin: AdminCli
         )
         plan = rebuild.make_plan(args)
         assert any("cleanup.policy=delete, not compact" in w for w in plan.warnings), plan.warnings
-        assert rebuild.compaction_warnings(changelog.kafka_config, changelog.topic) == []
+        assert kafka_io.compaction_warnings(changelog.kafka_config, changelog.topic) == []
     finally:
         for f in admin.delete_topics([topic]).values():
             f.result(timeout=30)

@@ -26,6 +26,20 @@ SECRET = f"kstate-secret-{uuid.uuid4().hex[:8]}"
 SMALL = {"spark.executor.memory": "512m", "spark.driver.memory": "512m", "spark.ui.enabled": "false"}
 
 
+class _RunningTI:
+    """The task instance a rebuild's snapshot lease is taken for: a manual run, running."""
+
+    dag_id, run_id = "kstate_test_spark_cluster", f"manual-{uuid.uuid4().hex[:8]}"
+    stats_tags: dict[str, str] = {}  # read by the task SDK's resumable-job mixin of SparkSubmitOperator
+
+    def get_dagrun_state(self, dag_id: str, run_id: str) -> str:
+        return "running"
+
+
+def _context() -> dict[str, Any]:
+    return {"ti": _RunningTI()}
+
+
 @pytest.fixture(scope="session")
 def env_archive() -> str:
     """The executors' dependencies packed with venv-pack (cached by the pinned versions)."""
@@ -96,12 +110,22 @@ def _manifest_stats(uri: str) -> dict[int, Any]:
     from airflow_provider_kstate.store.manifest import read_manifest
 
     manifest = read_manifest(resolve(uri).uri)  # the pointer's current version
-    return {p: s.to_json() for p, s in manifest.partition_stats.items()}
+    # offsets, rows and digest; the data files' names differ between any two writes
+    return {
+        p: {k: v for k, v in s.to_json().items() if k != "files"} for p, s in manifest.partition_stats.items()
+    }
 
 
 def _comparable(report: dict[str, Any]) -> dict[str, Any]:
-    drop = {"seconds", "snapshot_uri", "previous", "warnings"}
-    return {k: v for k, v in report.items() if k not in drop}
+    """A report without what differs between two equal rebuilds: timings, locations, version and file names."""
+    drop = {"seconds", "snapshot_uri", "previous", "warnings", "snapshot_version", "removed"}
+    out = {k: v for k, v in report.items() if k not in drop}
+    if isinstance(out.get("partitions"), dict):
+        out["partitions"] = {
+            p: {k: v for k, v in e.items() if k != "files"} if isinstance(e, dict) else e
+            for p, e in out["partitions"].items()
+        }
+    return out
 
 
 def test_rebuild_and_deep_check_on_the_cluster_match_local(
@@ -119,19 +143,21 @@ def test_rebuild_and_deep_check_on_the_cluster_match_local(
     local_uri, cluster_uri = str(tmp_path / "local"), str(tmp_path / "cluster")
     common = {"topic": store_topic, "kafka_config_id": "kafka_cluster"}
     local = KStateRebuildOperator(task_id="rl", snapshot_uri=local_uri, conf=dict(SMALL), **common).execute(
-        {}
+        _context()
     )
     kwargs = _cluster_kwargs(cluster, env_archive, tmp_path)
     kwargs.pop("kafka_config_id")
-    remote = KStateRebuildOperator(task_id="rc", snapshot_uri=cluster_uri, **common, **kwargs).execute({})
+    remote = KStateRebuildOperator(task_id="rc", snapshot_uri=cluster_uri, **common, **kwargs).execute(
+        _context()
+    )
     assert _comparable(remote) == _comparable(local)
     assert _manifest_stats(cluster_uri) == _manifest_stats(local_uri)
 
     deep_local = KStateDeepCheckOperator(
         task_id="dl", snapshot_uri=local_uri, conf=dict(SMALL), **common
-    ).execute({})
+    ).execute(_context())
     deep_remote = KStateDeepCheckOperator(task_id="dc", snapshot_uri=cluster_uri, **common, **kwargs).execute(
-        {}
+        _context()
     )
     assert deep_remote["ok"] and deep_local["ok"]
     assert _comparable(deep_remote) == _comparable(deep_local)
@@ -159,7 +185,7 @@ def test_without_the_archive_the_bare_executors_cannot_run_the_apps(
     with pytest.raises(
         SparkApplicationError, match="No module named|must be installed|ImportError|Python worker"
     ):
-        op.execute({})
+        op.execute(_context())
 
 
 def test_pyspark_cluster_deploy_mode_is_refused_by_the_standalone_master(
@@ -177,7 +203,7 @@ def test_pyspark_cluster_deploy_mode_is_refused_by_the_standalone_master(
         task_id="rm", topic=store_topic, snapshot_uri=str(tmp_path / "s"), deploy_mode="cluster", **kwargs
     )
     with pytest.raises(Exception, match="spark-submit|Cluster deploy mode|not supported") as info:
-        op.execute({})
+        op.execute(_context())
     logged = capfd.readouterr()
     assert "not supported for python applications on standalone clusters" in (
         str(info.value) + logged.out + logged.err
