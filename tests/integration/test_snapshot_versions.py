@@ -170,8 +170,8 @@ def deep_check(cfg: Path, topic: str, uri: Path) -> dict[str, Any]:
 
 
 class _TI:
-    def __init__(self, dag_id: str, run_id: str, state: str) -> None:
-        self.dag_id, self.run_id, self.state = dag_id, run_id, state
+    def __init__(self, dag_id: str, run_id: str, state: str, try_number: int = 1) -> None:
+        self.dag_id, self.run_id, self.state, self.try_number = dag_id, run_id, state, try_number
 
     def get_dagrun_state(self, dag_id: str, run_id: str) -> str:
         return self.state
@@ -181,23 +181,36 @@ class _TI:
 def test_two_maintenance_runs_on_one_snapshot_exactly_one_writes(
     tmp_path: Path, unique: Callable[[str], str]
 ) -> None:
-    """The snapshot lease: while run A holds it, run B fails clearly naming A and writes nothing; once A has
-    ended, B takes the lease over."""
+    """The snapshot lease: while run A holds it, run B fails clearly naming A and writes nothing; so does a
+    run of the same run id in another deployment (same try); once A has ended, B takes the lease over, and
+    a retry of a task takes over its own earlier try. The real two-deployment race is
+    tests/e2e/test_snapshot_race.py."""
     lease_topic = unique("leases")
     uri = str(tmp_path / "store")
+    key = f"snapshot:{uri}"
     op = KStateRebuildOperator(task_id="rebuild", topic="t", snapshot_uri=uri, lease_topic=lease_topic)
     a = {"ti": _TI("kstate_state_maintenance", "run-a", "running")}
     b = {"ti": _TI("kstate_state_maintenance", "run-b", "running")}
-    with op.snapshot_lease(a, uri) as key:  # type: ignore[arg-type]
-        assert key == f"snapshot:{uri}"
-        with pytest.raises(SnapshotLeaseHeldError, match="kstate_state_maintenance/run-a") as info:
-            with op.snapshot_lease(b, uri):  # type: ignore[arg-type]
-                pytest.fail("run B must not get the lease while run A holds it")
-        assert "wrote nothing" in str(info.value)
+    twin = {"ti": _TI("kstate_state_maintenance", "run-a", "running")}  # run-a of another deployment
+    with op.snapshot_lease(a, uri) as held:  # type: ignore[arg-type]
+        assert held == key
+        for other in (b, twin):
+            with pytest.raises(SnapshotLeaseHeldError, match="kstate_state_maintenance/run-a#try1") as info:
+                with op.snapshot_lease(other, uri):  # type: ignore[arg-type]
+                    pytest.fail("no other writer may get the lease while run A holds it")
+            assert "wrote nothing" in str(info.value)
     hook = KStateLeaseHook(lease_topic=lease_topic)
-    assert hook.current(f"snapshot:{uri}") is None  # released after the body
-    hook.acquire(f"snapshot:{uri}", "kstate_state_maintenance/run-a", 300)  # A crashed holding it...
+    assert hook.current(key) is None  # released after the body
+    hook.acquire(key, "kstate_state_maintenance/run-a#try1@dead", 300)  # A crashed holding it...
     b_ended = {"ti": _TI("kstate_state_maintenance", "run-b", "failed")}  # ... and its run has ended
     with op.snapshot_lease(b_ended, uri):  # type: ignore[arg-type]
-        holder = hook.current(f"snapshot:{uri}")
-        assert holder is not None and holder.owner == "kstate_state_maintenance/run-b"
+        holder = hook.current(key)
+        assert holder is not None and holder.owner.startswith("kstate_state_maintenance/run-b#try1@")
+    hook.acquire(
+        key, "kstate_state_maintenance/run-b#try1@dead", 300
+    )  # B's try 1 crashed; Airflow retries it
+    retry = {"ti": _TI("kstate_state_maintenance", "run-b", "running", try_number=2)}
+    with op.snapshot_lease(retry, uri):  # type: ignore[arg-type]
+        holder = hook.current(key)
+        assert holder is not None and holder.owner.startswith("kstate_state_maintenance/run-b#try2@")
+    assert hook.current(key) is None

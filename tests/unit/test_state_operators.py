@@ -472,3 +472,34 @@ def test_spark_operators_are_spark_submit_operators_with_its_parameters_and_on_k
     op._hook = Running()  # type: ignore[assignment]
     op.on_kill()
     assert killed == [True]
+
+
+@pytest.mark.parametrize(
+    ("holder", "owner", "state", "expected"),
+    [
+        ("d/r1#try1", "d/r2#try1", "running", False),  # another run, still running
+        ("d/r1#try1", "d/r2#try1", "", False),  # another deployment's run: unknown here
+        ("d/r1#try1", "d/r2#try1", "failed", True),  # another run that has ended
+        ("d/r1#try1", "d/r2#try1", "success", True),
+        ("d/r1#try1@aa", "d/r1#try1@bb", "running", False),  # same run id and try: another deployment
+        ("d/r1#try2@aa", "d/r1#try1@bb", "running", False),  # a later try holds it
+        ("d/r1#try1@aa", "d/r1#try2@bb", "running", True),  # this task's own earlier try
+        ("d/r1", "d/r1#try1", "running", True),  # written before tries were recorded
+    ],
+)
+def test_snapshot_lease_takeover_rule(holder: str, owner: str, state: str, expected: bool) -> None:
+    from airflow_provider_kstate.operators.state import may_take_over
+
+    assert may_take_over(holder, owner, state) is expected
+
+
+def test_snapshot_owner_names_the_try() -> None:
+    from types import SimpleNamespace
+
+    from airflow_provider_kstate.operators.state import run_of, snapshot_owner, try_of
+
+    ti = SimpleNamespace(dag_id="d", run_id="scheduled__2026-11-23T00:00:00+00:00", try_number=3)
+    owner = snapshot_owner({"ti": ti})
+    assert owner.startswith("d/scheduled__2026-11-23T00:00:00+00:00#try3@")
+    assert owner != snapshot_owner({"ti": ti})  # each execution has its own nonce
+    assert run_of(owner) == "d/scheduled__2026-11-23T00:00:00+00:00" and try_of(owner) == 3
