@@ -319,12 +319,22 @@ def write_pointer(spark: SparkSession, root: str, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.replace(temp, str(local))
         return
-    fs, path = hadoop_fs(spark, target)
-    if str(fs.getScheme()) != "hdfs":
+    fs, _ = hadoop_fs(spark, target)
+    if str(fs.getScheme()) == "hdfs":
+        rename_into_place(spark, target, data)
+    else:
         write_bytes(spark, target, data)
-        return
+
+
+def rename_into_place(spark: SparkSession, target: str, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``target``, then rename it over ``target`` atomically.
+
+    ``FileContext.rename`` with ``OVERWRITE`` is one NameNode operation on HDFS (``FileSystem.rename``
+    refuses an existing destination, and delete-then-rename leaves a gap with no pointer).
+    """
     temp = f"{target}.tmp-{os.getpid()}"
     write_bytes(spark, temp, data)
+    fs, path = hadoop_fs(spark, target)
     _, temp_path = hadoop_fs(spark, temp)
     jvm = spark.sparkContext._jvm
     assert jvm is not None
