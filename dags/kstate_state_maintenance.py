@@ -10,8 +10,10 @@ Flow::
   changelog's log start and high watermark, partition count equal to the topic's. A missing snapshot is a
   failed check, so ``rebuild=auto`` builds the first one.
 * ``deep_check`` (Spark, when ``deep`` and a snapshot exists): row by row against the read_committed fold.
-* ``decide``: ``force`` always rebuilds; ``auto`` rebuilds a bad store (only the failing partitions when
-  the deep check alone found them and the layout is unchanged); ``never`` fails the run on a bad store.
+* ``decide``: ``force`` always rebuilds; ``auto`` rebuilds a bad store: only the failing partitions when
+  the damage is theirs (the deep check's findings, or the fast check's damaged data files) and the layout
+  is unchanged; in full after a bad manifest, a layout change or an offset finding (the changelog was
+  recreated or trimmed); ``never`` fails the run on a bad store.
 * After a rebuild both checks run again and fail the run if the store is still bad.
 * A store found good (``store_ok``) or rebuilt and re-checked (``recheck_deep``) emits an event of the
   Asset of the snapshot it checked (``file://`` + its absolute path, or its URI; named by that URI),

@@ -13,16 +13,36 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.exceptions import StateCheckFailed
 from airflow_provider_kstate.store.contract import failed_partitions
+from airflow_provider_kstate.store.fast_check import partial_scope
 
 
-def verdict(fast: dict[str, Any], deep: dict[str, Any] | None, mode: str) -> tuple[str, list[int]]:
+def rebuild_scope(fast: dict[str, Any], deep: dict[str, Any] | None, target: int | None = None) -> list[int]:
+    """Return the partitions a partial rebuild covers, [] for a full rebuild.
+
+    The deep check's failed partitions, plus the fast check's when all it found is damage to those
+    partitions' data files (:func:`~airflow_provider_kstate.store.fast_check.partial_scope`). Any other
+    fast-check failure, or a re-key to another partition count (``target``), needs a full rebuild.
+    """
+    if target and target != fast.get("topic_partitions"):
+        return []
+    scope = [] if fast["ok"] else partial_scope(fast)
+    if scope is None:
+        return []
+    return sorted(set(scope) | set(failed_partitions(deep) if deep is not None else []))
+
+
+def verdict(
+    fast: dict[str, Any], deep: dict[str, Any] | None, mode: str, target: int | None = None
+) -> tuple[str, list[int]]:
     """Return the branch (``store_ok``, ``store_bad`` or ``rebuild``) and the partitions a partial rebuild covers.
 
-    Only the deep check's per-partition findings on an unchanged layout (the fast check passed) allow a
-    partial rebuild; any fast-check failure means a full one.
+    ``auto`` rebuilds only the failing partitions when :func:`rebuild_scope` allows it; ``force`` always
+    rebuilds everything.
+
+    :param target: the partition count to key the rebuild for (the ``partitions`` param), None: unchanged.
     """
     bad = not fast["ok"] or (deep is not None and not deep.get("ok"))
-    only = failed_partitions(deep) if fast["ok"] and deep is not None and mode == "auto" else []
+    only = rebuild_scope(fast, deep, target) if mode == "auto" and bad else []
     if mode == "force":
         return "rebuild", only
     if not bad:
@@ -71,7 +91,8 @@ class KStateStoreVerdictOperator(BaseBranchOperator):
         ti = context["ti"]
         fast = ti.xcom_pull(task_ids=self.fast_check_task_id)
         deep = ti.xcom_pull(task_ids=self.deep_check_task_id)
-        branch, only = verdict(fast, deep, context["params"].get("rebuild", "auto"))
+        params = context["params"]
+        branch, only = verdict(fast, deep, params.get("rebuild", "auto"), params.get("partitions"))
         ti.xcom_push(key="only_partitions", value=",".join(str(p) for p in only))
         self.log.info(
             "DECIDE store %s -> %s (partitions %s)",

@@ -269,7 +269,8 @@ def _against_manifest(partition: int, recorded: Mapping[str, int], found: Mappin
 
 def add_file_problems(report: dict[str, Any], manifest: ManifestView, listing: SnapshotListing) -> None:
     """Add the data-file problems to the fast-check ``report``: per partition, or store-wide for files
-    outside any partition of the topic."""
+    outside any partition of the topic. A partition entry counts its file problems in ``file_problems``
+    (damage a partial rebuild of that partition repairs, unlike an offset finding)."""
     report["problems"] += [f"a data file outside any partition directory: {rel}" for rel in listing.stray]
     numbers = set(manifest.stats) | set(listing.files)
     for p in sorted(numbers):
@@ -281,6 +282,7 @@ def add_file_problems(report: dict[str, Any], manifest: ManifestView, listing: S
             report["problems"] += problems
             continue
         entry["problems"] += problems
+        entry["file_problems"] = entry.get("file_problems", 0) + len(problems)
         entry["ok"] = False
 
 
@@ -353,3 +355,22 @@ def _finish(report: dict[str, Any], started: float) -> dict[str, Any]:
     report["ok"] = not report["problems"] and not report[contract.FAILED_FIELD]
     report["seconds"] = round(time.monotonic() - started, 3)
     return report
+
+
+def partial_scope(report: Mapping[str, Any]) -> list[int] | None:
+    """Return the partitions a partial rebuild repairs after this fast-check ``report``, None when only a
+    full rebuild does.
+
+    Only damage to data files is partition-local. A bad or missing manifest, a changed layout, a
+    store-wide problem (a stray file, a failed listing) or any offset finding (the changelog was recreated,
+    truncated or trimmed: a topic-wide event that can make every partition wrong) needs a full rebuild.
+    """
+    if not report.get("snapshot_ok") or not report.get("layout_ok", True) or report.get("problems"):
+        return None
+    entries = report.get("partitions") or {}
+    failed = contract.failed_partitions(report)
+    for p in failed:
+        entry = entries.get(str(p)) or {}
+        if entry.get("file_problems", 0) != len(entry.get("problems") or []) or not entry.get("problems"):
+            return None
+    return failed

@@ -253,13 +253,14 @@ def test_stale_checksum_is_found_and_healed_by_the_maintenance_dag(store: Store,
     from airflow.utils.session import create_session
 
     snap = store.copy("dag-stale-checksum")
+    before = store.fast(snap)["partitions"]
     stale_checksum(snap, 3)
 
-    def xcom(dr: Any, task_id: str) -> Any:
+    def xcom(dr: Any, task_id: str, key: str = "return_value") -> Any:
         with create_session() as session:
             row = (
                 session.query(XComModel)
-                .filter_by(dag_id=dr.dag_id, run_id=dr.run_id, task_id=task_id, key="return_value")
+                .filter_by(dag_id=dr.dag_id, run_id=dr.run_id, task_id=task_id, key=key)
                 .one_or_none()
             )
             return None if row is None else XComModel.deserialize_value(row)
@@ -272,8 +273,16 @@ def test_stale_checksum_is_found_and_healed_by_the_maintenance_dag(store: Store,
     assert "rewritten outside the rebuild" in " ".join(fast["partitions"]["3"]["problems"])
     assert deep is not None and deep["failed_partitions"] == [3], deep  # a report, not ChecksumException
     assert "ChecksumException" not in json.dumps(deep)
+    # File damage is partition-local: only partition 3 is rebuilt; the others are carried over unchanged.
+    assert str(xcom(dr, "decide", "only_partitions")) == "3"  # XCom reads "3" back as a number
+    assert xcom(dr, "rebuild")["only_partitions"] == [3]
     assert xcom(dr, "recheck_fast")["ok"] and xcom(dr, "recheck_deep")["ok"]
-    assert store.fast(snap)["ok"]
+    after = store.fast(snap)
+    assert after["ok"]
+    for p in range(N):
+        if p != 3:
+            assert after["partitions"][str(p)]["end_offset"] == before[str(p)]["end_offset"]
+            assert after["partitions"][str(p)]["rows"] == before[str(p)]["rows"]
 
 
 # -- chaos: the deep check of every fault class, the rebuild, the compaction refusal --------------------------

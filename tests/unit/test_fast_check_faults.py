@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_kstate.store.fast_check import fast_check, framing_problem
+from airflow_provider_kstate.store.fast_check import fast_check, framing_problem, partial_scope
 from airflow_provider_kstate.store.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -138,6 +138,7 @@ def test_each_file_fault_fails_the_named_partition_only(tmp_path: Path, fault, e
     assert not report["ok"] and report["failed_partitions"] == [1], report
     assert expected in problems_of(report, 1), problems_of(report, 1)
     assert report["snapshot_ok"] and not report["problems"]
+    assert partial_scope(report) == [1]  # file damage: a partial rebuild of partition 1 repairs it
 
 
 def test_legacy_manifest_still_catches_framing_and_a_deleted_directory(tmp_path: Path) -> None:
@@ -155,6 +156,7 @@ def test_a_file_outside_any_partition_is_a_store_problem(tmp_path: Path) -> None
     (root / "stray.parquet").write_bytes(data_file(root, 0).read_bytes())
     report = check(root)
     assert not report["ok"] and "outside any partition directory: stray.parquet" in report["problems"][0]
+    assert partial_scope(report) is None
 
 
 def test_hidden_files_are_not_data(tmp_path: Path) -> None:
@@ -211,3 +213,39 @@ def test_the_compaction_refusal_is_fatal_and_acknowledged_by_a_parameter() -> No
     assert not parser.parse_args(args).allow_non_compacted
     assert parser.parse_args([*args, "--allow-non-compacted"]).allow_non_compacted
     assert NOT_COMPACTED == "changelog not compacted"
+
+
+class TrimmedAdmin(Admin):
+    """Partition 2's changelog now ends before the snapshot's end offset (recreated or truncated)."""
+
+    def watermarks(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        return {p: (0, ROWS if p != 2 else ROWS // 2) for p in partitions}
+
+
+def test_an_offset_finding_or_a_bad_manifest_needs_a_full_rebuild(tmp_path: Path) -> None:
+    root = make_snapshot(tmp_path / "s")
+    _random_bytes(data_file(root, 1))
+    report = fast_check(TrimmedAdmin(), TOPIC, str(root))
+    assert report["failed_partitions"] == [1, 2], report
+    assert "recreated" in problems_of(report, 2)
+    assert partial_scope(report) is None  # the changelog changed: every partition may be wrong
+    (root / MANIFEST_NAME).unlink()
+    assert partial_scope(check(root)) is None
+    assert partial_scope(fast_check(Admin(), TOPIC, str(tmp_path / "never-built"))) is None
+
+
+def test_the_verdict_rebuilds_only_damaged_partitions_when_that_repairs_them(tmp_path: Path) -> None:
+    from airflow_provider_kstate.operators.maintenance import verdict
+
+    root = make_snapshot(tmp_path / "s")
+    _delete(data_file(root, 0))
+    fast = check(root)
+    deep = {"ok": False, "partitions": {"0": {"ok": False}, "1": {"ok": True}, "2": {"ok": False}}}
+    assert verdict(fast, None, "auto") == ("rebuild", [0])
+    assert verdict(fast, deep, "auto") == ("rebuild", [0, 2])
+    assert verdict(fast, None, "never") == ("store_bad", [])
+    assert verdict(fast, None, "force") == ("rebuild", [])  # force rebuilds everything
+    assert verdict(fast, None, "auto", target=N + 2) == ("rebuild", [])  # a re-key rebuilds everything
+    assert verdict(check(make_snapshot(tmp_path / "ok")), None, "auto") == ("store_ok", [])
+    trimmed = fast_check(TrimmedAdmin(), TOPIC, str(root))
+    assert verdict(trimmed, deep, "auto") == ("rebuild", [])
