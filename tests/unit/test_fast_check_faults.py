@@ -249,3 +249,51 @@ def test_the_verdict_rebuilds_only_damaged_partitions_when_that_repairs_them(tmp
     assert verdict(check(make_snapshot(tmp_path / "ok")), None, "auto") == ("store_ok", [])
     trimmed = fast_check(TrimmedAdmin(), TOPIC, str(root))
     assert verdict(trimmed, deep, "auto") == ("rebuild", [])
+
+
+def test_a_remote_snapshot_is_read_through_fsspec_with_the_connections_storage_options(
+    tmp_path: Path,
+) -> None:
+    """The branch a ``storage_conn_id`` takes (``uri.filesystem`` with storage options: fsspec wrapped for
+    pyarrow), on fsspec's in-memory filesystem: the fast check resolves, lists and frames the files there,
+    and names the partition of a damaged one."""
+    import fsspec
+    from pyarrow import fs as pafs
+
+    from airflow_provider_kstate.store.uri import filesystem
+
+    root = make_snapshot(tmp_path / "s")
+    memory = fsspec.filesystem("memory")
+    uri = f"memory://kstate-{tmp_path.name}/snap"
+    memory.put(str(root), uri.removeprefix("memory://"), recursive=True)
+    options = {"skip_instance_cache": False}  # what an Airflow connection's filesystem carries
+    fs, _ = filesystem(uri, options)
+    assert isinstance(fs, pafs.PyFileSystem)  # the fsspec branch, not pyarrow's ambient-credential one
+    report = fast_check(Admin(), TOPIC, uri, options)
+    assert report["ok"] and report["data_files"] == N, report
+    with memory.open(uri.removeprefix("memory://") + "/partition=2/part-0.parquet", "wb") as f:
+        f.write(os.urandom(64))
+    report = fast_check(Admin(), TOPIC, uri, options)
+    assert report["failed_partitions"] == [2] and partial_scope(report) == [2], report
+
+
+def test_the_hook_builds_storage_options_from_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``storage_conn_id`` goes through Airflow's ObjectStoragePath (the provider registered for the
+    scheme builds the filesystem from the connection); local snapshots and no connection use none."""
+    import airflow.sdk
+
+    from airflow_provider_kstate.hooks.state import KStateSnapshotHook
+
+    seen = []
+
+    class FakePath:
+        def __init__(self, uri: str, conn_id: str) -> None:
+            seen.append((uri, conn_id))
+            self.fs = type("FS", (), {"storage_options": {"key": "AKIA", "secret": "x"}})()
+
+    monkeypatch.setattr(airflow.sdk, "ObjectStoragePath", FakePath)
+    hook = KStateSnapshotHook(storage_conn_id="aws_snapshots")
+    assert hook.storage_options("s3://bucket/store") == {"key": "AKIA", "secret": "x"}
+    assert seen == [("s3://bucket/store", "aws_snapshots")]
+    assert hook.storage_options("/var/kstate/store") is None
+    assert KStateSnapshotHook().storage_options("s3://bucket/store") is None
