@@ -43,7 +43,7 @@ test: venv java browser-deps
 # The crash, restart and soak tests (issue 10): every step boundary, broker restarts, 20 soak rounds
 # (KSTATE_SOAK_ROUNDS). `make test` deselects them and runs a fast subset.
 chaos: venv java
-	KSTATE_CHAOS=1 $(PY) scripts/run_tests.py tests/e2e/test_crash.py tests/integration/test_soak.py tests/integration/test_snapshot_versions.py tests/integration/test_snapshot_race.py tests/integration/test_snapshot_faults.py tests/e2e/test_on_kill.py "tests/integration/test_spark_apps.py::test_rebuild_equals_the_truth_and_the_deep_check_passes" "tests/integration/test_spark_apps.py::test_every_file_fault_is_damage_to_a_named_partition_and_a_rebuild_heals_it"
+	KSTATE_CHAOS=1 $(PY) scripts/run_tests.py tests/e2e/test_crash.py tests/integration/test_soak.py tests/integration/test_snapshot_versions.py tests/integration/test_snapshot_race.py tests/integration/test_snapshot_faults.py tests/e2e/test_on_kill.py "tests/integration/test_spark_apps.py::test_rebuild_equals_the_truth_and_the_deep_check_passes" "tests/integration/test_spark_apps.py::test_rekey_to_more_partitions" "tests/integration/test_spark_apps.py::test_every_file_fault_is_damage_to_a_named_partition_and_a_rebuild_heals_it"
 
 demo: venv java
 	@$(PY) scripts/demo.py

@@ -85,7 +85,7 @@ class AirflowDeployment:
         home: str | Path | None = None,
         parallelism: int = 4,
         start_timeout: float = 150.0,
-        stop_timeout: float = 20.0,
+        stop_timeout: float = 8.0,
         keep_home: bool = False,
         save_log_to: str | Path | None = None,
     ) -> None:

@@ -63,8 +63,25 @@ def check_store(dep: AirflowDeployment, topic: str, snapshot: Path) -> tuple[str
     _ok(dep, MAINTENANCE, run_id, dep.wait_for_run(MAINTENANCE, run_id, timeout=RUN_TIMEOUT))
     states = {t["task_id"]: t["state"] for t in dep.task_instances(MAINTENANCE, run_id)}
     assert states["store_ok"] == "success", states
-    events = dep.get_json("/api/v2/assets/events", source_dag_id=MAINTENANCE, source_run_id=run_id)
-    return run_id, events["asset_events"]
+    return run_id, asset_events(dep, run_id)
+
+
+def asset_events(dep: AirflowDeployment, run_id: str, timeout: float = 60) -> list[dict[str, Any]]:
+    """The asset events of a maintenance run, through the REST API.
+
+    Airflow's ``GET /api/v2/assets/events`` answers 500 while a run the event created is queued but not
+    started (``AssetEventResponse`` requires ``created_dagruns[].start_date``; it is None until the run
+    starts), so a 500 is retried until the triggered run has started.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        r = dep.api.get(
+            "/api/v2/assets/events", params={"source_dag_id": MAINTENANCE, "source_run_id": run_id}
+        )
+        if r.status_code == 200:
+            return list(r.json()["asset_events"])
+        assert r.status_code == 500 and time.monotonic() < deadline, (r.status_code, r.text[:500])
+        time.sleep(1)
 
 
 def consumer_runs(dep: AirflowDeployment) -> dict[str, dict[str, Any]]:
