@@ -259,7 +259,6 @@ def test_reader_stops_at_the_end_despite_aborted_records_and_markers(changelog: 
 
 @pytest.mark.integration
 @pytest.mark.spark
-@pytest.mark.chaos  # 30 s; make test: test_state_maintenance's pipeline test asserts the DAG's snapshot is the truth
 def test_rebuild_equals_the_truth_and_the_deep_check_passes(changelog: Changelog, work: Path) -> None:
     snap = work / "snap"
     proc, report = run_rebuild(changelog, str(snap))
