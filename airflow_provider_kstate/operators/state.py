@@ -378,7 +378,8 @@ class KStateRebuildOperator(_StoreSparkOperator):
     ) -> None:
         from airflow_provider_kstate.operators.plan import _run_state
 
-        state = "" if same_run(holder.owner, owner) else _run_state(context, run_of(holder.owner), self.log)
+        own_run = same_run(holder.owner, owner)
+        state = "" if own_run else _run_state(context, run_of(holder.owner), self.log)
         if not may_take_over(holder.owner, owner, state):
             raise SnapshotLeaseHeldError(
                 f"snapshot {key.removeprefix('snapshot:')!r} is being written by another run "
@@ -386,7 +387,7 @@ class KStateRebuildOperator(_StoreSparkOperator):
                 "Wait for it to finish, or mark it failed (then a new run takes over at once), or wait for "
                 "its lease to expire."
             )
-        why = "an earlier try of this task" if same_run(holder.owner, owner) else f"its run has {state}"
+        why = "an earlier try of this task" if own_run else f"its run has {state}"
         self.log.warning("LEASE %s: taking it over from %s (%s)", key, holder.owner, why)
         hook.take_over(key, owner, holder.owner, self.lease_ttl)
 

@@ -48,9 +48,8 @@ def start(env: dict[str, str], conf: dict[str, Any], log: Path) -> subprocess.Po
         return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
-def finished(log: Path) -> str:
-    """The DagRun's final state as ``airflow dags test`` prints it."""
-    text = log.read_text(errors="replace")
+def finished(text: str) -> str:
+    """The DagRun's final state as ``airflow dags test`` prints it in its output ``text``."""
     line = next((ln for ln in text.splitlines() if "DagRun Finished" in ln), "")
     assert line, text[-3000:]
     return "success" if "state=success" in line else "failed"
@@ -75,11 +74,11 @@ def test_two_deployments_rebuild_one_snapshot_at_once_exactly_one_writes(
         proc.wait(timeout=400)  # bounded: dag.test() does not enforce timeouts itself
     seconds = time.monotonic() - started
 
-    states = sorted(finished(log) for log in logs)
     texts = [log.read_text(errors="replace") for log in logs]
+    outcome = {finished(text): text for text in texts}
+    states = sorted(outcome)
     assert states == ["failed", "success"], (states, [t[-2000:] for t in texts])
-    loser = texts[[finished(log) for log in logs].index("failed")]
-    winner = texts[[finished(log) for log in logs].index("success")]
+    loser, winner = outcome["failed"], outcome["success"]
     # The loser failed at rebuild on the lease, naming the winner's run as unknown to its own Airflow, and
     # was not retried (a lease held is fatal).
     assert "SnapshotLeaseHeldError" in loser and "wrote nothing" in loser, loser[-3000:]

@@ -184,7 +184,7 @@ def test_two_maintenance_runs_on_one_snapshot_exactly_one_writes(
     """The snapshot lease: while run A holds it, run B fails clearly naming A and writes nothing; so does a
     run of the same run id in another deployment (same try); once A has ended, B takes the lease over, and
     a retry of a task takes over its own earlier try. The real two-deployment race is
-    tests/e2e/test_snapshot_race.py."""
+    tests/integration/test_snapshot_race.py."""
     lease_topic = unique("leases")
     uri = str(tmp_path / "store")
     key = f"snapshot:{uri}"
