@@ -9,7 +9,8 @@ retryable.
 from __future__ import annotations
 
 from airflow.exceptions import AirflowException
-from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kstate.utils.compat import AirflowFailException
 
 
 class KStateError(AirflowException):

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowSkipException
-
 from airflow_provider_kstate.exceptions import KStateError, LeaseHeldError, UnsafeResumeError
 from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
 from airflow_provider_kstate.increase.steps import names
 from airflow_provider_kstate.operators.base import KStateStepOperator, run_owner
+from airflow_provider_kstate.utils.compat import AirflowSkipException
 
 
 class KStateFailureGuardOperator(KStateStepOperator):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
 from airflow_provider_kstate.exceptions import KStateConfigError, LeaseHeldError, TopicChangedError
@@ -19,6 +18,7 @@ from airflow_provider_kstate.increase.plan import (
 )
 from airflow_provider_kstate.operators.base import run_owner
 from airflow_provider_kstate.utils.coerce import as_bool, as_int, as_str_list, as_topic
+from airflow_provider_kstate.utils.compat import AirflowSkipException
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.hooks.lease import KStateLeaseHook

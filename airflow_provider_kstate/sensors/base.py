@@ -7,11 +7,11 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator
-from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_provider_kstate.exceptions import KStateError
 from airflow_provider_kstate.increase.checks import CHECKS, CheckResult
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
+from airflow_provider_kstate.utils.compat import AirflowSensorTimeout
 
 
 class KStateConditionSensor(BaseSensorOperator):

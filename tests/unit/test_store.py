@@ -143,5 +143,6 @@ def test_the_increase_domain_never_imports_the_airflow_layers_above_it() -> None
     assert sorted(f.name for f in (PACKAGE / "utils").glob("*.py")) == [
         "__init__.py",
         "coerce.py",
+        "compat.py",
         "failpoints.py",
     ]
