@@ -133,3 +133,15 @@ class KStateStepOperator(BaseOperator):
     def report_uri(self, context: Any, step: str) -> str:
         """Return the URI of this run's report file for ``step`` (``seed``, ``verify``)."""
         return report_location(self.typed_plan.report_uri, self.topic, run_owner(context), step)
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        """The topic this step reads or changes, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""
+        from airflow_provider_kstate.lineage import increase_lineage
+
+        return increase_lineage(self)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The topic with what this step found and did (partitions, groups, report), for OpenLineage."""
+        from airflow_provider_kstate.lineage import increase_lineage
+
+        return increase_lineage(self, task_instance, complete=True)

@@ -166,6 +166,18 @@ class KStateFastCheckOperator(BaseOperator):
             )
         return report
 
+    def get_openlineage_facets_on_start(self) -> Any:
+        """The changelog and the snapshot, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""
+        from airflow_provider_kstate.lineage import store_lineage
+
+        return store_lineage(self)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The changelog and the snapshot with what this task found (offsets, rows, version, verdict)."""
+        from airflow_provider_kstate.lineage import store_lineage
+
+        return store_lineage(self, task_instance, complete=True)
+
 
 class _StoreSparkOperator(KStateSparkApplicationOperator):
     """Common ground of the deep check and the rebuild: a topic, a snapshot URI, the package's application."""
@@ -209,6 +221,18 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
             )
             args.append("--allow-non-compacted")
         return args
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        """The changelog and the snapshot, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""
+        from airflow_provider_kstate.lineage import store_lineage
+
+        return store_lineage(self)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The changelog and the snapshot with what this task found (offsets, rows, version, verdict)."""
+        from airflow_provider_kstate.lineage import store_lineage
+
+        return store_lineage(self, task_instance, complete=True)
 
 
 class KStateDeepCheckOperator(_StoreSparkOperator):

@@ -1,0 +1,427 @@
+"""OpenLineage of kstate: the topics and snapshots each operator reads and writes, in OpenLineage's naming.
+
+* A Kafka topic is namespace ``kafka://{host}:{port}`` (the connection's first bootstrap server), name
+  ``{topic}``: what the Kafka provider's ``kafka://`` asset converter gives, so an Asset of
+  :mod:`airflow_provider_kstate.assets` and a dataset of this module name the same thing.
+* A snapshot is its root directory (never a version directory: the version is a facet): namespace
+  ``file``, name the absolute path for a local one; ``s3://{bucket}`` (also for ``s3a://``), ``gs://{bucket}``,
+  ``abfs(s)://{container}@{account}`` with the key as name; ``hdfs://{namenode}:{port}`` with the path.
+
+What each operator reports (``get_openlineage_facets_on_start`` names the datasets; ``..._on_complete``
+adds what the run found, read from the task's XCom):
+
+============================  =======================  ==========================
+operator                      inputs                   outputs
+============================  =======================  ==========================
+plan, verify                  the topic                -
+increase, seed, pause window  -                        the topic
+fast check, deep check        changelog, snapshot      -
+rebuild                       changelog                snapshot
+============================  =======================  ==========================
+
+Facets: a ``kstate`` dataset facet (partitions, offsets, rows, version, groups, the check's verdict, the
+report's URI), the standard ``version`` (the snapshot's version), ``schema`` (the snapshot's columns),
+``outputStatistics`` (rows written), ``inputStatistics`` (changelog records read) and
+``dataQualityAssertions`` (a check's verdict).
+
+``apache-airflow-providers-openlineage`` is optional (the ``[openlineage]`` extra): nothing here imports
+it at module level, and without it the operators' lineage methods return None. The naming functions need
+no OpenLineage at all.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from airflow_provider_kstate.store import uri as uris
+
+log = logging.getLogger(__name__)
+
+#: The ``kstate`` facet lists per-partition offsets up to this many partitions (then totals only).
+OFFSETS_CAP = 1024
+#: The ``kstate`` facet names groups (with their class) up to this many.
+GROUPS_CAP = 200
+#: The key of the provider's own dataset facet.
+FACET_KEY = "kstate"
+#: Where the ``kstate`` facet is described.
+FACET_SCHEMA_URL = "https://github.com/example-org/airflow-provider-kstate/blob/main/README.md#lineage"
+#: The columns of every snapshot (the state model in the README).
+SNAPSHOT_COLUMNS = (("key", "binary"), ("value", "binary"), ("offset", "long"), ("partition", "int"))
+_OBJECT_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "abfs": "abfs", "abfss": "abfss"}
+
+
+# ------------------------------------------------------------------------------------------- naming
+
+
+def kafka_namespace(bootstrap_servers: str) -> str:
+    """Return the OpenLineage namespace of a Kafka cluster: ``kafka://`` + its first bootstrap server.
+
+    :param bootstrap_servers: the connection's ``bootstrap.servers`` (comma-separated ``host:port``).
+    """
+    server = str(bootstrap_servers or "").split(",")[0].strip()
+    if not server:
+        raise ValueError("a Kafka dataset needs a bootstrap server (bootstrap.servers is empty)")
+    return f"kafka://{server}"
+
+
+def topic_dataset(bootstrap_servers: str, topic: str) -> tuple[str, str]:
+    """Return ``(namespace, name)`` of ``topic`` on the cluster of ``bootstrap_servers``."""
+    if not topic:
+        raise ValueError("a Kafka dataset needs a topic")
+    return kafka_namespace(bootstrap_servers), topic
+
+
+def snapshot_dataset(snapshot_uri: str) -> tuple[str, str]:
+    """Return ``(namespace, name)`` of the snapshot rooted at ``snapshot_uri``.
+
+    A local path (or ``file://`` URI) is namespace ``file`` and its absolute path, as the common.io
+    provider names ``file://`` assets; an object store is ``scheme://bucket`` and the key; HDFS is
+    ``hdfs://namenode:port`` and the path.
+    """
+    root = uris.local_path(snapshot_uri)
+    if root is not None:
+        return "file", os.path.abspath(str(root)).rstrip("/") or "/"
+    parts = urlsplit(snapshot_uri.rstrip("/"))
+    scheme = parts.scheme.lower()
+    if scheme in _OBJECT_STORES:
+        return f"{_OBJECT_STORES[scheme]}://{parts.netloc}", parts.path.lstrip("/") or "/"
+    return f"{scheme}://{parts.netloc}", parts.path or "/"
+
+
+def asset_dataset(asset_uri: str) -> tuple[str, str]:
+    """Return ``(namespace, name)`` of an Asset URI of :mod:`airflow_provider_kstate.assets`.
+
+    ``kafka://server/topic`` is a topic, anything else a snapshot (``file:///abs``, ``s3://...``).
+    """
+    parts = urlsplit(asset_uri)
+    if parts.scheme == "kafka":
+        return topic_dataset(parts.netloc, parts.path.lstrip("/"))
+    return snapshot_dataset(asset_uri)
+
+
+# ------------------------------------------------------------------------------------------- facets
+
+
+def _capped_offsets(partitions: Mapping[str, Any], field: str) -> tuple[dict[str, int] | None, int]:
+    """Return ``({partition: offset}`` up to OFFSETS_CAP partitions, else None``, total)`` of ``field``."""
+    values = {
+        str(p): int(e[field])
+        for p, e in partitions.items()
+        if isinstance(e, dict) and e.get(field) is not None
+    }
+    total = sum(values.values())
+    return (values if len(values) <= OFFSETS_CAP else None), total
+
+
+def store_facet(report: Mapping[str, Any], side: str) -> dict[str, Any]:
+    """Return the ``kstate`` facet fields of a check's or rebuild's report, for ``side`` ``changelog`` or ``snapshot``.
+
+    :param report: the task's XCom (fast check, deep check or rebuild report).
+    :param side: which dataset the facet goes on.
+    """
+    partitions = report.get("partitions") or {}
+    out: dict[str, Any] = {}
+    if side == "changelog":
+        count = report.get("topic_partitions")
+        out["partitions"] = count if count is not None else (len(partitions) or None)
+        out["recordsRead"] = report.get("records_read")
+        offsets, total = _capped_offsets(partitions, "high_watermark")
+        out["offsets"], out["offsetsTotal"] = offsets, (total or None)
+    else:
+        count = report.get("snapshot_partitions")
+        out["partitions"] = count if count is not None else (len(partitions) or None)
+        out["version"] = report.get("snapshot_version")
+        rows = report.get("rows")
+        if rows is None and partitions:
+            rows = sum(int(e.get("rows") or 0) for e in partitions.values() if isinstance(e, dict)) or None
+        out["rows"] = rows
+        offsets, total = _capped_offsets(partitions, "end_offset")
+        out["offsets"], out["offsetsTotal"] = offsets, (total or None)
+        if "previous" in report:
+            out["previousVersion"] = report.get("previous")
+    if report.get("check") and side == "snapshot":
+        out.update(check=report["check"], ok=report.get("ok"))
+        out["failedPartitions"] = list(report.get("failed_partitions") or [])
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def topic_facet(
+    operator_kind: str, plan: Mapping[str, Any], result: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Return the ``kstate`` facet fields of the topic of a safe increase.
+
+    :param operator_kind: ``plan``, ``increase``, ``seed``, ``window`` or ``verify``.
+    :param plan: the run's plan (XCom of the plan task).
+    :param result: the task's own XCom (None before it ran).
+    """
+    result = result or {}
+    groups = plan.get("groups") or {}
+    out: dict[str, Any] = {
+        "step": operator_kind,
+        "mode": plan.get("mode"),
+        "originalPartitions": plan.get("original_partitions"),
+        "partitions": result.get("partitions")
+        if isinstance(result.get("partitions"), int)
+        else plan.get("target_partitions"),
+        "groups": {
+            g: (e.get("class") if isinstance(e, dict) else str(e))
+            for g, e in list(groups.items())[:GROUPS_CAP]
+        }
+        or None,
+        "groupsTotal": len(groups) or None,
+        "reportUri": result.get("report_uri"),
+        "reportRows": result.get("report_rows"),
+    }
+    if operator_kind == "verify" and result:
+        out.update(ok=result.get("ok"), problems=result.get("problems"), lagTotal=result.get("lag_total"))
+    if operator_kind in ("seed", "window") and result:
+        out["created"] = result.get("created")
+        out["seeded"] = result.get("seeded")
+    return {k: v for k, v in out.items() if v is not None}
+
+
+#: The fields of the ``kstate`` facet (each optional; absent ones are left out of the event).
+FACET_FIELDS = (
+    "step",
+    "mode",
+    "check",
+    "ok",
+    "partitions",
+    "originalPartitions",
+    "offsets",
+    "offsetsTotal",
+    "rows",
+    "recordsRead",
+    "version",
+    "previousVersion",
+    "failedPartitions",
+    "groups",
+    "groupsTotal",
+    "created",
+    "seeded",
+    "problems",
+    "lagTotal",
+    "reportUri",
+    "reportRows",
+)
+
+
+@functools.cache
+def _facet_class() -> Any:
+    """Return the ``kstate`` dataset facet class (an attrs class built on first use: the OpenLineage client
+    is optional)."""
+    import attr
+    from openlineage.client.facet_v2 import DatasetFacet
+
+    cls = attr.make_class(
+        "KStateDatasetFacet",
+        {name: attr.ib(default=None, kw_only=True) for name in FACET_FIELDS},
+        bases=(DatasetFacet,),
+    )
+    cls._get_schema = staticmethod(lambda: FACET_SCHEMA_URL)  # type: ignore[attr-defined]
+    cls.__doc__ = (
+        "kstate's view of a topic or a snapshot: partitions, offsets, rows, version, groups, verdicts."
+    )
+    return cls
+
+
+def _kstate_facet(fields: Mapping[str, Any]) -> Any:
+    unknown = set(fields) - set(FACET_FIELDS)
+    if unknown:
+        raise ValueError(f"not kstate facet fields: {sorted(unknown)}")
+    return _facet_class()(**dict(fields))
+
+
+def _schema_facet() -> Any:
+    from openlineage.client.facet_v2 import schema_dataset
+
+    return schema_dataset.SchemaDatasetFacet(
+        fields=[schema_dataset.SchemaDatasetFacetFields(name=n, type=t) for n, t in SNAPSHOT_COLUMNS]
+    )
+
+
+def _dataset(
+    kind: str, name: tuple[str, str], facets: Mapping[str, Any], io_facets: Mapping[str, Any] | None = None
+) -> Any:
+    from openlineage.client.event_v2 import InputDataset, OutputDataset
+
+    if kind == "input":
+        return InputDataset(
+            namespace=name[0], name=name[1], facets=dict(facets), inputFacets=dict(io_facets or {})
+        )
+    return OutputDataset(
+        namespace=name[0], name=name[1], facets=dict(facets), outputFacets=dict(io_facets or {})
+    )
+
+
+def _lineage(inputs: list[Any], outputs: list[Any]) -> Any:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    return OperatorLineage(inputs=inputs, outputs=outputs)
+
+
+def available() -> bool:
+    """Whether the OpenLineage provider (and so the client) is installed."""
+    try:
+        import airflow.providers.openlineage.extractors  # noqa: F401
+        import openlineage.client.event_v2  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------------- operator glue
+
+
+def bootstrap_servers(kafka_config_id: str) -> str:
+    """Return ``bootstrap.servers`` of a ``kafka`` connection (only that key: the extras hold secrets)."""
+    from airflow_provider_kstate.hooks.admin import KStateAdminHook
+
+    return str(
+        KStateAdminHook(kafka_config_id=kafka_config_id).client_config().get("bootstrap.servers") or ""
+    )
+
+
+def task_result(task_instance: Any) -> dict[str, Any] | None:
+    """Return the task's return value (its XCom), or None when there is none (a failed or running task)."""
+    if task_instance is None:
+        return None
+    try:
+        value = task_instance.xcom_pull(task_ids=task_instance.task_id, key="return_value")
+    except Exception as exc:  # noqa: BLE001 - lineage never fails a task
+        log.debug("kstate lineage: no XCom of %s: %s", getattr(task_instance, "task_id", "?"), exc)
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _guarded(build: Any) -> Any:
+    """Run a lineage builder; lineage must never fail a task, so errors are logged and give None."""
+
+    @functools.wraps(build)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if not available():
+            return None
+        try:
+            return build(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - lineage never fails a task
+            log.warning("kstate lineage: %s failed: %s", build.__name__, exc)
+            return None
+
+    return run
+
+
+def step_kind(operator: Any) -> str | None:
+    """Return the lineage kind of a safe-increase operator (None for pause, resume, scale and guard)."""
+    from airflow_provider_kstate.operators.partitions import KStateIncreasePartitionsOperator
+    from airflow_provider_kstate.operators.plan import KStatePlanOperator
+    from airflow_provider_kstate.operators.seed import KStateSeedOffsetsOperator
+    from airflow_provider_kstate.operators.verify import KStateVerifyOperator
+    from airflow_provider_kstate.operators.window import KStatePauseWindowOperator
+
+    kinds = (
+        (KStatePlanOperator, "plan"),
+        (KStateIncreasePartitionsOperator, "increase"),
+        (KStateSeedOffsetsOperator, "seed"),
+        (KStatePauseWindowOperator, "window"),
+        (KStateVerifyOperator, "verify"),
+    )
+    return next((kind for cls, kind in kinds if isinstance(operator, cls)), None)
+
+
+@_guarded
+def increase_lineage(operator: Any, task_instance: Any = None, complete: bool = False) -> Any:
+    """Return the OperatorLineage of a safe-increase operator: the topic it reads (plan, verify) or
+    changes (increase, seed, pause window).
+
+    :param operator: the operator (its plan, or ``topic`` for the plan operator, is rendered).
+    :param task_instance: the running task instance (its XCom holds the result on completion).
+    :param complete: add what the run found (the task's XCom).
+    """
+    kind = step_kind(operator)
+    if kind is None:
+        return None
+    result = task_result(task_instance) if complete else None
+    if kind == "plan":
+        plan: Mapping[str, Any] = result or {}
+        topic = str(plan.get("topic") or operator.topic)
+    else:
+        plan = operator.typed_plan.to_dict()
+        topic = str(plan["topic"])
+    name = topic_dataset(bootstrap_servers(operator.kafka_config_id), topic)
+    facets = {FACET_KEY: _kstate_facet(topic_facet(kind, plan, result))} if plan else {}
+    if kind in ("plan", "verify"):
+        return _lineage([_dataset("input", name, facets)], [])
+    return _lineage([], [_dataset("output", name, facets)])
+
+
+@_guarded
+def store_lineage(operator: Any, task_instance: Any = None, complete: bool = False) -> Any:
+    """Return the OperatorLineage of a fast check, a deep check (changelog and snapshot in) or a rebuild
+    (changelog in, snapshot out).
+
+    :param operator: the operator (``topic``, ``snapshot_uri`` and ``kafka_config_id`` rendered).
+    :param task_instance: the running task instance (its XCom holds the report on completion).
+    :param complete: add what the run found (the report).
+    """
+    from airflow_provider_kstate.operators.state import KStateRebuildOperator
+
+    report = (task_result(task_instance) if complete else None) or {}
+    changelog = topic_dataset(bootstrap_servers(operator.kafka_config_id), str(operator.topic))
+    snapshot = snapshot_dataset(str(operator.snapshot_uri))
+    log_facets: dict[str, Any] = {}
+    snap_facets: dict[str, Any] = {"schema": _schema_facet()}
+    log_io: dict[str, Any] = {}
+    snap_io: dict[str, Any] = {}
+    if report:
+        log_facets[FACET_KEY] = _kstate_facet(store_facet(report, "changelog"))
+        snap_facets[FACET_KEY] = _kstate_facet(store_facet(report, "snapshot"))
+        _standard_facets(report, snap_facets, log_io, snap_io)
+    if isinstance(operator, KStateRebuildOperator):
+        return _lineage(
+            [_dataset("input", changelog, log_facets, log_io)],
+            [_dataset("output", snapshot, snap_facets, snap_io)],
+        )
+    return _lineage(
+        [_dataset("input", changelog, log_facets, log_io), _dataset("input", snapshot, snap_facets, snap_io)],
+        [],
+    )
+
+
+def _standard_facets(
+    report: Mapping[str, Any], snap_facets: dict[str, Any], log_io: dict[str, Any], snap_io: dict[str, Any]
+) -> None:
+    from openlineage.client.facet_v2 import (
+        data_quality_assertions_dataset,
+        dataset_version_dataset,
+        input_statistics_input_dataset,
+        output_statistics_output_dataset,
+    )
+
+    if report.get("snapshot_version"):
+        snap_facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(
+            datasetVersion=str(report["snapshot_version"])
+        )
+    if report.get("records_read") is not None:
+        log_io["inputStatistics"] = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
+            rowCount=int(report["records_read"])
+        )
+    if report.get("check"):
+        failed = list(report.get("failed_partitions") or [])
+        snap_io["dataQualityAssertions"] = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
+            assertions=[
+                data_quality_assertions_dataset.Assertion(
+                    assertion=f"kstate_{report['check']}_check",
+                    success=bool(report.get("ok")),
+                    actual=f"failed partitions {failed}" if failed else None,
+                )
+            ]
+        )
+    elif report.get("rows") is not None:
+        snap_io["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+            rowCount=int(report["rows"])
+        )
