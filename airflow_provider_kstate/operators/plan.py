@@ -202,6 +202,18 @@ class KStatePlanOperator(BaseOperator):
         )
         return hook.take_over(plan.topic, owner, holder.owner, self.lease_ttl, plan.to_dict())
 
+    def get_openlineage_facets_on_start(self) -> Any:
+        """The topic this plan reads, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""
+        from airflow_provider_kstate.lineage import increase_lineage
+
+        return increase_lineage(self)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The topic with the plan (partitions, groups and their class), for OpenLineage."""
+        from airflow_provider_kstate.lineage import increase_lineage
+
+        return increase_lineage(self, task_instance, complete=True)
+
 
 class KStateDryRunGateOperator(BaseOperator):
     """Stop the run after the plan when it was a dry run: this task is skipped, and so is everything after it.
