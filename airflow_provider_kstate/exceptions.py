@@ -108,3 +108,17 @@ class ReportError(KStateFatalError):
 
 class TopicChangedError(KStateFatalError):
     """The topic's partition count changed under the run (another tool or run grew it)."""
+
+
+class BrokerDeviationError(KStateFatalError):
+    """The broker breaks a Kafka promise the run relies on (the doctor's verdict names which); nothing was
+    changed. Accept a named deviation with ``allow_broker_deviation`` (logged as RISK ACCEPTED)."""
+
+
+class BrokerUnsupportedError(BrokerDeviationError):
+    """The broker cannot perform an operation the run needs (for example it does not serve CreatePartitions)."""
+
+
+class UnsupportedGroupTypeError(KStateFatalError):
+    """A group on the topic is of a type the run cannot pause and seed (a share group, a Kafka Streams
+    application not acknowledged, a group whose type the client cannot tell)."""

@@ -1,0 +1,87 @@
+"""The broker doctor as a task: refuse to go on when the cluster breaks a promise the next steps need."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_provider_kstate.doctor.cache import DEFAULT_TTL
+from airflow_provider_kstate.doctor.promises import ALL_PROMISES, INCREASE_NEEDS, STATE_NEEDS, check_names
+from airflow_provider_kstate.exceptions import KStateConfigError
+from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
+from airflow_provider_kstate.utils.coerce import as_bool
+
+#: Named sets of promises: what the increase needs, what the state check and rebuild need, all of them.
+NEEDS = {"increase": INCREASE_NEEDS, "state": STATE_NEEDS, "all": ALL_PROMISES}
+
+
+class KStateBrokerDoctorOperator(BaseOperator):
+    """Check that the cluster keeps the Kafka promises the run relies on; fail before anything changes.
+
+    The cheap checks (ApiVersions lists every API the run needs) run every time; the behavioural checks
+    (ListOffsets against a real fetch, read_committed and the LSO against a transaction, group states
+    against live and never-seen groups, an offset read back) are cached per cluster for ``ttl`` seconds.
+    A broken promise fails the task with :class:`~airflow_provider_kstate.exceptions.BrokerDeviationError`,
+    naming it; ``allow_broker_deviation`` accepts named ones (logged as ``RISK ACCEPTED``). Returns the
+    verdict (XCom).
+
+    :param needs: ``"increase"``, ``"state"``, ``"all"``, or a list of promise names.
+    :param allow_broker_deviation: promise names to accept although broken (templated).
+    :param refresh: re-run the behavioural checks now instead of using the cached verdict (templated).
+    :param ttl: seconds a cached verdict stays valid.
+    :param kafka_config_id: the Airflow connection id (``kafka`` type).
+    :param request_timeout: seconds each request may take.
+    """
+
+    template_fields: tuple[str, ...] = ("allow_broker_deviation", "refresh")
+    ui_color = "#fff3e0"
+
+    def __init__(
+        self,
+        *,
+        needs: str | list[str] = "all",
+        allow_broker_deviation: list[str] | str | None = None,
+        refresh: bool | str = False,
+        ttl: float = DEFAULT_TTL,
+        kafka_config_id: str = DEFAULT_CONN_ID,
+        request_timeout: float = 20.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.needs = needs
+        self.allow_broker_deviation = allow_broker_deviation
+        self.refresh = refresh
+        self.ttl = ttl
+        self.kafka_config_id = kafka_config_id
+        self.request_timeout = request_timeout
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        needed = needed_promises(self.needs)
+        allow = allowed_deviations(self.allow_broker_deviation)
+        from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
+
+        hook = KStateDoctorHook(self.kafka_config_id, timeout=self.request_timeout)
+        verdict = hook.require(
+            needed, allow, f"this {self.dag_id} run", as_bool("refresh", self.refresh), self.ttl
+        )
+        self.log.info("DOCTOR the broker keeps every promise this run needs (%s)", ", ".join(needed))
+        return verdict.to_dict()
+
+
+def needed_promises(needs: str | list[str]) -> tuple[str, ...]:
+    """Return the promise names of ``needs`` (a named set or a list); raise KStateConfigError when unknown."""
+    if isinstance(needs, str) and needs in NEEDS:
+        return NEEDS[needs]
+    try:
+        return check_names(needs, "needs")
+    except ValueError as exc:
+        raise KStateConfigError(f"{exc}, or one of {sorted(NEEDS)}. Nothing was changed.") from None
+
+
+def allowed_deviations(allow: object) -> tuple[str, ...]:
+    """Return ``allow_broker_deviation`` as promise names; raise KStateConfigError naming an unknown one."""
+    try:
+        return check_names(allow)
+    except ValueError as exc:
+        raise KStateConfigError(f"{exc}. Nothing was changed.") from None
