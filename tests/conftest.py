@@ -1,13 +1,19 @@
-"""Shared fixtures: the real broker, a real Airflow home for ``dag.test()``, unique topic names.
+"""Shared fixtures: the real broker (on first use), a real Airflow home for ``dag.test()``, unique names.
 
-The broker is the one named by ``KSTATE_BOOTSTRAP_SERVERS`` (a real cluster; extra librdkafka settings such
-as SASL go in ``KSTATE_KAFKA_CONFIG`` as JSON), else the embedded one, started here on a free port.
-Airflow's environment is set before anything imports airflow: a fresh ``AIRFLOW_HOME`` under ``.kstate/``,
-the project's ``dags/`` folder, and the connections ``kafka_default`` and ``spark_default``.
+Nothing here starts a broker: unit tests need none. The broker of the session is started by the first
+test that asks for ``bootstrap``, ``kafka_config``, ``admin``, ``make_topic`` or ``run_dag``; the
+integration and e2e conftests ask for it up front (``kstate_support.session_broker``). It is the one named by
+``KSTATE_BOOTSTRAP_SERVERS`` (a real cluster; extra librdkafka settings such as SASL go in
+``KSTATE_KAFKA_CONFIG`` as JSON), else the embedded one, started on a free port.
+Airflow's environment is set here, before anything imports airflow: a fresh ``AIRFLOW_HOME`` under
+``.kstate/``, the project's ``dags/`` folder, and the connections ``kafka_default`` (pointed at the broker
+when it starts) and ``spark_default``. Without Airflow installed (``make compat``'s Spark cells) that step is
+skipped.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -18,52 +24,57 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kstate_support import airflow_env, quiet
-from kstate_support import broker as embedded_broker
+from kstate_support import airflow_env, quiet, session_broker
 
 ROOT = Path(__file__).resolve().parent.parent
 quiet.filter_known_warnings()  # before anything imports Airflow
 
 _STATE = ROOT / ".kstate"
 _AIRFLOW_HOME = _STATE / f"airflow-test-{os.getpid()}"
-_OWN_BROKER = not os.environ.get("KSTATE_BOOTSTRAP_SERVERS")
-
 _SIGTERM = signal.getsignal(signal.SIGTERM)
-if _OWN_BROKER:
-    os.environ["KSTATE_BOOTSTRAP_SERVERS"] = embedded_broker.up(_STATE / f"broker-test-{os.getpid()}")
-KAFKA_CONFIG: dict[str, Any] = embedded_broker.external_config() or {}
-BOOTSTRAP = KAFKA_CONFIG["bootstrap.servers"]
 
 
 def _airflow_env() -> None:
     """Point Airflow at a fresh home and the project's DAGs before it is imported anywhere."""
-    if "airflow" in sys.modules:
+    if "airflow" in sys.modules or importlib.util.find_spec("airflow") is None:
         return
-    airflow_env.prepare(_AIRFLOW_HOME, KAFKA_CONFIG, fresh=False)
+    airflow_env.prepare(_AIRFLOW_HOME, session_broker.initial_config(), fresh=False)
 
 
 _airflow_env()
 
 
+#: Markers of the suites outside ``make test``, each run by its own target: the marker is deselected unless
+#: ``-m`` names it or its variable is ``1`` (``make chaos``, ``make e2e-prod``, ``make compat``).
+SEPARATE_SUITES = {"chaos": "KSTATE_CHAOS", "prod": "KSTATE_PROD", "compat": "KSTATE_COMPAT"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the tests of the separate suites (:data:`SEPARATE_SUITES`) unless asked for."""
+    markexpr = config.getoption("markexpr") or ""
+    skipped = {m for m, var in SEPARATE_SUITES.items() if os.environ.get(var) != "1" and m not in markexpr}
+    out = [item for item in items if any(item.get_closest_marker(m) for m in skipped)]
+    if out:
+        config.hook.pytest_deselected(items=out)
+        items[:] = [item for item in items if not any(item.get_closest_marker(m) for m in skipped)]
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # Destroy the Kafka clients of finished fixtures and dag.test() runs while the broker still answers.
-    embedded_broker.release_kafka_clients(_SIGTERM)
-    if _OWN_BROKER:
-        embedded_broker.down(_STATE / f"broker-test-{os.getpid()}")
-        shutil.rmtree(_STATE / f"broker-test-{os.getpid()}", ignore_errors=True)
+    session_broker.close(_SIGTERM)
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
-def bootstrap() -> str:
+def bootstrap(kafka_config: dict[str, Any]) -> str:
     """The bootstrap address of the broker under test."""
-    return BOOTSTRAP
+    return str(kafka_config["bootstrap.servers"])
 
 
 @pytest.fixture(scope="session")
 def kafka_config() -> dict[str, Any]:
-    """librdkafka settings for the broker under test (bootstrap plus any SASL/SSL extras)."""
-    return dict(KAFKA_CONFIG)
+    """librdkafka settings for the broker under test (bootstrap plus any SASL/SSL extras); starts it."""
+    return session_broker.ensure()
 
 
 @pytest.fixture(scope="session")
@@ -107,14 +118,14 @@ def make_topic(admin: Any, unique: Callable[[str], str]) -> Iterator[Callable[..
 
 
 @pytest.fixture(scope="session")
-def run_dag() -> Callable[..., Any]:  # noqa: C901 - fixture with nested helpers
+def run_dag(kafka_config: dict[str, Any]) -> Callable[..., Any]:  # noqa: C901 - fixture with nested helpers
     """Run a DAG of the project's ``dags/`` folder with ``dag.test()`` and return the DagRun.
 
     A failed task does not raise in ``dag.test()``: callers assert ``dr.state``.
     """
-    from airflow.dag_processing.dagbag import DagBag
+    from kstate_support.airflow_compat import dag_bag
 
-    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    bag = dag_bag(str(ROOT / "dags"))
     assert not bag.import_errors, bag.import_errors
 
     def _run(dag_id: str, conf: dict[str, Any], overrides: dict[str, dict[str, Any]] | None = None) -> Any:

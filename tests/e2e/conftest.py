@@ -1,7 +1,8 @@
 """One real Airflow deployment (``airflow standalone``) per pytest session, for the deployment/browser tests.
 
 It runs the project's ``dags/`` (or ``KSTATE_E2E_DAGS_FOLDER``) against the session's broker: the
-connections ``kafka_default`` and ``spark_default`` set by ``tests/conftest.py`` are passed to it as
+connections ``kafka_default`` and ``spark_default`` set by ``tests/conftest.py`` (the broker starts before the
+first e2e test, ``session_broker``) are passed to it as
 ``AIRFLOW_CONN_*`` variables. ``KSTATE_MAINTENANCE_SCHEDULE`` is empty so that only the runs a test triggers
 exist (``kstate_state_maintenance`` is ``@daily`` and would otherwise start a scheduled run with its
 defaults as soon as it is unpaused); the scheduler still creates asset-triggered runs. The standalone log is copied to ``artifacts/e2e-standalone.log``.
@@ -13,6 +14,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,14 +27,10 @@ EXAMPLE_DAGS = ("kstate_partition_increase", "kstate_state_maintenance")
 FAILPOINT_FILE = ROOT / ".kstate" / f"failpoints-{os.getpid()}"
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the ``chaos`` tests (``make chaos`` runs them) unless ``KSTATE_CHAOS=1`` or ``-m`` names them."""
-    if os.environ.get("KSTATE_CHAOS") == "1" or "chaos" in (config.getoption("markexpr") or ""):
-        return
-    chaos = [item for item in items if item.get_closest_marker("chaos")]
-    if chaos:
-        config.hook.pytest_deselected(items=chaos)
-        items[:] = [item for item in items if not item.get_closest_marker("chaos")]
+@pytest.fixture(scope="session", autouse=True)
+def session_broker(kafka_config: dict[str, Any]) -> dict[str, Any]:
+    """The session's broker, started before the first e2e test (the top-level conftest starts none)."""
+    return kafka_config
 
 
 @pytest.fixture(scope="session")
