@@ -330,9 +330,9 @@ def test_manifest_view_matches_the_spark_apps_manifest(tmp_path: Path) -> None:
 
 
 def test_dags_parse_with_validated_params(no_connections: None) -> None:
-    from airflow.dag_processing.dagbag import DagBag
+    from kstate_support.airflow_compat import dag_bag  # DagBag moved in Airflow 3.2
 
-    bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags"))
+    bag = dag_bag(str(Path(__file__).resolve().parents[2] / "dags"))
     assert not bag.import_errors, bag.import_errors
     assert {"kstate_state_maintenance", "kstate_example_pipeline"} <= set(bag.dag_ids)
     dag = bag.get_dag("kstate_state_maintenance")
