@@ -40,15 +40,21 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from airflow_provider_kstate.client.barrier import PENDING_FAST_SECONDS, BarrierKeeper, Passage
 from airflow_provider_kstate.client.channel import ControlChannel, base_config, end_offset
 from airflow_provider_kstate.client.protocol import (
     DEFAULT_CONTROL_TOPIC,
     PAUSE,
+    STATE_BARRIER,
     STATE_PAUSED,
+    STATE_PENDING,
+    STATE_RELEASED,
     STATE_RUNNING,
     Ack,
+    Barrier,
     Command,
     Record,
+    Release,
     command_key,
     decode,
 )
@@ -371,6 +377,9 @@ class ControlledConsumer:
     :param timeout: bound in seconds for start-up reads and acknowledgements.
     """
 
+    #: Replaced per instance in ``__init__``; this one keeps no topic, so it never holds anything.
+    _barriers: BarrierKeeper = BarrierKeeper("", [], 1.0)
+
     def __init__(
         self,
         config: dict[str, Any],
@@ -406,6 +415,10 @@ class ControlledConsumer:
         self._timeout = timeout
         self._key = command_key(self.group)
         self._epoch = 0
+        reset = str(config.get("auto.offset.reset", "latest")).lower()
+        self._barriers = BarrierKeeper(
+            self.group, self.topics, check_interval, reset in ("earliest", "smallest", "beginning")
+        )
         self._closed = False
         self._pending: _PendingCommit | None = None
         self._channel = ControlChannel(connection_config(config), control_topic)
@@ -434,9 +447,22 @@ class ControlledConsumer:
         """The epoch of the last command applied (0 before any)."""
         return self._epoch
 
+    @property
+    def passages(self) -> list[Passage]:
+        """The key-order barriers this consumer went through (or keeps now), oldest first."""
+        return self._barriers.passages
+
+    @property
+    def held_partitions(self) -> dict[str, set[int]]:
+        """``{topic: partitions}`` paused here at a key-order barrier."""
+        return {t: set(p) for t, p in self._barriers.held.items() if p}
+
     def _start(self, tail: ControlTail) -> None:
         latest: Command | None = None
         for key, record in tail.catch_up():
+            if isinstance(record, Barrier | Release):
+                self._barrier_record(record, ack=False)
+                continue
             if key != self._key:
                 continue
             if record is None:  # a tombstone deletes the instruction
@@ -469,7 +495,25 @@ class ControlledConsumer:
         for key, record in records:
             if key == self._key and isinstance(record, Command):
                 self._apply(record)
+            elif isinstance(record, Barrier | Release):
+                self._barrier_record(record)
         return self.state
+
+    def _barrier_record(self, record: Barrier | Release, ack: bool = True) -> None:
+        """Apply a key-order barrier or release (see :mod:`airflow_provider_kstate.client.barrier`)."""
+        if isinstance(record, Release):
+            if self._barriers.on_release(record, self._inner) and ack:
+                self._ack(STATE_RELEASED, record.epoch, record.topic)
+            return
+        done = self._barriers.on_barrier(record, self._inner)
+        if done == "pending":
+            self._follower.hurry(PENDING_FAST_SECONDS)
+            if ack:
+                self._ack(STATE_PENDING, record.epoch, record.topic)
+        elif done == "hold":
+            self._indirect()  # every message goes through the wrapper while a barrier is kept
+            if ack:
+                self._ack(STATE_BARRIER, record.epoch, record.topic)
 
     def _apply(self, command: Command) -> None:
         if command.group != self.group or command.epoch <= self._epoch:
@@ -490,7 +534,9 @@ class ControlledConsumer:
 
     def _join(self) -> None:
         inner = Consumer(self.config)
-        inner.subscribe(self.topics, **self._callbacks)
+        inner.subscribe(
+            self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
         self._set_inner(inner)
         self._follower.hurry(0)
         self._notify(RUNNING)
@@ -503,6 +549,7 @@ class ControlledConsumer:
         positions = self._returned_positions(inner)
         committed = self._commit_returned(inner)
         self._set_inner(None)
+        self._barriers.forget_all()
         inner.close()  # LeaveGroup in every join state: the broker drops the member at once
         if not committed and positions:
             self._pending = _PendingCommit(self.config, positions, _monotonic() + self._timeout)
@@ -552,8 +599,45 @@ class ControlledConsumer:
         if self._on_state_change is not None:
             self._on_state_change(state)
 
-    def _ack(self, state: str) -> None:
-        ack = Ack(client=self.client_id, epoch=self._epoch, state=state, group=self.group)
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Rebalance callback: the application's, then (while a barrier is kept) assign at once and pause
+        the partitions whose committed offset is already at the barrier, before anything is fetched."""
+        user = self._callbacks.get("on_assign")
+        if user is not None:
+            user(consumer, partitions)
+        if not self._barriers.active:
+            return
+        if "cooperative" in str(self.config.get("partition.assignment.strategy", "")):
+            consumer.incremental_assign(partitions)
+        else:
+            consumer.assign(partitions)
+        for topic in self._barriers.active:
+            self._barriers.hold_reached(consumer, topic, [tp for tp in partitions if tp.topic == topic])
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._forget(partitions)
+        user = self._callbacks.get("on_revoke")
+        if user is not None:
+            user(consumer, partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._forget(partitions)
+        user = self._callbacks.get("on_lost") or self._callbacks.get("on_revoke")
+        if user is not None:
+            user(consumer, partitions)
+
+    def _forget(self, partitions: list[TopicPartition]) -> None:
+        for topic in {tp.topic for tp in partitions}:
+            self._barriers.forget(topic, [tp.partition for tp in partitions if tp.topic == topic])
+
+    def _ack(self, state: str, epoch: int | None = None, topic: str = "") -> None:
+        ack = Ack(
+            client=self.client_id,
+            epoch=self._epoch if epoch is None else epoch,
+            state=state,
+            group=self.group,
+            topic=topic,
+        )
         try:
             self._channel.publish(ack, timeout=self._timeout)
         except KafkaException as exc:
@@ -576,18 +660,30 @@ class ControlledConsumer:
         """
         if self._due:
             self.check_control()
+        if self._barriers.active:
+            self._barrier_tick()
         inner = self._inner
         msg = inner.poll(0) if inner is not None else None  # a message is often queued already
         if msg is None:
             msg = self._wait(_deadline(timeout), _poll_one, POLL_SLICE)
         if msg is not None:
+            self._at_barrier(msg)
             self._direct()
         return msg
+
+    def _barrier_tick(self) -> None:
+        for barrier in self._barriers.tick(self._inner):
+            self._ack(STATE_RELEASED, barrier.epoch, barrier.topic)
+
+    def _at_barrier(self, msg: Message) -> None:
+        """While a key-order barrier is kept, every message handed out is checked against it."""
+        if self._barriers.active and self._inner is not None and not msg.error():
+            self._barriers.handed_out(self._inner, msg)
 
     def _direct(self) -> None:
         """Route ``poll`` straight to the inner consumer until control records arrive (see :meth:`poll`)."""
         inner = self._inner
-        if inner is None:
+        if inner is None or self._barriers.active:
             return
         self.__dict__["poll"] = inner.poll
         if self._due:  # records came in between: the follower may have looked before the line above
@@ -610,6 +706,8 @@ class ControlledConsumer:
         """Like ``Consumer.consume``: up to ``num_messages`` messages; an empty list while paused."""
         if self._due:
             self.check_control()
+        if self._barriers.active:
+            return self._consume_at_barrier(num_messages, timeout)
         inner = self._inner
         if inner is not None:
             interval = self.check_interval
@@ -620,9 +718,31 @@ class ControlledConsumer:
                 return batch
             timeout = None if timeout is None or timeout < 0 else timeout - interval
         found = self._wait(
-            _deadline(timeout), lambda c, t: c.consume(num_messages, t) or None, self.check_interval
+            _deadline(timeout), lambda c, t: self._batch(c, num_messages, t), self.check_interval
         )
         return found or []
+
+    def _batch(self, inner: Consumer, num_messages: int, timeout: float) -> list[Message] | None:
+        """One slice of ``consume``: a batch, or one checked message once a barrier became active."""
+        if not self._barriers.active:
+            return inner.consume(num_messages, timeout) or None
+        msg = inner.poll(timeout)
+        if msg is None:
+            return None
+        self._at_barrier(msg)
+        return [msg]
+
+    def _consume_at_barrier(self, num_messages: int, timeout: float | None) -> list[Message]:
+        """``consume`` while a key-order barrier is kept: one message at a time (a batch would store the
+        offsets of records past the barrier before they could be held back)."""
+        out: list[Message] = []
+        msg = self.poll(timeout)
+        while msg is not None:
+            out.append(msg)
+            if len(out) >= num_messages or not self._barriers.active:
+                break
+            msg = self.poll(0)
+        return out
 
     def _wait(self, deadline: float | None, fetch: Callable[[Consumer, float], Any], step: float) -> Any:
         """Wait until ``deadline`` (None: forever) in slices of at most ``step`` seconds, looking for
@@ -639,6 +759,8 @@ class ControlledConsumer:
             if self._due:
                 self.check_control()
                 continue
+            if self._barriers.active:
+                self._barrier_tick()
             found = fetch(self._inner, slice_)
             if found is not None:
                 return found

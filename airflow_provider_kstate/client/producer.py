@@ -7,12 +7,18 @@ gains partitions keeps receiving each key in its old partition until the control
 
 On a ``Layout`` with a higher epoch it refreshes the topic's metadata (so librdkafka knows the new
 partitions), switches, and acknowledges with ``Ack(state="layout", partitions=n)``.
+
+A ``Layout`` with ``hold`` (the key-order barrier of a safe increase) makes it flush what it has, block
+``produce()`` for the topic and acknowledge ``Ack(state="held")``; the next layout releases it (each hold is
+recorded in :attr:`ControlledProducer.holds`, with the time ``produce()`` was blocked). A hold that outlives
+its ``hold_until`` is released by the producer itself, on the layout it has.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
@@ -27,6 +33,7 @@ from airflow_provider_kstate.client.consumer import (
 from airflow_provider_kstate.client.murmur2 import partition_for
 from airflow_provider_kstate.client.protocol import (
     DEFAULT_CONTROL_TOPIC,
+    STATE_HELD,
     STATE_LAYOUT,
     Ack,
     Layout,
@@ -36,6 +43,28 @@ from airflow_provider_kstate.client.protocol import (
 log = logging.getLogger(__name__)
 
 _LAYOUT_PREFIX = "layout/"
+
+
+#: Longest single wait of a blocked ``produce()`` before it looks at the control records again.
+HOLD_SLICE = 0.005
+
+
+@dataclass
+class Hold:
+    """One hold of a topic's producer: when it began and ended (``time.monotonic()``), how long
+    ``produce()`` calls were blocked in it, and whether it ended by ``hold_until`` instead of a layout."""
+
+    topic: str
+    epoch: int
+    started: float
+    ended: float | None = None
+    blocked_s: float = 0.0
+    expired: bool = False
+
+    @property
+    def held_s(self) -> float | None:
+        """Seconds from the hold to its release (None while held)."""
+        return None if self.ended is None else self.ended - self.started
 
 
 def _key_bytes(key: Any) -> bytes:
@@ -84,6 +113,9 @@ class ControlledProducer:
         self._live: dict[str, int] = {}
         self._epochs: dict[str, int] = {}
         self._next_rr: dict[str, int] = {}
+        self._held: dict[str, Layout] = {}
+        #: Every hold this producer applied, oldest first.
+        self.holds: list[Hold] = []
         self._closed = False
         self._retry_at = 0.0
         self._absorb(tail.catch_up())
@@ -138,22 +170,74 @@ class ControlledProducer:
 
     def _switch(self, layout: Layout) -> bool:
         """Make librdkafka see ``layout.partitions`` partitions, switch, acknowledge; False if not yet (the
-        metadata does not show them all: retried at the next control check)."""
+        metadata does not show them all: retried at the next control check). A layout with ``hold`` holds
+        the topic instead; any other layout ends a hold."""
         if layout.epoch <= self._epochs.get(layout.topic, 0):
             return layout.topic in self._live
         if self._metadata_count(layout.topic) < layout.partitions:
             log.warning("topic %s: metadata lacks partitions of %s; retrying", layout.topic, layout)
             return False
+        if layout.hold:
+            self._hold(layout)
+            return True
         self._live[layout.topic] = layout.partitions
         self._epochs[layout.topic] = layout.epoch
-        self._ack(layout)
+        self._unhold(layout.topic, expired=False)
+        self._ack(layout, STATE_LAYOUT)
         return True
 
-    def _ack(self, layout: Layout) -> None:
+    def _hold(self, layout: Layout) -> None:
+        """Flush what was produced, block ``produce()`` for the topic, acknowledge ``held``."""
+        self._live[layout.topic] = layout.partitions
+        self._epochs[layout.topic] = layout.epoch
+        remaining = self._producer.flush(self._timeout)
+        if remaining:
+            log.warning(
+                "topic %s: %s messages undelivered at the hold: not acknowledging", layout.topic, remaining
+            )
+        if layout.topic not in self._held:
+            self.holds.append(Hold(layout.topic, layout.epoch, time.monotonic()))
+        self._held[layout.topic] = layout
+        wait = (layout.hold_until / 1000.0 - time.time()) if layout.hold_until else 60.0
+        self._follower.hurry(max(wait, 1.0))  # the release comes within a control round trip
+        if not remaining:
+            self._ack(layout, STATE_HELD)
+        log.info("topic %s: producer held (epoch %s)", layout.topic, layout.epoch)
+
+    def _unhold(self, topic: str, expired: bool) -> None:
+        if self._held.pop(topic, None) is None:
+            return
+        hold = next(h for h in reversed(self.holds) if h.topic == topic)
+        hold.ended, hold.expired = time.monotonic(), expired
+        self._follower.hurry(0)
+        if expired:
+            log.warning(
+                "topic %s: the hold outlived its hold_until: producing again on the held layout", topic
+            )
+
+    def _wait_released(self, topic: str) -> None:
+        """Block until ``topic`` is no longer held: a new layout, or ``hold_until`` has passed."""
+        hold = next(h for h in reversed(self.holds) if h.topic == topic)
+        began = time.monotonic()
+        try:
+            while topic in self._held:
+                until = self._held[topic].hold_until
+                if until and time.time() * 1000 >= until:
+                    self._unhold(topic, expired=True)
+                    return
+                self.check_control(HOLD_SLICE)
+        finally:
+            hold.blocked_s += time.monotonic() - began
+
+    def held(self, topic: str) -> bool:
+        """True while ``produce()`` for ``topic`` blocks on a hold."""
+        return topic in self._held
+
+    def _ack(self, layout: Layout, state: str) -> None:
         ack = Ack(
             client=self.client_id,
             epoch=layout.epoch,
-            state=STATE_LAYOUT,
+            state=state,
             topic=layout.topic,
             partitions=layout.partitions,
         )
@@ -195,6 +279,8 @@ class ControlledProducer:
         round-robin over ``range(live_n)`` for keyless ones, unless ``partition=`` is given."""
         if self._due:
             self.check_control()
+        if self._held and topic in self._held:
+            self._wait_released(topic)
         if kwargs.get("partition", -1) < 0:
             n = self._live.get(topic) or self._resolve(topic)
             if key is None:
