@@ -6,10 +6,17 @@ the new partitions before the consumers discover them.
 
 **Runbook** (each step idempotent; a cleared task continues from where the cluster stands):
 
+0. `check_broker`: the broker doctor. The broker must serve every API the run needs and keep the promises
+   it relies on (ListOffsets against a real fetch, group states against live and never-seen groups, an
+   offset read back, LogAppendTime); the behavioural checks are cached per cluster for a day
+   (`refresh_broker_check` re-runs them). A broken promise fails the run here, before anything is paused,
+   naming it; `allow_broker_deviation` accepts a named one as a risk.
 1. `plan`: validates the topic and target, discovers every group at risk (committed offsets on the topic,
    or live members assigned its partitions), checks them against the named `consumer_groups` (a group at
    risk that is not named fails the plan unless it is in `exclude_groups`; an unknown name fails as a
-   likely typo), classifies them (active / empty / spark / excluded), takes the topic's lease. With
+   likely typo), classifies them (active / empty / spark / excluded) and their types (classic, consumer-protocol, share,
+   Kafka Streams, Connect sink: share groups and unacknowledged Streams applications fail the plan with what
+   to do), asks the broker to validate the increase, takes the topic's lease. With
    `dry_run` it stops here. A target equal to the current count is a **repair**: nothing is created, every
    gap (a protected group without an offset on a partition) is seeded: it finishes a crashed run, or a
    topic grown outside the tool.
@@ -80,6 +87,26 @@ def _params() -> dict[str, Param]:
             title="Excluded groups (risk accepted)",
             description="Groups that read the topic but are left alone: not paused, not seeded. Each is logged as a risk accepted.",
         ),
+        "acknowledge_streams_groups": Param(
+            [],
+            type="array",
+            items={"type": "string", "minLength": 1},
+            title="Kafka Streams applications acknowledged",
+            description="Streams applications (group ids) that may be paused and seeded. A Streams app on the topic is refused otherwise: its co-partitioned topics and its state, partitioned by the input, must grow with it.",
+        ),
+        "allow_broker_deviation": Param(
+            [],
+            type="array",
+            items={"type": "string", "minLength": 1},
+            title="Broker deviations accepted (risk accepted)",
+            description="Promises the broker may break, by name (e.g. config_defaults): each is logged as RISK ACCEPTED. See kstate doctor.",
+        ),
+        "refresh_broker_check": Param(
+            False,
+            type="boolean",
+            title="Re-check the broker now",
+            description="Re-run the broker's behavioural checks instead of using the verdict cached for a day.",
+        ),
         "dry_run": Param(
             False,
             type="boolean",
@@ -110,6 +137,9 @@ for dag_id, single_window in (
             partitions="{{ params.partitions }}",
             consumer_groups="{{ params.consumer_groups }}",
             exclude_groups="{{ params.exclude_groups }}",
+            acknowledge_streams_groups="{{ params.acknowledge_streams_groups }}",
+            allow_broker_deviation="{{ params.allow_broker_deviation }}",
+            refresh_broker_check="{{ params.refresh_broker_check }}",
             dry_run="{{ params.dry_run }}",
             kafka_config_id="kafka_default",
             single_window=single_window,

@@ -93,7 +93,20 @@ class Probe:
                 return Verdict(self.cluster_id(), time.time(), results)
             for promise, check in self._checks():
                 results[promise] = _guarded(check)
+            self._delete_groups()
         return Verdict(self.cluster_id(), time.time(), results)
+
+    def _delete_groups(self) -> None:
+        """Delete the probe's groups (best effort: a broker without DeleteGroups keeps them, named kstate-doctor-*)."""
+        groups = [f"kstate-doctor-{kind}-{self.nonce}" for kind in ("reader", "live", "seed")]
+        try:
+            for future in self.admin.delete_consumer_groups(groups, request_timeout=self.timeout).values():
+                try:
+                    future.result(timeout=self.timeout)
+                except (KafkaException, TimeoutError):
+                    pass  # never created (reader groups commit nothing), or not deletable here
+        except (KafkaException, ValueError):
+            pass
 
     def _checks(self) -> list[tuple[str, Callable[[], CheckResult]]]:
         return [

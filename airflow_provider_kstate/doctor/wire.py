@@ -290,24 +290,28 @@ def api_versions(config: dict[str, Any], timeout: float = 10.0) -> dict[int, tup
     raise WireUnavailable("no bootstrap broker answered")  # pragma: no cover - _connections raises first
 
 
-def list_groups(config: dict[str, Any], timeout: float = 10.0) -> list[GroupListing]:
-    """Return every group with its type, through ListGroups v5 on a bootstrap broker.
+def list_groups(
+    config: dict[str, Any], addresses: list[tuple[str, int]] | None = None, timeout: float = 10.0
+) -> list[GroupListing]:
+    """Return every group with its type, through ListGroups v5 on each broker of ``addresses``.
 
-    A cluster of several brokers answers ListGroups per coordinator: this asks the first bootstrap broker
-    only, so the caller uses it to *type* groups it found otherwise, never to discover them.
+    ListGroups is answered per coordinator, so every broker of the cluster is asked (default: the
+    bootstrap servers only; pass the metadata's brokers for a whole cluster).
 
-    :raises WireUnavailable: the broker does not serve ListGroups v5 (before Kafka 3.8), or this client
-        cannot authenticate to it.
+    :raises WireUnavailable: a broker does not serve ListGroups v5 (before Kafka 3.8), or this client
+        cannot reach or authenticate to it.
     """
-    for conn in _connections(config, timeout):
+    out: list[GroupListing] = []
+    for address in addresses or bootstrap_addresses(config):
+        conn = Connection(config, address, timeout)
         try:
             versions = parse_api_versions(conn.call(API_VERSIONS, 0))
             if versions.get(API_LIST_GROUPS, (0, 0))[1] < 5:
                 raise WireUnavailable("the broker does not serve ListGroups v5 (group types)")
             conn.authenticate()
-            return parse_list_groups_v5(conn.call(API_LIST_GROUPS, 5, list_groups_v5_body(), flexible=True))
+            out += parse_list_groups_v5(conn.call(API_LIST_GROUPS, 5, list_groups_v5_body(), flexible=True))
         except ValueError as exc:
             raise WireUnavailable(f"malformed ListGroups answer: {exc}") from exc
         finally:
             conn.close()
-    raise WireUnavailable("no bootstrap broker answered")  # pragma: no cover
+    return out

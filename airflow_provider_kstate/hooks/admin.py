@@ -11,14 +11,24 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, OffsetSpec
 
 from airflow_provider_kstate.client.channel import ensure_topic
+from airflow_provider_kstate.doctor import wire
 from airflow_provider_kstate.exceptions import (
     BrokerUnavailableError,
+    BrokerUnsupportedError,
     InvalidPartitionCountError,
     KStateConfigError,
     SeedError,
     TopicNotFoundError,
 )
-from airflow_provider_kstate.increase.model import DEAD, EMPTY, STABLE, GroupInfo, Member
+from airflow_provider_kstate.increase.model import (
+    CLASSIC,
+    DEAD,
+    EMPTY,
+    STABLE,
+    UNKNOWN_TYPE,
+    GroupInfo,
+    Member,
+)
 
 __all__ = ["DEAD", "EMPTY", "STABLE", "GroupInfo", "KStateAdminHook", "Member"]
 
@@ -113,7 +123,10 @@ class KStateAdminHook(KafkaBaseHook):
         return {name: entry.value for name, entry in entries.items()}
 
     def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
-        """Grow ``topic`` to ``total`` partitions (``validate_only``: ask the broker without changing)."""
+        """Grow ``topic`` to ``total`` partitions (``validate_only``: ask the broker without changing).
+
+        :raises BrokerUnsupportedError: the broker does not serve CreatePartitions.
+        """
         futures = self.get_conn().create_partitions(
             [NewPartitions(topic, total)], validate_only=validate_only, request_timeout=self.timeout
         )
@@ -125,6 +138,11 @@ class KStateAdminHook(KafkaBaseHook):
                 raise InvalidPartitionCountError(f"topic {topic!r}: {err.str()}") from exc
             if err.name() == "UNKNOWN_TOPIC_OR_PART":
                 raise TopicNotFoundError(f"topic {topic!r} does not exist on the cluster") from exc
+            if err.name() == "_UNSUPPORTED_FEATURE":
+                raise BrokerUnsupportedError(
+                    f"the broker cannot add partitions to {topic!r}: {err.str()} (CreatePartitions, API 37, is "
+                    "missing from its ApiVersions). Nothing was changed."
+                ) from exc
             raise
 
     def watermarks(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
@@ -199,6 +217,35 @@ class KStateAdminHook(KafkaBaseHook):
             self.get_conn().list_consumer_groups(request_timeout=self.timeout), self.timeout, "list groups"
         )
         return sorted(g.group_id for g in result.valid)
+
+    def group_types(self) -> dict[str, str]:
+        """Return ``{group: TYPE}`` of every group the cluster lists (``CLASSIC``, ``CONSUMER``, ``SHARE``,
+        ``STREAMS``; ``UNKNOWN`` where the client cannot tell).
+
+        confluent-kafka names only classic and consumer groups and lists every other type as UNKNOWN, so
+        the types are read from ListGroups v5 on every broker where the wire client reaches them (PLAINTEXT,
+        SSL, SASL/PLAIN listeners of Kafka 3.8+); elsewhere they stay as confluent-kafka reports them.
+        """
+        result = _result(
+            self.get_conn().list_consumer_groups(request_timeout=self.timeout), self.timeout, "list groups"
+        )
+        types = {g.group_id: getattr(getattr(g, "type", None), "name", CLASSIC) for g in result.valid}
+        config = self.client_config()
+        try:
+            typed = wire.api_versions(config, self.timeout).get(wire.API_LIST_GROUPS, (0, 0))[1] >= 5
+        except wire.WireUnavailable:
+            typed = True  # unknown: a group confluent-kafka cannot type stays UNKNOWN
+        if not typed:
+            # A broker before ListGroups v5 (Kafka 3.8) has only classic groups; it reports no type at all.
+            return {g: CLASSIC if t == UNKNOWN_TYPE else t for g, t in types.items()}
+        brokers = [(b.host, b.port) for b in self._metadata().brokers.values()]
+        try:
+            listings = wire.list_groups(config, brokers, self.timeout)
+        except wire.WireUnavailable as exc:
+            self.log.info("GROUPS group types from the client only (ListGroups v5 not read: %s)", exc)
+            return types
+        types.update({g.group_id: (g.type or "classic").upper() for g in listings})
+        return types
 
     def committed_offsets(self, group: str, topic: str, partitions: int | None = None) -> dict[int, int]:
         """Return the group's committed offsets on ``topic`` (partitions without one are absent).
@@ -354,4 +401,5 @@ def _group_info(desc: Any, topic: str) -> GroupInfo:
         type=getattr(getattr(desc, "type", None), "name", "CLASSIC"),
         protocol_type="" if desc.is_simple_consumer_group else "consumer",
         members=members,
+        assignor=str(getattr(desc, "partition_assignor", "") or ""),
     )

@@ -14,6 +14,14 @@ EMPTY = "EMPTY"
 DEAD = "DEAD"
 STABLE = "STABLE"
 
+#: Group types as ListGroups v5 names them (KIP-848, KIP-932, KIP-1071), upper-cased; UNKNOWN: the client
+#: could not tell (confluent-kafka maps every type it does not know to UNKNOWN).
+CLASSIC = "CLASSIC"
+CONSUMER = "CONSUMER"
+SHARE = "SHARE"
+STREAMS = "STREAMS"
+UNKNOWN_TYPE = "UNKNOWN"
+
 
 @dataclass(frozen=True)
 class Member:
@@ -34,6 +42,8 @@ class GroupInfo:
     type: str
     protocol_type: str
     members: tuple[Member, ...] = field(default_factory=tuple)
+    #: The partition assignor (the classic protocol's name): ``stream`` for a Kafka Streams application.
+    assignor: str = ""
 
     def assigned(self) -> set[int]:
         """Return the partitions of the described topic held by some member."""

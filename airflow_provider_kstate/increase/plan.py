@@ -27,13 +27,26 @@ from airflow_provider_kstate.exceptions import (
     InvalidPartitionCountError,
     UnknownGroupError,
     UnprotectedGroupError,
+    UnsupportedGroupTypeError,
 )
-from airflow_provider_kstate.increase.model import DEAD, EMPTY, GroupInfo
+from airflow_provider_kstate.increase.model import (
+    CLASSIC,
+    DEAD,
+    EMPTY,
+    SHARE,
+    STREAMS,
+    UNKNOWN_TYPE,
+    GroupInfo,
+)
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.increase.ports import AdminPort
 
 DEFAULT_SPARK_PREFIXES = ("spark-kafka-source-", "spark-kafka-relation-")
+#: Kafka Connect names the consumer group of a sink connector ``connect-<connector name>``.
+CONNECT_PREFIX = "connect-"
+#: The classic protocol's assignor name of a Kafka Streams application.
+STREAMS_ASSIGNOR = "stream"
 INTERNAL_PREFIXES = ("__", "_confluent", "_kstate_")
 #: Members named per group in the plan (the count is always kept): the plan stays small at any size.
 MEMBER_SAMPLE = 3
@@ -60,20 +73,25 @@ class GroupPlan:
 
     cls: str
     state: str
-    type: str = "CLASSIC"
+    type: str = CLASSIC
     member_count: int = 0
     members: tuple[str, ...] = ()
     pause: bool = False
     seed: bool = False
     wait: bool = False
+    #: What the group's clients are, when it is known: ``streams`` (a Kafka Streams application),
+    #: ``connect-sink`` (a Kafka Connect sink connector); empty for plain consumers.
+    role: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the compact XCom form; the flags follow from the class unless they differ."""
         out: dict[str, Any] = {"class": self.cls, "state": self.state, "member_count": self.member_count}
         if self.members:
             out["members"] = list(self.members)
-        if self.type != "CLASSIC":
+        if self.type != CLASSIC:
             out["type"] = self.type
+        if self.role:
+            out["role"] = self.role
         flags = {flag: getattr(self, flag) for flag in FLAGS}
         if flags != CLASS_FLAGS.get(self.cls, NO_FLAGS):
             out.update(flags)
@@ -86,7 +104,8 @@ class GroupPlan:
         return cls(
             cls=str(data["class"]),
             state=str(data.get("state", "")),
-            type=str(data.get("type", "CLASSIC")),
+            type=str(data.get("type", CLASSIC)),
+            role=str(data.get("role", "")),
             member_count=int(data.get("member_count", len(members))),
             members=members[:MEMBER_SAMPLE],
             **{flag: bool(data.get(flag, defaults[flag])) for flag in FLAGS},
@@ -180,19 +199,49 @@ class InvalidPlanError(InvalidPartitionCountError):
     """The plan argument is not a plan (a wrong XCom or a hand-written dict)."""
 
 
-def classify(info: GroupInfo, spark_prefixes: tuple[str, ...]) -> GroupPlan:
-    """Return the plan of one group."""
+def classify(
+    info: GroupInfo, spark_prefixes: tuple[str, ...], types: dict[str, str] | None = None
+) -> GroupPlan:
+    """Return the plan of one group.
+
+    :param types: ``{group: TYPE}`` of every group the cluster lists. With it, a group is unknown
+        (``absent``) when it is not listed and has no members, whatever state the broker describes
+        (some brokers describe a never-seen group as EMPTY); without it, when the broker says DEAD.
+    """
     members = tuple(f"{m.client_id}@{m.host}" for m in info.members)
+    group_type = ((types or {}).get(info.group) or info.type or CLASSIC).upper()
     base = GroupPlan(
-        cls="", state=info.state, type=info.type, member_count=len(members), members=members[:MEMBER_SAMPLE]
+        cls="",
+        state=info.state,
+        type=group_type,
+        member_count=len(members),
+        members=members[:MEMBER_SAMPLE],
+        role=_role(info, group_type),
     )
     if info.group.startswith(spark_prefixes):
         return replace(base, cls="spark")
-    if info.state == DEAD:
+    unknown = info.group not in types if types is not None else info.state == DEAD
+    if unknown and not info.members:
         return replace(base, cls="absent")
+    special = {SHARE: "share", UNKNOWN_TYPE: "unknown-type"}.get(group_type)
+    if special or base.role == "streams":
+        return replace(base, cls=special or "streams")
+    return as_consumer_group(base, info)
+
+
+def as_consumer_group(base: GroupPlan, info: GroupInfo) -> GroupPlan:
+    """Return ``base`` as a group the run pauses and seeds: ``empty`` without members, else ``active``."""
     if info.state == EMPTY and not info.members:
-        return replace(base, cls="empty", pause=True, seed=True)
+        return replace(base, cls="empty", pause=True, seed=True, wait=False)
     return replace(base, cls="active", pause=True, seed=True, wait=True)
+
+
+def _role(info: GroupInfo, group_type: str) -> str:
+    if group_type == STREAMS or info.assignor == STREAMS_ASSIGNOR:
+        return "streams"
+    if info.group.startswith(CONNECT_PREFIX):
+        return "connect-sink"
+    return ""
 
 
 def build_plan(
@@ -203,19 +252,29 @@ def build_plan(
     spark_prefixes: tuple[str, ...] = DEFAULT_SPARK_PREFIXES,
     exclude_groups: Iterable[str] = (),
     allow_unknown_groups: bool = False,
+    acknowledge_streams_groups: Iterable[str] = (),
 ) -> Plan:
     """Validate the request against the cluster and return the plan (nothing is changed).
 
     Discovery always runs: every group with committed offsets on ``topic`` or with live members assigned
     its partitions is at risk. With ``groups`` named, a discovered group that is not named (nor a Spark
     source group, nor in ``exclude_groups``) fails the plan, and so does a named group the cluster does
-    not know (a likely typo) unless ``allow_unknown_groups``.
+    not know (a likely typo) unless ``allow_unknown_groups``. A group is unknown when it is not listed and
+    has no members, whatever state the broker describes.
+
+    Group types: classic and consumer-protocol groups are paused and seeded. A share group (KIP-932) or a
+    group whose type the client cannot tell fails the plan unless excluded; a Kafka Streams application
+    fails it unless acknowledged (``acknowledge_streams_groups``) or excluded. Connect sink groups are
+    named as such and handled as consumer groups.
 
     :param groups: the groups to protect; empty means every group at risk.
     :param exclude_groups: groups at risk that the run leaves alone, a risk accepted explicitly.
+    :param acknowledge_streams_groups: Kafka Streams applications the run may pause and seed: their owner
+        knows the input grows (co-partitioning, state partitioned by the input; see the error message).
     :raises InvalidPartitionCountError: the target is below the current count.
     :raises UnprotectedGroupError: a group at risk is neither named nor excluded.
     :raises UnknownGroupError: a named group is unknown to the cluster.
+    :raises UnsupportedGroupTypeError: a share group, a Streams application or a group of unknown type.
     """
     check_topic_name(topic)
     current = hook.partition_count(topic)
@@ -226,13 +285,23 @@ def build_plan(
         )
     named = list(dict.fromkeys(groups))
     excluded = set(exclude_groups)
-    discovered = hook.groups_on_topic(topic, current)
+    types = hook.group_types()
+    # Share groups keep no OffsetFetch offsets and DescribeGroups does not show their members, so which
+    # topics they read is unknown here: every share group (and every group of a type the client cannot
+    # tell) is treated as reading the topic, and must be excluded by name.
+    untyped = [g for g, t in sorted(types.items()) if t in (SHARE, UNKNOWN_TYPE)]
+    discovered = list(dict.fromkeys([*hook.groups_on_topic(topic, current), *untyped]))
     names = list(dict.fromkeys([*named, *discovered]))
     infos = hook.describe_groups(names, topic)
-    plans = {g: classify(infos[g], spark_prefixes) for g in names}
+    plans = {g: classify(infos[g], spark_prefixes, types) for g in names}
     _check_named(topic, named, discovered, plans, excluded, allow_unknown_groups)
+    acknowledged = set(acknowledge_streams_groups) - excluded
+    for g in acknowledged & set(plans):
+        if plans[g].cls == "streams":
+            plans[g] = as_consumer_group(plans[g], infos[g])
     for g in excluded & set(plans):
         plans[g] = replace(plans[g], cls="excluded", pause=False, seed=False, wait=False)
+    check_group_types(topic, target, current, plans)
     return Plan(
         topic=topic,
         original_partitions=current,
@@ -240,6 +309,47 @@ def build_plan(
         groups=plans,
         groups_discovered=not named,
         planned_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
+
+
+def check_group_types(topic: str, target: int, current: int, plans: dict[str, GroupPlan]) -> None:
+    """Refuse the plan when a group at risk is a share group, an unacknowledged Kafka Streams application
+    or of a type the client cannot tell (each names what to do)."""
+    problems = [
+        _type_problem(topic, target, current, g, entry)
+        for g, entry in plans.items()
+        if entry.cls in ("share", "streams", "unknown-type")
+    ]
+    if problems:
+        raise UnsupportedGroupTypeError(" ".join(problems) + " Nothing was changed.")
+
+
+def _type_problem(topic: str, target: int, current: int, group: str, entry: GroupPlan) -> str:
+    new = ",".join(str(p) for p in range(current, target)) or "<new partitions>"
+    if entry.cls == "share":
+        return (
+            f"Group {group!r} is a share group (KIP-932): its share.auto.offset.reset defaults to latest, so if "
+            f"it reads {topic!r} it would skip what producers write to the new partitions before it reads "
+            "them; this client can neither see which topics a share group reads nor seed it. Before the increase, make it start new partitions at the "
+            f"earliest offset: kafka-configs.sh --bootstrap-server <servers> --entity-type groups "
+            f"--entity-name {group} --alter --add-config share.auto.offset.reset=earliest ; or, after the "
+            f"increase with every member stopped: kafka-share-groups.sh --bootstrap-server <servers> "
+            f"--reset-offsets --group {group} --topic {topic}:{new} --to-earliest --execute . Then run "
+            f"again with the group in exclude_groups."
+        )
+    if entry.cls == "streams":
+        return (
+            f"Group {group!r} is a Kafka Streams application: when an input topic grows, Streams fails fast "
+            f"if the topic is co-partitioned with another (a join) that keeps its count, and its state stores "
+            f"are partitioned by the input partition, so the keys that move to new partitions leave their "
+            f"state behind. Grow the co-partitioned topics and reset or rebuild the application's state with "
+            f"its owner, then acknowledge it with acknowledge_streams_groups=[{group!r}] (paused and seeded "
+            f"like a consumer group), or leave it alone with exclude_groups."
+        )
+    return (
+        f"Group {group!r} is of a type this client cannot tell (ListGroups v5 was not readable: a SASL "
+        f"mechanism other than PLAIN, or a broker before 3.8): it may be a share or a streams group. Check it "
+        f"with kafka-groups.sh --bootstrap-server <servers> --list, then exclude it with exclude_groups."
     )
 
 
@@ -260,7 +370,12 @@ def _check_named(
         )
     if not named:
         return
-    unprotected = [g for g in discovered if g not in named and g not in excluded and plans[g].cls != "spark"]
+    # Spark groups are left alone; share and untyped groups get their own message (check_group_types).
+    unprotected = [
+        g
+        for g in discovered
+        if g not in named and g not in excluded and plans[g].cls not in ("spark", "share", "unknown-type")
+    ]
     if unprotected:
         raise UnprotectedGroupError(
             f"consumer groups {unprotected} read {topic!r} (committed offsets or assigned members) but are "
@@ -293,8 +408,9 @@ def describe(plan: Plan) -> list[str]:
     for group, entry in plan.groups.items():
         steps = [s for s in FLAGS if getattr(entry, s)] or ["left alone"]
         risk = " RISK ACCEPTED: excluded explicitly, not paused nor seeded" if entry.cls == "excluded" else ""
+        kind = f"{entry.type.lower()}{' ' + entry.role if entry.role else ''} group"
         lines.append(
-            f"  group {group}: {entry.cls} (state {entry.state}, {entry.member_count} members) -> "
+            f"  group {group}: {entry.cls} ({kind}, state {entry.state}, {entry.member_count} members) -> "
             f"{', '.join(steps)}{risk}"
         )
     return lines

@@ -38,6 +38,10 @@ class AdminPort(Protocol):
         """Yield ``(group, {partition: committed offset})`` per group."""
         ...
 
+    def group_types(self) -> dict[str, str]:
+        """Return ``{group: TYPE}`` of every listed group (CLASSIC, CONSUMER, SHARE, STREAMS, UNKNOWN)."""
+        ...
+
     def groups_on_topic(self, topic: str, partitions: int | None = None) -> list[str]:
         """Return the groups with offsets on, or members assigned to, ``topic``."""
         ...

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
+from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
 from airflow_provider_kstate.exceptions import KStateConfigError, LeaseHeldError, TopicChangedError
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.increase.plan import (
@@ -17,6 +18,7 @@ from airflow_provider_kstate.increase.plan import (
     describe,
 )
 from airflow_provider_kstate.operators.base import run_owner
+from airflow_provider_kstate.operators.doctor import allowed_deviations
 from airflow_provider_kstate.utils.coerce import as_bool, as_int, as_str_list, as_topic
 from airflow_provider_kstate.utils.compat import AirflowSkipException
 
@@ -48,6 +50,10 @@ class KStatePlanOperator(BaseOperator):
     :param consumer_groups: groups to protect; empty or None means every group at risk.
     :param exclude_groups: groups at risk to leave alone (a risk accepted explicitly).
     :param allow_unknown_groups: accept named groups the cluster does not know.
+    :param acknowledge_streams_groups: Kafka Streams applications the run may pause and seed (otherwise a
+        Streams group on the topic fails the plan, saying why).
+    :param allow_broker_deviation: broken broker promises to accept by name (logged as RISK ACCEPTED); the
+        plan refuses, before anything is paused, a broker that breaks a promise the increase needs.
     :param dry_run: plan only: take no lease and change nothing.
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
     :param control_topic: the control topic services with the client piece watch.
@@ -65,6 +71,8 @@ class KStatePlanOperator(BaseOperator):
         "consumer_groups",
         "exclude_groups",
         "allow_unknown_groups",
+        "acknowledge_streams_groups",
+        "allow_broker_deviation",
         "plan_only",
         "report_uri",
     )
@@ -78,6 +86,8 @@ class KStatePlanOperator(BaseOperator):
         consumer_groups: list[str] | str | None = None,
         exclude_groups: list[str] | str | None = None,
         allow_unknown_groups: bool | str = False,
+        acknowledge_streams_groups: list[str] | str | None = None,
+        allow_broker_deviation: list[str] | str | None = None,
         dry_run: bool | str = False,
         kafka_config_id: str = DEFAULT_CONN_ID,
         control_topic: str = DEFAULT_CONTROL_TOPIC,
@@ -94,6 +104,8 @@ class KStatePlanOperator(BaseOperator):
         self.consumer_groups = consumer_groups
         self.exclude_groups = exclude_groups
         self.allow_unknown_groups = allow_unknown_groups
+        self.acknowledge_streams_groups = acknowledge_streams_groups
+        self.allow_broker_deviation = allow_broker_deviation
         # BaseOperator already has a dry_run() method: keep the flag under another attribute name.
         self.plan_only = dry_run
         self.kafka_config_id = kafka_config_id
@@ -138,6 +150,7 @@ class KStatePlanOperator(BaseOperator):
         both = sorted(set(groups) & set(excluded))
         if both:
             raise KStateConfigError(f"groups {both} are both in consumer_groups and exclude_groups: pick one")
+        self._trust_broker(topic)
         plan = build_plan(
             hook,
             topic,
@@ -146,12 +159,29 @@ class KStatePlanOperator(BaseOperator):
             tuple(self.spark_group_prefixes),
             exclude_groups=excluded,
             allow_unknown_groups=as_bool("allow_unknown_groups", self.allow_unknown_groups),
+            acknowledge_streams_groups=as_str_list(
+                "acknowledge_streams_groups", self.acknowledge_streams_groups
+            ),
         )
+        if plan.mode == "increase":
+            # Ask the broker to validate this very increase: a broker without CreatePartitions, a quota or a
+            # policy refuses here, before any consumer is paused.
+            hook.increase_partitions(topic, target, validate_only=True)
+            self.log.info("PLAN the broker validated %s -> %s partitions (validate_only)", topic, target)
         for group in plan.of_class("excluded"):
             self.log.warning(
                 "PLAN RISK ACCEPTED: group %s reads %s but is excluded: not paused, not seeded", group, topic
             )
         return plan
+
+    def _trust_broker(self, topic: str) -> None:
+        """Refuse, before anything changes, a broker that breaks a promise the increase relies on."""
+        from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
+
+        allow = allowed_deviations(self.allow_broker_deviation)
+        KStateDoctorHook(self.kafka_config_id, timeout=self.request_timeout).require(
+            INCREASE_NEEDS, allow, f"the increase of {topic!r}"
+        )
 
     def _continued_plan(self, hook: KStateLeaseHook, topic: str, target: int, owner: str) -> Plan | None:
         """Return the plan this DAG run stored with its lease, when this is a rerun of the same run."""

@@ -14,6 +14,7 @@ from airflow_provider_kstate.operators.consumers import (
     KStatePauseConsumersOperator,
     KStateResumeConsumersOperator,
 )
+from airflow_provider_kstate.operators.doctor import KStateBrokerDoctorOperator
 from airflow_provider_kstate.operators.guard import KStateFailureGuardOperator
 from airflow_provider_kstate.operators.partitions import KStateIncreasePartitionsOperator
 from airflow_provider_kstate.operators.plan import KStateDryRunGateOperator, KStatePlanOperator
@@ -38,6 +39,9 @@ def safe_partition_increase(
     consumer_groups: list[str] | str | None = None,
     exclude_groups: list[str] | str | None = None,
     allow_unknown_groups: bool | str = False,
+    acknowledge_streams_groups: list[str] | str | None = None,
+    allow_broker_deviation: list[str] | str | None = None,
+    refresh_broker_check: bool | str = False,
     dry_run: bool | str = False,
     group_id: str = "safe_partition_increase",
     kafka_config_id: str = "kafka_default",
@@ -58,7 +62,12 @@ def safe_partition_increase(
     scale_producers: BaseOperator | None = None,
     single_window: bool | None = None,
 ) -> TaskGroup:
-    """Build the task group: plan, pause, wait EMPTY, increase, seed, scale, resume, wait STABLE, verify.
+    """Build the task group: check the broker, plan, pause, wait EMPTY, increase, seed, scale, resume, wait
+    STABLE, verify.
+
+    ``check_broker`` runs the broker doctor first: a broker that breaks a promise the increase relies on
+    (it cannot create partitions, its ListOffsets or group states lie, ...) fails the run before anything
+    is paused, naming the promise (:class:`~airflow_provider_kstate.operators.doctor.KStateBrokerDoctorOperator`).
 
     By default the steps from pause to resume run back-to-back in one task (``pause_window``), so
     consumers are out of their groups only for the leave, the create, the seed and the rejoin, not for the
@@ -78,6 +87,10 @@ def safe_partition_increase(
         always runs: a group at risk that is not named fails the plan.
     :param exclude_groups: groups at risk to leave alone, a risk accepted explicitly (templated).
     :param allow_unknown_groups: accept named groups the cluster does not know (templated).
+    :param acknowledge_streams_groups: Kafka Streams applications the run may pause and seed (templated).
+    :param allow_broker_deviation: broken broker promises to accept by name, logged as RISK ACCEPTED
+        (templated).
+    :param refresh_broker_check: re-run the broker's behavioural checks now, not from the cache (templated).
     :param dry_run: stop after the plan (templated).
     :param group_id: the task group's id.
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
@@ -128,6 +141,15 @@ def safe_partition_increase(
         "poke_interval": poke_interval,
     }
     with TaskGroup(group_id=group_id, tooltip="Safe Kafka partition increase (KAFKA-12261)") as group:
+        doctor = KStateBrokerDoctorOperator(
+            task_id="check_broker",
+            needs="increase",
+            allow_broker_deviation=allow_broker_deviation,
+            refresh=refresh_broker_check,
+            kafka_config_id=kafka_config_id,
+            retries=retries,
+            retry_delay=DEFAULT_RETRY_DELAY,
+        )
         plan = KStatePlanOperator(
             task_id="plan",
             topic=topic,
@@ -135,6 +157,8 @@ def safe_partition_increase(
             consumer_groups=consumer_groups,
             exclude_groups=exclude_groups,
             allow_unknown_groups=allow_unknown_groups,
+            acknowledge_streams_groups=acknowledge_streams_groups,
+            allow_broker_deviation=allow_broker_deviation,
             dry_run=dry_run,
             report_uri=report_uri,
             **common,
@@ -190,7 +214,7 @@ def safe_partition_increase(
         guard = KStateFailureGuardOperator(
             task_id="failure_guard", plan_task_id=plan.task_id, **{**common, "retries": 0}
         )
-        chain(plan, gate, *steps)
+        chain(doctor, plan, gate, *steps)
         # verify stays a leaf beside the guard, so a failure anywhere fails the run; by verify's turn
         # consumers are resumed and seeded, so a failing verify has nothing left for the guard to decide.
         for step in steps[:-1]:

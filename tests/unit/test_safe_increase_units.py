@@ -78,6 +78,9 @@ class FakeHook:
     def groups_on_topic(self, topic: str, partitions: int | None = None) -> list[str]:
         return sorted(self.groups)
 
+    def group_types(self) -> dict[str, str]:
+        return {g: info.type for g, info in self.groups.items() if info.state != "DEAD"}
+
     def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
         return {g: self.groups.get(g, GroupInfo(g, "DEAD", "CLASSIC", "")) for g in groups}
 
@@ -320,6 +323,7 @@ def test_constructors_touch_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
             topic="t", partitions=3, kafka_config_id="does_not_exist", single_window=False, group_id="steps"
         )
     assert {t.split(".")[-1] for t in window.children} == {
+        "check_broker",
         "plan",
         "stop_if_dry_run",
         "pause_window",
@@ -327,7 +331,7 @@ def test_constructors_touch_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
         "verify",
         "failure_guard",
     }
-    assert len(per_step.children) == 11
+    assert len(per_step.children) == 12
 
 
 def test_single_window_is_the_default_only_with_the_built_in_signals() -> None:

@@ -1,0 +1,104 @@
+"""Every group type on the topic is classified and handled (issue 17): classic and consumer-protocol groups
+are paused and seeded; share groups, Streams applications and untyped groups are refused with what to do;
+Connect sink groups are named. A never-seen group is unknown whatever state the broker describes.
+
+The fake answers as KStateAdminHook does; its group types are the ones ListGroups v5 returns (see
+test_doctor.LIST_GROUPS_V5), and its descriptions the ones DescribeGroups / ConsumerGroupDescribe give.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_kstate.exceptions import UnknownGroupError, UnsupportedGroupTypeError
+from airflow_provider_kstate.increase.model import GroupInfo, Member
+from airflow_provider_kstate.increase.plan import Plan, build_plan, describe
+
+
+class TypedFakeHook:
+    """A cluster whose groups have types: ``{group: (TYPE, state, members, assignor)}``."""
+
+    def __init__(self, groups: dict[str, tuple[str, str, int, str]], listed: set[str] | None = None) -> None:
+        self.groups = groups
+        self.listed = set(groups) if listed is None else listed
+
+    def partition_count(self, topic: str) -> int:
+        return 4
+
+    def group_types(self) -> dict[str, str]:
+        return {g: self.groups[g][0] for g in self.listed}
+
+    def groups_on_topic(self, topic: str, partitions: int | None = None) -> list[str]:
+        return sorted(g for g in self.listed if self.groups[g][0] in ("CLASSIC", "CONSUMER"))
+
+    def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
+        out = {}
+        for g in groups:
+            gtype, state, members, assignor = self.groups.get(g, ("CLASSIC", "EMPTY", 0, ""))
+            ms = tuple(Member(f"m{i}", f"c{i}", "/10.0.0.1", (i,)) for i in range(members))
+            out[g] = GroupInfo(g, state, gtype, "consumer", ms, assignor)
+        return out
+
+
+def test_classic_and_consumer_protocol_groups_are_paused_and_seeded() -> None:
+    hook = TypedFakeHook(
+        {"billing": ("CLASSIC", "STABLE", 2, "range"), "kip848": ("CONSUMER", "STABLE", 1, "uniform")}
+    )
+    plan = build_plan(hook, "orders", 8)
+    assert {g: (e.cls, e.type) for g, e in plan.groups.items()} == {
+        "billing": ("active", "CLASSIC"),
+        "kip848": ("active", "CONSUMER"),
+    }
+    assert plan.where("seed") == ["billing", "kip848"]
+    assert Plan.from_dict(plan.to_dict()).groups["kip848"].type == "CONSUMER"
+
+
+def test_a_share_group_is_refused_with_the_commands_that_seed_it() -> None:
+    hook = TypedFakeHook({"billing": ("CLASSIC", "STABLE", 1, "range"), "queue": ("SHARE", "STABLE", 2, "")})
+    with pytest.raises(UnsupportedGroupTypeError) as info:
+        build_plan(hook, "orders", 6, ["billing", "queue"])
+    message = str(info.value)
+    assert "'queue' is a share group" in message
+    assert "share.auto.offset.reset=earliest" in message
+    assert "kafka-share-groups.sh" in message and "--topic orders:4,5" in message
+    assert "Nothing was changed" in message
+    plan = build_plan(hook, "orders", 6, ["billing"], exclude_groups=["queue"])
+    assert plan.groups["queue"].cls == "excluded" and plan.groups["queue"].type == "SHARE"
+
+
+def test_a_streams_application_is_refused_unless_acknowledged() -> None:
+    # A Kafka Streams app on the classic protocol: assignor "stream"; on KIP-1071: type STREAMS.
+    for spec in (("CLASSIC", "STABLE", 2, "stream"), ("STREAMS", "STABLE", 2, "")):
+        hook = TypedFakeHook({"enricher": spec})
+        with pytest.raises(UnsupportedGroupTypeError, match="co-partitioned") as info:
+            build_plan(hook, "orders", 8, ["enricher"])
+        assert "acknowledge_streams_groups=['enricher']" in str(info.value)
+        plan = build_plan(hook, "orders", 8, ["enricher"], acknowledge_streams_groups=["enricher"])
+        assert (plan.groups["enricher"].cls, plan.groups["enricher"].role) == ("active", "streams")
+        assert plan.where("pause") == ["enricher"]
+
+
+def test_connect_sink_groups_are_named_and_handled_as_consumer_groups() -> None:
+    hook = TypedFakeHook({"connect-s3-sink": ("CLASSIC", "EMPTY", 0, "")})
+    plan = build_plan(hook, "orders", 8)
+    entry = plan.groups["connect-s3-sink"]
+    assert (entry.cls, entry.role) == ("empty", "connect-sink")
+    assert any("connect-sink group" in line for line in describe(plan))
+
+
+def test_a_group_of_unknown_type_is_refused() -> None:
+    hook = TypedFakeHook({"mystery": ("UNKNOWN", "STABLE", 1, "")})
+    with pytest.raises(UnsupportedGroupTypeError, match="cannot tell"):
+        build_plan(hook, "orders", 8, ["mystery"])
+
+
+def test_a_never_seen_group_is_unknown_even_when_described_empty() -> None:
+    # Tansu 0.6.0 describes a never-seen group as EMPTY (Kafka: DEAD); it is not listed and has no offsets.
+    hook = TypedFakeHook(
+        {"billing": ("CLASSIC", "STABLE", 1, "range"), "biling": ("CLASSIC", "EMPTY", 0, "")},
+        listed={"billing"},
+    )
+    with pytest.raises(UnknownGroupError, match="biling"):
+        build_plan(hook, "orders", 8, ["billing", "biling"])
+    plan = build_plan(hook, "orders", 8, ["billing", "biling"], allow_unknown_groups=True)
+    assert plan.groups["biling"].cls == "absent"
