@@ -1,0 +1,267 @@
+"""`make compat`: the provider in one virtualenv per supported version, each proven by real runs.
+
+    python scripts/compat.py                 # every cell
+    python scripts/compat.py airflow-3.1     # some cells
+    python scripts/compat.py --fresh         # rebuild the virtualenvs first
+
+Cells (virtualenvs under ``.kstate/compat/<cell>``, git-ignored, built with ``uv --compile-bytecode``):
+
+* ``airflow-3.1`` / ``airflow-3.3``: the provider with its ``spark-local``, ``test`` and ``demo`` extras,
+  Airflow pinned to the newest release of that minor by a constraint (never an override: every
+  requirement of the provider and its providers must accept it). Runs the unit tests, then ``dag.test()``
+  of each example DAG on the embedded broker: a dry-run increase, real increases 1 -> 2 -> 4 -> 8 under
+  live traffic with both increase DAGs (0 lost), and the example pipeline plus a maintenance run that
+  builds the missing snapshot with ``spark-submit`` and re-checks it.
+* ``pyspark-3.5`` / ``pyspark-4.3``: what a Spark cluster's driver and executors hold: that pyspark alone
+  (pyspark-client installs the same ``pyspark/`` folder, so it must not be there), the provider without
+  Airflow (``--no-deps``; the Spark applications import none) and its runtime libraries. Runs
+  ``tests/integration/test_spark_versions.py``: a rebuild, a deep check and ``load_snapshot``, each
+  compared with the changelog's truth.
+
+Prints a table (cell, versions, tests, seconds) and writes ``.kstate/compat/results.json``; exits non-zero
+when a cell fails. Each pytest run starts its own embedded broker (``KSTATE_BOOTSTRAP_SERVERS`` names a
+real cluster instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPAT = ROOT / ".kstate" / "compat"
+UV = Path(sys.executable).with_name("uv")
+
+AIRFLOW_TESTS = [
+    "tests/unit",
+    "tests/integration/test_offline_group.py::test_dry_run_changes_nothing",
+    "tests/integration/test_kafka_12261.py::test_safe_increase_loses_nothing_over_rounds",
+    "tests/integration/test_state_maintenance.py::test_pipeline_builds_the_store_and_auto_builds_the_first_snapshot",
+]
+SPARK_TESTS = ["tests/integration/test_spark_versions.py"]
+#: What each cell reports: the distributions whose versions make the cell what it is.
+REPORTED = ("apache-airflow", "apache-airflow-task-sdk", "pyspark", "pyspark-client", "confluent-kafka")
+
+
+@dataclass
+class Cell:
+    """One virtualenv of the matrix.
+
+    :param name: the cell's name (its folder under ``.kstate/compat``).
+    :param kind: ``airflow`` (the provider with Airflow) or ``spark`` (the Spark applications alone).
+    :param pin: the requirement that makes the cell (a constraint for ``airflow``, installed for ``spark``).
+    """
+
+    name: str
+    kind: str
+    pin: str
+    result: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def venv(self) -> Path:
+        return COMPAT / self.name
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+
+CELLS = [
+    Cell("airflow-3.1", "airflow", "apache-airflow>=3.1,<3.2"),
+    Cell("airflow-3.3", "airflow", "apache-airflow>=3.3,<3.4"),
+    Cell("pyspark-3.5", "spark", "pyspark>=3.5,<3.6"),
+    Cell("pyspark-4.3", "spark", "pyspark>=4.3,<4.4"),
+]
+
+
+def _setup_cfg() -> configparser.ConfigParser:
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    return cfg
+
+
+def _lines(value: str) -> list[str]:
+    return [x.strip() for x in value.splitlines() if x.strip() and not x.strip().startswith("#")]
+
+
+def spark_requirements() -> list[str]:
+    """The provider's runtime libraries without Airflow (what the Spark applications import), plus the tests'."""
+    cfg = _setup_cfg()
+    runtime = [r for r in _lines(cfg["options"]["install_requires"]) if not r.startswith("apache-airflow")]
+    test = [r for r in _lines(cfg["options.extras_require"]["test"]) if r.startswith(("pytest", "noida-db"))]
+    return runtime + test
+
+
+def _uv(*args: str) -> None:
+    cmd = [str(UV), *args]
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT)
+
+
+def build(cell: Cell, fresh: bool) -> None:
+    """Create the cell's virtualenv (kept between runs unless ``fresh`` or its spec changed)."""
+    spec = json.dumps({"pin": cell.pin, "setup.cfg": (ROOT / "setup.cfg").read_text()})
+    marker = cell.venv / ".kstate-spec"
+    if not fresh and marker.exists() and marker.read_text() == spec:
+        return
+    shutil.rmtree(cell.venv, ignore_errors=True)
+    _uv("venv", "-q", "-p", sys.executable, str(cell.venv))
+    common = ["pip", "install", "-q", "--compile-bytecode", "-p", str(cell.python)]
+    if cell.kind == "airflow":
+        constraint = cell.venv / "constraint.txt"
+        constraint.write_text(cell.pin + "\n")
+        _uv(
+            *common,
+            "-c",
+            str(constraint),
+            "-e",
+            f"{ROOT}[spark-local,test,demo]",
+            "-e",
+            str(ROOT / "support"),
+        )
+    else:
+        _uv(*common, cell.pin, *spark_requirements(), "-e", str(ROOT / "support"))
+        _uv(*common, "--no-deps", "-e", str(ROOT))
+    marker.write_text(spec)
+
+
+def versions(cell: Cell) -> dict[str, str]:
+    """The installed versions of :data:`REPORTED` in the cell (absent ones left out)."""
+    code = (
+        "import importlib.metadata as m, json\n"
+        f"names = {list(REPORTED)!r}\n"
+        "out = {}\n"
+        "for n in names:\n"
+        "    try:\n"
+        "        out[n] = m.version(n)\n"
+        "    except m.PackageNotFoundError:\n"
+        "        pass\n"
+        "print(json.dumps(out))\n"
+    )
+    out = subprocess.run([str(cell.python), "-c", code], check=True, capture_output=True, text=True)
+    return dict(json.loads(out.stdout))
+
+
+def check_pyspark_folder(cell: Cell, found: dict[str, str]) -> str:
+    """Return why the cell's ``pyspark/`` folder is a mix of two releases, or "" when it is not."""
+    if cell.kind == "spark" and "pyspark-client" in found:
+        return f"pyspark-client {found['pyspark-client']} is installed over pyspark {found.get('pyspark')}"
+    client, full = found.get("pyspark-client"), found.get("pyspark")
+    if client and full and client != full:
+        return f"pyspark {full} and pyspark-client {client} share one pyspark/ folder"
+    return ""
+
+
+def _env(cell: Cell) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "VIRTUAL_ENV", "PYSPARK"))}
+    env.update(
+        {
+            "PATH": f"{cell.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYSPARK_PYTHON": str(cell.python),
+            "PYSPARK_DRIVER_PYTHON": str(cell.python),
+            "KSTATE_COMPAT": "1",
+        }
+    )
+    env.pop("SPARK_HOME", None)  # the cell's own pyspark, never another Spark
+    return env
+
+
+def run_tests(cell: Cell) -> dict[str, Any]:
+    """Run the cell's tests with its interpreter; return the counts from pytest's JUnit XML."""
+    junit = cell.venv / "junit.xml"
+    junit.unlink(missing_ok=True)
+    log = cell.venv / "pytest.log"
+    targets = AIRFLOW_TESTS if cell.kind == "airflow" else SPARK_TESTS
+    cmd = [str(cell.python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-o", "addopts=--durations=10"]
+    cmd += ["--junitxml", str(junit), *targets]
+    print("+", " ".join(cmd), f"> {log.relative_to(ROOT)}", flush=True)
+    with open(log, "w", encoding="utf-8") as out:
+        code = subprocess.call(cmd, cwd=ROOT, env=_env(cell), stdout=out, stderr=subprocess.STDOUT)
+    counts = {"exit": code, "tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    if junit.exists():
+        suite = ET.parse(junit).getroot()
+        suite = suite if suite.tag == "testsuite" else suite[0]
+        for key in ("tests", "failures", "errors", "skipped"):
+            counts[key] = int(suite.get(key, 0))
+    counts["passed"] = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
+    if code != 0:
+        tail = log.read_text(errors="replace").splitlines()[-40:]
+        print("\n".join(line for line in tail if "rdkafka" not in line), flush=True)
+    return counts
+
+
+def run_cell(cell: Cell, fresh: bool) -> None:
+    t0 = time.monotonic()
+    result: dict[str, Any] = {"cell": cell.name, "pin": cell.pin}
+    try:
+        build(cell, fresh)
+        result["build_s"] = round(time.monotonic() - t0, 1)
+        result["versions"] = versions(cell)
+        mix = check_pyspark_folder(cell, result["versions"])
+        if mix:
+            raise RuntimeError(mix)
+        t1 = time.monotonic()
+        result.update(run_tests(cell))
+        result["test_s"] = round(time.monotonic() - t1, 1)
+        result["ok"] = result["exit"] == 0 and result["passed"] > 0
+    except (subprocess.CalledProcessError, RuntimeError) as exc:
+        result.update({"ok": False, "error": str(exc)})
+    result["seconds"] = round(time.monotonic() - t0, 1)
+    cell.result = result
+
+
+def table(cells: list[Cell]) -> str:
+    rows = ["| cell | Airflow / task SDK | pyspark | tests | result | build s | test s |", "|" + " --- |" * 7]
+    for c in cells:
+        r, v = c.result, c.result.get("versions", {})
+        airflow = f"{v.get('apache-airflow', '-')} / {v.get('apache-airflow-task-sdk', '-')}"
+        spark = v.get("pyspark", "-") + (f" (+client {v['pyspark-client']})" if "pyspark-client" in v else "")
+        tests = f"{r.get('passed', 0)} passed, {r.get('failures', 0) + r.get('errors', 0)} failed"
+        verdict = "ok" if r.get("ok") else f"FAILED {r.get('error', '')}".strip()
+        rows.append(
+            f"| {c.name} | {airflow} | {spark} | {tests} | {verdict} | {r.get('build_s', '-')} | {r.get('test_s', '-')} |"
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("cells", nargs="*", help=f"cells to run (default all: {[c.name for c in CELLS]})")
+    parser.add_argument("--fresh", action="store_true", help="rebuild the virtualenvs")
+    args = parser.parse_args(argv)
+    unknown = set(args.cells) - {c.name for c in CELLS}
+    if unknown:
+        parser.error(f"unknown cells {sorted(unknown)}")
+    cells = [c for c in CELLS if not args.cells or c.name in args.cells]
+    COMPAT.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    for cell in cells:
+        print(f"== {cell.name}: {cell.pin}", flush=True)
+        run_cell(cell, args.fresh)
+        print(
+            f"== {cell.name}: {'ok' if cell.result['ok'] else 'FAILED'} in {cell.result['seconds']} s",
+            flush=True,
+        )
+    total = round(time.monotonic() - t0, 1)
+    print(table(cells))
+    print(f"make compat: {sum(c.result['ok'] for c in cells)}/{len(cells)} cells ok in {total} s")
+    results = {"seconds": total, "cells": [c.result for c in cells]}
+    (COMPAT / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    return 0 if all(c.result["ok"] for c in cells) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
