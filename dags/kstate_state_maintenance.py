@@ -15,6 +15,11 @@ Flow::
   is unchanged; in full after a bad manifest, a layout change or an offset finding (the changelog was
   recreated or trimmed); ``never`` fails the run on a bad store.
 * After a rebuild both checks run again and fail the run if the store is still bad.
+* The deep check and the rebuild first ask the broker doctor (cached per cluster): a broker that breaks a
+  promise their reads rely on (end offsets that match fetches, read_committed, the last stable offset)
+  fails the task with ``BrokerDeviationError`` before Spark starts, so nothing is published, unless
+  ``allow_broker_deviation`` names it (``RISK ACCEPTED``). Their Spark apps also cross-check every read's
+  bound with where a fetch ends.
 * A store found good (``store_ok``) or rebuilt and re-checked (``recheck_deep``) emits an event of the
   Asset of the snapshot it checked (``file://`` + its absolute path, or its URI; named by that URI),
   through the outlet alias ``kstate-snapshot``, so DAGs scheduled on that snapshot run on a fresh,
@@ -48,6 +53,7 @@ SPARK_CONN_ID = "spark_default"
 _SNAPSHOT_ROOT = os.environ.get("KSTATE_SNAPSHOT_ROOT", "/tmp/kstate/snapshots")
 TOPIC = "{{ params.changelog_topic }}"
 URI = "{{ params.snapshot_uri }}"
+DEVIATIONS = "{{ params.allow_broker_deviation }}"
 #: The outlet of the tasks that declare a snapshot good: resolves to the Asset of the checked snapshot.
 SNAPSHOT_ALIAS = snapshot_alias()
 
@@ -104,6 +110,15 @@ with DAG(
             title="Versions to keep",
             description="Snapshot versions a rebuild keeps (the current one included) for rollback.",
         ),
+        "allow_broker_deviation": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            title="Accepted broker deviations",
+            description="Promises the broker doctor found broken that this run accepts by name (latest_offset, "
+            "read_committed, last_stable_offset ...), logged as RISK ACCEPTED. Empty: a broker that breaks one "
+            "the checks and the rebuild rely on is refused before Spark starts, and nothing is published.",
+        ),
     },
 ) as dag:
     fast_check = KStateFastCheckOperator(
@@ -125,6 +140,7 @@ with DAG(
         task_id="deep_check",
         topic=TOPIC,
         snapshot_uri=URI,
+        allow_broker_deviation=DEVIATIONS,
         kafka_config_id=KAFKA_CONN_ID,
         spark_conn_id=SPARK_CONN_ID,
         fail_on_bad=False,
@@ -147,6 +163,7 @@ with DAG(
         partitions="{{ params.partitions }}",
         only_partitions="{{ ti.xcom_pull(task_ids='decide', key='only_partitions') }}",
         keep_versions="{{ params.keep_versions }}",
+        allow_broker_deviation=DEVIATIONS,
         kafka_config_id=KAFKA_CONN_ID,
         spark_conn_id=SPARK_CONN_ID,
     )
@@ -157,6 +174,7 @@ with DAG(
         task_id="recheck_deep",
         topic=TOPIC,
         snapshot_uri=URI,
+        allow_broker_deviation=DEVIATIONS,
         kafka_config_id=KAFKA_CONN_ID,
         spark_conn_id=SPARK_CONN_ID,
         outlets=[SNAPSHOT_ALIAS],

@@ -25,10 +25,12 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.assets import annotate_outlets
 from airflow_provider_kstate.exceptions import (
+    BrokerDeviationError,
     KStateConfigError,
     LeaseHeldError,
     SnapshotError,
     SnapshotLeaseHeldError,
+    SparkApplicationError,
     StateCheckFailed,
 )
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook, Lease
@@ -41,10 +43,11 @@ from airflow_provider_kstate.operators.spark_app import (
     _app_file,
     spark_app_path,
 )
+from airflow_provider_kstate.spark_apps.kafka_io import OFFSET_BOUNDS
 from airflow_provider_kstate.store import results
 from airflow_provider_kstate.store.contract import FAILED_FIELD, failed_partitions
 from airflow_provider_kstate.store.layout import DEFAULT_KEEP_VERSIONS
-from airflow_provider_kstate.utils.coerce import as_optional_count, as_partitions
+from airflow_provider_kstate.utils.coerce import as_optional_count, as_partitions, as_str_list
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -179,10 +182,28 @@ class KStateFastCheckOperator(BaseOperator):
         return store_lineage(self, task_instance, complete=True)
 
 
-class _StoreSparkOperator(KStateSparkApplicationOperator):
-    """Common ground of the deep check and the rebuild: a topic, a snapshot URI, the package's application."""
+#: The promises that let a deviating broker's reads be bounded by where its fetches end instead of by
+#: its ListOffsets (passed on to the Spark applications when both are accepted).
+BOUND_DEVIATIONS = ("latest_offset", "last_stable_offset")
 
-    template_fields = (*KStateSparkApplicationOperator.template_fields, "topic", "snapshot_uri")
+
+class _StoreSparkOperator(KStateSparkApplicationOperator):
+    """Common ground of the deep check and the rebuild: a topic, a snapshot URI, the package's application.
+
+    Before Spark starts, the broker doctor's verdict must keep the promises a changelog read relies on
+    (``STATE_NEEDS``: ListOffsets' end equals the end of a fetch, read_committed hides aborted records,
+    the last stable offset stops at an open transaction); a broken one fails the task with
+    :class:`~airflow_provider_kstate.exceptions.BrokerDeviationError` unless ``allow_broker_deviation``
+    names it. The applications also cross-check the bounds of every read with where a fetch ends; a
+    disagreement is a ``BrokerDeviationError`` too, and nothing is published.
+    """
+
+    template_fields = (
+        *KStateSparkApplicationOperator.template_fields,
+        "topic",
+        "snapshot_uri",
+        "allow_broker_deviation",
+    )
     app_name = ""
 
     def __init__(
@@ -192,6 +213,7 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
         snapshot_uri: str,
         storage_conn_id: str | None = None,
         allow_non_compacted_changelog: bool = False,
+        allow_broker_deviation: list[str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("application", _app_file(self.app_name))
@@ -200,6 +222,45 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
         self.snapshot_uri = snapshot_uri
         self.storage_conn_id = storage_conn_id
         self.allow_non_compacted_changelog = allow_non_compacted_changelog
+        self.allow_broker_deviation = allow_broker_deviation
+
+    def allowed_deviations(self) -> tuple[str, ...]:
+        """Return ``allow_broker_deviation`` (a list, a rendered list ``"['x']"`` or ``"x,y"``) as promise
+        names (KStateConfigError naming an unknown one)."""
+        from airflow_provider_kstate.operators.doctor import allowed_deviations
+
+        return allowed_deviations(as_str_list("allow_broker_deviation", self.allow_broker_deviation))
+
+    def trust_broker(self) -> list[str]:
+        """Refuse a broker whose changelog reads cannot be trusted, by the doctor's verdict (cached per
+        cluster), before Spark starts; return the broken promises ``allow_broker_deviation`` accepts.
+
+        :raises BrokerDeviationError: a promise of ``STATE_NEEDS`` is broken and not accepted.
+        """
+        from airflow_provider_kstate.doctor.promises import STATE_NEEDS
+        from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
+
+        allow = self.allowed_deviations()
+        what = f"the {self.app_name.removesuffix('.py').replace('_', ' ')} of {self.topic!r}"
+        verdict = KStateDoctorHook(kafka_config_id=self.kafka_config_id).require(STATE_NEEDS, allow, what)
+        return [p for p in verdict.broken() if p in allow]
+
+    def submit(
+        self, hook: KStateSnapshotHook, context: Context | None = None, args: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Run the application (see the base class); an application that found the broker's end offsets
+        disagreeing with its reads fails with :class:`BrokerDeviationError` (a retry cannot fix it)."""
+        try:
+            return super().submit(hook, context, args)
+        except SparkApplicationError as exc:
+            if OFFSET_BOUNDS not in str(exc):
+                raise
+            raise BrokerDeviationError(
+                f"{exc}. {self.task_id} refused to trust the read: nothing was published and the current "
+                f"snapshot is unchanged. Run it on a broker whose ListOffsets matches its fetches, or accept "
+                f"allow_broker_deviation={list(BOUND_DEVIATIONS)} to bound reads by where fetches end "
+                "(logged as RISK ACCEPTED)"
+            ) from exc
 
     def app_path(self) -> str:
         return (
@@ -211,8 +272,11 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
     def snapshot_hook(self) -> KStateSnapshotHook:
         return KStateSnapshotHook(kafka_config_id=self.kafka_config_id, storage_conn_id=self.storage_conn_id)
 
-    def _base_args(self) -> list[str]:
+    def _base_args(self, accepted: list[str] | None = None) -> list[str]:
         args = ["--topic", self.topic, "--snapshot-uri", self.snapshot_uri]
+        bounds = [p for p in accepted or [] if p in BOUND_DEVIATIONS]
+        if bounds:  # the app then bounds a disagreeing partition's read by where its fetch ends
+            args += ["--allow-broker-deviation", ",".join(bounds)]
         if self.allow_non_compacted_changelog:  # the app refuses a non-compacted changelog whose log moved
             self.log.warning(
                 "RISK ACCEPTED: allow_non_compacted_changelog=True for %s: a changelog that retention trimmed "
@@ -258,14 +322,15 @@ class KStateDeepCheckOperator(_StoreSparkOperator):
         self.sample_keys = sample_keys
         self.fail_on_bad = fail_on_bad
 
-    def app_args(self) -> list[str]:
-        return [*self._base_args(), "--sample-keys", str(self.sample_keys)]
+    def app_args(self, accepted: list[str] | None = None) -> list[str]:
+        return [*self._base_args(accepted), "--sample-keys", str(self.sample_keys)]
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         hook = self.snapshot_hook()
         hook.admin.partition_count(self.topic)  # TopicNotFoundError before Spark starts
         hook.manifest(self.snapshot_uri)  # SnapshotError naming the problem before Spark starts
-        report = self.submit(hook, context)
+        accepted = self.trust_broker()  # BrokerDeviationError before Spark starts
+        report = self.submit(hook, context, self.app_args(accepted))
         report.setdefault("check", "deep")
         report.setdefault("topic", self.topic)
         report.setdefault("snapshot_uri", self.snapshot_uri)
@@ -435,7 +500,8 @@ class KStateRebuildOperator(_StoreSparkOperator):
             f"only partitions {only}" if only else "all partitions",
             keep,
         )
-        args = [*self.rebuild_args(self._base_args(), target, only), "--keep-versions", str(keep)]
+        accepted = self.trust_broker()  # BrokerDeviationError before Spark starts: nothing published
+        args = [*self.rebuild_args(self._base_args(accepted), target, only), "--keep-versions", str(keep)]
         with self.snapshot_lease(context, root):
             report = self.submit(hook, context, args)
         if not report.get("ok"):

@@ -20,6 +20,10 @@ as of its offsets and the lag is reported; resuming replays the rest. Caveat: if
 removed records below the end offsets that later records supersede, the fold up to the end offsets cannot
 be reconstructed exactly; such partitions are flagged with that hint (a rebuild re-baselines them).
 
+The changelog's end offsets are cross-checked with where a read_committed fetch ends before anything is
+read, and a read that ends short of its bound fails: a broker whose ListOffsets and fetches disagree
+cannot be checked against (exit 2, ``OffsetBoundError``), never a passed check.
+
 Exit code 0 when the check ran (``ok`` says whether it passed); 2 with one ``kstate-deep-check: error:``
 line on stderr when it could not run.
 """
@@ -87,6 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """
     parser = app_parser("deep_check.py", "Check a kstate snapshot against its changelog.")
     parser.add_argument("--sample-keys", type=int, default=5, help="sample keys per kind and partition")
+    kafka_io.add_deviation_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -472,7 +477,13 @@ def check(
     snap = readable_stats(spark, data, layout, files)
     results = build_results(manifest, snap)
     in_topic = [p for p in manifest.partition_stats if p < count]
-    current = kafka_io.list_offsets(kafka_config, args.topic, in_topic)
+    current = kafka_io.checked_offsets(  # refused when a fetch disagrees with them
+        kafka_config,
+        args.topic,
+        in_topic,
+        accept_fetch_ends=kafka_io.accepts_fetch_ends(args),
+        warnings=warnings,
+    )
     ranges = plan_ranges(manifest, count, current, results)
     truth = changelog_truth(spark, kafka_config, args.topic, ranges, layout, args.timeout)
     for p, res in results.items():

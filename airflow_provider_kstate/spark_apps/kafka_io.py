@@ -22,6 +22,8 @@ import numpy as np
 from airflow_provider_kstate.store.contract import NOT_COMPACTED, live_config
 
 DEFAULT_TIMEOUT = 120.0
+#: The first words of an :class:`OffsetBoundError` (the operators turn such a failed app into a refusal).
+OFFSET_BOUNDS = "broker offsets disagree with its reads"
 BATCH = 10_000
 _POLL = 0.2  # consume() waits for a full batch or this long: short, so a partition's tail costs little
 _M = np.uint32(0x5BD1E995)
@@ -30,6 +32,15 @@ _SEED = 0x9747B28C
 
 class KafkaReadError(RuntimeError):
     """The changelog could not be read: broker unreachable, topic missing, read timed out."""
+
+
+class OffsetBoundError(KafkaReadError):
+    """The end offsets that bound a read disagree with what a read reaches: the broker's ListOffsets and
+    its fetches tell two stories (issue 17: Tansu's "latest" is the last batch's base offset + 1, its last
+    stable offset is 0 while a transaction is open), so a fold bounded by them would be silently short.
+
+    The message starts with :data:`OFFSET_BOUNDS` and names each partition, its bound and what was reached.
+    """
 
 
 class NotCompactedError(KafkaReadError):
@@ -224,6 +235,146 @@ def list_offsets(
     return {p: (lo, hi) for p, (lo, hi) in result.items()}
 
 
+def fetch_ends(
+    kafka_config: Mapping[str, Any], topic: str, bounds: Mapping[int, tuple[int, int]], timeout: float = 30.0
+) -> dict[int, int]:
+    """Return ``{partition: the offset where a read_committed fetch hits partition EOF}``, reading each
+    partition only from just below its bound (a tail of one record, plus whatever came since).
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the topic.
+    :param bounds: ``{partition: (log start, end)}`` as :func:`list_offsets` returned them.
+    :param timeout: seconds to wait for every partition's EOF.
+    :raises KafkaReadError: on a consumer error, or when a partition shows no end within ``timeout``.
+    """
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    if not bounds:
+        return {}
+    consumer = Consumer(consumer_config(kafka_config))
+    ends: dict[int, int] = {}
+    try:
+        consumer.assign([TopicPartition(topic, p, max(lo, hi - 1)) for p, (lo, hi) in bounds.items()])
+        deadline = time.monotonic() + timeout
+        while len(ends) < len(bounds):
+            if time.monotonic() > deadline:
+                missing = sorted(set(bounds) - set(ends))[:10]
+                raise KafkaReadError(f"{topic}: no partition end within {timeout:g}s on partitions {missing}")
+            for m in consumer.consume(1000, timeout=_POLL):
+                err = m.error()
+                if err is None:
+                    continue
+                if err.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaReadError(f"{topic}[{m.partition()}]: {err.str()}")
+                ends.setdefault(int(m.partition() or 0), int(m.offset() or 0))
+    finally:
+        consumer.close()
+    return ends
+
+
+def bound_problems(
+    kafka_config: Mapping[str, Any], topic: str, bounds: Mapping[int, tuple[int, int]], timeout: float = 30.0
+) -> tuple[dict[int, int], dict[int, str], dict[int, str]]:
+    """Cross-check the end offsets that bound a read (ListOffsets, read_committed) with the end a fetch
+    reaches.
+
+    A fetch that ends *short* of its bound means the broker announced offsets nobody can read. A fetch
+    that reaches *past* it is new writes, unless ListOffsets, asked again afterwards, still lags behind
+    what the fetch already returned: then the broker's end offsets *lag* its data (a read bounded by them
+    would stop early and report a stale snapshot as complete).
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the topic.
+    :param bounds: ``{partition: (log start, end)}`` from :func:`list_offsets`.
+    :param timeout: seconds to wait for each round.
+    :returns: ``(fetch ends, short, lagging)``: the last two map each disagreeing partition to a text
+        naming its bound and what the fetch reached.
+    """
+    ends = fetch_ends(kafka_config, topic, bounds, timeout)
+    short = {
+        p: f"bound {bounds[p][1]}, a fetch ends at {e} (short of it)"
+        for p, e in ends.items()
+        if e < bounds[p][1]
+    }
+    lagging: dict[int, str] = {}
+    beyond = sorted(p for p, e in ends.items() if e > bounds[p][1])
+    if beyond:
+        again = list_offsets(kafka_config, topic, beyond, timeout)
+        for p in beyond:
+            if again[p][1] < ends[p]:
+                lagging[p] = (
+                    f"bound {bounds[p][1]}, a fetch reached {ends[p]} (past it) and ListOffsets still says "
+                    f"{again[p][1]} after that fetch"
+                )
+    return ends, short, lagging
+
+
+def _describe(wrong: Mapping[int, str]) -> str:
+    shown = "; ".join(f"partition {p}: {why}" for p, why in sorted(wrong.items())[:10])
+    return shown + (f" (and {len(wrong) - 10} more)" if len(wrong) > 10 else "")
+
+
+#: The accepted deviations (``--allow-broker-deviation``) that let a read be bounded by where its fetch ends.
+FETCH_END_DEVIATIONS = ("latest_offset", "last_stable_offset")
+
+
+def add_deviation_argument(parser: Any) -> None:
+    """Add ``--allow-broker-deviation`` (comma-separated promise names) to an application's parser."""
+    parser.add_argument(
+        "--allow-broker-deviation",
+        default="",
+        help="accepted broker deviations (latest_offset, last_stable_offset): bound a read whose ListOffsets "
+        "lags its fetch by where the fetch ends (logged as RISK ACCEPTED)",
+    )
+
+
+def accepts_fetch_ends(args: Any) -> bool:
+    """Whether the parsed ``--allow-broker-deviation`` names a deviation of :data:`FETCH_END_DEVIATIONS`."""
+    named = {n.strip() for n in str(getattr(args, "allow_broker_deviation", "") or "").split(",")}
+    return bool(named & set(FETCH_END_DEVIATIONS))
+
+
+def checked_offsets(
+    kafka_config: Mapping[str, Any],
+    topic: str,
+    partitions: list[int],
+    timeout: float = 30.0,
+    accept_fetch_ends: bool = False,
+    warnings: list[str] | None = None,
+) -> dict[int, tuple[int, int]]:
+    """Return ``{partition: (log start, end)}`` for every read of the Spark applications: the
+    :func:`list_offsets` bounds, refused when a fetch disagrees with them (:func:`bound_problems`).
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the topic.
+    :param partitions: the partitions to read.
+    :param timeout: seconds to wait for each round.
+    :param accept_fetch_ends: the user accepted a broker whose end offsets lag its data
+        (``--allow-broker-deviation latest_offset,last_stable_offset``): such a partition is bounded by
+        where its fetch ended instead, with a ``RISK ACCEPTED`` line in ``warnings``. A fetch ending short
+        of its bound is always refused.
+    :param warnings: where to append that line.
+    :raises OffsetBoundError: naming each disagreeing partition, its bound and what the fetch reached.
+    """
+    bounds = list_offsets(kafka_config, topic, partitions, timeout)
+    ends, short, lagging = bound_problems(kafka_config, topic, bounds, timeout)
+    wrong = {**lagging, **short} if not accept_fetch_ends else short
+    if wrong:
+        raise OffsetBoundError(
+            f"{OFFSET_BOUNDS}: topic {topic!r} on {describe_bootstrap(kafka_config)}: {_describe(wrong)}. "
+            "The broker's end offsets (ListOffsets, read_committed) do not match what its fetches return, so "
+            "a read bounded by them would be silently short or long. Nothing was read or written"
+        )
+    if lagging:
+        if warnings is not None:
+            warnings.append(
+                f"RISK ACCEPTED (--allow-broker-deviation): {topic!r}: the broker's end offsets lag its data "
+                f"({_describe(lagging)}): those partitions are read up to where their fetch ended"
+            )
+        bounds = {p: (lo, ends[p] if p in lagging else hi) for p, (lo, hi) in bounds.items()}
+    return bounds
+
+
 # ---------------------------------------------------------------------------------------------- reads
 
 
@@ -292,15 +443,28 @@ def read_batches(
                         f"{topic}[{partition}]: no end of data within {timeout:g}s (wanted offsets {start}..{end})"
                     )
                 continue
-            yield msgs
             last = msgs[-1]
             offset = last.offset() or 0
+            _check_short(last, topic, partition, end)
+            yield msgs
             if last.error() is not None or offset >= end - 1:
                 return  # the last offset before ``end`` (markers may follow it), or EOF at the LSO
             following = offset + 1
             deadline = time.monotonic() + timeout
     finally:
         consumer.close()
+
+
+def _check_short(last: Any, topic: str, partition: int, end: int) -> None:
+    """Raise :class:`OffsetBoundError` when a read hit partition EOF below its bound ``end``."""
+    from confluent_kafka import KafkaError
+
+    err = last.error()
+    if err is not None and err.code() == KafkaError._PARTITION_EOF and (last.offset() or 0) < end:
+        raise OffsetBoundError(
+            f"{OFFSET_BOUNDS}: {topic}[{partition}]: the read ended at the partition's end {last.offset()}, "
+            f"short of its bound {end}: the broker announced offsets its fetches do not return"
+        )
 
 
 def _event(msg: Any, null_keys: int) -> int:

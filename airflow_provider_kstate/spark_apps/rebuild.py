@@ -3,7 +3,9 @@
     spark-submit airflow_provider_kstate/spark_apps/rebuild.py --kafka-config-file CFG.json --topic T \\
         --snapshot-uri URI --report-file R.json [--partitions N] [--only-partitions 0,3] [--keep-versions 3]
 
-1. Capture every changelog partition's log start and last stable offset (driver, one ListOffsets).
+1. Capture every changelog partition's log start and last stable offset (driver, one ListOffsets), and
+   cross-check each end with where a read_committed fetch from just below it ends: a broker whose
+   ListOffsets disagrees with its fetches is refused before anything is read (``OffsetBoundError``).
 2. Read the partitions in parallel, one Spark task each (confluent-kafka ``assign()``, read_committed), fold
    to the latest value per key (tombstones delete) and place each key in ``partition_for(key, N)``; N is
    ``--partitions`` (a re-key after a partition increase) or the topic's partition count.
@@ -107,6 +109,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--keep-versions", type=int, default=layouts.DEFAULT_KEEP_VERSIONS, help="versions to keep (>= 1)"
     )
+    kafka_io.add_deviation_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -150,7 +153,9 @@ def make_plan(args: argparse.Namespace) -> Plan:
     sources = only if only is not None else list(range(count))
     plan = Plan(args.topic, args.snapshot_uri, conf, count, layout, only, {}, keep=args.keep_versions)
     plan.warnings = compaction_guard(conf, args.topic, args.allow_non_compacted)
-    plan.offsets = kafka_io.list_offsets(conf, args.topic, sources)
+    plan.offsets = kafka_io.checked_offsets(  # refused when a fetch disagrees with them
+        conf, args.topic, sources, accept_fetch_ends=kafka_io.accepts_fetch_ends(args), warnings=plan.warnings
+    )
     return plan
 
 

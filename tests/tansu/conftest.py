@@ -137,7 +137,7 @@ def run_dag(kafka_config: dict[str, Any]) -> Callable[..., Any]:
     points ``kafka_default`` at it) and return the DagRun. Callers assert ``dr.state``."""
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=str(ROOT / "dags"), include_examples=False)
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
     assert not bag.import_errors, bag.import_errors
 
     def _run(dag_id: str, conf: dict[str, Any]) -> Any:

@@ -370,6 +370,9 @@ def test_deep_check_operator_names_partitions_and_sample_keys(
         },
     }
     monkeypatch.setattr(KStateDeepCheckOperator, "submit", lambda self, hook, *args: dict(report))
+    monkeypatch.setattr(
+        KStateDeepCheckOperator, "trust_broker", lambda self: []
+    )  # the doctor: test_state_defences
     op = KStateDeepCheckOperator(task_id="d", topic=TOPIC, snapshot_uri=uri, fail_on_bad=False)
     result = op.execute({})
     assert result["failed_partitions"] == [1] and result["check"] == "deep"
