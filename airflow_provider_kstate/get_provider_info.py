@@ -72,4 +72,6 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [f"{pkg}.triggers.groups"],
             }
         ],
+        # The kstate page in the UI (also the `airflow.plugins` entry point in setup.cfg).
+        "plugins": [{"name": "kstate", "plugin-class": f"{pkg}.plugins.kstate.KStatePlugin"}],
     }

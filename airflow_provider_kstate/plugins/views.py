@@ -1,0 +1,434 @@
+"""What the kstate page shows, as JSON-safe dicts: a topic's live plan, the increase runs and their proof, the
+snapshots. No FastAPI here (see :mod:`airflow_provider_kstate.plugins.app`); read-only everywhere.
+
+* **Topics** - the plan of a run to N partitions computed as a dry run (``build_plan``: no lease, nothing
+  changed), each group's committed-offset lag, and the broker check's last verdict (never probed here).
+* **Runs** - one per report folder ``<base>/<topic>/<dag_id>_<run_id>/`` (``seed.jsonl.gz``,
+  ``verify.jsonl.gz``): the list pages through folders and reads nothing large; a run's proof is summarized
+  per group (partition ranges) in one streaming pass over its verify report, cached by file size and
+  mtime, then paged. The base is the deployment's (``[kstate] report_base``, else
+  ``$AIRFLOW_HOME/kstate-reports``), never a path from the request.
+* **Snapshots** - the ``kstate-snapshot`` Assets' URIs: current version and history from the pointer,
+  rows and offsets from the manifest, the last fast and deep check (their XComs) and the partitions they
+  found damaged.
+
+No secret is returned: connections are used, never shown (only the first bootstrap server names a
+cluster).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_kstate.increase.report import default_report_base, ranges, read_report
+
+#: Runs per page, at most.
+MAX_LIMIT = 200
+#: Verify-report summaries kept in memory (one per run; each is a few KB per group).
+CACHE_RUNS = 16
+#: The maintenance DAG's check tasks whose XComs are a snapshot's check history.
+CHECK_TASKS = ("fast_check", "deep_check", "recheck_fast", "recheck_deep")
+#: Recent XComs scanned for checks and verifications.
+XCOM_SCAN = 500
+
+
+def _page(offset: int, limit: int) -> tuple[int, int]:
+    return max(int(offset), 0), min(max(int(limit), 1), MAX_LIMIT)
+
+
+# --------------------------------------------------------------------------------------------- topics
+
+
+def group_lag(admin: Any, topic: str, groups: list[str], count: int) -> dict[str, dict[str, Any]]:
+    """Return, per group, its committed-offset lag on ``topic`` and how many partitions hold no offset."""
+    if not groups or not count:
+        return {}
+    ends = {p: high for p, (_low, high) in admin.watermarks(topic, range(count)).items()}
+    out: dict[str, dict[str, Any]] = {}
+    for group, committed in admin.committed_offsets_many(groups, topic, count):
+        lag = sum(max(ends[p] - o, 0) for p, o in committed.items() if p in ends)
+        out[group] = {"lag": lag, "without_offset": count - len(committed)}
+    return out
+
+
+def broker_verdict(conn_id: str) -> dict[str, Any]:
+    """Return the broker check's last verdict for the connection, or ``{"checked": False}`` ("not
+    checked yet": no doctor module, or no cached verdict). Never probes the broker."""
+    try:
+        from airflow_provider_kstate.hooks.doctor import KStateDoctorHook  # type: ignore[import-not-found]
+    except ImportError:
+        return {"checked": False}
+    verdict = KStateDoctorHook(conn_id).last_verdict()
+    if verdict is None:
+        return {"checked": False}
+    return {"checked": True, "broken": list(verdict.broken()), **verdict.to_dict()}
+
+
+def topic_view(admin: Any, conn_id: str, topic: str, target: int | None) -> dict[str, Any]:
+    """Return the live plan of ``topic`` as a dry run to ``target`` partitions (None: the current count).
+
+    :param admin: a :class:`~airflow_provider_kstate.hooks.admin.KStateAdminHook` (or anything with its
+        verbs).
+    """
+    from airflow_provider_kstate.increase.plan import build_plan
+
+    current = admin.partition_count(topic)
+    plan = build_plan(admin, topic, int(target or current))
+    lags = group_lag(admin, topic, plan.where("seed"), current)
+    groups = []
+    for name, entry in plan.groups.items():
+        groups.append(
+            {
+                "group": name,
+                "class": entry.cls,
+                "type": entry.type,
+                "state": entry.state,
+                "member_count": entry.member_count,
+                "members": list(entry.members),
+                "pause": entry.pause,
+                "seed": entry.seed,
+                "wait": entry.wait,
+                **lags.get(name, {}),
+            }
+        )
+    new = plan.new_partitions
+    return {
+        "topic": topic,
+        "conn_id": conn_id,
+        "partitions": current,
+        "target": plan.target_partitions,
+        "mode": plan.mode,
+        "new_partitions": ranges(new) if len(new) else "none",
+        "groups": groups,
+        "would_pause": plan.where("pause"),
+        "would_seed": plan.where("seed"),
+        "would_wait": plan.where("wait"),
+        "left_alone": [g["group"] for g in groups if not g["seed"]],
+        "planned_at": plan.planned_at,
+        "broker_check": broker_verdict(conn_id),
+    }
+
+
+# ----------------------------------------------------------------------------------------------- runs
+
+
+def report_base() -> str:
+    """Return the deployment's report base: ``[kstate] report_base``, else ``$AIRFLOW_HOME/kstate-reports``."""
+    try:
+        from airflow.configuration import conf
+
+        configured = conf.get("kstate", "report_base", fallback="")
+    except Exception:  # noqa: BLE001 - no Airflow config (a unit test): the default
+        configured = ""
+    return configured or default_report_base()
+
+
+def owner_folder(dag_id: str, run_id: str) -> str:
+    """Return the report folder name of a DAG run (as :func:`~.report.report_location` writes it)."""
+    return re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{dag_id}/{run_id}") or "manual"
+
+
+def _safe_child(base: Path, *names: str) -> Path:
+    """Return ``base/names...``, refusing anything that leaves ``base`` (``..``, absolute names)."""
+    for name in names:
+        if not name or name in (".", "..") or "/" in name or "\\" in name:
+            raise ValueError(f"not a report folder name: {name!r}")
+    path = base.joinpath(*names)
+    if os.path.commonpath([base.resolve(), path.resolve()]) != str(base.resolve()):
+        raise ValueError(f"not a report folder name: {names!r}")
+    return path
+
+
+def list_topics_with_runs(base: str) -> list[str]:
+    """Return the topics that have report folders under ``base`` (local bases only)."""
+    root = Path(base)
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def list_runs(base: str, topic: str, offset: int = 0, limit: int = 20) -> dict[str, Any]:
+    """Return a page of ``topic``'s increase runs, newest first: folder, files, when (no report is read)."""
+    offset, limit = _page(offset, limit)
+    folder = _safe_child(Path(base), topic)
+    entries: list[dict[str, Any]] = []
+    if folder.is_dir():
+        for run in folder.iterdir():
+            files = {f.name: f.stat() for f in run.iterdir() if f.is_file()} if run.is_dir() else {}
+            if not files:
+                continue
+            entries.append(
+                {
+                    "run": run.name,
+                    "modified": max(s.st_mtime for s in files.values()),
+                    "seed_report": "seed.jsonl.gz" in files,
+                    "verify_report": "verify.jsonl.gz" in files,
+                    "bytes": sum(s.st_size for s in files.values()),
+                }
+            )
+    entries.sort(key=lambda e: e["modified"], reverse=True)
+    return {
+        "topic": topic,
+        "total": len(entries),
+        "offset": offset,
+        "limit": limit,
+        "runs": entries[offset : offset + limit],
+    }
+
+
+class _GroupProof:
+    """What one group's verify rows proved, accumulated row by row."""
+
+    __slots__ = ("group", "lag", "max_lag", "new", "no_offset", "partitions", "problems", "seeded")
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        self.partitions = 0
+        self.lag = 0
+        self.max_lag = 0
+        self.problems: list[int] = []
+        self.seeded: list[int] = []
+        self.new: list[int] = []
+        self.no_offset = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        p = row["partition"]
+        self.partitions += 1
+        lag = row.get("lag") or 0
+        self.lag += lag
+        self.max_lag = max(self.max_lag, lag)
+        if row.get("problem"):
+            self.problems.append(p)
+        if row.get("seeded"):
+            self.seeded.append(p)
+        if row.get("new"):
+            self.new.append(p)
+        if row.get("committed") is None:
+            self.no_offset += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "partitions": self.partitions,
+            "ok": not self.problems,
+            "skipping_partitions": ranges(self.problems),
+            "problems": len(self.problems),
+            "seeded_by_run": ranges(self.seeded),
+            "seeded": len(self.seeded),
+            "new_partitions": ranges(self.new),
+            "without_offset": self.no_offset,
+            "lag": self.lag,
+            "max_lag": self.max_lag,
+        }
+
+
+def summarize_verify(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return, per group (in report order), what a verify report proved, with partition ranges."""
+    proofs: dict[str, _GroupProof] = {}
+    for row in rows:
+        group = row["group"]
+        proof = proofs.get(group)
+        if proof is None:
+            proof = proofs[group] = _GroupProof(group)
+        proof.add(row)
+    return [p.to_dict() for p in proofs.values()]
+
+
+class _SummaryCache:
+    """Verify-report summaries by (path, size, mtime), the newest ``size`` kept; thread-safe."""
+
+    def __init__(self, size: int = CACHE_RUNS) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, int, int], list[dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: Path) -> list[dict[str, Any]]:
+        stat = path.stat()
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        summary = summarize_verify(read_report(str(path)))
+        with self._lock:
+            self._items[key] = summary
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return summary
+
+
+SUMMARIES = _SummaryCache()
+
+
+def run_proof(base: str, topic: str, run: str, offset: int = 0, limit: int = 50) -> dict[str, Any]:
+    """Return what one run proved, per group (a page of groups), from its verify and seed reports."""
+    offset, limit = _page(offset, limit)
+    folder = _safe_child(Path(base), topic, run)
+    verify, seed = folder / "verify.jsonl.gz", folder / "seed.jsonl.gz"
+    out: dict[str, Any] = {"topic": topic, "run": run, "offset": offset, "limit": limit}
+    index = folder / "seed.evidence.json"
+    if index.is_file():
+        evidence = json.loads(index.read_text())
+        out["seed"] = {"rows": evidence.get("rows"), "groups": len(evidence.get("seeded") or {})}
+    elif seed.is_file():
+        out["seed"] = {"rows": None, "groups": None}
+    if not verify.is_file():
+        out.update(verified=False, total=0, groups=[])
+        return out
+    summary = SUMMARIES.get(verify)
+    out.update(
+        verified=True,
+        ok=all(g["ok"] for g in summary),
+        total=len(summary),
+        partitions=max((g["partitions"] for g in summary), default=0),
+        groups=summary[offset : offset + limit],
+    )
+    return out
+
+
+# ------------------------------------------------------------------------------------------ airflow db
+
+
+def recent_return_values(task_suffixes: tuple[str, ...], scan: int = XCOM_SCAN) -> Iterator[dict[str, Any]]:
+    """Yield recent ``return_value`` XComs of tasks whose id ends with one of ``task_suffixes``, newest
+    first, as ``{"dag_id", "run_id", "task_id", "timestamp", "value"}``."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import or_, select
+
+    with create_session() as session:
+        rows = session.execute(
+            select(
+                XComModel.dag_id, XComModel.run_id, XComModel.task_id, XComModel.timestamp, XComModel.value
+            )
+            .where(XComModel.key == "return_value")
+            .where(or_(*[XComModel.task_id.like(f"%{s}") for s in task_suffixes]))
+            .order_by(XComModel.timestamp.desc())
+            .limit(scan)
+        ).all()
+    for dag_id, run_id, task_id, ts, raw in rows:
+        value = _decode(raw)
+        if isinstance(value, dict):
+            yield {
+                "dag_id": dag_id,
+                "run_id": run_id,
+                "task_id": task_id,
+                "timestamp": str(ts),
+                "value": value,
+            }
+
+
+def _decode(raw: Any) -> Any:
+    for _ in range(2):  # XCom values are JSON; some backends store a JSON string of JSON
+        if not isinstance(raw, (str, bytes)):
+            return raw
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    return raw
+
+
+def dag_runs_by_folder(limit: int = 2000) -> dict[str, dict[str, Any]]:
+    """Return recent DAG runs by their report folder name: ``{folder: {dag_id, run_id, state}}``."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(
+            select(DagRun.dag_id, DagRun.run_id, DagRun.state).order_by(DagRun.id.desc()).limit(limit)
+        ).all()
+    return {owner_folder(d, r): {"dag_id": d, "run_id": r, "state": str(s)} for d, r, s in rows}
+
+
+# ------------------------------------------------------------------------------------------ snapshots
+
+
+def snapshot_uris() -> list[str]:
+    """Return the URIs of the snapshots the deployment knows: the ``kstate-snapshot`` Assets, and the
+    ones named by recent checks."""
+    from airflow.models.asset import AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from airflow_provider_kstate.assets import GROUP
+
+    with create_session() as session:
+        uris = list(session.scalars(select(AssetModel.uri).where(AssetModel.group == GROUP)))
+    for xcom in recent_return_values(CHECK_TASKS):
+        uri = xcom["value"].get("snapshot_uri")
+        if isinstance(uri, str):
+            uris.append(uri)
+    return sorted(set(_normal(u) for u in uris))
+
+
+def _normal(uri: str) -> str:
+    from airflow_provider_kstate.assets import snapshot_uri_of
+
+    return snapshot_uri_of(uri)
+
+
+def snapshot_view(uri: str, checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return one snapshot: current version, history, rows and offsets per partition, the last fast and
+    deep check among ``checks`` (recent check XComs) and the partitions they found damaged."""
+    from airflow_provider_kstate.store.fast_check import SnapshotUnreadable, load_manifest
+    from airflow_provider_kstate.store.layout import read_history, resolve
+
+    out: dict[str, Any] = {"uri": uri}
+    try:
+        manifest = load_manifest(uri)
+    except SnapshotUnreadable as exc:
+        out.update(readable=False, problem=str(exc))
+    else:
+        current = resolve(uri)
+        _version, history = read_history(uri, lambda u: _read_local(u))
+        out.update(
+            readable=True,
+            topic=manifest.topic,
+            version=manifest.version,
+            legacy=current.legacy,
+            history=history,
+            written_at=manifest.written_at,
+            partitions=manifest.partitions,
+            rows=sum(s.rows for s in manifest.stats.values()),
+            offsets={
+                str(p): {"start": s.start_offset, "end": s.end_offset, "rows": s.rows}
+                for p, s in sorted(manifest.stats.items())
+            },
+        )
+    mine = [c for c in checks if _normal(str(c["value"].get("snapshot_uri") or "")) == uri]
+    for kind in ("fast", "deep"):
+        last = next((c for c in mine if c["value"].get("check") == kind), None)
+        out[f"last_{kind}_check"] = _check_summary(last) if last else None
+    last_any = next((c for c in mine if c["value"].get("check") in ("fast", "deep")), None)
+    out["damaged_partitions"] = list(last_any["value"].get("failed_partitions") or []) if last_any else []
+    return out
+
+
+def _check_summary(xcom: dict[str, Any]) -> dict[str, Any]:
+    value = xcom["value"]
+    return {
+        "ok": value.get("ok"),
+        "failed_partitions": list(value.get("failed_partitions") or []),
+        "problems": list(value.get("problems") or [])[:10],
+        "version": value.get("snapshot_version"),
+        "dag_id": xcom["dag_id"],
+        "run_id": xcom["run_id"],
+        "task_id": xcom["task_id"],
+        "at": xcom["timestamp"],
+    }
+
+
+def _read_local(uri: str) -> bytes | None:
+    from airflow_provider_kstate.store.uri import local_path
+
+    path = local_path(uri)
+    if path is None or not path.is_file():
+        return None
+    return path.read_bytes()

@@ -1,0 +1,281 @@
+"""The kstate page (airflow_provider_kstate.plugins): Airflow's login guards it, it shows a real topic's plan
+and a finished run's proof, and never a connection's extras.
+
+* ``test_page_api_*`` (fast, no deployment): Airflow's own API app built in this process, with the plugin
+  mounted as the API server mounts it, driven by Starlette's TestClient: no token -> 401, a forged token
+  -> 403, the UI's JWT cookie -> the plan of a real topic with two groups; a run's proof read from real
+  reports (written by the report module) with paging; a SASL password in the connection's extras appears
+  in no answer.
+* ``test_kstate_page_in_the_browser`` (``browser``, ``deployment``): the session's ``airflow standalone``;
+  an increase of a real topic with two groups runs to success; headless Chromium logs in on the UI's
+  login page, opens kstate from the navigation (the page in its iframe), asks for the plan to 4
+  partitions and opens the run's proof. Screenshots to ``artifacts/`` (and to ``$KSTATE_DOCS_IMAGES``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_kstate.increase.report import report_location, write_report
+from tests.e2e import test_browser
+from tests.e2e.test_browser import _missing, _visible, _wait
+from tests.e2e.test_deployment import commit_offsets, create_topic, delete_topics, produce
+
+INCREASE = "kstate_partition_increase"
+browser = test_browser.browser  # the fixture: headless Chromium
+SECRET = "kstate-ui-secret-" + uuid.uuid4().hex[:8]
+
+
+def _two_groups(admin: Any, kafka_config: dict[str, Any], tag: str) -> tuple[str, str, str]:
+    """A topic of 2 partitions with 10 records each and two EMPTY groups with committed offsets."""
+    topic, billing, audit = f"kstate-ui-{tag}", f"kstate-ui-{tag}-billing", f"kstate-ui-{tag}-audit"
+    create_topic(admin, topic, 2)
+    produce(kafka_config, topic, [(p, b"k%d" % i, b"v") for p in range(2) for i in range(10)])
+    commit_offsets(kafka_config, billing, {(topic, 0): 10, (topic, 1): 4})
+    commit_offsets(kafka_config, audit, {(topic, 0): 7})
+    return topic, billing, audit
+
+
+# --------------------------------------------------------------------------------- fast: the page's API
+
+
+@pytest.fixture(scope="module")
+def api(kafka_config: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Airflow's API app (``core``: UI, REST API and plugins) in this process, with a report base of its own
+    and a connection whose extras hold a SASL password."""
+    from airflow.api_fastapi.app import create_app, purge_cached_app
+    from starlette.testclient import TestClient
+
+    base = tmp_path_factory.mktemp("kstate-reports")
+    secret_conn = {"conn_type": "kafka", "extra": {**kafka_config, "sasl.password": SECRET}}
+    saved = {k: os.environ.get(k) for k in ("AIRFLOW__KSTATE__REPORT_BASE", "AIRFLOW_CONN_KSTATE_UI_SECRET")}
+    os.environ["AIRFLOW__KSTATE__REPORT_BASE"] = str(base)
+    os.environ["AIRFLOW_CONN_KSTATE_UI_SECRET"] = json.dumps(secret_conn)
+    purge_cached_app()
+    app = create_app("core")
+    try:
+        with TestClient(app, base_url="http://localhost") as client:
+            client.report_base = base  # type: ignore[attr-defined]
+            yield client
+    finally:
+        purge_cached_app()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _cookie() -> dict[str, str]:
+    """The UI's session cookie of the simple auth manager's admin (what the login page sets)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="admin"))
+    return {COOKIE_NAME_JWT_TOKEN: token}
+
+
+def test_page_api_refuses_without_the_login(api: Any) -> None:
+    for path in (
+        "/kstate/",
+        "/kstate/api/topics",
+        "/kstate/api/plan?topic=x",
+        "/kstate/api/runs",
+        "/kstate/api/snapshots",
+    ):
+        api.cookies.clear()
+        assert api.get(path).status_code == 401, path
+        forged = api.get(path, headers={"Authorization": "Bearer not-a-jwt"})
+        assert forged.status_code == 403, (path, forged.status_code)
+    assert api.post("/kstate/api/plan?topic=x", cookies=_cookie()).status_code == 405  # read-only
+
+
+def test_page_api_shows_the_plan_and_the_proof(api: Any, admin: Any, kafka_config: dict[str, Any]) -> None:
+    tag = uuid.uuid4().hex[:8]
+    topic, billing, audit = _two_groups(admin, kafka_config, tag)
+    try:
+        page = api.get("/kstate/", cookies=_cookie())
+        assert page.status_code == 200 and "Show plan" in page.text
+        plan = api.get(
+            "/kstate/api/plan",
+            params={"topic": topic, "partitions": 4, "conn_id": "kstate_ui_secret"},
+            cookies=_cookie(),
+        )
+        assert plan.status_code == 200, plan.text
+        body = plan.json()
+        assert (body["partitions"], body["target"], body["mode"], body["new_partitions"]) == (
+            2,
+            4,
+            "increase",
+            "2-3",
+        )
+        groups = {g["group"]: g for g in body["groups"]}
+        assert set(groups) == {billing, audit}
+        assert {g: (e["class"], e["type"], e["member_count"]) for g, e in groups.items()} == {
+            billing: ("empty", "CLASSIC", 0),
+            audit: ("empty", "CLASSIC", 0),
+        }
+        # lag = log end - committed: billing 0 + 6 on its two offsets; audit 3 on partition 0, none on 1
+        assert (groups[billing]["lag"], groups[billing]["without_offset"]) == (6, 0)
+        assert (groups[audit]["lag"], groups[audit]["without_offset"]) == (3, 1)
+        assert sorted(body["would_seed"]) == sorted([billing, audit]) and body["would_wait"] == []
+        assert "checked" in body["broker_check"]
+        missing = api.get("/kstate/api/plan", params={"topic": f"no-such-{tag}"}, cookies=_cookie())
+        assert missing.status_code == 404 and "does not exist" in missing.json()["detail"]
+        topics = api.get("/kstate/api/topics", params={"conn_id": "kstate_ui_secret"}, cookies=_cookie())
+        assert topic in topics.json()["topics"]
+        for answer in (plan, topics, missing):
+            assert SECRET not in answer.text and "sasl" not in answer.text
+    finally:
+        delete_topics(admin, [topic])
+
+
+def _write_run(
+    base: Path, topic: str, owner: str, groups: int, partitions: int, skip: tuple[str, int] | None
+) -> str:
+    """Write a run's verify report (and seed index) with the provider's report writer; return its folder."""
+    uri = report_location(str(base), topic, owner, "verify")
+    with write_report(uri) as report:
+        for g in range(groups):
+            report.write_lines(
+                [
+                    json.dumps(
+                        {
+                            "group": f"g{g:03d}",
+                            "partition": p,
+                            "committed": None if skip == (f"g{g:03d}", p) else 5,
+                            "log_start": 0,
+                            "log_end": 9,
+                            "lag": 4,
+                            "new": p >= partitions // 2,
+                            "seeded": p >= partitions // 2,
+                            "problem": "no committed offset" if skip == (f"g{g:03d}", p) else None,
+                        }
+                    )
+                    + "\n"
+                    for p in range(partitions)
+                ]
+            )
+    return Path(uri).parent.name
+
+
+def test_page_api_pages_a_runs_proof(api: Any) -> None:
+    base = api.report_base
+    good = _write_run(base, "orders", "kstate_partition_increase/manual__1", 120, 16, None)
+    time.sleep(0.02)
+    bad = _write_run(base, "orders", "kstate_partition_increase/manual__2", 3, 16, ("g001", 3))
+    runs = api.get("/kstate/api/runs", params={"topic": "orders", "limit": 1}, cookies=_cookie()).json()
+    assert runs["topics"] == ["orders"] and runs["total"] == 2
+    assert [r["run"] for r in runs["runs"]] == [bad], "newest first, one per page"
+    proof = api.get(
+        f"/kstate/api/runs/orders/{good}", params={"offset": 100, "limit": 50}, cookies=_cookie()
+    ).json()
+    assert (proof["verified"], proof["ok"], proof["total"], proof["partitions"]) == (True, True, 120, 16)
+    assert [g["group"] for g in proof["groups"]] == [f"g{g:03d}" for g in range(100, 120)]
+    assert proof["groups"][0]["seeded_by_run"] == "8-15" and proof["groups"][0]["lag"] == 64
+    failed = api.get(f"/kstate/api/runs/orders/{bad}", cookies=_cookie()).json()
+    assert failed["ok"] is False
+    assert [(g["group"], g["skipping_partitions"]) for g in failed["groups"] if not g["ok"]] == [
+        ("g001", "3")
+    ]
+    for name in ("%2E%2E", "..%2F..%2Fetc"):
+        escape = api.get(f"/kstate/api/runs/orders/{name}", cookies=_cookie())
+        assert escape.status_code in (400, 404), (name, escape.status_code, escape.text)
+
+
+# ------------------------------------------------------------------------------ browser, real deployment
+
+
+@pytest.mark.browser
+@pytest.mark.deployment
+@pytest.mark.timeout(420)
+@pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+def test_kstate_page_in_the_browser(
+    deployment: Any,
+    browser: Any,
+    admin: Any,
+    kafka_config: dict[str, Any],
+    artifacts_dir: Path,
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    topic, billing, audit = _two_groups(admin, kafka_config, tag)
+    try:
+        r = deployment.trigger(
+            INCREASE, {"topic": topic, "partitions": 3, "consumer_groups": [], "dry_run": False}
+        )
+        assert r.status_code == 200, r.text
+        run_id = r.json()["dag_run_id"]
+        run = deployment.wait_for_run(INCREASE, run_id, timeout=240)
+        assert run["state"] == "success", deployment.failure_report(INCREASE, run_id)
+
+        # Log in on the UI's login page, then open kstate from the navigation.
+        browser.get(f"{deployment.base_url}/plugin/kstate")
+        _visible(browser, "input[name=username]", "login form").send_keys(deployment.username)
+        _visible(browser, "input[name=password]", "password field").send_keys(deployment.password)
+        _visible(browser, "button[type=submit]", "sign-in button").click()
+        _wait(browser, lambda d: "/auth/login" not in d.current_url, "redirect after login")
+        if "/plugin/kstate" not in browser.current_url:
+            browser.get(f"{deployment.base_url}/plugin/kstate")
+        frame = _wait(
+            browser, lambda d: d.find_elements("css selector", "iframe[src*='kstate']"), "the page's iframe"
+        )[0]
+        browser.switch_to.frame(frame)
+
+        # Topics: the plan of a run to 4 partitions (the run above grew the topic to 3).
+        _visible(browser, "#topic", "topic field").send_keys(topic)
+        partitions = _visible(browser, "#partitions", "partitions field")
+        partitions.send_keys("4")
+        _visible(browser, "#plan-go", "Show plan").click()
+        table = _wait(
+            browser, lambda d: d.find_elements("css selector", "#plan-groups tbody tr"), "the plan's groups"
+        )
+        summary = browser.find_element("css selector", "#plan-summary").text
+        assert "3 partitions now" in summary and "creates 3" in summary, summary
+        rows = [row.text for row in table]
+        assert len(rows) == 2 and any(billing in t and "empty" in t for t in rows), rows
+        assert any(audit in t for t in rows), rows
+        browser.switch_to.default_content()
+        _shot(browser, artifacts_dir / "kstate-ui-plan.png")
+
+        # Runs: the finished run's proof, linked to its Airflow run.
+        browser.switch_to.frame(frame)
+        browser.find_element("css selector", "nav button[data-tab=runs]").click()
+        select = _wait(
+            browser, lambda d: d.find_elements("css selector", "#run-topic option"), "the run topics"
+        )
+        assert any(o.text == topic for o in select), [o.text for o in select]
+        from selenium.webdriver.support.ui import Select
+
+        Select(browser.find_element("css selector", "#run-topic")).select_by_visible_text(topic)
+        link = _wait(
+            browser, lambda d: d.find_elements("css selector", "#run-table a[data-run]"), "the run list"
+        )[0]
+        assert run_id in browser.find_element("css selector", "#run-table").text
+        link.click()
+        proof = _wait(browser, lambda d: d.find_elements("css selector", "#proof-summary"), "the proof")[0]
+        assert "Proved" in proof.text and "3 partitions" in proof.text, proof.text
+        proof_rows = browser.find_elements("css selector", "#proof-table tbody tr")
+        assert len(proof_rows) == 2 and all("no message skipped" in r.text for r in proof_rows)
+        browser.switch_to.default_content()
+        _shot(browser, artifacts_dir / "kstate-ui-runs.png")
+    finally:
+        delete_topics(admin, [topic])
+
+
+def _shot(driver: Any, path: Path) -> None:
+    time.sleep(0.5)  # let the table render
+    driver.save_screenshot(str(path))
+    assert path.stat().st_size > 10_000, "screenshot looks empty"
+    docs = os.environ.get("KSTATE_DOCS_IMAGES")
+    if docs:
+        shutil.copy2(path, Path(docs) / path.name)
