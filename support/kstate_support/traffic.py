@@ -6,8 +6,10 @@ loss is ``produced - received``, with the partition each lost message was writte
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -193,7 +195,11 @@ class ConsumerFleet:
         self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(n)]
         for thread in self._threads:
             thread.start()
-        self._ready.wait(60)
+        try:
+            self._ready.wait(60)
+        except threading.BrokenBarrierError:  # a consumer failed to start: stop the others, then raise
+            self.stop()
+            raise
 
     def _make(self, i: int) -> Any:
         member = self.members[i]
@@ -219,9 +225,13 @@ class ConsumerFleet:
             self.timeline.record(member, "subscribe")
 
     def _run(self, i: int) -> None:
-        consumer = self._make(i)
-        self._ready.wait(60)
         try:
+            consumer = self._make(i)
+        except BaseException:
+            self._ready.abort()  # the constructor stops waiting, stops the fleet and raises
+            raise
+        try:
+            self._ready.wait(60)
             while not self._halt.is_set():
                 msg = consumer.poll(0.1)
                 if msg is None or msg.error():
@@ -233,9 +243,11 @@ class ConsumerFleet:
             consumer.close()
 
     def stop(self) -> None:
+        """Stop and close every consumer (idempotent)."""
         self._halt.set()
         for thread in self._threads:
-            thread.join(60)
+            if thread.is_alive():
+                thread.join(60)
 
 
 class GroupWatcher(threading.Thread):
@@ -312,3 +324,38 @@ def loss(
     produced = {seq for seq in producer.produced if seq >= since}
     wait_until(lambda: produced <= fleet.received, drain_timeout)
     return {seq: producer.placed[seq] for seq in sorted(produced - fleet.received)}
+
+
+@contextlib.contextmanager
+def live_traffic(
+    config: dict[str, Any],
+    topic: str,
+    group: str,
+    n: int = 2,
+    controlled: bool = False,
+    rate: float = 200.0,
+) -> Iterator[tuple[SeqProducer, ConsumerFleet]]:
+    """Run a :class:`SeqProducer` and a :class:`ConsumerFleet` for the block; stop both on the way out,
+    whatever happened in it (a failed assertion, a timeout, Ctrl-C).
+
+    A consumer or producer thread still polling when the session stops the broker takes the interpreter down
+    at exit (librdkafka destroyed under a live thread: the whole pytest process died with rc 139). Stopping
+    either one earlier inside the block (to count loss) is fine: ``stop()`` is idempotent.
+
+    :param config: librdkafka settings.
+    :param topic: the topic.
+    :param group: the fleet's consumer group.
+    :param n: consumers in the fleet.
+    :param controlled: use the client piece (``ControlledProducer`` / ``ControlledConsumer``).
+    :param rate: messages per second.
+    """
+    fleet = ConsumerFleet(config, topic, group, n=n, controlled=controlled)
+    producer: SeqProducer | None = None
+    try:
+        producer = SeqProducer(config, topic, rate=rate, controlled=controlled)
+        producer.start()
+        yield producer, fleet
+    finally:
+        if producer is not None and producer.is_alive():
+            producer.stop()
+        fleet.stop()

@@ -1,4 +1,8 @@
-"""KAFKA-12261: a partition increase under live latest-reset consumers loses messages; the safe order does not."""
+"""KAFKA-12261: a partition increase under live latest-reset consumers loses messages; the safe order does not.
+
+The traffic runs inside ``live_traffic``: its producer and consumers stop whatever fails (a consumer thread
+left polling when the broker stops crashed the whole pytest process, rc 139, on Tansu: issue 17).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import NewPartitions
-from kstate_support.traffic import ConsumerFleet, SeqProducer, loss, wait_until, warm_up
+from kstate_support.traffic import live_traffic, loss, wait_until, warm_up
 
 pytestmark = pytest.mark.integration
 
@@ -21,18 +25,13 @@ def _grow(admin: Any, topic: str, partitions: int) -> None:
 def test_naive_increase_loses_messages(kafka_config: dict[str, Any], admin: Any, make_topic: Any) -> None:
     """The scenario is real: growing 1 -> 2 under live latest-reset consumers skips new-partition messages."""
     topic = make_topic("naive", partitions=1)
-    fleet = ConsumerFleet(kafka_config, topic, f"{topic}-g", n=2)
-    producer = SeqProducer(kafka_config, topic, rate=200)
-    producer.start()
-    try:
+    with live_traffic(kafka_config, topic, f"{topic}-g", n=2) as (producer, fleet):
         since = warm_up(producer, fleet)
         _grow(admin, topic, 2)
         wait_until(lambda: len({p for s, p in producer.placed.items() if s >= since and p == 1}) > 0, 15)
         wait_until(lambda: False, 6)  # keep producing while the consumers have not seen partition 1 yet
-    finally:
         producer.stop()
-    lost = loss(producer, fleet, since, drain_timeout=20)
-    fleet.stop()
+        lost = loss(producer, fleet, since, drain_timeout=20)
     assert len(lost) > 0, "the naive increase lost nothing: the scenario did not reproduce"
     assert set(lost.values()) == {1}, f"only the new partition should lose messages, got {lost}"
 
@@ -45,10 +44,7 @@ def test_safe_increase_loses_nothing_over_rounds(
     window (the default) and with one task per step."""
     topic = make_topic("safe", partitions=1)
     group = f"{topic}-g"
-    fleet = ConsumerFleet(kafka_config, topic, group, n=2, controlled=True)
-    producer = SeqProducer(kafka_config, topic, rate=200, controlled=True)
-    producer.start()
-    try:
+    with live_traffic(kafka_config, topic, group, n=2, controlled=True) as (producer, fleet):
         since = warm_up(producer, fleet)
         for target in (2, 4, 8):
             dr = run_dag(
@@ -57,10 +53,8 @@ def test_safe_increase_loses_nothing_over_rounds(
             assert dr.state == "success", {ti.task_id: ti.state for ti in dr.get_task_instances()}
             assert admin.list_topics(topic, timeout=10).topics[topic].partitions.keys() == set(range(target))
         wait_until(lambda: set(producer.placed.values()) == set(range(8)), 15)
-    finally:
         producer.stop()
-    lost = loss(producer, fleet, since, drain_timeout=30)
-    fleet.stop()
+        lost = loss(producer, fleet, since, drain_timeout=30)
     assert set(producer.placed.values()) == set(range(8)), "producers never wrote to every new partition"
     assert fleet.transitions.count("paused") >= 3 * 2, (
         f"consumers did not pause each round: {fleet.transitions}"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import NewPartitions
-from kstate_support.traffic import ConsumerFleet, SeqProducer, loss, wait_until, warm_up
+from kstate_support.traffic import ConsumerFleet, SeqProducer, live_traffic, loss, wait_until, warm_up
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(1800)]
 
@@ -79,6 +79,12 @@ class Traffic:
         self.producer = self._producer(max(self.placed, default=-1) + 1_000_000)
         self.restarts["producer"] += 1
 
+    def close(self) -> None:
+        """Stop the producer and the consumers (idempotent): in ``finally``, so no thread outlives a failure."""
+        if self.producer.is_alive():
+            self.producer.stop()
+        self.fleet.stop()
+
     def finish(self, since: int, drain_timeout: float = 60.0) -> dict[int, int]:
         """Stop the producer, wait (bounded) for the consumers to catch up; return ``{seq: partition}`` lost."""
         self.producer.stop()
@@ -92,20 +98,14 @@ class Traffic:
 
 def _naive_loss(kafka_config: dict[str, Any], admin: Any, topic: str) -> dict[int, int]:
     """A plain CreatePartitions 1 -> 2 under live latest-reset consumers; return what they skipped."""
-    fleet = ConsumerFleet(kafka_config, topic, f"{topic}-g", n=2)
-    producer = SeqProducer(kafka_config, topic, rate=200)
-    producer.start()
-    try:
+    with live_traffic(kafka_config, topic, f"{topic}-g", n=2) as (producer, fleet):
         since = warm_up(producer, fleet)
         for future in admin.create_partitions([NewPartitions(topic, 2)]).values():
             future.result(timeout=30)
         wait_until(lambda: any(p == 1 for s, p in producer.placed.items() if s >= since), 15)
         wait_until(lambda: False, 6)  # producing while the consumers have not discovered partition 1
-    finally:
         producer.stop()
-    lost = loss(producer, fleet, since, drain_timeout=20)
-    fleet.stop()
-    return lost
+        return loss(producer, fleet, since, drain_timeout=20)
 
 
 def test_soak_safe_rounds_lose_nothing_naive_loses(
@@ -117,22 +117,25 @@ def test_soak_safe_rounds_lose_nothing_naive_loses(
     rng = random.Random(seed)
     topic = make_topic("soak", partitions=1)
     traffic = Traffic(kafka_config, topic, f"{topic}-g")
-    since = warm_up(traffic.producer, traffic.fleet)
     durations = []
-    for target in range(2, ROUNDS + 2):
-        t0 = time.monotonic()
-        conf = {"topic": topic, "partitions": target, "consumer_groups": [], "dry_run": False}
-        dr = run_dag(DAG_ID, conf)
-        durations.append(time.monotonic() - t0)
-        assert dr.state == "success", (target, {ti.task_id: ti.state for ti in dr.get_task_instances()})
-        choice = rng.choice(("none", "consumers", "producer", "both"))
-        if choice in ("consumers", "both"):
-            traffic.restart_consumers()
-        if choice in ("producer", "both"):
-            traffic.restart_producer()
-        time.sleep(rng.uniform(0.5, 2.0))  # traffic on the grown topic before the next round
-    wait_until(lambda: set(traffic.producer.placed.values()) == set(range(ROUNDS + 1)), 15)
-    lost = traffic.finish(since)
+    try:
+        since = warm_up(traffic.producer, traffic.fleet)
+        for target in range(2, ROUNDS + 2):
+            t0 = time.monotonic()
+            conf = {"topic": topic, "partitions": target, "consumer_groups": [], "dry_run": False}
+            dr = run_dag(DAG_ID, conf)
+            durations.append(time.monotonic() - t0)
+            assert dr.state == "success", (target, {ti.task_id: ti.state for ti in dr.get_task_instances()})
+            choice = rng.choice(("none", "consumers", "producer", "both"))
+            if choice in ("consumers", "both"):
+                traffic.restart_consumers()
+            if choice in ("producer", "both"):
+                traffic.restart_producer()
+            time.sleep(rng.uniform(0.5, 2.0))  # traffic on the grown topic before the next round
+        wait_until(lambda: set(traffic.producer.placed.values()) == set(range(ROUNDS + 1)), 15)
+        lost = traffic.finish(since)
+    finally:
+        traffic.close()  # no producer or consumer thread outlives a failed round
     produced = sum(1 for seq in traffic.placed if seq >= since)
     print(
         f"\nSOAK seed {seed}: naive lost {len(naive)}; {ROUNDS} safe rounds (1 -> {ROUNDS + 1} partitions), "

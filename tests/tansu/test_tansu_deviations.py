@@ -163,3 +163,20 @@ def test_delete_records_drops_the_connection(
         next(iter(futures.values())).result(timeout=15)
     assert caught.value.args[0].code() == KafkaError._TRANSPORT
     assert topic in AdminClient(kafka_config).list_topics(timeout=10).topics  # the broker itself lives on
+
+
+def test_live_traffic_stops_when_the_test_fails(
+    kafka_config: dict[str, Any], make_topic: Callable[..., str]
+) -> None:
+    """A failing test inside ``live_traffic`` leaves no producer or consumer thread behind (before, a test
+    that failed on Tansu left the fleet polling and the whole pytest process died at exit, rc 139)."""
+    from kstate_support.traffic import live_traffic, wait_until
+
+    topic = make_topic("traffic")
+    started: list[Any] = []
+    with pytest.raises(RuntimeError, match="the test failed here"):
+        with live_traffic(kafka_config, topic, f"{topic}-g", n=2) as (producer, fleet):
+            started += [producer, *fleet._threads]
+            assert wait_until(lambda: len(producer.placed) > 20, 20)
+            raise RuntimeError("the test failed here")
+    assert len(started) == 3 and not any(thread.is_alive() for thread in started)
