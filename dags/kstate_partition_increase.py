@@ -107,6 +107,13 @@ def _params() -> dict[str, Param]:
             title="Re-check the broker now",
             description="Re-run the broker's behavioural checks instead of using the verdict cached for a day.",
         ),
+        "key_order": Param(
+            "preserve",
+            type="string",
+            enum=["preserve", "relax"],
+            title="Per-key order",
+            description="preserve: producers switch through a barrier, so consumers using the kstate client process every key's records in the order they were written (producers pause about one control round trip). relax: switch at once; keys that move may be processed out of order.",
+        ),
         "dry_run": Param(
             False,
             type="boolean",
@@ -141,6 +148,7 @@ for dag_id, single_window in (
             allow_broker_deviation="{{ params.allow_broker_deviation }}",
             refresh_broker_check="{{ params.refresh_broker_check }}",
             dry_run="{{ params.dry_run }}",
+            key_order="{{ params.key_order }}",
             kafka_config_id="kafka_default",
             single_window=single_window,
         )

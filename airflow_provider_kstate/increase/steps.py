@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.exceptions import (
     GroupNotEmptyError,
     KStateError,
@@ -25,6 +26,7 @@ from airflow_provider_kstate.exceptions import (
     UnsafeResumeError,
 )
 from airflow_provider_kstate.increase.checks import groups_empty
+from airflow_provider_kstate.increase.key_order import KeyOrderPort, KeyOrderSwitch
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.increase.report import Exceptions, ReportWriter, ranges
 from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
@@ -107,6 +109,8 @@ class SafeIncreaseSteps:
     created_from: int | None = None
     #: Per group, the partition count on which the broker acknowledged an offset for every partition.
     known: dict[str, int] = field(default_factory=dict)
+    #: ``preserve``: producers switch through the key-order barrier; ``relax``: at once.
+    key_order: str = PRESERVE
 
     def __post_init__(self) -> None:
         self.plan = Plan.from_dict(self.plan)
@@ -129,7 +133,13 @@ class SafeIncreaseSteps:
             original,
             layout,
         )
+        self.key_order_switch().announce()
         return {"epoch": epoch, "groups": len(groups)}
+
+    def key_order_switch(self) -> KeyOrderSwitch:
+        """The switch of the producers, through the key-order barrier with ``key_order="preserve"``."""
+        control: KeyOrderPort = self.control  # type: ignore[assignment]  # the control hook has both
+        return KeyOrderSwitch(self.plan, self.admin, control, self.log, self.owner, self.key_order)
 
     def wait_empty(self, timeout: float, max_interval: float = 1.0) -> dict[str, Any]:
         """Block until every seeded group is EMPTY: polls every 5 ms for the first 2 s (paused consumers
@@ -276,19 +286,28 @@ class SafeIncreaseSteps:
         report.write_lines(lines)
         report.note_seeded(group, gaps)
 
-    def scale(self, baseline: bool = False) -> dict[str, Any]:
-        """Publish the target layout so producers with the client piece write to every partition.
+    def scale(self, baseline: bool = False, live: list[str] | None = None) -> dict[str, Any]:
+        """Switch producers with the client piece to the target layout, once every protected group holds an
+        offset on every partition; with ``key_order="preserve"`` through the key-order barrier.
 
         :param baseline: also return the new partitions' end offsets now (``{"p": end}``), the baseline of
             :class:`KStateNewPartitionsWrittenSensor`.
+        :param live: the protected groups with live members now (default: none, as in the per-step layout,
+            where consumers are paused until after the switch).
+        :raises UnsafeResumeError: a protected group lacks an offset on a partition; nothing was switched.
         """
+        missing = self.missing(self.plan.where("seed"))
+        if missing:
+            raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
         self.lease_check()
         target = self.plan.target_partitions
-        epoch = self.control.set_layout(self.topic, target, issuer=self.owner)
+        out: dict[str, Any] = self.key_order_switch().switch(live or [])
         self.log.info(
-            "SCALE producers of %s: layout of %s partitions is live (epoch %s)", self.topic, target, epoch
+            "SCALE producers of %s: layout of %s partitions is live (epoch %s)",
+            self.topic,
+            target,
+            out["epoch"],
         )
-        out: dict[str, Any] = {"epoch": epoch, "partitions": target}
         if baseline:
             marks = self.admin.watermarks(self.topic, self.plan.new_partitions)
             out["baseline"] = {str(p): end for p, (_start, end) in marks.items()}

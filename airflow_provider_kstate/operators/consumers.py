@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_kstate.client.protocol import PRESERVE
+from airflow_provider_kstate.increase.key_order import check_key_order
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 
@@ -13,12 +15,23 @@ class KStatePauseConsumersOperator(KStateStepOperator):
     Services that wrap their clients with ``airflow_provider_kstate.client`` obey; for others, put your own
     task in this one's place (a ``BashOperator`` running ``kubectl scale --replicas=0``, say): the next
     step, :class:`KStateGroupsEmptySensor`, waits for the broker to report the groups EMPTY either way.
-    Re-sending a pause is harmless, so the step is idempotent.
+    Re-sending a pause is harmless, so the step is idempotent. With ``key_order="preserve"`` it also
+    announces the key-order barrier to the protected groups' consumers.
+
+    :param key_order: ``preserve`` or ``relax`` (templated).
     """
 
+    template_fields: tuple[str, ...] = ("plan", "key_order")
+
+    def __init__(self, *, key_order: str = PRESERVE, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.key_order = key_order
+
     def execute(self, context: Any) -> dict[str, Any]:
+        steps = self.steps(context)
+        steps.key_order = check_key_order(self.key_order)
         try:
-            return self.steps(context).pause()
+            return steps.pause()
         finally:
             self.control.close()
 

@@ -4,19 +4,36 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_kstate.client.protocol import PRESERVE
+from airflow_provider_kstate.increase.key_order import check_key_order
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 
 class KStateScaleProducersOperator(KStateStepOperator):
-    """Publish the target layout so producers with the client piece place records over all partitions.
+    """Switch producers with the client piece to the target layout, once every protected group holds an
+    offset on every partition.
 
+    With ``key_order="preserve"`` the switch goes through the key-order barrier: producers are held (they
+    flush and block ``produce()``), every partition's end offset becomes the barrier consumers of the
+    protected groups hold at, then producers switch and are released (see ``docs/control-protocol.md``).
     Services without the client piece pick up new partitions on their next metadata refresh; put your own
-    signal task in this one's place if they need one. The XCom holds the new partitions' end offsets at
+    signal task in this one's place if they need one (for per-key order without the client piece: stop the
+    producers there until the groups have drained). The XCom holds the new partitions' end offsets at
     signal time, the baseline of :class:`KStateNewPartitionsWrittenSensor`.
+
+    :param key_order: ``preserve`` or ``relax`` (templated).
     """
 
+    template_fields: tuple[str, ...] = ("plan", "key_order")
+
+    def __init__(self, *, key_order: str = PRESERVE, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.key_order = key_order
+
     def execute(self, context: Any) -> dict[str, Any]:
+        steps = self.steps(context)
+        steps.key_order = check_key_order(self.key_order)
         try:
-            return self.steps(context).scale(baseline=True)
+            return steps.scale(baseline=True)
         finally:
             self.control.close()

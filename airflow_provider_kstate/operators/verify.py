@@ -7,7 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.exceptions import ReportError, VerificationError
+from airflow_provider_kstate.increase.key_order import check_key_order, watch_release
 from airflow_provider_kstate.increase.report import (
     Exceptions,
     ReportWriter,
@@ -103,17 +105,33 @@ class KStateVerifyOperator(KStateStepOperator):
     :param seed_report: the XCom of the pause window or of :class:`KStateSeedOffsetsOperator` (a summary
         with ``report_uri``); None: this run's seed report at the default location.
     :param release_lease: release the topic's lease when verification passes.
+    :param key_order: with ``preserve``, first wait (up to ``barrier_timeout``) for each group with live
+        members to pass the key-order barrier (committed offsets at or past it on every partition),
+        release it on the control channel and record when it passed (templated).
+    :param barrier_timeout: seconds to wait for the groups to pass the barrier; a group still below it is
+        logged, not failed: its consumers release themselves once it passes.
     """
 
-    template_fields: tuple[str, ...] = ("plan", "seed_report")
+    template_fields: tuple[str, ...] = ("plan", "seed_report", "key_order")
 
-    def __init__(self, *, seed_report: Any = None, release_lease: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        seed_report: Any = None,
+        release_lease: bool = True,
+        key_order: str = PRESERVE,
+        barrier_timeout: float = 300.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.seed_report = seed_report
         self.release_lease = release_lease
+        self.key_order = key_order
+        self.barrier_timeout = barrier_timeout
 
     def execute(self, context: Any) -> dict[str, Any]:
         plan = self.typed_plan
+        barrier = self._barrier(context) if check_key_order(self.key_order) == PRESERVE else {}
         count = self.admin.partition_count(self.topic)
         watermarks = self.admin.watermarks(self.topic, range(count))
         new_from = plan.original_partitions if plan.mode == "increase" else count
@@ -142,6 +160,7 @@ class KStateVerifyOperator(KStateStepOperator):
             "report_uri": uri,
             "report_rows": rows,
             "seed_report_uri": seed_uri,
+            "key_order": barrier,
         }
         if problems.count:
             raise VerificationError(
@@ -156,6 +175,18 @@ class KStateVerifyOperator(KStateStepOperator):
             self.log.info("LEASE topic %s released", self.topic)
         self._add_topic_event(context, plan, count)
         return summary
+
+    def _barrier(self, context: Any) -> dict[str, Any]:
+        """Release every live group once it passed the key-order barrier; per group, when it did."""
+        plan = self.typed_plan
+        seeded = plan.where("seed")
+        live = [g for g, info in self.admin.describe_groups(seeded, self.topic).items() if info.members]
+        try:
+            return watch_release(
+                self.admin, self.control, plan, self.log, run_owner(context), self.barrier_timeout, live
+            )
+        finally:
+            self.control.close()
 
     def _add_topic_event(self, context: Any, plan: Any, count: int) -> None:
         """Add the grown topic's ``kafka://`` Asset event to this task's AssetAlias outlets (an increase)."""

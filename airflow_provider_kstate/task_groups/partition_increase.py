@@ -61,6 +61,8 @@ def safe_partition_increase(
     resume_consumers: BaseOperator | None = None,
     scale_producers: BaseOperator | None = None,
     single_window: bool | None = None,
+    key_order: str = "preserve",
+    barrier_timeout: float = 300.0,
 ) -> TaskGroup:
     """Build the task group: check the broker, plan, pause, wait EMPTY, increase, seed, scale, resume, wait
     STABLE, verify.
@@ -111,6 +113,10 @@ def safe_partition_increase(
     :param resume_consumers: your own task in place of the built-in resume signal (it must run only after
         seeding, which its place in the chain guarantees).
     :param scale_producers: your own task in place of the built-in layout signal.
+    :param key_order: ``preserve`` (default): producers switch through the key-order barrier, so every
+        key's records are processed in the order they were written by groups whose consumers use the client
+        piece (others are relaxed and named in the log); ``relax``: they switch at once (templated).
+    :param barrier_timeout: seconds ``verify`` waits for each live group to pass the key-order barrier.
     :param single_window: run pause .. resume as one task (:class:`KStatePauseWindowOperator`): the same
         steps without the scheduler's latency between them, for the shortest consumer downtime. Needs the
         built-in pause, resume and scale signals. Default (None): one window unless custom tasks or
@@ -166,14 +172,20 @@ def safe_partition_increase(
         gate = KStateDryRunGateOperator(task_id="stop_if_dry_run", plan=plan.output)
         if single_window:
             window = KStatePauseWindowOperator(
-                task_id="pause_window", plan=plan.output, empty_timeout=empty_timeout, **stepping
+                task_id="pause_window",
+                plan=plan.output,
+                empty_timeout=empty_timeout,
+                key_order=key_order,
+                **stepping,
             )
             steps: list[BaseOperator] = [window]
             seed_report = window.output
         else:
             steps = [
                 pause_consumers
-                or KStatePauseConsumersOperator(task_id="pause_consumers", plan=plan.output, **common),
+                or KStatePauseConsumersOperator(
+                    task_id="pause_consumers", plan=plan.output, key_order=key_order, **common
+                ),
                 KStateGroupsEmptySensor(
                     task_id="wait_groups_empty", plan=plan.output, timeout=empty_timeout, **sensing
                 ),
@@ -181,7 +193,7 @@ def safe_partition_increase(
             ]
             seed = KStateSeedOffsetsOperator(task_id="seed_offsets", plan=plan.output, **stepping)
             scale = scale_producers or KStateScaleProducersOperator(
-                task_id="scale_producers", plan=plan.output, **common
+                task_id="scale_producers", plan=plan.output, key_order=key_order, **common
             )
             steps += [seed, scale]
             if wait_for_writes and scale_producers is None:
@@ -207,6 +219,8 @@ def safe_partition_increase(
                 task_id="verify",
                 plan=plan.output,
                 seed_report=seed_report,
+                key_order=key_order,
+                barrier_timeout=barrier_timeout,
                 outlets=[topic_alias()],  # resolves to kafka://<server>/<topic> once the topic grew
                 **stepping,
             ),

@@ -1,0 +1,333 @@
+"""Per-key order across the increase: hold producers, publish the barrier, switch, release each group.
+
+After N -> M partitions a key's records written before the producers switch sit on its old partition and
+later ones on its new partition; two members consume them at different lags, so a consumer that processes
+the new partition while the old one still has a backlog processes the key's records out of order. With
+``key_order="preserve"`` (the default) the switch goes through a barrier (``docs/control-protocol.md``):
+
+1. **announce** (with the pause): consumers of the protected groups acknowledge ``pending``; a group with
+   live members and no such acknowledgement does not use the client piece and cannot hold: it is *relaxed*
+   (logged; the alternative is to stop its producers in your own ``scale_producers`` task until it drained);
+2. **hold**: producers flush, block ``produce()`` and acknowledge ``held``;
+3. **barrier**: every partition's end offset ``B``, published for the groups; live members acknowledge it;
+4. **switch**: the target layout; producers are released on it;
+5. **release** (in ``verify``): each group whose committed offsets reach ``B`` everywhere is released.
+
+With ``key_order="relax"`` the switch is a plain layout change, as before.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from airflow_provider_kstate.client.protocol import (
+    KEY_ORDERS,
+    PRESERVE,
+    STATE_BARRIER,
+    STATE_HELD,
+    STATE_LAYOUT,
+    Barrier,
+    Layout,
+    barrier_key,
+    layout_key,
+    now_ms,
+)
+from airflow_provider_kstate.increase.plan import Plan
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.hooks.control import ControlWatch
+    from airflow_provider_kstate.increase.ports import AdminPort
+
+#: Seconds producers stay held without a switch before they release themselves (on the old layout).
+DEFAULT_HOLD_TIMEOUT = 30.0
+#: Seconds to wait for the producers' ``held`` and the live members' ``barrier`` acknowledgements.
+DEFAULT_ACK_TIMEOUT = 10.0
+
+
+class KeyOrderPort(Protocol):
+    """The control verbs of the barrier (:class:`~airflow_provider_kstate.hooks.control.KStateControlHook`)."""
+
+    def announce_barrier(self, topic: str, groups: list[str], issuer: str) -> int: ...
+
+    def hold_producers(self, topic: str, partitions: int, hold_s: float, issuer: str) -> int: ...
+
+    def set_barrier(self, topic: str, offsets: list[int], groups: list[str], issuer: str) -> int: ...
+
+    def set_layout(self, topic: str, partitions: int, issuer: str) -> int: ...
+
+    def release_group(self, topic: str, group: str, epoch: int, issuer: str) -> None: ...
+
+    def watch(self) -> ControlWatch: ...
+
+
+def check_key_order(value: str) -> str:
+    """Return ``value`` if it is a key order, else raise ``ValueError`` naming the choices."""
+    if value not in KEY_ORDERS:
+        raise ValueError(f"key_order must be one of {KEY_ORDERS}, got {value!r}")
+    return value
+
+
+@dataclass
+class Groups:
+    """The protected groups as the barrier sees them."""
+
+    held: list[str]  # consumers acknowledged the announcement: live members are waited for
+    offline: list[str]  # no live members: their consumers hold at start if they use the client piece
+    relaxed: dict[str, str]  # group -> why it cannot hold
+
+
+@dataclass
+class KeyOrderSwitch:
+    """The switch of one increase's producers to the target layout, through the barrier or not.
+
+    :param hold_timeout: seconds producers stay held before they release themselves.
+    :param ack_timeout: seconds to wait for each round of acknowledgements.
+    """
+
+    plan: Plan
+    admin: AdminPort
+    control: KeyOrderPort
+    log: Any
+    owner: str
+    key_order: str = PRESERVE
+    hold_timeout: float = DEFAULT_HOLD_TIMEOUT
+    ack_timeout: float = DEFAULT_ACK_TIMEOUT
+
+    @property
+    def topic(self) -> str:
+        return self.plan.topic
+
+    def announce(self) -> int | None:
+        """With ``preserve``: tell the protected groups' consumers a barrier is coming (before the pause)."""
+        groups = self.plan.where("seed")
+        if self.key_order != PRESERVE or not groups:
+            return None
+        epoch = self.control.announce_barrier(self.topic, groups, self.owner)
+        self.log.info(
+            "ORDER %s: key-order barrier announced to %s groups (epoch %s)", self.topic, len(groups), epoch
+        )
+        return epoch
+
+    def switch(self, live: list[str]) -> dict[str, Any]:
+        """Switch producers to the target layout; with ``preserve`` through hold, barrier and acks.
+
+        :param live: the protected groups with live members now (their members must acknowledge the barrier).
+        """
+        target = self.plan.target_partitions
+        if self.key_order != PRESERVE:
+            epoch = self.control.set_layout(self.topic, target, self.owner)
+            self.log.info(
+                "ORDER %s: key_order=relax: producers switch to %s partitions at once (epoch %s); keys that "
+                "move may be processed out of order",
+                self.topic,
+                target,
+                epoch,
+            )
+            return {"key_order": self.key_order, "epoch": epoch, "partitions": target}
+        watch = self.control.watch()
+        try:
+            return self._through_barrier(watch, live, target)
+        finally:
+            watch.close()
+
+    def _through_barrier(self, watch: ControlWatch, live: list[str], target: int) -> dict[str, Any]:
+        groups = self._groups(watch, live)
+        producers = self._producers(watch)
+        started = time.monotonic()
+        hold = self.control.hold_producers(
+            self.topic, self.plan.original_partitions, self.hold_timeout, self.owner
+        )
+        held = self._wait_clients(watch, f"ack-layout/{self.topic}/", hold, (STATE_HELD,), producers)
+        acked = time.monotonic()
+        count = self.admin.partition_count(self.topic)
+        marks = self.admin.watermarks(self.topic, range(count))
+        offsets = [marks[p][1] for p in range(count)]
+        barrier = self.control.set_barrier(self.topic, offsets, groups.held + groups.offline, self.owner)
+        members = {g: len(i.members) for g, i in self.admin.describe_groups(groups.held, self.topic).items()}
+        unacked = self._wait_members(watch, barrier, members)
+        for group, (n, want) in unacked.items():
+            groups.relaxed[group] = f"{n} of {want} members acknowledged the barrier in {self.ack_timeout}s"
+        expired = time.monotonic() - started >= self.hold_timeout
+        epoch = self.control.set_layout(self.topic, target, self.owner)
+        switched = time.monotonic()
+        self._log(groups, producers, held, offsets, barrier, epoch, switched - acked, expired)
+        layout_acks = self._wait_clients(
+            watch, f"ack-layout/{self.topic}/", epoch, (STATE_LAYOUT,), held, 2.0
+        )
+        return {
+            "key_order": self.key_order,
+            "epoch": epoch,
+            "partitions": target,
+            "hold_epoch": hold,
+            "barrier_epoch": barrier,
+            "barrier_records": sum(offsets),
+            "producers": sorted(producers),
+            "producers_held": sorted(held),
+            "producers_missing": sorted(producers - held),
+            "producers_switched": len(layout_acks),
+            "held_groups": groups.held,
+            "offline_groups": groups.offline,
+            "relaxed_groups": groups.relaxed,
+            "hold_to_switch_s": round(switched - started, 4),
+            "held_to_switch_s": round(switched - acked, 4),
+            "hold_expired": expired,
+        }
+
+    def _groups(self, watch: ControlWatch, live: list[str]) -> Groups:
+        seeded = self.plan.where("seed")
+        pending = watch.state.get(barrier_key(self.topic))
+        epoch = pending.epoch if isinstance(pending, Barrier) else -1
+        acked = {a.group for a in watch.acks(f"ack-barrier/{self.topic}/", epoch)}
+        held = [g for g in seeded if g in acked]
+        relaxed = {
+            g: "its members did not acknowledge the barrier's announcement (no client piece)"
+            for g in seeded
+            if g in live and g not in acked
+        }
+        return Groups(held, [g for g in seeded if g not in acked and g not in relaxed], relaxed)
+
+    def _producers(self, watch: ControlWatch) -> set[str]:
+        """The producers that acknowledged the layout now in force (the pin of this run): the ones to hold."""
+        layout = watch.state.get(layout_key(self.topic))
+        if not isinstance(layout, Layout):
+            return set()
+        return {a.client for a in watch.acks(f"ack-layout/{self.topic}/", layout.epoch)}
+
+    def _wait_clients(
+        self,
+        watch: ControlWatch,
+        prefix: str,
+        epoch: int,
+        states: tuple[str, ...],
+        expected: set[str],
+        timeout: float | None = None,
+    ) -> set[str]:
+        def acked() -> set[str]:
+            return {a.client for a in watch.acks(prefix, epoch, states)}
+
+        watch.wait(lambda: expected <= acked(), self.ack_timeout if timeout is None else timeout)
+        return acked() & expected if expected else acked()
+
+    def _wait_members(
+        self, watch: ControlWatch, epoch: int, members: dict[str, int]
+    ) -> dict[str, tuple[int, int]]:
+        """Wait until every live group has as many ``barrier`` acknowledgements as members; return the others."""
+
+        def short() -> dict[str, tuple[int, int]]:
+            out = {}
+            for group, want in members.items():
+                got = len(watch.acks(f"ack-barrier/{self.topic}/{group}/", epoch, (STATE_BARRIER,)))
+                if got < want:
+                    out[group] = (got, want)
+            return out
+
+        watch.wait(lambda: not short(), self.ack_timeout)
+        return short()
+
+    def _log(
+        self,
+        groups: Groups,
+        producers: set[str],
+        held: set[str],
+        offsets: list[int],
+        barrier: int,
+        epoch: int,
+        blocked: float,
+        expired: bool,
+    ) -> None:
+        self.log.info(
+            "ORDER %s: %s of %s producers held; barrier (epoch %s) at %s records; %s groups hold at it, %s "
+            "offline groups hold when their consumers start; producers switched to %s partitions (epoch %s) "
+            "%.3f s after the last held acknowledgement",
+            self.topic,
+            len(held),
+            len(producers),
+            barrier,
+            f"{sum(offsets):,}",
+            len(groups.held),
+            len(groups.offline),
+            self.plan.target_partitions,
+            epoch,
+            blocked,
+        )
+        for client in sorted(producers - held):
+            self.log.warning(
+                "ORDER %s: producer %s did not acknowledge the hold: its keys may reorder", self.topic, client
+            )
+        for group, why in groups.relaxed.items():
+            self.log.warning(
+                "ORDER %s: group %s is RELAXED: %s. Its keys that move may be processed out of order; to keep "
+                "them in order, stop the producers in your own scale_producers task until the group drained.",
+                self.topic,
+                group,
+                why,
+            )
+        if expired:
+            self.log.warning(
+                "ORDER %s: the switch came after hold_timeout: producers had released themselves; keys written "
+                "in between may reorder",
+                self.topic,
+            )
+
+
+def read_barrier(watch: ControlWatch, topic: str) -> Barrier | None:
+    """The barrier in force for ``topic`` (None: none, or not holding)."""
+    record = watch.state.get(barrier_key(topic))
+    return record if isinstance(record, Barrier) and record.state == "hold" else None
+
+
+def watch_release(
+    admin: AdminPort,
+    control: KeyOrderPort,
+    plan: Plan,
+    log: Any,
+    owner: str,
+    timeout: float,
+    live: list[str],
+) -> dict[str, Any]:
+    """Release each live group of the barrier once its committed offsets reach it; record when.
+
+    :param live: the groups with live members: waited for (offline groups release themselves when their
+        consumers start and catch up).
+    :return: ``{"barrier_epoch", "groups": {group: {"passed_after_s" | "pending": ...}}}``.
+    """
+    watch = control.watch()
+    try:
+        barrier = read_barrier(watch, plan.topic)
+        layout = watch.state.get(layout_key(plan.topic))
+    finally:
+        watch.close()
+    if barrier is None or barrier.issuer != owner:  # none, or an earlier run's
+        return {}
+    switched = layout.epoch if isinstance(layout, Layout) else barrier.epoch
+    waiting = [g for g in barrier.groups if g in live]
+    out: dict[str, dict[str, Any]] = {
+        g: {"pending": "offline: its consumers hold at start until the group passed the barrier"}
+        for g in barrier.groups
+        if g not in live
+    }
+    deadline = time.monotonic() + timeout
+    count = len(barrier.offsets)
+    while waiting:
+        for group, committed in admin.committed_offsets_many(list(waiting), plan.topic, count):
+            if barrier.passed(committed, count):
+                control.release_group(plan.topic, group, barrier.epoch, owner)
+                out[group] = {"passed_after_s": round((now_ms() - switched) / 1000.0, 3)}
+                waiting.remove(group)
+                log.info(
+                    "VERIFY group %s passed the key-order barrier %.3f s after the switch: released",
+                    group,
+                    out[group]["passed_after_s"],
+                )
+        if waiting and time.monotonic() >= deadline:
+            for group in waiting:
+                out[group] = {
+                    "pending": f"still below the barrier after {timeout}s: its consumers release themselves"
+                }
+                log.warning("VERIFY group %s is still below the key-order barrier after %ss", group, timeout)
+            break
+        if waiting:
+            time.sleep(0.1)
+    return {"barrier_epoch": barrier.epoch, "groups": out}

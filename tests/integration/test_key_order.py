@@ -1,0 +1,104 @@
+"""Per-key order across a partition increase under live traffic with a backlog (issue 21), through
+``dag.test()`` of ``kstate_partition_increase``: keyed ControlledProducers write ``(key, seq)``, two
+ControlledConsumers store offsets after processing, the one holding the low partitions slower than its
+inflow (a backlog at the switch), the other reading the new partitions at once; an outside checker
+records the processing order (see ``kstate_support.key_order`` for why this reorders every time).
+
+``relax`` reorders moved keys (the scenario proves itself); ``preserve`` processes every key in order,
+loses nothing, and a last-value-per-key sink ends equal to the producers' last value of every key.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from kstate_support.key_order import KeyedProducer, OrderChecker, SlowFleet
+from kstate_support.traffic import wait_until
+
+pytestmark = pytest.mark.integration
+
+DAG_ID = "kstate_partition_increase"
+
+
+def run_increase(
+    kafka_config: dict[str, Any],
+    make_topic: Any,
+    run_dag: Any,
+    original: int,
+    target: int,
+    key_order: str,
+    after_switch: float = 2.0,
+) -> dict[str, Any]:
+    """One increase under the scenario's traffic; return what the checker saw."""
+    topic = make_topic(f"order-{key_order}", partitions=original)
+    group = f"{topic}-g"
+    checker = OrderChecker()
+    # member 0 (the low partitions) is slower than its pre-switch inflow; member 1 keeps up
+    fleet = SlowFleet(kafka_config, topic, group, [0.005, 0.001], checker)
+    producer = KeyedProducer(kafka_config, topic, keys=200, rate=300.0, burst=600)
+    producer.start()
+    try:
+        assert wait_until(lambda: all(fleet.assigned) and checker.processed > 50, 30), (
+            "consumers never started"
+        )
+        time.sleep(1.0)
+        started = time.monotonic()
+        dr = run_dag(
+            DAG_ID,
+            {"topic": topic, "partitions": target, "consumer_groups": [group], "key_order": key_order},
+        )
+        took = time.monotonic() - started
+        assert dr.state == "success", {ti.task_id: ti.state for ti in dr.get_task_instances()}
+        window = dr.get_task_instance("safe_partition_increase.pause_window").xcom_pull(
+            task_ids="safe_partition_increase.pause_window"
+        )
+        verify = dr.get_task_instance("safe_partition_increase.verify").xcom_pull(
+            task_ids="safe_partition_increase.verify"
+        )
+        time.sleep(after_switch)
+    finally:
+        producer.stop()
+    try:
+        wait_until(lambda: checker.lost(producer) == 0, 60)
+        time.sleep(0.5)
+    finally:
+        fleet.stop()
+    last = producer.last()
+    return {
+        "topic": topic,
+        "took": took,
+        "written": producer.written,
+        "processed": checker.processed,
+        "violations": len(checker.violations),
+        "keys_out_of_order": checker.keys_out_of_order,
+        "lost": checker.lost(producer),
+        "wrong_last": sum(1 for k, v in last.items() if checker.last.get(k) != v),
+        "keys": len(last),
+        "switch": window["switch"],
+        "verify": verify.get("key_order"),
+        "passages": fleet.passages(),
+        "assigned": fleet.assigned,
+    }
+
+
+@pytest.mark.parametrize(("original", "target"), [(4, 6)])
+def test_relax_reorders_and_preserve_keeps_every_key_in_order(
+    kafka_config: dict[str, Any], make_topic: Any, run_dag: Any, original: int, target: int
+) -> None:
+    relax = run_increase(kafka_config, make_topic, run_dag, original, target, "relax")
+    print("relax", {k: v for k, v in relax.items() if k != "passages"})
+    assert relax["lost"] == 0
+    assert relax["violations"] > 0, f"the scenario did not reorder under relax: {relax}"
+
+    preserve = run_increase(kafka_config, make_topic, run_dag, original, target, "preserve")
+    print("preserve", {k: v for k, v in preserve.items() if k != "passages"})
+    switch = preserve["switch"]
+    assert switch["key_order"] == "preserve" and switch["producers_held"] and not switch["producers_missing"]
+    assert switch["held_groups"] and not switch["relaxed_groups"]
+    assert preserve["lost"] == 0
+    assert preserve["violations"] == 0, preserve
+    assert preserve["wrong_last"] == 0 and preserve["keys"] == 200
+    held = [p for p in preserve["passages"] if p.first_hold is not None]
+    assert held and all(p.released is not None and p.overruns == 0 for p in held)
