@@ -6,6 +6,14 @@ of the touched accounts and writes them to the changelog in one Kafka transactio
 input offsets (``partitioner=murmur2_random``): exactly once. ``kstate_state_maintenance`` then checks
 and rebuilds the store's snapshot from that changelog.
 
+Before Spark starts, ``check_broker`` asks the broker doctor (cached per cluster) whether the broker keeps
+the promises the pipeline's exactly-once relies on (``needs="state"``: read_committed hides aborted
+records, ListOffsets' end equals where a fetch ends, the last stable offset stops at an open
+transaction); a broken one fails the run with ``BrokerDeviationError`` and nothing is read or written,
+unless ``allow_broker_deviation`` names it. The application itself refuses input bounds a fetch disagrees
+with and fails a read that ends short of its bound, so it never reports success on fewer payments than its
+bounds say; its report's ``payments_read`` counts what the reads returned.
+
 Triggered by hand or by the demo (no schedule: its default topics need not exist).
 """
 
@@ -16,6 +24,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, Param
 
+from airflow_provider_kstate.operators.doctor import KStateBrokerDoctorOperator
 from airflow_provider_kstate.operators.state import KStateSparkApplicationOperator
 
 APPLICATION = str(Path(__file__).resolve().parent / "pipelines" / "running_totals.py")
@@ -50,9 +59,21 @@ with DAG(
             minLength=1,
             description="Consumer group that keeps the pipeline's input offsets (committed in the transaction).",
         ),
+        "allow_broker_deviation": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            description="Broken broker promises this run accepts by name (logged as RISK ACCEPTED).",
+        ),
     },
 ) as dag:
-    KStateSparkApplicationOperator(
+    check_broker = KStateBrokerDoctorOperator(
+        task_id="check_broker",
+        needs="state",
+        allow_broker_deviation="{{ params.allow_broker_deviation | join(',') }}",
+        kafka_config_id="kafka_default",
+    )
+    check_broker >> KStateSparkApplicationOperator(
         task_id="running_totals",
         application=APPLICATION,
         application_args=[

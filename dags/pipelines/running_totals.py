@@ -7,7 +7,9 @@ Input records: key = account id, value = an integer amount (ASCII) or ``CLOSE`` 
 its total is deleted). Each run
 
 1. takes the input's end offsets (last stable offsets) as the batch's bound and the group's committed
-   offsets as its start, per partition;
+   offsets as its start, per partition; the bounds are cross-checked with where a fetch ends, so a broker
+   whose ListOffsets lags its data fails the run instead of folding a fraction of the batch (issue 17), and
+   a read that ends short of its bound fails too;
 2. reads every input partition's new records in a Spark task with confluent-kafka ``assign()``
    (read_committed) and reduces them per account;
 3. folds the changelog partitions that hold the touched accounts (read_committed, placed by murmur2) to
@@ -73,12 +75,18 @@ def read_input(
     cfg: dict[str, Any], topic: str, part: int, start: int, end: int, timeout: float
 ) -> Iterator[Any]:
     """Spark task: yield ``(account, (reset, delta, closed))`` for one input partition's batch."""
-    from airflow_provider_kstate.spark_apps.kafka_io import read_batches
+    from confluent_kafka import KafkaError
+
+    from airflow_provider_kstate.spark_apps.kafka_io import KafkaReadError, read_batches
 
     events: list[tuple[bytes, bytes]] = []
     bad = 0
     for msgs in read_batches(cfg, topic, part, start, end, timeout):
         for m in msgs:
+            if m.error() is not None:  # partition EOF (the end of the read), or a consumer error
+                if m.error().code() != KafkaError._PARTITION_EOF:
+                    raise KafkaReadError(f"{topic}[{part}]: {m.error().str()}")
+                continue
             if m.offset() >= end:
                 break
             if m.key() is None or m.value() is None or not _is_event(m.value()):
@@ -86,8 +94,8 @@ def read_input(
                 continue
             events.append((m.key(), m.value()))
     yield from reduce_events(events).items()
-    if bad:
-        yield b"", (False, bad, False)  # b"" is no account: it carries the count of unusable records
+    # b"" is no account: it carries what this task read (unusable records, usable events)
+    yield b"", (False, bad, False, len(events))
 
 
 def _is_event(value: bytes) -> bool:
@@ -108,9 +116,11 @@ def fold_totals(
 
 
 def offsets(cfg: dict[str, Any], topic: str) -> dict[int, tuple[int, int]]:
-    from airflow_provider_kstate.spark_apps.kafka_io import list_offsets, topic_partition_count
+    """Return ``{partition: (log start, last stable offset)}``, refused (``OffsetBoundError``) when a fetch
+    from just below an end disagrees with it."""
+    from airflow_provider_kstate.spark_apps.kafka_io import checked_offsets, topic_partition_count
 
-    return list_offsets(cfg, topic, list(range(topic_partition_count(cfg, topic))))
+    return checked_offsets(cfg, topic, list(range(topic_partition_count(cfg, topic))))
 
 
 def committed(
@@ -181,8 +191,10 @@ def run(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
     changes_rdd = sc.parallelize(ranges, max(len(ranges), 1)).flatMap(
         lambda r: read_input(cfg, inp, r[0], r[1], r[2], timeout)
     )
-    changes = dict(changes_rdd.collect())
-    bad = changes.pop(b"", (False, 0, False))[1]
+    collected = changes_rdd.collect()
+    counts = [c for k, c in collected if k == b""]  # one per task
+    changes = dict(kv for kv in collected if kv[0] != b"")
+    bad, events = sum(c[1] for c in counts), sum(c[3] for c in counts)
     ends_log = {p: hi for p, (_lo, hi) in offsets(cfg, args.changelog_topic).items()}
     log_n = len(ends_log)
     touched = sc.broadcast(set(changes))
@@ -202,6 +214,7 @@ def run(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
         "ok": True,
         "input_partitions": len(bounds),
         "offsets_consumed": sum(hi - start for _p, start, hi in ranges),
+        "payments_read": events + bad,  # what the reads returned, not what the offsets span
         "accounts_touched": len(totals),
         "bad_records": bad,
         "accounts_updated": sum(1 for v in totals.values() if v is not None),

@@ -270,6 +270,7 @@ def test_pipeline_builds_the_store_and_auto_builds_the_first_snapshot(
         assert str(dr.state) == "success"
     report = xcom(dr, "running_totals")
     assert report["ok"] and report["offsets_consumed"] == 150
+    assert report["payments_read"] == 150  # what the reads returned, counted (issue 17)
     assert changelog_truth(kafka_config, store.log) == expected_totals(store.events)
 
     dr = run_dag(MAINTENANCE, store.conf(deep=False, rebuild="auto"))
