@@ -239,6 +239,98 @@ def summarize_verify(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p.to_dict() for p in proofs.values()]
 
 
+#: The verify report's columns the proof needs (others are ignored).
+_VERIFY_COLUMNS = (
+    ("group", "string"),
+    ("partition", "int64"),
+    ("committed", "int64"),
+    ("lag", "int64"),
+    ("new", "bool_"),
+    ("seeded", "bool_"),
+    ("problem", "string"),
+)
+
+
+def _np_ranges(values: Any, cap: int = 12) -> str:
+    """Return sorted partitions (a numpy array) as ``ranges()`` text: ``"0-2,5"``, ``"none"`` when empty."""
+    import numpy as np
+
+    if not len(values):
+        return "none"
+    breaks = np.flatnonzero(np.diff(values) != 1)
+    starts = np.concatenate(([values[0]], values[breaks + 1]))
+    ends = np.concatenate((values[breaks], [values[-1]]))
+    segments = [
+        str(a) if a == b else f"{a}-{b}"
+        for a, b in zip(starts[:cap].tolist(), ends[:cap].tolist(), strict=True)
+    ]
+    more = len(starts) - cap
+    return ",".join(segments) + (f",... ({more} more ranges)" if more > 0 else "")
+
+
+def _per_group(idx: Any, partitions: Any, mask: Any, count: int) -> list[Any]:
+    """Return, per group index, the sorted partitions of the rows where ``mask`` holds."""
+    import numpy as np
+
+    g, p = idx[mask], partitions[mask]
+    order = np.lexsort((p, g))
+    g, p = g[order], p[order]
+    cuts = np.searchsorted(g, np.arange(count + 1))
+    return [p[cuts[i] : cuts[i + 1]] for i in range(count)]
+
+
+def summarize_verify_file(path: str) -> list[dict[str, Any]]:
+    """Return :func:`summarize_verify` of a local verify report, parsed and aggregated in pyarrow and
+    numpy (C++ JSON parsing on all cores: 4,096 x 100 rows in a fraction of the pure-Python pass)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyarrow import json as pj
+
+    schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in _VERIFY_COLUMNS])
+    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    with pa.input_stream(path, compression="gzip") as stream:
+        table = pj.read_json(stream, read_options=pj.ReadOptions(block_size=1 << 20), parse_options=options)
+    groups = pc.unique(table["group"])  # in order of first appearance: the report's group order
+    names = groups.to_pylist()
+    idx = pc.index_in(table["group"], value_set=groups).to_numpy(zero_copy_only=False).astype("int64")
+    count = len(names)
+    parts = table["partition"].to_numpy()
+    lag = table["lag"].fill_null(0).to_numpy()
+    rows = np.bincount(idx, minlength=count)
+    lag_sum = np.bincount(idx, weights=lag, minlength=count)
+    lag_max = np.zeros(count, dtype=np.int64)
+    np.maximum.at(lag_max, idx, lag)
+    no_offset = np.bincount(idx[table["committed"].is_null().to_numpy(zero_copy_only=False)], minlength=count)
+    flag = lambda column: table[column].fill_null(False).to_numpy(zero_copy_only=False)  # noqa: E731
+    problems = _per_group(idx, parts, table["problem"].is_valid().to_numpy(zero_copy_only=False), count)
+    seeded, new = _per_group(idx, parts, flag("seeded"), count), _per_group(idx, parts, flag("new"), count)
+    return [
+        {
+            "group": names[i],
+            "partitions": int(rows[i]),
+            "ok": not len(problems[i]),
+            "skipping_partitions": _np_ranges(problems[i]),
+            "problems": len(problems[i]),
+            "seeded_by_run": _np_ranges(seeded[i]),
+            "seeded": len(seeded[i]),
+            "new_partitions": _np_ranges(new[i]),
+            "without_offset": int(no_offset[i]),
+            "lag": int(lag_sum[i]),
+            "max_lag": int(lag_max[i]),
+        }
+        for i in range(count)
+    ]
+
+
+def summarize_report(path: str) -> list[dict[str, Any]]:
+    """Summarize a verify report: in pyarrow when it parses there, else row by row in Python."""
+    try:
+        return summarize_verify_file(path)
+    except Exception:  # noqa: BLE001 - an unusual report (older format, odd types): the plain pass
+        return summarize_verify(read_report(path))
+
+
 class _SummaryCache:
     """Verify-report summaries by (path, size, mtime), the newest ``size`` kept; thread-safe."""
 
@@ -254,7 +346,7 @@ class _SummaryCache:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        summary = summarize_verify(read_report(str(path)))
+        summary = summarize_report(str(path))
         with self._lock:
             self._items[key] = summary
             while len(self._items) > self.size:

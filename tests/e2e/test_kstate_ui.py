@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kstate.increase.report import report_location, write_report
+from airflow_provider_kstate.increase.report import read_report, report_location, write_report
+from airflow_provider_kstate.plugins import views
 from tests.e2e import test_browser
 from tests.e2e.test_browser import _missing, _visible, _wait
 from tests.e2e.test_deployment import commit_offsets, create_topic, delete_topics, produce
@@ -183,6 +184,9 @@ def test_page_api_pages_a_runs_proof(api: Any) -> None:
     assert (proof["verified"], proof["ok"], proof["total"], proof["partitions"]) == (True, True, 120, 16)
     assert [g["group"] for g in proof["groups"]] == [f"g{g:03d}" for g in range(100, 120)]
     assert proof["groups"][0]["seeded_by_run"] == "8-15" and proof["groups"][0]["lag"] == 64
+    for folder in (good, bad):  # the page's pyarrow pass and the plain Python pass agree
+        path = str(base / "orders" / folder / "verify.jsonl.gz")
+        assert views.summarize_verify_file(path) == views.summarize_verify(read_report(path))
     failed = api.get(f"/kstate/api/runs/orders/{bad}", cookies=_cookie()).json()
     assert failed["ok"] is False
     assert [(g["group"], g["skipping_partitions"]) for g in failed["groups"] if not g["ok"]] == [
