@@ -27,6 +27,7 @@ from confluent_kafka import Producer
 
 from airflow_provider_kstate.client.consumer import ControlledConsumer
 from airflow_provider_kstate.client.producer import ControlledProducer
+from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
 
 
 class KeyedProducer(threading.Thread):
@@ -44,6 +45,7 @@ class KeyedProducer(threading.Thread):
         rate: float = 300.0,
         burst: int = 0,
         controlled: bool = True,
+        control_topic: str = DEFAULT_CONTROL_TOPIC,
     ) -> None:
         super().__init__(daemon=True)
         self.topic = topic
@@ -56,7 +58,13 @@ class KeyedProducer(threading.Thread):
         self._halt = threading.Event()
         settings = {**config, "linger.ms": 5, "topic.metadata.refresh.interval.ms": 500}
         self.producer: Any = (
-            ControlledProducer(settings, [topic], check_interval=0.1, client_id=f"{topic}-producer")
+            ControlledProducer(
+                settings,
+                [topic],
+                check_interval=0.1,
+                client_id=f"{topic}-producer",
+                control_topic=control_topic,
+            )
             if controlled
             else Producer({**settings, "partitioner": "murmur2_random"})
         )
@@ -144,8 +152,15 @@ class SlowFleet:
     """
 
     def __init__(
-        self, config: dict[str, Any], topic: str, group: str, work: list[float], checker: OrderChecker
+        self,
+        config: dict[str, Any],
+        topic: str,
+        group: str,
+        work: list[float],
+        checker: OrderChecker,
+        control_topic: str = DEFAULT_CONTROL_TOPIC,
     ) -> None:
+        self.control_topic = control_topic
         self.topic, self.group, self.checker = topic, group, checker
         self.work = work
         self.consumers: list[ControlledConsumer | None] = [None] * len(work)
@@ -173,6 +188,7 @@ class SlowFleet:
             [self.topic],
             check_interval=0.1,
             on_assign=on_assign,
+            control_topic=self.control_topic,
         )
         self.consumers[i] = consumer
         try:

@@ -102,3 +102,19 @@ def test_relax_reorders_and_preserve_keeps_every_key_in_order(
     assert preserve["wrong_last"] == 0 and preserve["keys"] == 200
     held = [p for p in preserve["passages"] if p.first_hold is not None]
     assert held and all(p.released is not None and p.overruns == 0 for p in held)
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize(("original", "target"), [(4, 8), (4, 6)])
+@pytest.mark.parametrize("key_order", ["relax", "preserve"])
+def test_key_order_each_layout(
+    kafka_config: dict[str, Any], make_topic: Any, run_dag: Any, original: int, target: int, key_order: str
+) -> None:
+    """4 -> 8 (keys move to new partitions only) and 4 -> 6 (also between old partitions), each order."""
+    out = run_increase(kafka_config, make_topic, run_dag, original, target, key_order)
+    print(key_order, original, target, {k: v for k, v in out.items() if k != "passages"})
+    assert out["lost"] == 0
+    if key_order == "relax":
+        assert out["violations"] > 0, out
+    else:
+        assert out["violations"] == 0 and out["wrong_last"] == 0, out
