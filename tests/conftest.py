@@ -5,7 +5,7 @@ test that asks for ``bootstrap``, ``kafka_config``, ``admin``, ``make_topic`` or
 integration and e2e conftests ask for it up front (``kstate_support.session_broker``). It is the one named by
 ``KSTATE_BOOTSTRAP_SERVERS`` (a real cluster; extra librdkafka settings such as SASL go in
 ``KSTATE_KAFKA_CONFIG`` as JSON), else the embedded one, started on a free port.
-Airflow's environment is set here, before anything imports airflow: a fresh ``AIRFLOW_HOME`` under
+Airflow's environment is set here (``pytest_configure``), before anything imports airflow: a fresh ``AIRFLOW_HOME`` under
 ``.kstate/``, the project's ``dags/`` folder, and the connections ``kafka_default`` (pointed at the broker
 when it starts) and ``spark_default``. Without Airflow installed (``make compat``'s Spark cells) that step is
 skipped.
@@ -34,14 +34,18 @@ _AIRFLOW_HOME = _STATE / f"airflow-test-{os.getpid()}"
 _SIGTERM = signal.getsignal(signal.SIGTERM)
 
 
-def _airflow_env() -> None:
-    """Point Airflow at a fresh home and the project's DAGs before it is imported anywhere."""
+def pytest_configure(config: pytest.Config) -> None:
+    """Point Airflow at a fresh home and the project's DAGs before anything imports it (collection does).
+
+    A ``--collect-only`` run needs no metadata database: the environment is set, ``db migrate`` skipped.
+    """
     if "airflow" in sys.modules or importlib.util.find_spec("airflow") is None:
         return
+    if config.option.collectonly:
+        _AIRFLOW_HOME.mkdir(parents=True, exist_ok=True)
+        os.environ.update(airflow_env.environ(_AIRFLOW_HOME, session_broker.initial_config()))
+        return
     airflow_env.prepare(_AIRFLOW_HOME, session_broker.initial_config(), fresh=False)
-
-
-_airflow_env()
 
 
 #: Markers of the suites outside ``make test``, each run by its own target: the marker is deselected unless
