@@ -7,7 +7,8 @@ transport, from real ``dag.test()`` runs on the real broker.
 * the fast check of a snapshot written with pyarrow from a real changelog: the changelog and the snapshot
   (``file`` + its absolute path) are its inputs, with offsets equal to the changelog's, rows, the version
   and the check's data-quality assertion.
-* ``kstate_state_maintenance`` with ``rebuild=force`` (real local Spark; ``spark`` marker): the rebuild
+* ``kstate_state_maintenance`` with ``rebuild=force`` (real local Spark; ``make chaos``: 140 s on a loaded
+  box; ``tests/unit/test_lineage.py`` keeps the rebuild's datasets and facets in ``make test``): the rebuild
   reads the changelog and writes the snapshot, whose version and rows are the manifest's.
 
 The listener is registered in this process for the test only (OpenLineage is configured here, after
@@ -217,6 +218,7 @@ def test_fast_check_reads_the_changelog_and_the_snapshot(
 
 
 @pytest.mark.spark
+@pytest.mark.chaos  # 140 s under load (a Spark rebuild in the maintenance DAG): make chaos; unit-tested fast
 def test_rebuild_reads_the_changelog_and_writes_the_snapshot(
     make_topic: Any,
     run_dag: Any,
