@@ -8,7 +8,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON ?= $(abspath $(PY))
 
-.PHONY: venv java browser-deps test lint demo bench chaos clean test-tansu
+.PHONY: venv java browser-deps test lint demo bench chaos clean test-tansu compat prod-deps deploy-local e2e-prod
 
 $(VENV)/.installed: setup.cfg setup.py pyproject.toml support/pyproject.toml
 	@command -v python3 >/dev/null || { echo "python3 (3.10+) is required"; exit 1; }
@@ -50,6 +50,29 @@ chaos: venv java
 test-tansu: venv java
 	$(PY) -m kstate_support.tansu install >/dev/null
 	$(PY) -m pytest -ra -p no:cacheprovider tests/tansu
+
+# The version matrix (issue 18): one virtualenv per cell under .kstate/compat (Airflow 3.1.x and 3.3.x;
+# the Spark apps under pyspark 3.5.x and 4.3.x). Not in .ci/run: the README gives its time and last result.
+compat: venv java
+	$(PY) scripts/compat.py
+
+# PostgreSQL and Redis from Debian's packages for the production-shaped deployment (root, or sudo).
+prod-deps:
+	@if command -v redis-server >/dev/null 2>&1 && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server >/dev/null; \
+	else echo "install PostgreSQL and Redis (postgresql, redis-server) first"; exit 1; fi
+
+# Like production: PostgreSQL, Redis, the CeleryExecutor with two workers, scheduler, dag-processor,
+# triggerer and api-server on the embedded broker; Ctrl-C stops all of it (scripts/deploy_local.py).
+deploy-local: venv java prod-deps
+	$(PY) scripts/deploy_local.py
+
+# That deployment end to end: a safe increase under live traffic, a rebuild, a worker killed mid-window.
+e2e-prod: venv java prod-deps
+	KSTATE_PROD=1 $(PY) scripts/run_tests.py tests/e2e/test_prod_deploy.py
 
 demo: venv java
 	@$(PY) scripts/demo.py
