@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -84,6 +86,20 @@ def _cookie() -> dict[str, str]:
 
     token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="admin"))
     return {COOKIE_NAME_JWT_TOKEN: token}
+
+
+def test_plugin_import_stays_light() -> None:
+    """Every Airflow process loads plugins (a task process too): importing the plugin builds no app and
+    imports none of Airflow's API server (measured: 0.7 s per process when it did)."""
+    code = (
+        "import sys, airflow_provider_kstate.plugins.kstate as k; "
+        "assert 'airflow.api_fastapi.core_api.security' not in sys.modules; "
+        "assert list.__len__(k.KStatePlugin.fastapi_apps) == 0; print('light')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0 and "light" in out.stdout, out.stderr[-2000:]
 
 
 def test_page_api_refuses_without_the_login(api: Any) -> None:
