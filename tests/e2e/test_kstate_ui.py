@@ -213,6 +213,53 @@ def test_page_api_pages_a_runs_proof(api: Any) -> None:
         assert escape.status_code in (400, 404), (name, escape.status_code, escape.text)
 
 
+def test_page_api_shows_a_snapshot(api: Any, tmp_path: Path) -> None:
+    """A versioned snapshot (pointer with history, manifest in the current version) and two check XComs:
+    the view names the version, the history, rows and offsets, the last fast and deep check and the
+    partitions the newest check found damaged."""
+    from airflow_provider_kstate.store.layout import POINTER_NAME, new_version_name, pointer_bytes
+    from airflow_provider_kstate.store.manifest import Manifest, PartitionStats, write_manifest
+
+    root = tmp_path / "totals"
+    old, current = new_version_name(1_700_000_000), new_version_name(1_700_000_100)
+    stats = {0: PartitionStats(0, 40, 12, "0" * 16, {}), 1: PartitionStats(3, 25, 9, "0" * 16, {})}
+    write_manifest(
+        str(root / current), Manifest(topic="totals-changelog", partitions=2, partition_stats=stats)
+    )
+    (root / POINTER_NAME).write_bytes(pointer_bytes(current, history=[old]))
+    uri = f"file://{root}"
+
+    def check(kind: str, ok: bool, failed: list[int], at: str) -> dict[str, Any]:
+        value = {"check": kind, "ok": ok, "failed_partitions": failed, "snapshot_uri": str(root)}
+        return {
+            "dag_id": "kstate_state_maintenance",
+            "run_id": f"r-{kind}",
+            "task_id": f"{kind}_check",
+            "timestamp": at,
+            "value": value,
+        }
+
+    checks = [check("deep", False, [1], "2026-01-02"), check("fast", True, [], "2026-01-01")]  # newest first
+    view = views.snapshot_view(uri, checks)
+    assert (view["readable"], view["version"], view["history"], view["legacy"]) == (
+        True,
+        current,
+        [old],
+        False,
+    )
+    assert (view["topic"], view["partitions"], view["rows"]) == ("totals-changelog", 2, 21)
+    assert view["offsets"] == {
+        "0": {"start": 0, "end": 40, "rows": 12},
+        "1": {"start": 3, "end": 25, "rows": 9},
+    }
+    assert view["last_fast_check"]["ok"] is True and view["last_deep_check"]["failed_partitions"] == [1]
+    assert view["damaged_partitions"] == [1]
+    missing = views.snapshot_view(f"file://{tmp_path}/never-built", [])
+    assert missing["readable"] is False and "never built" in missing["problem"]
+    answer = api.get("/kstate/api/snapshots", cookies=_cookie())
+    assert answer.status_code == 200 and isinstance(answer.json()["snapshots"], list)
+
+
 # ------------------------------------------------------------------------------ browser, real deployment
 
 
