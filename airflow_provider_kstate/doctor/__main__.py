@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(verdict.lines()))
         print("(behavioural checks from the cache; --refresh re-runs them)" if cached else "(checked now)")
     try:
-        verdict.refuse(NEEDS[args.needs], allow, what=f"the {args.needs} checks")
+        for promise in verdict.refuse(NEEDS[args.needs], allow, what=f"the {args.needs} checks"):
+            print(verdict.risk_line(promise, f"the {args.needs} checks"), file=sys.stderr)
     except BrokerDeviation as exc:
         print(f"REFUSED: {exc}", file=sys.stderr)
         return 3

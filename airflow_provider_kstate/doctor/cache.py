@@ -77,8 +77,11 @@ class VerdictCache:
                 raise
 
     def _records(self) -> list[tuple[str, dict[str, Any]]]:
-        admin = AdminClient(self.config)
-        if self.topic not in admin.list_topics(timeout=self.timeout).topics:
+        try:
+            if self.topic not in AdminClient(self.config).list_topics(timeout=self.timeout).topics:
+                return []
+        except KafkaException as exc:
+            log.warning("doctor: the cached verdicts in %s could not be read (%s)", self.topic, exc)
             return []
         consumer = Consumer({**self.config, "group.id": "kstate-doctor-cache", "enable.auto.commit": False})
         try:

@@ -29,10 +29,22 @@ def diagnose(
     cached = None if refresh else cache.load(cluster_id(config, timeout), max_age=ttl)
     if cached is None:
         behaviour = Probe(config, timeout).run()
-        cache.save(behaviour)
+        if all(r.ok is None for r in behaviour.results.values()):
+            if all(r.ok is None for r in cheap.values()):
+                raise ClusterUnreachable(
+                    f"the cluster at {config.get('bootstrap.servers', '')} could not be checked: "
+                    f"{next(iter(behaviour.results.values())).detail}"
+                )
+            log.warning("doctor: the behavioural checks could not run; the verdict is not cached")
+        else:
+            cache.save(behaviour)
     else:
         behaviour = cached
     return behaviour.merged(Verdict(behaviour.cluster, 0.0, cheap)), cached is not None
+
+
+class ClusterUnreachable(Exception):
+    """Neither the cheap nor the behavioural checks reached the cluster (domain error)."""
 
 
 def last_verdict(

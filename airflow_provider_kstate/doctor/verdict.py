@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_kstate.doctor.promises import ALL_PROMISES, DESCRIPTIONS
-
-log = logging.getLogger(__name__)
 
 
 class BrokerDeviation(Exception):
@@ -67,7 +64,7 @@ class Verdict:
     def refuse(self, needed: Iterable[str], allow: Iterable[str] = (), what: str = "this run") -> list[str]:
         """Raise :class:`BrokerDeviation` when a promise of ``needed`` is broken and not in ``allow``.
 
-        An allowed broken promise is logged as ``RISK ACCEPTED`` and returned.
+        The allowed broken promises are returned: the caller logs each with :meth:`risk_line`.
 
         :param needed: the promises the job relies on.
         :param allow: broken promises the user accepts by name.
@@ -76,17 +73,6 @@ class Verdict:
         needed = tuple(needed)
         allowed = set(allow)
         broken = [p for p in self.broken() if p in needed]
-        for promise in broken:
-            if promise in allowed:
-                log.warning(
-                    "RISK ACCEPTED: broker %s breaks %r (%s): %s; %s goes on because allow_broker_deviation "
-                    "names it",
-                    self.cluster,
-                    promise,
-                    DESCRIPTIONS[promise],
-                    self.results[promise].detail,
-                    what,
-                )
         refused = tuple(p for p in broken if p not in allowed)
         if refused:
             lines = "; ".join(f"{p} ({DESCRIPTIONS[p]}): {self.results[p].detail}" for p in refused)
@@ -97,6 +83,13 @@ class Verdict:
                 refused,
             )
         return [p for p in broken if p in allowed]
+
+    def risk_line(self, promise: str, what: str = "this run") -> str:
+        """Return the ``RISK ACCEPTED`` line of an allowed broken promise."""
+        return (
+            f"RISK ACCEPTED: broker {self.cluster} breaks {promise!r} ({DESCRIPTIONS[promise]}): "
+            f"{self.results[promise].detail}; {what} goes on because allow_broker_deviation names it"
+        )
 
     def lines(self) -> list[str]:
         """Return one line per checked promise, for logs and the CLI."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from airflow_provider_kstate.doctor.cache import DEFAULT_CACHE_TOPIC, DEFAULT_TTL
-from airflow_provider_kstate.doctor.doctor import diagnose, last_verdict
+from airflow_provider_kstate.doctor.doctor import ClusterUnreachable, diagnose, last_verdict
 from airflow_provider_kstate.doctor.verdict import BrokerDeviation, Verdict
-from airflow_provider_kstate.exceptions import BrokerDeviationError
+from airflow_provider_kstate.exceptions import BrokerDeviationError, BrokerUnavailableError
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
 
@@ -37,7 +37,10 @@ class KStateDoctorHook(KStateAdminHook):
 
     def verdict(self, refresh: bool = False, ttl: float = DEFAULT_TTL) -> Verdict:
         """Return the cluster's verdict (behavioural checks from the cache unless ``refresh`` or expired)."""
-        verdict, cached = diagnose(self.client_config(), refresh, ttl, self.timeout, self.cache_topic)
+        try:
+            verdict, cached = diagnose(self.client_config(), refresh, ttl, self.timeout, self.cache_topic)
+        except ClusterUnreachable as exc:
+            raise BrokerUnavailableError(f"Kafka connection {self.kafka_config_id!r}: {exc}") from exc
         self.log.info(
             "DOCTOR %s", "behavioural checks from the cache" if cached else "behavioural checks run now"
         )
@@ -60,12 +63,14 @@ class KStateDoctorHook(KStateAdminHook):
         """Return the verdict; raise :class:`BrokerDeviationError` when a needed promise is broken and not
         allowed (each allowed one is logged as ``RISK ACCEPTED``)."""
         verdict = self.verdict(refresh, ttl)
-        refuse(verdict, needed, allow, what)
+        for promise in refuse(verdict, needed, allow, what):
+            self.log.warning("DOCTOR %s", verdict.risk_line(promise, what))
         return verdict
 
 
 def refuse(verdict: Verdict, needed: Iterable[str], allow: Iterable[str], what: str) -> list[str]:
-    """Apply :meth:`Verdict.refuse`, translating the domain error into :class:`BrokerDeviationError`."""
+    """Apply :meth:`Verdict.refuse` (return the accepted deviations), translating the domain error into
+    :class:`BrokerDeviationError`."""
     try:
         return verdict.refuse(needed, allow, what)
     except BrokerDeviation as exc:

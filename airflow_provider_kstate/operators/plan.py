@@ -151,6 +151,11 @@ class KStatePlanOperator(BaseOperator):
         if both:
             raise KStateConfigError(f"groups {both} are both in consumer_groups and exclude_groups: pick one")
         self._trust_broker(topic)
+        if target > hook.partition_count(topic):
+            # Ask the broker to validate this very increase: a broker without CreatePartitions, a quota or a
+            # policy refuses here, before any consumer is paused.
+            hook.increase_partitions(topic, target, validate_only=True)
+            self.log.info("PLAN the broker validated %s -> %s partitions (validate_only)", topic, target)
         plan = build_plan(
             hook,
             topic,
@@ -163,11 +168,7 @@ class KStatePlanOperator(BaseOperator):
                 "acknowledge_streams_groups", self.acknowledge_streams_groups
             ),
         )
-        if plan.mode == "increase":
-            # Ask the broker to validate this very increase: a broker without CreatePartitions, a quota or a
-            # policy refuses here, before any consumer is paused.
-            hook.increase_partitions(topic, target, validate_only=True)
-            self.log.info("PLAN the broker validated %s -> %s partitions (validate_only)", topic, target)
+
         for group in plan.of_class("excluded"):
             self.log.warning(
                 "PLAN RISK ACCEPTED: group %s reads %s but is excluded: not paused, not seeded", group, topic

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import struct
 
 import pytest
@@ -115,11 +114,11 @@ def test_a_broken_promise_the_job_needs_is_refused_by_name() -> None:
     assert "Nothing was changed" in message and "allow_broker_deviation" in message
 
 
-def test_an_allowed_deviation_is_logged_as_risk_accepted(caplog: pytest.LogCaptureFixture) -> None:
+def test_an_allowed_deviation_is_returned_with_its_risk_line() -> None:
     verdict = _verdict(latest_offset="latest 1, fetch 10")
-    with caplog.at_level(logging.WARNING):
-        assert verdict.refuse(P.STATE_NEEDS, allow=["latest_offset"]) == ["latest_offset"]
-    assert "RISK ACCEPTED" in caplog.text and "latest_offset" in caplog.text
+    assert verdict.refuse(P.STATE_NEEDS, allow=["latest_offset"]) == ["latest_offset"]
+    line = verdict.risk_line("latest_offset", "the rebuild")
+    assert line.startswith("RISK ACCEPTED") and "latest 1, fetch 10" in line and "the rebuild" in line
 
 
 def test_the_airflow_edge_makes_it_a_fatal_named_error() -> None:
