@@ -41,7 +41,7 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kstate doctor", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="kstate doctor", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--bootstrap-servers", default="")
     parser.add_argument("--config", default="", help="librdkafka settings as JSON, or @file")
     parser.add_argument("--needs", choices=sorted(NEEDS), default="all")

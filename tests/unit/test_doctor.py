@@ -150,3 +150,11 @@ def test_names_are_checked_where_the_user_gives_them() -> None:
     assert needed_promises("state") == P.STATE_NEEDS
     with pytest.raises(KStateConfigError, match="increase"):
         needed_promises("everything")
+
+
+def test_the_kstate_command_names_its_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_provider_kstate.cli import main
+
+    assert main(["frobnicate"]) == 2
+    assert "kstate doctor" in capsys.readouterr().err
+    assert main(["--help"]) == 0
