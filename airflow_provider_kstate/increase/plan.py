@@ -223,6 +223,10 @@ def classify(
     unknown = info.group not in types if types is not None else info.state == DEAD
     if unknown and not info.members:
         return replace(base, cls="absent")
+    if info.state == DEAD and not info.members:
+        # Listed, yet described DEAD: DescribeGroups below v6 describes a consumer-protocol (KIP-848) group
+        # that way, members and all. Its members cannot be seen, so it cannot be paused safely.
+        return replace(base, cls="undescribed")
     special = {SHARE: "share", UNKNOWN_TYPE: "unknown-type"}.get(group_type)
     if special or base.role == "streams":
         return replace(base, cls=special or "streams")
@@ -318,7 +322,7 @@ def check_group_types(topic: str, target: int, current: int, plans: dict[str, Gr
     problems = [
         _type_problem(topic, target, current, g, entry)
         for g, entry in plans.items()
-        if entry.cls in ("share", "streams", "unknown-type")
+        if entry.cls in ("share", "streams", "unknown-type", "undescribed")
     ]
     if problems:
         raise UnsupportedGroupTypeError(" ".join(problems) + " Nothing was changed.")
@@ -345,6 +349,13 @@ def _type_problem(topic: str, target: int, current: int, group: str, entry: Grou
             f"state behind. Grow the co-partitioned topics and reset or rebuild the application's state with "
             f"its owner, then acknowledge it with acknowledge_streams_groups=[{group!r}] (paused and seeded "
             f"like a consumer group), or leave it alone with exclude_groups."
+        )
+    if entry.cls == "undescribed":
+        return (
+            f"Group {group!r} is listed by the broker but described DEAD with no members: a client whose "
+            f"DescribeGroups is below v6 describes a consumer-protocol (KIP-848) group that way, so its members "
+            f"cannot be seen, paused or waited for. Use confluent-kafka 2.10 or later (ConsumerGroupDescribe), "
+            f"or exclude it with exclude_groups."
         )
     return (
         f"Group {group!r} is of a type this client cannot tell (ListGroups v5 was not readable: a SASL "
@@ -374,7 +385,9 @@ def _check_named(
     unprotected = [
         g
         for g in discovered
-        if g not in named and g not in excluded and plans[g].cls not in ("spark", "share", "unknown-type")
+        if g not in named
+        and g not in excluded
+        and plans[g].cls not in ("spark", "share", "unknown-type", "undescribed")
     ]
     if unprotected:
         raise UnprotectedGroupError(

@@ -102,3 +102,12 @@ def test_a_never_seen_group_is_unknown_even_when_described_empty() -> None:
         build_plan(hook, "orders", 8, ["billing", "biling"])
     plan = build_plan(hook, "orders", 8, ["billing", "biling"], allow_unknown_groups=True)
     assert plan.groups["biling"].cls == "absent"
+
+
+def test_a_listed_group_described_dead_is_refused_not_seeded() -> None:
+    # DescribeGroups below v6 describes a KIP-848 group as Dead with no members, although it is listed.
+    hook = TypedFakeHook({"kip848": ("CONSUMER", "DEAD", 0, "")})
+    with pytest.raises(UnsupportedGroupTypeError, match="ConsumerGroupDescribe"):
+        build_plan(hook, "orders", 8, ["kip848"])
+    plan = build_plan(hook, "orders", 8, ["kip848"], exclude_groups=["kip848"])
+    assert plan.groups["kip848"].cls == "excluded" and plan.where("seed") == []
