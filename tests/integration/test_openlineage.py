@@ -248,3 +248,41 @@ def test_rebuild_reads_the_changelog_and_writes_the_snapshot(
     assert (facet["rows"], facet["partitions"], facet["version"]) == (5, 2, manifest.version)
     assert facet["offsetsTotal"] == 40
     assert event["inputs"][0]["inputFacets"]["inputStatistics"]["rowCount"] == 40
+
+
+@pytest.mark.deployment
+@pytest.mark.chaos  # a second airflow standalone (~40 s): make chaos
+def test_the_listener_forks_in_a_real_deployment(
+    make_topic: Any, kafka_config: dict[str, Any], unique: Callable[[str], str], tmp_path: Path
+) -> None:
+    """In a real deployment the listener runs in a forked child of the task (the default): the plan's
+    COMPLETE event still carries what the plan found, read from its XCom through the task's supervisor."""
+    from tests.e2e.deployment import ROOT, airflow_deployment
+
+    topic = make_topic("lineage-dep", partitions=1)
+    group = unique("svc")
+    produce(kafka_config, topic, [(0, b"k", b"v")])
+    commit_offsets(kafka_config, group, {(topic, 0): 1})
+    events = tmp_path / "events.jsonl"
+    env = {
+        "AIRFLOW_CONN_KAFKA_DEFAULT": os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"],
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "log_file_path": str(events), "append": True}
+        ),
+        "KSTATE_MAINTENANCE_SCHEDULE": "",
+    }
+    with airflow_deployment(ROOT / "dags", env=env) as dep:
+        dep.wait_for_dags([INCREASE], timeout=120)
+        dep.unpause(INCREASE)
+        r = dep.trigger(INCREASE, {"topic": topic, "partitions": 2, "consumer_groups": [], "dry_run": True})
+        assert r.status_code == 200, r.text
+        run_id = r.json()["dag_run_id"]
+        run = dep.wait_for_run(INCREASE, run_id, timeout=240)
+        assert run["state"] == "success", dep.failure_report(INCREASE, run_id)
+
+    def read() -> list[dict]:
+        return [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
+
+    plan = _one(read, "plan", run_id)
+    facet = plan["inputs"][0]["facets"]["kstate"]
+    assert (facet["originalPartitions"], facet["partitions"], facet["groups"]) == (1, 2, {group: "empty"})
