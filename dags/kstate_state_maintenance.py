@@ -2,10 +2,14 @@
 
 Flow::
 
-    fast_check -> choose_deep -> [deep_check] -> decide -> store_ok
+    check_broker -> fast_check -> choose_deep -> [deep_check] -> decide -> store_ok
                                                         -> store_bad                (rebuild=never: run FAILS)
                                                         -> rebuild -> recheck_fast -> recheck_deep
 
+* ``check_broker``: the broker doctor (``needs="state"``, cached per cluster for a day;
+  ``refresh_broker_check`` re-runs it). A broker whose end offsets, read_committed or last stable offset
+  cannot be trusted stops the run here, before anything is read, unless ``allow_broker_deviation`` names
+  the deviation.
 * ``fast_check`` (worker, O(partitions)): manifest present and valid, covered offsets within the
   changelog's log start and high watermark, partition count equal to the topic's. A missing snapshot is a
   failed check, so ``rebuild=auto`` builds the first one.
@@ -37,6 +41,7 @@ import pendulum
 from airflow.sdk import DAG, Param
 
 from airflow_provider_kstate.assets import KStateSnapshotEventOperator, snapshot_alias
+from airflow_provider_kstate.operators.doctor import KStateBrokerDoctorOperator
 from airflow_provider_kstate.operators.maintenance import (
     KStateChooseDeepCheckOperator,
     KStateStoreBadOperator,
@@ -119,8 +124,23 @@ with DAG(
             "read_committed, last_stable_offset ...), logged as RISK ACCEPTED. Empty: a broker that breaks one "
             "the checks and the rebuild rely on is refused before Spark starts, and nothing is published.",
         ),
+        "refresh_broker_check": Param(
+            False,
+            type="boolean",
+            title="Re-check the broker now",
+            description="Re-run the broker's behavioural checks instead of using the verdict cached for a day.",
+        ),
     },
 ) as dag:
+    # The broker doctor first: a broker whose ListOffsets, read_committed or LSO cannot be trusted makes
+    # every check below meaningless and a rebuild unsafe; the run stops here, before anything is read.
+    check_broker = KStateBrokerDoctorOperator(
+        task_id="check_broker",
+        needs="state",
+        allow_broker_deviation=DEVIATIONS,
+        refresh="{{ params.refresh_broker_check }}",
+        kafka_config_id=KAFKA_CONN_ID,
+    )
     fast_check = KStateFastCheckOperator(
         task_id="fast_check",
         topic=TOPIC,
@@ -180,7 +200,7 @@ with DAG(
         outlets=[SNAPSHOT_ALIAS],
     )
 
-    fast_check >> deep_branch >> [deep_check, verdict]
+    check_broker >> fast_check >> deep_branch >> [deep_check, verdict]
     deep_check >> verdict
     verdict >> [store_ok, store_bad, rebuild]
     rebuild >> recheck_fast >> recheck_deep

@@ -10,7 +10,7 @@ from airflow_provider_kstate.doctor.cache import DEFAULT_TTL
 from airflow_provider_kstate.doctor.promises import ALL_PROMISES, INCREASE_NEEDS, STATE_NEEDS, check_names
 from airflow_provider_kstate.exceptions import KStateConfigError
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
-from airflow_provider_kstate.utils.coerce import as_bool
+from airflow_provider_kstate.utils.coerce import as_bool, as_str_list
 
 #: Named sets of promises: what the increase needs, what the state check and rebuild need, all of them.
 NEEDS = {"increase": INCREASE_NEEDS, "state": STATE_NEEDS, "all": ALL_PROMISES}
@@ -80,8 +80,9 @@ def needed_promises(needs: str | list[str]) -> tuple[str, ...]:
 
 
 def allowed_deviations(allow: object) -> tuple[str, ...]:
-    """Return ``allow_broker_deviation`` as promise names; raise KStateConfigError naming an unknown one."""
+    """Return ``allow_broker_deviation`` (a list, a rendered list ``"['x']"`` or ``"x,y"``) as promise names;
+    raise KStateConfigError naming an unknown one."""
     try:
-        return check_names(allow)
+        return check_names(as_str_list("allow_broker_deviation", allow))
     except ValueError as exc:
         raise KStateConfigError(f"{exc}. Nothing was changed.") from None

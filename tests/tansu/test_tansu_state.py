@@ -88,8 +88,17 @@ def test_maintenance_refuses_to_publish_state_from_aborted_records(
     dr = run_dag(MAINTENANCE, {"changelog_topic": topic, "snapshot_uri": str(uri), "rebuild": "auto"})
     states = _states(dr)
     assert str(dr.state) == "failed", states
-    assert states["rebuild"] == "failed" and states["recheck_fast"] != "success", states
+    # The DAG's first step, the broker doctor, refuses: nothing is read, checked or rebuilt.
+    assert states["check_broker"] == "failed" and states["rebuild"] == "upstream_failed", states
     assert not uri.exists(), sorted(p.name for p in uri.iterdir())  # nothing was published
+    # Called on its own, past the DAG's doctor step, the rebuild refuses too (its own check, before Spark).
+    from airflow_provider_kstate.exceptions import BrokerDeviationError
+    from airflow_provider_kstate.operators.state import KStateRebuildOperator
+
+    rebuild = KStateRebuildOperator(task_id="rebuild", topic=topic, snapshot_uri=str(uri))
+    with pytest.raises(BrokerDeviationError, match="read_committed"):
+        rebuild.trust_broker()
+    assert not uri.exists()
 
     from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
 

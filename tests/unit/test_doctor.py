@@ -144,7 +144,8 @@ def test_verdicts_round_trip_and_cheap_checks_lay_over_cached_ones() -> None:
 
 def test_names_are_checked_where_the_user_gives_them() -> None:
     assert allowed_deviations("latest_offset, read_committed") == ("latest_offset", "read_committed")
-    assert allowed_deviations(None) == ()
+    assert allowed_deviations(None) == () and allowed_deviations("[]") == ()
+    assert allowed_deviations("['config_defaults']") == ("config_defaults",)  # a rendered template
     with pytest.raises(KStateConfigError, match="latest_ofset"):
         allowed_deviations(["latest_ofset"])
     assert needed_promises("state") == P.STATE_NEEDS
