@@ -13,7 +13,8 @@ Cells (virtualenvs under ``.kstate/compat/<cell>``, git-ignored, built with ``uv
   live traffic with both increase DAGs (0 lost), and the example pipeline plus a maintenance run that
   builds the missing snapshot with ``spark-submit`` and re-checks it.
 * ``pyspark-3.5`` / ``pyspark-4.3``: what a Spark cluster's driver and executors hold: that pyspark alone
-  (pyspark-client installs the same ``pyspark/`` folder, so it must not be there), the provider without
+  with its ``sql`` extra (pandas, pyarrow, numpy: ``mapInArrow`` refuses to run without pandas;
+  pyspark-client installs the same ``pyspark/`` folder, so it must not be there), the provider without
   Airflow (``--no-deps``; the Spark applications import none) and its runtime libraries. Runs
   ``tests/integration/test_spark_versions.py``: a rebuild, a deep check and ``load_snapshot``, each
   compared with the changelog's truth.
@@ -50,7 +51,14 @@ AIRFLOW_TESTS = [
 ]
 SPARK_TESTS = ["tests/integration/test_spark_versions.py"]
 #: What each cell reports: the distributions whose versions make the cell what it is.
-REPORTED = ("apache-airflow", "apache-airflow-task-sdk", "pyspark", "pyspark-client", "confluent-kafka")
+REPORTED = (
+    "apache-airflow",
+    "apache-airflow-task-sdk",
+    "pyspark",
+    "pyspark-client",
+    "pandas",
+    "confluent-kafka",
+)
 
 
 @dataclass
@@ -60,11 +68,13 @@ class Cell:
     :param name: the cell's name (its folder under ``.kstate/compat``).
     :param kind: ``airflow`` (the provider with Airflow) or ``spark`` (the Spark applications alone).
     :param pin: the requirement that makes the cell (a constraint for ``airflow``, installed for ``spark``).
+    :param extra: further requirements of a ``spark`` cell (what that Spark's runtimes ship).
     """
 
     name: str
     kind: str
     pin: str
+    extra: tuple[str, ...] = ()
     result: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -79,8 +89,10 @@ class Cell:
 CELLS = [
     Cell("airflow-3.1", "airflow", "apache-airflow>=3.1,<3.2"),
     Cell("airflow-3.3", "airflow", "apache-airflow>=3.3,<3.4"),
-    Cell("pyspark-3.5", "spark", "pyspark>=3.5,<3.6"),
-    Cell("pyspark-4.3", "spark", "pyspark>=4.3,<4.4"),
+    # pyspark 3.5's sql extra caps numpy below 2; pyarrow 20+ needs numpy 2 at import (its metadata does not
+    # say so) and PySpark does not support pandas 3 yet: the Python stack of a Spark 3.5 runtime.
+    Cell("pyspark-3.5", "spark", "pyspark[sql]>=3.5,<3.6", ("pyarrow<20", "pandas<3")),
+    Cell("pyspark-4.3", "spark", "pyspark[sql]>=4.3,<4.4"),
 ]
 
 
@@ -110,7 +122,7 @@ def _uv(*args: str) -> None:
 
 def build(cell: Cell, fresh: bool) -> None:
     """Create the cell's virtualenv (kept between runs unless ``fresh`` or its spec changed)."""
-    spec = json.dumps({"pin": cell.pin, "setup.cfg": (ROOT / "setup.cfg").read_text()})
+    spec = json.dumps({"pin": cell.pin, "extra": cell.extra, "setup.cfg": (ROOT / "setup.cfg").read_text()})
     marker = cell.venv / ".kstate-spec"
     if not fresh and marker.exists() and marker.read_text() == spec:
         return
@@ -130,7 +142,7 @@ def build(cell: Cell, fresh: bool) -> None:
             str(ROOT / "support"),
         )
     else:
-        _uv(*common, cell.pin, *spark_requirements(), "-e", str(ROOT / "support"))
+        _uv(*common, cell.pin, *cell.extra, *spark_requirements(), "-e", str(ROOT / "support"))
         _uv(*common, "--no-deps", "-e", str(ROOT))
     marker.write_text(spec)
 
