@@ -18,6 +18,7 @@ from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
     IsolationLevel,
+    KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
@@ -157,6 +158,7 @@ class Probe:
                 "group.id": f"kstate-doctor-reader-{self.nonce}",
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
+                "enable.partition.eof": True,
                 **extra,
             }
         )
@@ -176,14 +178,20 @@ class Probe:
     def _read_all(
         self, consumer: Consumer, start: int = OFFSET_BEGINNING, until: int | None = None
     ) -> list[Any]:
-        """Read partition 0 from ``start`` until ``until`` is reached or nothing comes for 3 s (bounded)."""
+        """Read partition 0 from ``start`` to the end a fetch reports (partition EOF), or until ``until`` is
+        reached; bounded by the timeout and by 3 s without anything arriving."""
         consumer.assign([TopicPartition(self.topic, 0, start)])
         out: list[Any] = []
         deadline = time.monotonic() + self.timeout
         quiet_since = time.monotonic()
         while time.monotonic() < deadline and time.monotonic() - quiet_since < 3.0:
             msg = consumer.poll(0.2)
-            if msg is None or msg.error():
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    break
                 continue
             out.append(msg)
             quiet_since = time.monotonic()
