@@ -52,7 +52,8 @@ HOLD_SLICE = 0.005
 @dataclass
 class Hold:
     """One hold of a topic's producer: when it began and ended (``time.monotonic()``), how long
-    ``produce()`` calls were blocked in it, and whether it ended by ``hold_until`` instead of a layout."""
+    ``produce()`` calls were blocked in it, since when a ``produce()`` call is blocked in it now (None when
+    none is), and whether it ended by ``hold_until`` instead of a layout."""
 
     topic: str
     epoch: int
@@ -60,6 +61,7 @@ class Hold:
     ended: float | None = None
     blocked_s: float = 0.0
     expired: bool = False
+    blocked_since: float | None = None
 
     @property
     def held_s(self) -> float | None:
@@ -219,6 +221,7 @@ class ControlledProducer:
         """Block until ``topic`` is no longer held: a new layout, or ``hold_until`` has passed."""
         hold = next(h for h in reversed(self.holds) if h.topic == topic)
         began = time.monotonic()
+        hold.blocked_since = began
         try:
             while topic in self._held:
                 until = self._held[topic].hold_until
@@ -228,6 +231,7 @@ class ControlledProducer:
                 self.check_control(HOLD_SLICE)
         finally:
             hold.blocked_s += time.monotonic() - began
+            hold.blocked_since = None
 
     def held(self, topic: str) -> bool:
         """True while ``produce()`` for ``topic`` blocks on a hold."""

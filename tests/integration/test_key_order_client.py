@@ -93,6 +93,9 @@ def test_producer_hold_blocks_produce_until_the_next_layout(
 
         thread = threading.Thread(target=blocked_produce, daemon=True)
         thread.start()
+        # the 0.5 s count from the moment produce() is blocked, not from the thread's start: under load a
+        # thread starts late, and a hold record then showed 0.49 s blocked for a 0.5 s sleep (flaky in CI)
+        wait_until(lambda: producer.holds[-1].blocked_since is not None)
         time.sleep(0.5)
         assert not done.is_set(), "produce() returned while held"
         switched = time.monotonic()
@@ -102,6 +105,7 @@ def test_producer_hold_blocks_produce_until_the_next_layout(
         assert late < 0.5, f"the release took {late:.3f}s to reach a held producer"
         hold_rec = producer.holds[-1]
         assert hold_rec.blocked_s >= 0.5 and not hold_rec.expired
+        assert hold_rec.blocked_since is None, "no produce() is blocked any more"
     finally:
         producer.close()
 
