@@ -37,13 +37,28 @@ from airflow_provider_kstate.client.protocol import (
 from airflow_provider_kstate.increase.plan import Plan
 
 if TYPE_CHECKING:
-    from airflow_provider_kstate.hooks.control import ControlWatch
+    from collections.abc import Callable
+
+    from airflow_provider_kstate.client.protocol import Ack, Record
     from airflow_provider_kstate.increase.ports import AdminPort
 
 #: Seconds producers stay held without a switch before they release themselves (on the old layout).
 DEFAULT_HOLD_TIMEOUT = 30.0
 #: Seconds to wait for the producers' ``held`` and the live members' ``barrier`` acknowledgements.
 DEFAULT_ACK_TIMEOUT = 10.0
+
+
+class ControlWatch(Protocol):
+    """The control topic's records by key, as the barrier reads them
+    (:class:`~airflow_provider_kstate.hooks.control.ControlWatch`)."""
+
+    state: dict[str, Record]
+
+    def acks(self, prefix: str, epoch: int, states: tuple[str, ...] = ()) -> list[Ack]: ...
+
+    def wait(self, done: Callable[[], bool], timeout: float, interval: float = 0.005) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 class KeyOrderPort(Protocol):
