@@ -163,7 +163,7 @@ hook.partition_count(topic)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 tracemalloc.start()
 plan = build_plan(hook, topic, target, groups)
-admin = hook.get_conn()
+admin = hook.get_conn
 for f in admin.create_partitions([NewPartitions(topic, target)]).values():
     f.result(30)
 time.sleep(0.5)

@@ -49,7 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 from airflow_provider_kstate.spark_apps import kafka_io  # noqa: E402
-from airflow_provider_kstate.spark_apps.manifest import (  # noqa: E402
+from airflow_provider_kstate.store.manifest import (  # noqa: E402
     Manifest,
     PartitionStats,
     read_manifest,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import cached_property
 from queue import Empty, SimpleQueue
 from typing import Any, TypeVar
 
@@ -16,10 +17,10 @@ from airflow_provider_kstate.exceptions import (
     BrokerUnavailableError,
     BrokerUnsupportedError,
     InvalidPartitionCountError,
-    KStateConfigError,
     SeedError,
     TopicNotFoundError,
 )
+from airflow_provider_kstate.hooks.kafka_config import connection_config
 from airflow_provider_kstate.increase.model import (
     CLASSIC,
     DEAD,
@@ -63,29 +64,39 @@ class KStateAdminHook(KafkaBaseHook):
         super().__init__(kafka_config_id=kafka_config_id)
         self.timeout = timeout
         self.max_in_flight = max_in_flight
-        self._client: AdminClient | None = None
 
     def client_config(self) -> dict[str, Any]:
-        """Return the librdkafka config of the connection (holds secrets: never log it)."""
-        try:
-            return dict(self._build_config())
-        except ValueError as exc:
-            raise KStateConfigError(f"Kafka connection {self.kafka_config_id!r}: {exc}") from exc
+        """Return the librdkafka config of the connection (holds secrets: never log it).
+
+        Built by :func:`~airflow_provider_kstate.hooks.kafka_config.connection_config` with the Kafka
+        provider's rules (callback allowlist, managed-cloud token callbacks).
+        """
+        return connection_config(self.kafka_config_id)
+
+    # a cached property like the Kafka provider's own ``get_conn``, which already differs from BaseHook's
+    @cached_property
+    def get_conn(self) -> AdminClient:  # type: ignore[override]
+        """The AdminClient of the connection, created once per hook (the Kafka provider's ``get_conn``
+        property, built from :meth:`client_config`)."""
+        return self._get_client(self.client_config())
 
     def _get_client(self, config: dict[str, Any]) -> AdminClient:
+        """Create the client (the seam the Kafka provider's hooks override; tests swap it)."""
         return AdminClient(config)
 
-    def get_conn(self) -> AdminClient:  # type: ignore[override]
-        """Return the AdminClient of the connection, created once per hook."""
-        if self._client is None:
-            self._client = self._get_client(self.client_config())
-        return self._client
+    def test_connection(self) -> tuple[bool, str]:
+        """Test the connection from the UI with the config the hook uses (its extra is never shown)."""
+        try:
+            self._metadata()
+        except Exception as exc:  # noqa: BLE001 - the UI shows the reason
+            return False, str(exc)
+        return True, "Connection successful."
 
     # -- topics -------------------------------------------------------------------------------------
 
     def _metadata(self, topic: str | None = None) -> Any:
         try:
-            return self.get_conn().list_topics(topic=topic, timeout=self.timeout)
+            return self.get_conn.list_topics(topic=topic, timeout=self.timeout)
         except KafkaException as exc:
             raise BrokerUnavailableError(
                 f"Kafka connection {self.kafka_config_id!r}: cluster unreachable within {self.timeout}s "
@@ -97,7 +108,7 @@ class KStateAdminHook(KafkaBaseHook):
         if topic in self._metadata().topics:
             return
         try:
-            ensure_topic(self.get_conn(), topic, config, self.timeout)
+            ensure_topic(self.get_conn, topic, config, self.timeout)
         except KafkaException as exc:
             raise BrokerUnavailableError(
                 f"could not create {topic!r}: {exc.args[0].str() if exc.args else exc}"
@@ -116,7 +127,7 @@ class KStateAdminHook(KafkaBaseHook):
 
     def topic_config(self, topic: str) -> dict[str, str]:
         """Return the topic's effective configuration."""
-        futures = self.get_conn().describe_configs(
+        futures = self.get_conn.describe_configs(
             [ConfigResource(ConfigResource.Type.TOPIC, topic)], request_timeout=self.timeout
         )
         entries = _result(next(iter(futures.values())), self.timeout, f"describe configs of {topic!r}")
@@ -127,7 +138,7 @@ class KStateAdminHook(KafkaBaseHook):
 
         :raises BrokerUnsupportedError: the broker does not serve CreatePartitions.
         """
-        futures = self.get_conn().create_partitions(
+        futures = self.get_conn.create_partitions(
             [NewPartitions(topic, total)], validate_only=validate_only, request_timeout=self.timeout
         )
         try:
@@ -161,7 +172,7 @@ class KStateAdminHook(KafkaBaseHook):
 
     def _list_offsets(self, topic: str, partitions: list[int], spec: Any) -> dict[int, int]:
         def request(chunk: list[int]) -> Callable[[], Any]:
-            return lambda: self.get_conn().list_offsets(
+            return lambda: self.get_conn.list_offsets(
                 {TopicPartition(topic, p): spec for p in chunk}, request_timeout=self.timeout
             )
 
@@ -214,7 +225,9 @@ class KStateAdminHook(KafkaBaseHook):
     def list_groups(self) -> list[str]:
         """Return the ids of all consumer groups the cluster knows."""
         result = _result(
-            self.get_conn().list_consumer_groups(request_timeout=self.timeout), self.timeout, "list groups"
+            self.get_conn.list_consumer_groups(request_timeout=self.timeout),
+            self.timeout,
+            "list groups",
         )
         return sorted(g.group_id for g in result.valid)
 
@@ -227,7 +240,9 @@ class KStateAdminHook(KafkaBaseHook):
         SSL, SASL/PLAIN listeners of Kafka 3.8+); elsewhere they stay as confluent-kafka reports them.
         """
         result = _result(
-            self.get_conn().list_consumer_groups(request_timeout=self.timeout), self.timeout, "list groups"
+            self.get_conn.list_consumer_groups(request_timeout=self.timeout),
+            self.timeout,
+            "list groups",
         )
         types = {g.group_id: getattr(getattr(g, "type", None), "name", CLASSIC) for g in result.valid}
         config = self.client_config()
@@ -271,9 +286,7 @@ class KStateAdminHook(KafkaBaseHook):
 
         def request(group: str, chunk: list[int]) -> Callable[[], Any]:
             request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in chunk])
-            return lambda: self.get_conn().list_consumer_group_offsets(
-                [request], request_timeout=self.timeout
-            )
+            return lambda: self.get_conn.list_consumer_group_offsets([request], request_timeout=self.timeout)
 
         def calls() -> Iterator[tuple[str, Callable[[], Any]]]:
             for group in dict.fromkeys(groups):
@@ -309,7 +322,7 @@ class KStateAdminHook(KafkaBaseHook):
         """Describe ``groups``, keeping of each member only its partitions of ``topic``."""
         if not groups:
             return {}
-        futures = self.get_conn().describe_consumer_groups(groups, request_timeout=self.timeout)
+        futures = self.get_conn.describe_consumer_groups(groups, request_timeout=self.timeout)
         return {
             g: _group_info(_result(f, self.timeout, f"describe group {g!r}"), topic)
             for g, f in futures.items()
@@ -333,9 +346,7 @@ class KStateAdminHook(KafkaBaseHook):
             request = ConsumerGroupTopicPartitions(
                 group, [TopicPartition(topic, p, offsets[group][p]) for p in chunk]
             )
-            return lambda: self.get_conn().alter_consumer_group_offsets(
-                [request], request_timeout=self.timeout
-            )
+            return lambda: self.get_conn.alter_consumer_group_offsets([request], request_timeout=self.timeout)
 
         calls = (
             (group, request(group, chunk))

@@ -21,21 +21,9 @@ from airflow_provider_kstate.store import contract
 from airflow_provider_kstate.store import fast_check as checks
 from airflow_provider_kstate.store.fast_check import AdminLike, ManifestView
 from airflow_provider_kstate.store.layout import LEGACY_MESSAGE
-from airflow_provider_kstate.store.manifest import MANIFEST_NAME, PartitionStats
-from airflow_provider_kstate.store.uri import SCHEMES, local_path, uri_problem
+from airflow_provider_kstate.store.uri import local_path, uri_problem
 
-__all__ = [
-    "MANIFEST_NAME",
-    "SCHEMES",
-    "AdminLike",
-    "KStateSnapshotHook",
-    "ManifestView",
-    "PartitionStats",
-    "check_uri",
-    "fast_check",
-    "load_manifest",
-    "local_path",
-]
+__all__ = ["KStateSnapshotHook", "check_uri", "fast_check", "load_manifest"]
 
 
 def check_uri(uri: str) -> str:
@@ -120,7 +108,7 @@ class KStateSnapshotHook(BaseHook):
 
     def get_conn(self) -> Any:
         """Return the AdminClient of the connection."""
-        return self.admin.get_conn()
+        return self.admin.get_conn
 
     def storage_options(self, snapshot_uri: str) -> dict[str, Any] | None:
         """Return fsspec storage options carrying ``storage_conn_id``'s credentials, None for ambient ones.

@@ -33,7 +33,6 @@ from airflow_provider_kstate.store import contract
 from airflow_provider_kstate.store import uri as uris
 
 if TYPE_CHECKING:
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.sdk import Context
 
 #: Spark settings every kstate application gets unless the caller overrides them.
@@ -95,6 +94,8 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
         env``) for the executors: shipped as ``archives=ARCHIVE#env`` with
         ``spark.pyspark.python=./env/bin/python``. (templated)
     :param kill_grace: seconds ``on_kill`` gives ``spark-submit``'s children between SIGTERM and SIGKILL.
+    :param archives: as ``SparkSubmitOperator``'s; given to ``spark-submit`` as ``spark.archives`` together
+        with ``python_env_archive``'s.
     """
 
     template_fields = (*SparkSubmitOperator.template_fields, "spark_conf", "report_dir", "python_env_archive")
@@ -116,16 +117,19 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
     ) -> None:
         kwargs.setdefault("conn_id", spark_conn_id or "spark_default")
         kwargs.setdefault("name", spark_name or f"kstate-{kwargs.get('task_id', 'app')}")
+        archives = kwargs.pop("archives", None)  # given to spark-submit with the run's, see _configured
         super().__init__(**kwargs)
         self.kafka_config_id = kafka_config_id
-        self.spark_conn_id = self._conn_id
+        self.spark_conn_id: str = kwargs["conn_id"]
+        self.archives: str | None = archives
+        self.deploy_mode: str | None = kwargs.get("deploy_mode")
         self.spark_conf = spark_conf
         self.report_dir = report_dir
         self.ship_kafka_config = ship_kafka_config
         self.ship_provider = ship_provider
         self.python_env_archive = python_env_archive
         self.kill_grace = kill_grace
-        self._submission: Submission | None = None
+        self._children_before: set[int] | None = None
 
     # -- what to run ------------------------------------------------------------------------------------
 
@@ -153,6 +157,8 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
         :param hook: gives the Kafka config file.
         :param context: the task's context (for OpenLineage's parent job).
         :param args: the application's own arguments; default :meth:`app_args`.
+
+        Once per operator instance (one task try): the Spark operator keeps the hook of its first ``execute``.
         """
         app = self.app_path()
         with (
@@ -160,12 +166,11 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
             self._report_file() as report,
             tempfile.TemporaryDirectory(prefix="kstate-ship-") as ship,
         ):
-            self._submission = self._plan_submission(
-                cfg, report, ship, args if args is not None else self.app_args()
-            )
-            self._hook = None  # a hook per submission: its arguments differ
+            sub = self._plan_submission(cfg, report, ship, args if args is not None else self.app_args())
+            self._children_before = _child_pids()
             try:
-                SparkSubmitOperator.execute(self, context if context is not None else {})  # type: ignore[arg-type]
+                with self._configured(sub):
+                    SparkSubmitOperator.execute(self, context if context is not None else {})  # type: ignore[arg-type]
             except Exception as exc:
                 error = contract.reported_error(report)
                 if error is None:
@@ -179,7 +184,7 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
         sub = Submission(args=["--kafka-config-file", cfg, "--report-file", report, *args])
         ship_cfg = self.ship_kafka_config
         if ship_cfg is None:
-            ship_cfg = (self._deploy_mode or "").lower() == "cluster"
+            ship_cfg = (self.deploy_mode or "").lower() == "cluster"
         if ship_cfg:
             sub.files.append(cfg)
         if self.ship_provider:
@@ -189,7 +194,7 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
         if self.python_env_archive:
             sub.archives.append(f"{self.python_env_archive}#env")
             sub.conf["spark.pyspark.python"] = "./env/bin/python"
-            if (self._deploy_mode or "client").lower() != "cluster":
+            if (self.deploy_mode or "client").lower() != "cluster":
                 sub.conf.setdefault("spark.pyspark.driver.python", sys.executable)
         return sub
 
@@ -207,25 +212,29 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
                 fs, where = uris.filesystem(path)
                 fs.delete_file(where)
 
-    def _get_hook(self) -> SparkSubmitHook:
-        sub = self._submission or Submission(args=self.app_args())
-        return self._spark_hook(sub.args)
+    @contextlib.contextmanager
+    def _configured(self, sub: Submission) -> Iterator[None]:
+        """Set the Spark operator's public parameters to this run's for one ``execute``, then restore them.
 
-    def _spark_hook(self, args: list[str]) -> SparkSubmitHook:
-        """Return the Spark provider's hook for this submission: the operator's parameters plus the run's."""
-        sub = self._submission or Submission(args=args)
-        overlay: dict[str, Any] = {
-            "application_args": args,
+        ``application_args``, ``files``, ``py_files`` and ``conf`` are the operator's own (templated)
+        parameters; the archives travel as ``spark.archives`` (what ``--archives`` sets, Spark 3.1+): the
+        operator's ``archives``, the run's environment archive and any ``spark.archives`` in ``conf``.
+        """
+        conf = {**DEFAULT_SPARK_CONF, **(self.spark_conf or {}), **sub.conf, **(self.conf or {})}
+        archives = _joined(conf.get("spark.archives"), self.archives, *sub.archives)
+        if archives:
+            conf["spark.archives"] = archives
+        run = {
+            "application_args": sub.args,
             "files": _joined(self.files, *sub.files),
             "py_files": _joined(self.py_files, *sub.py_files),
-            "_archives": _joined(self._archives, *sub.archives),
-            "conf": {**DEFAULT_SPARK_CONF, **(self.spark_conf or {}), **sub.conf, **(self.conf or {})},
+            "conf": conf,
         }
-        saved = {name: getattr(self, name) for name in overlay}
+        saved = {name: getattr(self, name) for name in run}
         try:
-            for name, value in overlay.items():
+            for name, value in run.items():
                 setattr(self, name, value)
-            return super()._get_hook()
+            yield
         finally:
             for name, value in saved.items():
                 setattr(self, name, value)
@@ -236,10 +245,10 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
         The Spark provider's ``on_kill`` SIGKILLs ``spark-submit`` (the JVM, once its script has exec'd)
         and kills a cluster-mode driver. In client mode the JVM's children outlive it: the PySpark
         driver (``python app.py``) and, with a ``local`` master, its Python workers. So the process tree
-        is read first, and what survives the provider's kill gets SIGTERM, then SIGKILL after
+        the submission started (the children of this process since it began, and theirs) is read first, and what survives the provider's kill gets SIGTERM, then SIGKILL after
         :attr:`kill_grace` seconds (short: Airflow escalates to SIGKILL of the task itself soon after).
         """
-        tree = _process_tree(getattr(getattr(self, "_hook", None), "_submit_sp", None))
+        tree = _spawned_tree(self._children_before)
         super().on_kill()
         _end(tree, self.kill_grace, self.log)
 
@@ -249,17 +258,33 @@ class KStateSparkApplicationOperator(SparkSubmitOperator):
         return report
 
 
-def _process_tree(proc: Any) -> list[Any]:
-    """Return ``proc`` (a running ``Popen``) and its descendants as ``psutil`` processes; [] when done."""
+def _child_pids() -> set[int]:
+    """Return the pids of this process's children now (the submission's are the ones started after)."""
     import psutil
 
-    if proc is None or proc.poll() is not None:
-        return []
     try:
-        root = psutil.Process(proc.pid)
-        return [root, *root.children(recursive=True)]
+        return {child.pid for child in psutil.Process().children()}
     except psutil.Error:
+        return set()
+
+
+def _spawned_tree(before: set[int] | None) -> list[Any]:
+    """Return this process's children not in ``before`` and all their descendants, as ``psutil`` processes.
+
+    :param before: the children's pids when the submission began; None: nothing was submitted.
+    """
+    import psutil
+
+    if before is None:
         return []
+    tree: list[Any] = []
+    try:
+        for child in psutil.Process().children():
+            if child.pid not in before:
+                tree += [child, *child.children(recursive=True)]
+    except psutil.Error:
+        pass
+    return tree
 
 
 def _end(procs: list[Any], grace: float, log: Any) -> None:

@@ -335,7 +335,6 @@ class KStateDeepCheckOperator(_StoreSparkOperator):
         report.setdefault("topic", self.topic)
         report.setdefault("snapshot_uri", self.snapshot_uri)
         report[FAILED_FIELD] = failed_partitions(report)
-        report.pop("bad_partitions", None)
         _log_lines(self.log, results.deep_lines(report))
         annotate_outlets(self.outlets, context, report)
         if self.fail_on_bad and not report.get("ok"):

@@ -96,7 +96,7 @@ async function plan(ev) {
   if ($("partitions").value) p.set("partitions", $("partitions").value);
   try {
     const d = await get(`api/plan?${p}`);
-    const what = d.mode === "increase" ? `${d.partitions} &rarr; ${d.target} partitions: creates ${esc(d.new_partitions)}` : `stays at ${d.partitions} partitions: a repair (seeds every gap, creates nothing)`;
+    const what = d.mode === "increase" ? `${d.partitions} &rarr; ${d.target} partitions: creates ${num(d.target - d.partitions)} (partition${d.target - d.partitions > 1 ? "s" : ""} ${esc(d.new_partitions)})` : `stays at ${d.partitions} partitions: a repair (seeds every gap, creates nothing)`;
     const rows = d.groups.map((g) => `<tr><td>${esc(g.group)}</td><td><span class="pill ${esc(g.class)}">${esc(g.class)}</span></td><td>${esc(g.type)}</td><td>${esc(g.state)}</td>
       <td class="n">${num(g.member_count)}</td><td>${g.members.map(esc).join("<br>")}</td><td class="n">${num(g.lag)}</td><td class="n">${num(g.without_offset)}</td>
       <td>${[g.pause && "pause", g.seed && "seed", g.wait && "wait"].filter(Boolean).join(", ") || '<span class="muted">left alone</span>'}</td></tr>`).join("");

@@ -2,11 +2,16 @@
 
 Nothing here imports Airflow: the applications run under ``spark-submit`` on any cluster. Modules:
 
-* :mod:`.manifest`: the snapshot manifest (``_kstate_manifest.json``) and the row digest, no Spark needed.
 * :mod:`.kafka_io`: per-partition changelog reading with confluent-kafka ``assign()`` and the fold.
+* :mod:`.runtime`: the session, files and manifests through Hadoop, one-line errors (every app uses it).
+* :mod:`.snapshot_data`: a snapshot's rows, its files checked one by one, per-partition digests.
+* :mod:`.changelog`: changelog partitions read in parallel and folded, as DataFrames or per-partition stats.
 * :mod:`.rebuild`: ``spark-submit rebuild.py``: changelog -> Parquet snapshot, published atomically.
 * :mod:`.deep_check`: ``spark-submit deep_check.py``: snapshot vs changelog vs manifest, per partition.
 * :mod:`.reader`: :func:`~.reader.load_snapshot` for jobs that resume from a snapshot.
+
+The manifest and the digest, the layout and the apps' command-line contract are in
+:mod:`airflow_provider_kstate.store` (shipped to executors with this package, see :mod:`~.store.pack`).
 """
 
 from __future__ import annotations

@@ -42,23 +42,25 @@ if __package__ in (None, ""):  # run as a script by spark-submit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from airflow_provider_kstate.spark_apps import kafka_io
-from airflow_provider_kstate.spark_apps.kafka_io import compaction_guard
-from airflow_provider_kstate.spark_apps.reader import (
-    EMPTY_DIGEST,
+from airflow_provider_kstate.spark_apps.changelog import (
     ReadContext,
-    SnapshotFiles,
     changelog_frame,
     changelog_stats,
+    resolve_strays,
+)
+from airflow_provider_kstate.spark_apps.kafka_io import compaction_guard
+from airflow_provider_kstate.spark_apps.runtime import (
     first_line,
-    partition_of,
-    partition_stats,
     read_manifest_spark,
     resolve_spark,
-    resolve_strays,
-    snapshot_files,
-    snapshot_frame,
     spark_session,
     to_stderr,
+)
+from airflow_provider_kstate.spark_apps.snapshot_data import (
+    SnapshotFiles,
+    partition_stats,
+    snapshot_files,
+    snapshot_frame,
 )
 from airflow_provider_kstate.store.contract import (
     FAILED_FIELD,
@@ -68,7 +70,7 @@ from airflow_provider_kstate.store.contract import (
     load_kafka_config,
     write_report,
 )
-from airflow_provider_kstate.store.layout import SnapshotUnreadable
+from airflow_provider_kstate.store.layout import SnapshotUnreadable, partition_of
 from airflow_provider_kstate.store.manifest import (
     Manifest,
     ManifestError,
@@ -76,7 +78,7 @@ from airflow_provider_kstate.store.manifest import (
     digest_sum,
     digest_sum_nullable,
 )
-from airflow_provider_kstate.store.results import KINDS, PartitionResult, Side
+from airflow_provider_kstate.store.results import EMPTY_DIGEST, KINDS, PartitionResult, Side
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

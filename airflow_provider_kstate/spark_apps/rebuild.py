@@ -34,24 +34,20 @@ if __package__ in (None, ""):  # run as a script by spark-submit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from airflow_provider_kstate.spark_apps import APP_VERSION, kafka_io
+from airflow_provider_kstate.spark_apps.changelog import ReadContext, changelog_frame, resolve_strays
 from airflow_provider_kstate.spark_apps.kafka_io import compaction_guard
-from airflow_provider_kstate.spark_apps.reader import (
-    ReadContext,
-    changelog_frame,
+from airflow_provider_kstate.spark_apps.runtime import (
     current_uri,
     first_line,
     hadoop_fs,
-    partition_stats,
     read_bytes,
     read_manifest_spark,
-    resolve_strays,
-    snapshot_frame,
     spark_session,
-    stats_or_empty,
     to_stderr,
     write_bytes,
     write_manifest_spark,
 )
+from airflow_provider_kstate.spark_apps.snapshot_data import partition_stats, snapshot_frame, stats_or_empty
 from airflow_provider_kstate.store import layout as layouts
 from airflow_provider_kstate.store import uri as uris
 from airflow_provider_kstate.store.contract import AppError, app_parser, fail, load_kafka_config, write_report
@@ -82,7 +78,7 @@ class RebuildError(AppError):
 
 
 @dataclass
-class Plan:
+class RebuildPlan:
     """What to rebuild, decided on the driver before any data is read."""
 
     topic: str
@@ -131,7 +127,7 @@ def parse_only(text: str | None, layout: int) -> list[int] | None:
     return parts
 
 
-def make_plan(args: argparse.Namespace) -> Plan:
+def make_plan(args: argparse.Namespace) -> RebuildPlan:
     """Check the inputs against the cluster and decide partitions, layout and offsets (no Spark yet).
 
     :param args: the parsed command line.
@@ -151,7 +147,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     if args.keep_versions < 1:
         raise RebuildError(f"--keep-versions must be at least 1, got {args.keep_versions}")
     sources = only if only is not None else list(range(count))
-    plan = Plan(args.topic, args.snapshot_uri, conf, count, layout, only, {}, keep=args.keep_versions)
+    plan = RebuildPlan(args.topic, args.snapshot_uri, conf, count, layout, only, {}, keep=args.keep_versions)
     plan.warnings = compaction_guard(conf, args.topic, args.allow_non_compacted)
     plan.offsets = kafka_io.checked_offsets(  # refused when a fetch disagrees with them
         conf, args.topic, sources, accept_fetch_ends=kafka_io.accepts_fetch_ends(args), warnings=plan.warnings
@@ -159,7 +155,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     return plan
 
 
-def check_current(spark: SparkSession, plan: Plan) -> None:
+def check_current(spark: SparkSession, plan: RebuildPlan) -> None:
     """For ``--only-partitions``: load the current snapshot's manifest and check it matches the layout."""
     if plan.only is None:
         return
@@ -186,7 +182,7 @@ def check_uri(spark: SparkSession, uri: str) -> None:
             raise RebuildError(f"snapshot URI {uri}: the parent folder {parent} does not exist")
 
 
-def _read_rows(spark: SparkSession, plan: Plan, full: bool) -> tuple[DataFrame, ReadContext]:
+def _read_rows(spark: SparkSession, plan: RebuildPlan, full: bool) -> tuple[DataFrame, ReadContext]:
     sources = sorted(plan.offsets)
     ctx = ReadContext(plan.kafka_config, plan.topic, sources, dict(plan.offsets), plan.layout, full=full)
     df = changelog_frame(spark, ctx)
@@ -210,7 +206,7 @@ def _write_staging(rows: DataFrame, staging: str) -> None:
 
 
 def write_rows(
-    spark: SparkSession, plan: Plan, staging: str
+    spark: SparkSession, plan: RebuildPlan, staging: str
 ) -> tuple[int, dict[int, tuple[int, str]] | None]:
     """Write the snapshot's rows to ``staging``.
 
@@ -263,7 +259,7 @@ def data_files(spark: SparkSession, uri: str) -> dict[int, dict[str, int]]:
 
 
 def build_manifest(
-    plan: Plan,
+    plan: RebuildPlan,
     stats: dict[int, tuple[int, str]],
     spark_version: str,
     files: dict[int, dict[str, int]] | None = None,
@@ -351,7 +347,7 @@ def rename_into_place(spark: SparkSession, target: str, data: bytes) -> None:
     context.rename(temp_path, path, options)
 
 
-def commit(spark: SparkSession, plan: Plan, version: str, manifest: Manifest) -> list[str]:
+def commit(spark: SparkSession, plan: RebuildPlan, version: str, manifest: Manifest) -> list[str]:
     """Make ``version`` current; return the history written (previously current versions, newest first)."""
     old, history = layouts.read_history(plan.uri, lambda u: read_bytes(spark, u))
     history = [old, *history] if old else []
@@ -360,7 +356,7 @@ def commit(spark: SparkSession, plan: Plan, version: str, manifest: Manifest) ->
     return history
 
 
-def clean_up(spark: SparkSession, plan: Plan, version: str, history: list[str]) -> list[str]:
+def clean_up(spark: SparkSession, plan: RebuildPlan, version: str, history: list[str]) -> list[str]:
     """After the commit: remove pruned and leftover versions, migrated legacy files, old siblings.
 
     :returns: the URIs removed (each also logged on stderr).
@@ -388,7 +384,7 @@ def remove(spark: SparkSession, uri: str) -> None:
         pass
 
 
-def rebuild(spark: SparkSession, plan: Plan) -> dict[str, Any]:
+def rebuild(spark: SparkSession, plan: RebuildPlan) -> dict[str, Any]:
     """Run the rebuild of ``plan`` and return the report (without ``seconds``)."""
     check_uri(spark, plan.uri)
     check_current(spark, plan)

@@ -10,8 +10,7 @@ Every application is called as ``APP --kafka-config-file CFG --topic T --snapsho
   cluster-mode driver can reach (written atomically on local disks).
 * A failed application writes ``{"ok": false, "error": "..."}`` and exits 2.
 
-The per-partition verdict of a check is the report field :data:`FAILED_FIELD`; reports written before
-it was named so carry ``bad_partitions``, which :func:`failed_partitions` still reads.
+The per-partition verdict of a check is the report field :data:`FAILED_FIELD`.
 """
 
 from __future__ import annotations
@@ -28,8 +27,6 @@ from airflow_provider_kstate.store import uri as uris
 
 #: The report field listing the partitions a check found bad.
 FAILED_FIELD = "failed_partitions"
-#: Its name in reports of earlier versions.
-LEGACY_FAILED_FIELD = "bad_partitions"
 #: librdkafka settings that are callbacks: in the config file they are ``"module:function"`` strings.
 CALLBACK_KEYS = ("oauth_cb", "error_cb", "throttle_cb", "stats_cb", "logger")
 #: Default read timeout per changelog partition, seconds.
@@ -210,11 +207,10 @@ def reported_error(path: str, storage_options: Mapping[str, Any] | None = None) 
 def failed_partitions(report: Mapping[str, Any]) -> list[int]:
     """Return the partitions a check report marks as failed, sorted.
 
-    Per-partition entries decide when present; else the report's :data:`FAILED_FIELD`, or the legacy
-    :data:`LEGACY_FAILED_FIELD` of older reports.
+    Per-partition entries decide when present; else the report's :data:`FAILED_FIELD`.
     """
     entries = report.get("partitions") or {}
     if entries:
         return sorted(int(p) for p, e in entries.items() if not e.get("ok", False))
-    listed = report.get(FAILED_FIELD, report.get(LEGACY_FAILED_FIELD)) or []
+    listed = report.get(FAILED_FIELD) or []
     return sorted(int(p) for p in listed)

@@ -28,7 +28,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from airflow_provider_kstate.store import contract
-from airflow_provider_kstate.store.layout import SnapshotAbsent, SnapshotUnreadable, is_version_name, resolve
+from airflow_provider_kstate.store.layout import (
+    SnapshotAbsent,
+    SnapshotUnreadable,
+    framing_problem,
+    is_version_name,
+    partition_of,
+    resolve,
+)
 from airflow_provider_kstate.store.manifest import (
     Manifest,
     ManifestError,
@@ -37,9 +44,6 @@ from airflow_provider_kstate.store.manifest import (
 )
 from airflow_provider_kstate.store.uri import filesystem as uri_filesystem
 from airflow_provider_kstate.store.uri import local_path
-
-#: The first and last 4 bytes of every Parquet file.
-PARQUET_MAGIC = b"PAR1"
 
 
 class AdminLike(Protocol):
@@ -163,29 +167,6 @@ class SnapshotListing:
     files: dict[int, dict[str, int]] = field(default_factory=dict)
     framing: dict[int, dict[str, str]] = field(default_factory=dict)
     stray: list[str] = field(default_factory=list)
-
-
-def partition_of(directory: str) -> int | None:
-    """Return N of a ``partition=N`` directory name, else None."""
-    key, _, value = directory.partition("=")
-    return int(value) if key == "partition" and value.isdigit() else None
-
-
-def framing_problem(head: bytes, tail: bytes, size: int) -> str:
-    """Return why a file is not sound Parquet framing (``PAR1`` at both ends, a footer that fits), or "".
-
-    :param head: the file's first 4 bytes.
-    :param tail: the file's last 8 bytes (footer length, ``PAR1``).
-    :param size: the file's size.
-    """
-    if size < 12:
-        return f"{size} bytes: too short for a Parquet file (truncated)"
-    if head != PARQUET_MAGIC or tail[4:] != PARQUET_MAGIC:
-        return "not a Parquet file: no PAR1 at both ends (truncated, overwritten or foreign)"
-    footer = int.from_bytes(tail[:4], "little")
-    if not 0 < footer <= size - 12:
-        return f"corrupt Parquet footer: length {footer} in a {size}-byte file"
-    return ""
 
 
 def _read_framing(fs: Any, path: str, size: int) -> str:

@@ -38,6 +38,8 @@ VERSION_PREFIX = "v-"
 DEFAULT_KEEP_VERSIONS = 3
 #: The message readers log for the legacy layout.
 LEGACY_MESSAGE = "legacy layout (manifest directly under the snapshot URI); the next rebuild migrates it"
+#: The first and last 4 bytes of every Parquet file.
+PARQUET_MAGIC = b"PAR1"
 
 _VERSION_RE = re.compile(r"^v-\d{8}T\d{6}-[0-9a-f]{6,}$")
 
@@ -76,6 +78,29 @@ class SnapshotVersion:
 def is_version_name(name: str) -> bool:
     """Whether ``name`` is a version directory's name (``v-<yyyymmddThhmmss>-<hex>``)."""
     return bool(_VERSION_RE.match(name))
+
+
+def partition_of(directory: str) -> int | None:
+    """Return N of a ``partition=N`` directory name, else None."""
+    key, _, value = directory.partition("=")
+    return int(value) if key == "partition" and value.isdigit() else None
+
+
+def framing_problem(head: bytes, tail: bytes, size: int) -> str:
+    """Return why a file is not sound Parquet framing (``PAR1`` at both ends, a footer that fits), or "".
+
+    :param head: the file's first 4 bytes.
+    :param tail: the file's last 8 bytes (footer length, ``PAR1``).
+    :param size: the file's size.
+    """
+    if size < 12:
+        return f"{size} bytes: too short for a Parquet file (truncated)"
+    if head != PARQUET_MAGIC or tail[4:] != PARQUET_MAGIC:
+        return "not a Parquet file: no PAR1 at both ends (truncated, overwritten or foreign)"
+    footer = int.from_bytes(tail[:4], "little")
+    if not 0 < footer <= size - 12:
+        return f"corrupt Parquet footer: length {footer} in a {size}-byte file"
+    return ""
 
 
 def new_version_name(now: float | None = None) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_kstate.store.contract import FAILED_FIELD, LEGACY_FAILED_FIELD, failed_partitions
+from airflow_provider_kstate.store.contract import FAILED_FIELD, failed_partitions
 
 #: The digest of no rows.
 EMPTY_DIGEST = "0" * 16
@@ -140,7 +140,7 @@ class CheckReport:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any], check: str = "deep") -> CheckReport:
-        """Read a report (also one of an earlier version, with ``bad_partitions``)."""
+        """Read a report (one listing failed partitions without per-partition entries too)."""
         known = {
             "check",
             "topic",
@@ -149,10 +149,9 @@ class CheckReport:
             "problems",
             "partitions",
             FAILED_FIELD,
-            LEGACY_FAILED_FIELD,
         }
         partitions = {int(p): dict(e) for p, e in (doc.get("partitions") or {}).items()}
-        for p in failed_partitions(doc):  # a legacy report listing partitions without entries
+        for p in failed_partitions(doc):  # a report listing partitions without entries
             partitions.setdefault(p, {"ok": False, "problems": []})
         return cls(
             check=str(doc.get("check") or check),

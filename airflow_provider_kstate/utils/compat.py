@@ -2,7 +2,9 @@
 
 Task SDK 1.2 (Airflow 3.2) moved ``AirflowFailException``, ``AirflowSkipException`` and
 ``AirflowSensorTimeout`` to ``airflow.sdk.exceptions``; Airflow 3.1 (task SDK 1.1) has them only in
-``airflow.exceptions``. This is the only shim the provider needs for 3.1 (``make compat`` proves it).
+``airflow.exceptions``. ``conf`` (Airflow's configuration) is ``airflow.sdk.conf`` where the task SDK has
+it, else ``airflow.configuration.conf``. These are the only shims the provider needs for 3.1 (``make
+compat`` proves it).
 """
 
 from __future__ import annotations
@@ -16,4 +18,9 @@ except ImportError:  # Airflow 3.1
         AirflowSkipException,
     )
 
-__all__ = ["AirflowFailException", "AirflowSensorTimeout", "AirflowSkipException"]
+try:
+    from airflow.sdk import conf
+except ImportError:  # Airflow 3.1
+    from airflow.configuration import conf  # type: ignore[no-redef,assignment]
+
+__all__ = ["AirflowFailException", "AirflowSensorTimeout", "AirflowSkipException", "conf"]

@@ -307,7 +307,7 @@ def test_kstate_page_in_the_browser(
             browser, lambda d: d.find_elements("css selector", "#plan-groups tbody tr"), "the plan's groups"
         )
         summary = browser.find_element("css selector", "#plan-summary").text
-        assert "3 partitions now" in summary and "creates 3" in summary, summary
+        assert "3 partitions now" in summary and "creates 1 (partition 3)" in summary, summary
         rows = [row.text for row in table]
         assert len(rows) == 2 and any(billing in t and "empty" in t for t in rows), rows
         assert any(audit in t for t in rows), rows

@@ -23,7 +23,7 @@ def test_concurrent_acquirers_exactly_one_wins(unique: Any) -> None:
 
     def contend(owner: str) -> None:
         hook = KStateLeaseHook(lease_topic=lease_topic)
-        hook.get_conn()
+        assert hook.get_conn is not None  # connect before the start line
         start.wait(30)
         try:
             hook.acquire(topic, owner, ttl_seconds=60)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kstate.spark_apps import rebuild
-from airflow_provider_kstate.spark_apps.reader import read_bytes, write_bytes
+from airflow_provider_kstate.spark_apps.runtime import read_bytes, write_bytes
 from airflow_provider_kstate.store import layout
 
 pytestmark = pytest.mark.integration

@@ -29,8 +29,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from airflow_provider_kstate.client.murmur2 import partition_for
 from airflow_provider_kstate.spark_apps import kafka_io, rebuild
-from airflow_provider_kstate.spark_apps.manifest import MANIFEST_NAME, digest_rows, read_manifest
 from airflow_provider_kstate.store import layout
+from airflow_provider_kstate.store.manifest import MANIFEST_NAME, digest_rows, read_manifest
 
 APPS = Path(rebuild.__file__).resolve().parent
 N = 6

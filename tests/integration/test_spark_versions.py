@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_kstate.spark_apps import kafka_io
-from airflow_provider_kstate.spark_apps.manifest import read_manifest
+from airflow_provider_kstate.store.manifest import read_manifest
 from tests.integration import test_spark_apps as apps
 from tests.integration.test_spark_apps import (
     Changelog,

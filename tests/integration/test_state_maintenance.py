@@ -30,9 +30,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from airflow_provider_kstate.client.murmur2 import partition_for
-from airflow_provider_kstate.hooks.state import local_path
-from airflow_provider_kstate.spark_apps.manifest import MANIFEST_NAME
 from airflow_provider_kstate.store import layout
+from airflow_provider_kstate.store.manifest import MANIFEST_NAME
+from airflow_provider_kstate.store.uri import local_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -459,7 +459,7 @@ def test_bad_input_gives_clear_errors_and_keeps_the_snapshot(
 
 def test_fast_check_of_a_1000_partition_topic_takes_under_a_second(make_topic: Any, tmp_path: Path) -> None:
     from airflow_provider_kstate.hooks.state import KStateSnapshotHook
-    from airflow_provider_kstate.spark_apps.manifest import Manifest, PartitionStats, write_manifest
+    from airflow_provider_kstate.store.manifest import Manifest, PartitionStats, write_manifest
 
     topic = make_topic("wide", partitions=1000, config={"cleanup.policy": "compact"})
     stats = {p: PartitionStats(0, 0, 0, "0" * 16) for p in range(1000)}

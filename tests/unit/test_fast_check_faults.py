@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_kstate.store.fast_check import fast_check, framing_problem, partial_scope
+from airflow_provider_kstate.store.fast_check import fast_check, partial_scope
+from airflow_provider_kstate.store.layout import framing_problem
 from airflow_provider_kstate.store.manifest import (
     MANIFEST_NAME,
     Manifest,

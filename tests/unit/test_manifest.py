@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_kstate.client.murmur2 import partition_for
 from airflow_provider_kstate.spark_apps.kafka_io import partitions_for
-from airflow_provider_kstate.spark_apps.manifest import (
+from airflow_provider_kstate.store.manifest import (
     DIGEST_ALGORITHM,
     MANIFEST_NAME,
     Manifest,

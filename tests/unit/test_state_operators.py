@@ -28,7 +28,7 @@ from airflow_provider_kstate.operators.state import (
     parse_partitions,
     spark_app_path,
 )
-from airflow_provider_kstate.spark_apps.manifest import (
+from airflow_provider_kstate.store.manifest import (
     MANIFEST_NAME,
     Manifest,
     PartitionStats,
@@ -390,28 +390,20 @@ def test_deep_check_operator_names_partitions_and_sample_keys(
 def test_spark_application_error_carries_the_reported_error(
     tmp_path: Path, fake_admin: FakeAdmin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
     from airflow_provider_kstate.operators import spark_app as ops
 
-    class FailingHook:
-        """Stands in for SparkSubmitHook in client mode (SparkSubmitOperator.execute calls submit)."""
-
-        _should_track_driver_status = False
-        _is_yarn_cluster_mode = False
-
-        def _should_track_driver_via_k8s_api(self) -> bool:
-            return False
-
-        def __init__(self, args: list[str]) -> None:
-            self.report = args[args.index("--report-file") + 1]
-
-        def submit(self, application: str) -> None:
-            Path(self.report).write_text(json.dumps({"ok": False, "error": "topic 'x' is not compacted"}))
-            raise RuntimeError("Cannot execute: spark-submit ... Error code is: 2.")
+    def failing_submit(hook: Any, application: str = "", **kwargs: Any) -> None:
+        """The Spark provider's hook in client mode, spark-submit exiting 2 after the app wrote its report."""
+        args = op.application_args  # the run's arguments, set on the operator for its execute
+        Path(args[args.index("--report-file") + 1]).write_text(
+            json.dumps({"ok": False, "error": "topic 'x' is not compacted"})
+        )
+        raise RuntimeError("Cannot execute: spark-submit ... Error code is: 2.")
 
     monkeypatch.setattr(KStateSnapshotHook, "kafka_config_file", _fake_cfg_file)
-    monkeypatch.setattr(
-        ops.KStateSparkApplicationOperator, "_spark_hook", lambda self, args: FailingHook(args)
-    )
+    monkeypatch.setattr(SparkSubmitHook, "submit", failing_submit)
     op = KStateSparkApplicationOperator(task_id="a", application=str(tmp_path / "app.py"))
     with pytest.raises(ops.SparkApplicationError, match="app.py failed: topic 'x' is not compacted"):
         op.execute({})
@@ -448,10 +440,10 @@ def test_spark_operators_are_spark_submit_operators_with_its_parameters_and_on_k
     assert isinstance(op, SparkSubmitOperator)
     assert {"application_args", "conf", "py_files", "snapshot_uri", "partitions"} <= set(op.template_fields)
     sub = op._plan_submission("/tmp/cfg/kafka.json", "/tmp/r/report.json", str(tmp_path), ["--topic", TOPIC])
-    op._submission = sub
-    cmd = op._get_hook()._build_spark_submit_command(op.application)
+    with op._configured(sub):  # what the operator's execute sees: its own parameters plus the run's
+        cmd = op._get_hook()._build_spark_submit_command(op.application)
     line = " ".join(cmd)
-    assert "--archives hdfs:///a.zip#a,hdfs:///apps/env.tar.gz#env" in line
+    assert "--conf spark.archives=hdfs:///a.zip#a,hdfs:///apps/env.tar.gz#env" in line  # = --archives
     assert "spark.pyspark.python=./env/bin/python" in line and "--files /tmp/cfg/kafka.json" in line
     assert "airflow_provider_kstate.zip" in line and "--jars x.jar" in line
     assert cmd[-6:] == [
@@ -475,6 +467,42 @@ def test_spark_operators_are_spark_submit_operators_with_its_parameters_and_on_k
     op._hook = Running()  # type: ignore[assignment]
     op.on_kill()
     assert killed == [True]
+
+
+def test_on_kill_ends_the_process_tree_the_submission_started() -> None:
+    import subprocess
+
+    import psutil
+
+    from airflow_provider_kstate.operators import spark_app as ops
+
+    op = KStateSparkApplicationOperator(task_id="a", application="/app.py", kill_grace=0.5)
+    bystander = subprocess.Popen(["sleep", "60"])  # started before the submission: not its to kill
+    op._children_before = ops._child_pids()
+    submit = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60"])  # spark-submit and its child
+    deadline = time.monotonic() + 10
+    while len(psutil.Process(submit.pid).children()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [c.pid for c in psutil.Process(submit.pid).children()]
+
+    class ProviderKill:  # the Spark provider's on_kill (here: kills nothing)
+        _is_yarn_cluster_mode = False
+        _is_kubernetes = False
+
+        def on_kill(self) -> None:
+            pass
+
+    op._hook = ProviderKill()  # type: ignore[assignment]
+    try:
+        op.on_kill()
+        assert submit.wait(5) is not None
+        for pid in left:
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        assert bystander.poll() is None
+    finally:
+        for proc in (bystander, submit):
+            proc.kill()
+            proc.wait()
 
 
 @pytest.mark.parametrize(

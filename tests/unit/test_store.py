@@ -84,7 +84,8 @@ def test_report_files_and_the_failed_partitions_field(tmp_path: Path) -> None:
     assert contract.reported_error(path) == "topic 'x' is not compacted"
     contract.write_report(f"file://{tmp_path}/u.json", {"ok": True})
     assert contract.load_report(str(tmp_path / "u.json")) == {"ok": True}
-    assert contract.failed_partitions({"bad_partitions": [3, 1]}) == [1, 3]  # a report of an earlier version
+    assert contract.failed_partitions({"failed_partitions": [3, 1]}) == [1, 3]  # listed without entries
+    assert contract.failed_partitions({"bad_partitions": [3, 1]}) == []  # the unreleased old name is gone
     assert contract.failed_partitions({"partitions": {"0": {"ok": True}, "2": {"ok": False}}}) == [2]
 
 
@@ -107,8 +108,10 @@ def test_results_round_trip() -> None:
     report = CheckReport.from_json(json.loads(json.dumps(doc)))
     assert report.failed_partitions == [2] and report.extra == {"records_read": 9}
     assert report.to_json() == {**doc, "failed_partitions": [2]}
-    legacy = CheckReport.from_json({"ok": False, "bad_partitions": [1], "topic": "t", "snapshot_uri": "/s"})
-    assert legacy.failed_partitions == [1]
+    listed = CheckReport.from_json(
+        {"ok": False, "failed_partitions": [1], "topic": "t", "snapshot_uri": "/s"}
+    )
+    assert listed.failed_partitions == [1]
 
 
 def test_provider_zip_holds_the_apps_and_the_store_only(tmp_path: Path) -> None:
