@@ -3,6 +3,7 @@
     python scripts/compat.py                 # every cell
     python scripts/compat.py airflow-3.1     # some cells
     python scripts/compat.py --fresh         # rebuild the virtualenvs first
+    python scripts/compat.py --pyspark 4.3.0 airflow-3.3   # an Airflow cell on another pyspark (a candidate pin)
 
 Cells (virtualenvs under ``.kstate/compat/<cell>``, git-ignored, built with ``uv --compile-bytecode``):
 
@@ -19,8 +20,14 @@ Cells (virtualenvs under ``.kstate/compat/<cell>``, git-ignored, built with ``uv
   ``tests/integration/test_spark_versions.py``: a rebuild, a deep check and ``load_snapshot``, each
   compared with the changelog's truth.
 
-Prints a table (cell, versions, tests, seconds) and writes ``.kstate/compat/results.json``; exits non-zero
-when a cell fails. Each pytest run starts its own embedded broker (``KSTATE_BOOTSTRAP_SERVERS`` names a
+``--pyspark VERSION`` runs the Airflow cells (as ``<cell>+pyspark-VERSION``, a virtualenv of their own) with
+that pyspark instead of the ``spark-local`` pin, by a uv override: ``pyspark==VERSION`` and
+``pyspark-client==VERSION`` when that release exists, else pyspark alone with pyspark-client overridden
+away (the two install the same ``pyspark/`` folder). A candidate for the ``spark-local`` pin is proven
+this way before ``setup.cfg`` moves.
+
+Prints a table (cell, versions, tests, seconds) and writes ``.kstate/compat/results.json`` (this run in
+full, earlier runs' summaries under ``history``); exits non-zero when a cell fails. Each pytest run starts its own embedded broker (``KSTATE_BOOTSTRAP_SERVERS`` names a
 real cluster instead).
 """
 
@@ -35,7 +42,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +76,14 @@ class Cell:
     :param kind: ``airflow`` (the provider with Airflow) or ``spark`` (the Spark applications alone).
     :param pin: the requirement that makes the cell (a constraint for ``airflow``, installed for ``spark``).
     :param extra: further requirements of a ``spark`` cell (what that Spark's runtimes ship).
+    :param overrides: uv overrides of an ``airflow`` cell (``--pyspark``).
     """
 
     name: str
     kind: str
     pin: str
     extra: tuple[str, ...] = ()
+    overrides: tuple[str, ...] = ()
     result: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -122,7 +131,14 @@ def _uv(*args: str) -> None:
 
 def build(cell: Cell, fresh: bool) -> None:
     """Create the cell's virtualenv (kept between runs unless ``fresh`` or its spec changed)."""
-    spec = json.dumps({"pin": cell.pin, "extra": cell.extra, "setup.cfg": (ROOT / "setup.cfg").read_text()})
+    spec = json.dumps(
+        {
+            "pin": cell.pin,
+            "extra": cell.extra,
+            "overrides": cell.overrides,
+            "setup.cfg": (ROOT / "setup.cfg").read_text(),
+        }
+    )
     marker = cell.venv / ".kstate-spec"
     if not fresh and marker.exists() and marker.read_text() == spec:
         return
@@ -132,10 +148,16 @@ def build(cell: Cell, fresh: bool) -> None:
     if cell.kind == "airflow":
         constraint = cell.venv / "constraint.txt"
         constraint.write_text(cell.pin + "\n")
+        overrides: list[str] = []
+        if cell.overrides:
+            override = cell.venv / "override.txt"
+            override.write_text("\n".join(cell.overrides) + "\n")
+            overrides = ["--override", str(override)]
         _uv(
             *common,
             "-c",
             str(constraint),
+            *overrides,
             "-e",
             f"{ROOT}[spark-local,test,demo]",
             "-e",
@@ -247,17 +269,84 @@ def table(cells: list[Cell]) -> str:
     return "\n".join(rows)
 
 
+def pyspark_overrides(version: str) -> tuple[str, ...]:
+    """The uv overrides that put pyspark ``version`` in an Airflow cell instead of the ``spark-local`` pin.
+
+    The Spark provider requires pyspark-client; when pyspark-client ``version`` is not published, it is
+    overridden away (a marker no interpreter meets) so its files cannot mix into pyspark's folder.
+
+    :param version: the pyspark release, e.g. ``4.3.0``.
+    """
+    probe = subprocess.run(
+        [str(UV), "pip", "install", "--dry-run", "-q", "-p", sys.executable, f"pyspark-client=={version}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    if probe.returncode == 0:
+        return (f"pyspark=={version}", f"pyspark-client=={version}")
+    print(f"pyspark-client {version} is not published: the cell runs pyspark {version} alone", flush=True)
+    return (f"pyspark=={version}", "pyspark-client; python_version < '0'")
+
+
+def select(names: list[str], pyspark: str | None) -> list[Cell]:
+    """The cells to run, the Airflow ones moved to pyspark ``pyspark`` when given."""
+    cells = [c for c in CELLS if not names or c.name in names]
+    if not pyspark:
+        return cells
+    overrides = pyspark_overrides(pyspark)
+    return [
+        replace(c, name=f"{c.name}+pyspark-{pyspark}", overrides=overrides) if c.kind == "airflow" else c
+        for c in cells
+    ]
+
+
+def write_results(cells: list[Cell], seconds: float, argv: list[str]) -> None:
+    """Write this run to ``results.json``; earlier runs' summaries stay under ``history`` (newest first).
+
+    :param cells: the cells of this run, with their results.
+    :param seconds: the run's wall time.
+    :param argv: the run's arguments.
+    """
+    path = COMPAT / "results.json"
+    history: list[dict[str, Any]] = []
+    if path.exists():
+        try:
+            previous = json.loads(path.read_text())
+            history = [_summary(previous), *previous.get("history", [])][:20]
+        except (ValueError, AttributeError, TypeError):
+            history = []
+    finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    run = {"finished": finished, "argv": argv, "seconds": seconds, "cells": [c.result for c in cells]}
+    path.write_text(json.dumps({**run, "history": history}, indent=1) + "\n")
+    print(f"wrote {path.relative_to(ROOT)}")
+
+
+def _summary(run: dict[str, Any]) -> dict[str, Any]:
+    cells = [
+        {k: c.get(k) for k in ("cell", "ok", "passed", "failures", "errors", "seconds", "versions")}
+        for c in run.get("cells", [])
+    ]
+    return {
+        "finished": run.get("finished"),
+        "argv": run.get("argv"),
+        "seconds": run.get("seconds"),
+        "cells": cells,
+    }
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("cells", nargs="*", help=f"cells to run (default all: {[c.name for c in CELLS]})")
     parser.add_argument("--fresh", action="store_true", help="rebuild the virtualenvs")
+    parser.add_argument("--pyspark", metavar="VERSION", help="run the Airflow cells on this pyspark")
     args = parser.parse_args(argv)
     unknown = set(args.cells) - {c.name for c in CELLS}
     if unknown:
         parser.error(f"unknown cells {sorted(unknown)}")
-    cells = [c for c in CELLS if not args.cells or c.name in args.cells]
+    cells = select(args.cells, args.pyspark)
     COMPAT.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     for cell in cells:
@@ -270,8 +359,7 @@ def main(argv: list[str]) -> int:
     total = round(time.monotonic() - t0, 1)
     print(table(cells))
     print(f"make compat: {sum(c.result['ok'] for c in cells)}/{len(cells)} cells ok in {total} s")
-    results = {"seconds": total, "cells": [c.result for c in cells]}
-    (COMPAT / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    write_results(cells, total, argv)
     return 0 if all(c.result["ok"] for c in cells) else 1
 
 
