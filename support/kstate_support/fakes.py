@@ -1,0 +1,68 @@
+"""Fakes for the unit tests of the safe increase: a plan as its XCom carries it and an admin hook answering from
+fixed data (no broker)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_kstate.increase.model import GroupInfo, Member
+
+#: A plan as the plan step's XCom carries it (written by an earlier version: no member counts).
+PLAN: dict[str, Any] = {
+    "topic": "orders",
+    "original_partitions": 2,
+    "target_partitions": 4,
+    "new_partitions": [2, 3],
+    "groups": {
+        "live": {
+            "class": "active",
+            "pause": True,
+            "seed": True,
+            "wait": True,
+            "state": "STABLE",
+            "members": ["c"],
+        },
+        "idle": {
+            "class": "empty",
+            "pause": True,
+            "seed": True,
+            "wait": False,
+            "state": "EMPTY",
+            "members": [],
+        },
+        "spark-kafka-source-1": {
+            "class": "spark",
+            "pause": False,
+            "seed": False,
+            "wait": False,
+            "state": "EMPTY",
+            "members": [],
+        },
+    },
+}
+
+
+class FakeHook:
+    """Answers like KStateAdminHook from fixed data."""
+
+    def __init__(self, partitions: int = 2, groups: dict[str, GroupInfo] | None = None) -> None:
+        self.partitions = partitions
+        self.groups = groups or {}
+
+    def partition_count(self, topic: str) -> int:
+        return self.partitions
+
+    def groups_on_topic(self, topic: str, partitions: int | None = None) -> list[str]:
+        return sorted(self.groups)
+
+    def group_types(self) -> dict[str, str]:
+        return {g: info.type for g, info in self.groups.items() if info.state != "DEAD"}
+
+    def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
+        return {g: self.groups.get(g, GroupInfo(g, "DEAD", "CLASSIC", "")) for g in groups}
+
+
+def group_info(group: str, state: str, members: int = 0, parts: tuple[int, ...] = ()) -> GroupInfo:
+    """A classic consumer group in ``state`` with ``members`` members, each assigned ``parts``."""
+    ms = tuple(Member(f"m{i}", f"c{i}", "/127.0.0.1", parts) for i in range(members))
+    return GroupInfo(group, state, "CLASSIC", "consumer", ms)

@@ -1,0 +1,28 @@
+"""Unit tests of the operators and sensors as classes: template fields and keyword-only constructors."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _all_operator_classes() -> list[type]:
+    from airflow_provider_kstate.operators import consumers, guard, partitions, plan, producers, seed, verify
+    from airflow_provider_kstate.sensors import groups
+    from airflow_provider_kstate.sensors import partitions as psensors
+
+    mods = [consumers, guard, partitions, plan, producers, seed, verify, groups, psensors]
+    return [
+        obj
+        for m in mods
+        for name, obj in vars(m).items()
+        if name.startswith("KState") and isinstance(obj, type)
+    ]
+
+
+def test_template_fields_are_tuples_and_constructors_are_keyword_only() -> None:
+    classes = [c for c in _all_operator_classes() if hasattr(c, "template_fields")]
+    assert len(classes) >= 10
+    for cls in classes:
+        assert isinstance(cls.template_fields, tuple), cls
+        with pytest.raises(TypeError):
+            cls("positional")  # type: ignore[call-arg]

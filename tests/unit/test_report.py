@@ -1,0 +1,48 @@
+"""Unit tests of increase/report.py: a seed report, its evidence index and verify reading it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+def test_a_seed_report_carries_an_index_of_what_was_seeded_and_verify_reads_it(tmp_path: Any) -> None:
+    from airflow_provider_kstate.exceptions import ReportError
+    from airflow_provider_kstate.increase.report import (
+        evidence_uri,
+        expand,
+        read_evidence,
+        read_report,
+        write_report,
+    )
+    from airflow_provider_kstate.operators.verify import SeedEvidence
+
+    assert list(expand("0-2,5,7-8")) == [0, 1, 2, 5, 7, 8] and list(expand("none")) == []
+    uri = str(tmp_path / "t" / "seed.jsonl.gz")
+    assert evidence_uri(uri).endswith("/seed.evidence.json") and read_evidence(uri) is None
+    with write_report(uri, evidence=True) as report:
+        report.write_lines(
+            ['{"group":"g","partition":0,"committed":3,"seeded":false,"log_start_at_seed":null}\n']
+        )
+        report.write_lines(
+            [
+                f'{{"group":"g","partition":{p},"committed":0,"seeded":true,"log_start_at_seed":0}}\n'
+                for p in (1, 2, 3, 9)
+            ]
+        )
+        report.note_seeded("g", [1, 2, 3, 9])
+    index = read_evidence(uri)
+    assert index is not None and index["seeded"] == {"g": "1-3,9"} and index["rows"] == 5
+    # the index says what the rows say
+    from_rows, from_index = SeedEvidence(10), SeedEvidence(10)
+    from_rows.read(read_report(uri))
+    from_index.read_index(index)
+    assert from_rows.seeded == from_index.seeded and from_index.rows == from_rows.rows == 5
+    # a new seed report removes the old index first: a crash before the new one is written leaves none
+    with pytest.raises(RuntimeError), write_report(uri, evidence=True):
+        raise RuntimeError("killed mid-seed")
+    assert read_evidence(uri) is None
+    (tmp_path / "t" / "seed.evidence.json").write_text('{"format": "other"}')
+    with pytest.raises(ReportError, match="not kstate-seed-evidence/1"):
+        read_evidence(uri)
