@@ -11,7 +11,7 @@ from airflow.sdk import BaseSensorOperator
 from airflow_provider_kstate.exceptions import KStateError
 from airflow_provider_kstate.increase.checks import CHECKS, CheckResult
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
-from airflow_provider_kstate.utils.compat import AirflowSensorTimeout
+from airflow_provider_kstate.utils.compat import AirflowSensorTimeout, conf
 
 
 class KStateConditionSensor(BaseSensorOperator):
@@ -22,7 +22,8 @@ class KStateConditionSensor(BaseSensorOperator):
 
     :param plan: the plan (XCom of the plan step).
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
-    :param deferrable: wait in the triggerer instead of holding a worker slot.
+    :param deferrable: wait in the triggerer instead of holding a worker slot. Default: Airflow's
+        ``[operators] default_deferrable`` (False unless set), as the Airflow providers' sensors do.
     :param poke_interval: seconds between checks.
     :param timeout: seconds after which the sensor fails, naming what it still waited for.
     """
@@ -36,7 +37,7 @@ class KStateConditionSensor(BaseSensorOperator):
         *,
         plan: Any,
         kafka_config_id: str = DEFAULT_CONN_ID,
-        deferrable: bool = False,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poke_interval: float = 2.0,
         timeout: float = 600.0,
         **kwargs: Any,

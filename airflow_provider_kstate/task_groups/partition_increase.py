@@ -103,7 +103,9 @@ def safe_partition_increase(
         ``ObjectStoragePath`` URI such as ``s3://bucket/kstate``); empty: ``$AIRFLOW_HOME/kstate-reports``.
     :param report_conn_id: the connection whose credentials reach ``report_uri``.
     :param retries: retries of each step for transient errors.
-    :param deferrable: run the sensors in the triggerer.
+    :param deferrable: run the sensors in the triggerer. Default True whatever Airflow's ``[operators]
+        default_deferrable`` says (the sensors used alone follow it): the waits last up to the timeouts, and a
+        deferred wait holds no worker slot while consumers are paused. Pass False where no triggerer runs.
     :param poke_interval: seconds between sensor checks.
     :param empty_timeout: seconds to wait for the groups to become EMPTY.
     :param stable_timeout: seconds to wait for the groups to come back STABLE.

@@ -22,3 +22,45 @@ def test_sensor_timeouts_name_what_is_left() -> None:
     with pytest.raises(KStateError, match="triggerer"):
         stable.execute_complete({}, {"status": "error", "message": "x"})
     assert stable.execute_complete({}, {"status": "success", "detail": {}}) == {}
+
+
+def test_sensors_follow_airflows_default_deferrable() -> None:
+    """``[operators] default_deferrable`` decides a sensor's default, as in the Airflow providers."""
+    import os
+    import subprocess
+    import sys
+
+    from airflow_provider_kstate.sensors.groups import KStateGroupsEmptySensor
+    from airflow_provider_kstate.utils.compat import conf
+
+    default = conf.getboolean("operators", "default_deferrable", fallback=False)
+    assert KStateGroupsEmptySensor(task_id="e", plan=PLAN).deferrable is default
+    assert KStateGroupsEmptySensor(task_id="p", plan=PLAN, deferrable=not default).deferrable is (not default)
+    script = (
+        "from airflow_provider_kstate.sensors.partitions import KStateNewPartitionsWrittenSensor as S\n"
+        "print(S(task_id='w', plan={}, baseline={}).deferrable)"
+    )
+    for value in ("true", "false"):
+        env = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": value}
+        out = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+        )
+        assert out.stdout.strip().splitlines()[-1] == value.title(), out
+
+
+def test_the_factory_defers_its_sensors_by_default() -> None:
+    """The factory's documented default: its sensors defer whatever ``default_deferrable`` says."""
+    from airflow.sdk import DAG
+
+    from airflow_provider_kstate.task_groups.partition_increase import safe_partition_increase
+
+    with DAG("unit_deferrable", schedule=None):
+        group = safe_partition_increase(topic="t", partitions=3, single_window=False)
+        poking = safe_partition_increase(
+            topic="t", partitions=3, single_window=False, deferrable=False, group_id="p"
+        )
+    sensors = [t for t in group.children.values() if t.task_id.endswith(("_empty", "_stable"))]
+    assert len(sensors) == 2 and all(s.deferrable for s in sensors)
+    assert not any(
+        t.deferrable for t in poking.children.values() if t.task_id.endswith(("_empty", "_stable"))
+    )
