@@ -136,6 +136,14 @@ def run_dag(kafka_config: dict[str, Any]) -> Callable[..., Any]:  # noqa: C901 -
         """Run ``dag_id`` with ``conf``; ``overrides`` sets task attributes (e.g. a shorter sensor timeout)
         for this run only: ``{"group.task_id": {"timeout": 5}}``."""
         dag = bag.get_dag(dag_id)
+        # A run resolves each Param against its conf in place (airflow.sdk ParamsDict.__setitem__ ->
+        # Param.resolve sets .value on the DAG's own Param): without a restore a later run of the same DAG in
+        # this process inherits the conf of an earlier one (a dry_run=True that sticks).
+        params = {
+            id(p): (p, p.value)
+            for ps in [dag.params, *(t.params for t in dag.tasks)]
+            for p in (ps.get_param(k) for k in ps)
+        }
         saved = {}
         for task_id, attrs in (overrides or {}).items():
             task = dag.get_task(task_id)
@@ -145,6 +153,8 @@ def run_dag(kafka_config: dict[str, Any]) -> Callable[..., Any]:  # noqa: C901 -
         try:
             return dag.test(run_conf=conf)
         finally:
+            for param, value in params.values():
+                param.value = value
             for task_id, attrs in saved.items():
                 for name, value in attrs.items():
                     setattr(dag.get_task(task_id), name, value)

@@ -11,6 +11,11 @@ a flag that :meth:`ControlledConsumer.poll` / :meth:`ControlledConsumer.consume`
 blocks on the follower and wakes at once); the commands are applied in the caller's thread, between two
 polls, so every message handed out before has been processed by a single-threaded service loop.
 
+At start it acknowledges under ``ack/<group>/<client>`` (``running`` or ``paused``, with the epoch of the
+group's latest command, 0 when there is none): its *presence*, by which the increase's plan tells the
+members that run the client piece (keyed by ``client.id``, which it sets to ``client_id`` when the config
+has none, so the broker's member list and the acknowledgements name members alike) from those that do not.
+
 On ``pause`` (epoch higher than the last applied) it commits the offsets of the messages already handed to
 the application, closes the inner consumer (that sends LeaveGroup: the group is EMPTY within milliseconds)
 and acknowledges. While paused ``poll`` waits on the control topic and returns None. On ``resume`` it
@@ -361,7 +366,9 @@ class ControlledConsumer:
     :param config: librdkafka consumer settings; ``group.id`` is required and names the controlled group.
     :param topics: the topics to subscribe to.
     :param control_topic: the control topic.
-    :param client_id: the id acknowledgements are keyed by; default ``client.id`` or ``host-pid``.
+    :param client_id: the id acknowledgements are keyed by; default ``client.id`` or ``host-pid`` (also the
+        inner consumer's ``client.id`` when the config sets none: keep the two equal, the plan matches the
+        group's members to their acknowledgements by it).
     :param check_interval: seconds between looks at the control topic while running (one end-offset
         request each, in a background thread, on the multiples of the interval on the wall clock); it
         bounds how late a pause is seen.
@@ -406,6 +413,9 @@ class ControlledConsumer:
         self.group: str = str(config["group.id"])
         self.topics = list(topics)
         self.client_id = client_id or default_client_id(config)
+        # The broker names members by client.id (DescribeGroups): the same id as the acknowledgements lets the
+        # plan tell which members run the client piece (librdkafka's default would be "rdkafka").
+        self.config.setdefault("client.id", self.client_id)
         self.check_interval = check_interval
         self._callbacks = {
             k: v for k, v in (("on_assign", on_assign), ("on_revoke", on_revoke), ("on_lost", on_lost)) if v
@@ -477,8 +487,10 @@ class ControlledConsumer:
             self._ack(STATE_PAUSED)
             return
         self._join()
-        if latest is not None:
-            self._ack(STATE_RUNNING)
+        # Always acknowledge the start (epoch 0 when no command exists yet): the presence the plan reads to
+        # tell a group whose members all run the client piece (they can hold at a barrier) from one that
+        # cannot (relaxed, named in the plan).
+        self._ack(STATE_RUNNING)
 
     # -- control -----------------------------------------------------------------------------------------
 

@@ -39,7 +39,8 @@ Keys and values (``v`` is the protocol version, 1):
 
 ``ack/<group>/<client>``, ``ack-layout/<topic>/<client>`` and ``ack-barrier/<topic>/<group>/<client>``
     ``{"v": 1, "kind": "ack", "group" | "topic": ..., "client": c, "epoch": e, "state": s, "at": ms}`` with
-    ``s`` one of ``paused``, ``running`` (consumers), ``pending``, ``barrier``, ``released`` (consumers, on
+    ``s`` one of ``paused``, ``running`` (consumers; a consumer also acknowledges its start, with the
+    epoch of its group's latest command or 0: its presence, read by the plan), ``pending``, ``barrier``, ``released`` (consumers, on
     the barrier key, with both ``group`` and ``topic``) or ``layout``, ``held`` (producers, with
     ``"partitions": n``).
 

@@ -24,6 +24,7 @@ from airflow_provider_kstate.client.protocol import (
     now_ms,
 )
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
+from airflow_provider_kstate.increase.key_order import client_piece_clients
 
 
 class KStateControlHook(KStateAdminHook):
@@ -119,6 +120,18 @@ class KStateControlHook(KStateAdminHook):
         what came since), for waits on acknowledgements that must not re-read the topic every time."""
         self.channel()
         return ControlWatch(self.client_config(), self.control_topic, self.timeout)
+
+    def client_piece_clients(self) -> dict[str, set[str]]:
+        """Return ``{group: client ids}`` of the consumers that acknowledged on the control topic (they run
+        the client piece); ``{}`` when the control topic does not exist yet (it is not created here: the
+        plan of a dry run changes nothing)."""
+        if self.control_topic not in self._metadata().topics:
+            return {}
+        watch = ControlWatch(self.client_config(), self.control_topic, self.timeout)
+        try:
+            return client_piece_clients(watch.state)
+        finally:
+            watch.close()
 
     def commands(self) -> dict[str, Command]:
         """Return the current command of every group: ``{group: Command}``."""

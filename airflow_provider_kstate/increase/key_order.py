@@ -19,7 +19,7 @@ With ``key_order="relax"`` the switch is a plain layout change, as before.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_kstate.client.protocol import (
@@ -28,6 +28,7 @@ from airflow_provider_kstate.client.protocol import (
     STATE_BARRIER,
     STATE_HELD,
     STATE_LAYOUT,
+    Ack,
     Barrier,
     Layout,
     barrier_key,
@@ -37,9 +38,10 @@ from airflow_provider_kstate.client.protocol import (
 from airflow_provider_kstate.increase.plan import Plan
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Mapping
 
-    from airflow_provider_kstate.client.protocol import Ack, Record
+    from airflow_provider_kstate.client.protocol import Record
+    from airflow_provider_kstate.increase.model import GroupInfo
     from airflow_provider_kstate.increase.ports import AdminPort
 
 #: Seconds producers stay held without a switch before they release themselves (on the old layout).
@@ -82,6 +84,65 @@ def check_key_order(value: str) -> str:
     if value not in KEY_ORDERS:
         raise ValueError(f"key_order must be one of {KEY_ORDERS}, got {value!r}")
     return value
+
+
+#: How a protected group goes through the switch, as the plan sees it (``GroupPlan.key_order``).
+ORDER_BARRIER = "barrier"
+ORDER_RELAXED = "relaxed"
+ORDER_OFFLINE = "offline"
+#: Member client ids named in a relaxed group's reason.
+NAMED_MEMBERS = 3
+
+
+def client_piece_clients(state: Mapping[str, Record]) -> dict[str, set[str]]:
+    """``{group: client ids}`` of the consumers that ever acknowledged on the control topic: they run the
+    client piece (a ControlledConsumer acknowledges its start, every command and every barrier)."""
+    out: dict[str, set[str]] = {}
+    for record in state.values():
+        if isinstance(record, Ack) and record.group:
+            out.setdefault(record.group, set()).add(record.client)
+    return out
+
+
+def group_order(key_order: str, member_clients: Iterable[str], present: set[str]) -> tuple[str, str]:
+    """Return ``(mark, reason)`` for one protected group at plan time.
+
+    :param member_clients: the ``client.id`` of each live member (DescribeGroups).
+    :param present: the client ids of the group's consumers that acknowledged on the control topic.
+    """
+    members = list(member_clients)
+    if key_order != PRESERVE:
+        return ORDER_RELAXED, f"key_order={key_order}: producers switch at once, without a barrier"
+    if not members:
+        return ORDER_OFFLINE, "no live members: its consumers hold at start if they use the client piece"
+    plain = sorted({c for c in members if c not in present})
+    if not plain:
+        return ORDER_BARRIER, f"all {len(members)} live members run the client piece"
+    unnamed = plain[:NAMED_MEMBERS]
+    more = f" and {len(plain) - NAMED_MEMBERS} more" if len(plain) > NAMED_MEMBERS else ""
+    behind = sum(1 for c in members if c not in present)
+    return ORDER_RELAXED, (
+        f"{behind} of {len(members)} live members never acknowledged on the control topic (client ids "
+        f"{', '.join(unnamed)}{more}): they do not run the client piece and cannot hold at the barrier"
+    )
+
+
+def mark_key_order(
+    plan: Plan, infos: Mapping[str, GroupInfo], present: Mapping[str, set[str]], key_order: str
+) -> Plan:
+    """Return ``plan`` with every seeded group marked ``barrier``, ``relaxed`` (with the reason) or
+    ``offline`` (``GroupPlan.key_order``): what the switch will find, unless members change in between.
+
+    :param infos: the seeded groups as the broker describes them now.
+    :param present: :func:`client_piece_clients` of the control topic.
+    """
+    groups = dict(plan.groups)
+    for group in plan.where("seed"):
+        info = infos.get(group)
+        clients = [m.client_id for m in info.members] if info is not None else []
+        mark, reason = group_order(key_order, clients, present.get(group, set()))
+        groups[group] = replace(groups[group], key_order=mark, key_order_reason=reason)
+    return replace(plan, groups=groups)
 
 
 @dataclass
@@ -306,7 +367,8 @@ def watch_release(
 
     :param live: the groups with live members: waited for (offline groups release themselves when their
         consumers start and catch up).
-    :return: ``{"barrier_epoch", "groups": {group: {"passed_after_s" | "pending": ...}}}``.
+    :return: ``{"barrier_epoch", "groups": {group: {"passed_after_s" | "pending" | "relaxed": ...,
+        "plan": its mark in the plan}}}``: a group the barrier does not name was relaxed at the switch.
     """
     watch = control.watch()
     try:
@@ -323,12 +385,35 @@ def watch_release(
         for g in barrier.groups
         if g not in live
     }
+    for group in plan.where("seed"):
+        if group not in barrier.groups:
+            out[group] = {"relaxed": "at the switch: its members did not acknowledge the announcement"}
+    out.update(_wait_release(admin, control, plan.topic, log, owner, timeout, barrier, waiting, switched))
+    for group, entry in out.items():
+        if group in plan.groups and plan.groups[group].key_order:
+            entry["plan"] = plan.groups[group].key_order
+    return {"barrier_epoch": barrier.epoch, "groups": out}
+
+
+def _wait_release(
+    admin: AdminPort,
+    control: KeyOrderPort,
+    topic: str,
+    log: Any,
+    owner: str,
+    timeout: float,
+    barrier: Barrier,
+    waiting: list[str],
+    switched: int,
+) -> dict[str, dict[str, Any]]:
+    """Release each of ``waiting`` once it passed ``barrier``; return, per group, when (or that it did not)."""
+    out: dict[str, dict[str, Any]] = {}
     deadline = time.monotonic() + timeout
     count = len(barrier.offsets)
     while waiting:
-        for group, committed in admin.committed_offsets_many(list(waiting), plan.topic, count):
+        for group, committed in admin.committed_offsets_many(list(waiting), topic, count):
             if barrier.passed(committed, count):
-                control.release_group(plan.topic, group, barrier.epoch, owner)
+                control.release_group(topic, group, barrier.epoch, owner)
                 out[group] = {"passed_after_s": round((now_ms() - switched) / 1000.0, 3)}
                 waiting.remove(group)
                 log.info(
@@ -345,4 +430,4 @@ def watch_release(
             break
         if waiting:
             time.sleep(0.1)
-    return {"barrier_epoch": barrier.epoch, "groups": out}
+    return out

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.exceptions import (
+from airflow_provider_kstate.errors import (
     InternalTopicError,
     InvalidPartitionCountError,
     UnknownGroupError,
@@ -82,6 +82,12 @@ class GroupPlan:
     #: What the group's clients are, when it is known: ``streams`` (a Kafka Streams application),
     #: ``connect-sink`` (a Kafka Connect sink connector); empty for plain consumers.
     role: str = ""
+    #: Per-key order at the switch, as the plan sees it: ``barrier`` (every live member runs the client
+    #: piece: the group holds at the barrier), ``relaxed`` (it cannot hold: ``key_order_reason`` says why),
+    #: ``offline`` (no live members: its consumers hold at start if they use the client piece); empty for
+    #: the groups the run leaves alone. The switch checks again at run time (``switch.relaxed_groups``).
+    key_order: str = ""
+    key_order_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the compact XCom form; the flags follow from the class unless they differ."""
@@ -92,6 +98,9 @@ class GroupPlan:
             out["type"] = self.type
         if self.role:
             out["role"] = self.role
+        if self.key_order:
+            out["key_order"] = self.key_order
+            out["key_order_reason"] = self.key_order_reason
         flags = {flag: getattr(self, flag) for flag in FLAGS}
         if flags != CLASS_FLAGS.get(self.cls, NO_FLAGS):
             out.update(flags)
@@ -106,6 +115,8 @@ class GroupPlan:
             state=str(data.get("state", "")),
             type=str(data.get("type", CLASSIC)),
             role=str(data.get("role", "")),
+            key_order=str(data.get("key_order", "")),
+            key_order_reason=str(data.get("key_order_reason", "")),
             member_count=int(data.get("member_count", len(members))),
             members=members[:MEMBER_SAMPLE],
             **{flag: bool(data.get(flag, defaults[flag])) for flag in FLAGS},
@@ -422,8 +433,9 @@ def describe(plan: Plan) -> list[str]:
         steps = [s for s in FLAGS if getattr(entry, s)] or ["left alone"]
         risk = " RISK ACCEPTED: excluded explicitly, not paused nor seeded" if entry.cls == "excluded" else ""
         kind = f"{entry.type.lower()}{' ' + entry.role if entry.role else ''} group"
+        order = f"; key order: {entry.key_order} ({entry.key_order_reason})" if entry.key_order else ""
         lines.append(
             f"  group {group}: {entry.cls} ({kind}, state {entry.state}, {entry.member_count} members) -> "
-            f"{', '.join(steps)}{risk}"
+            f"{', '.join(steps)}{risk}{order}"
         )
     return lines

@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
+from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC, PRESERVE
 from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
 from airflow_provider_kstate.exceptions import KStateConfigError, LeaseHeldError, TopicChangedError
+from airflow_provider_kstate.increase.key_order import ORDER_RELAXED, check_key_order, mark_key_order
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.increase.plan import (
     DEFAULT_SPARK_PREFIXES,
@@ -54,6 +55,8 @@ class KStatePlanOperator(BaseOperator):
         Streams group on the topic fails the plan, saying why).
     :param allow_broker_deviation: broken broker promises to accept by name (logged as RISK ACCEPTED); the
         plan refuses, before anything is paused, a broker that breaks a promise the increase needs.
+    :param key_order: ``preserve`` or ``relax``: the plan marks each protected group ``barrier`` (every live
+        member runs the client piece), ``relaxed`` (with the reason; logged) or ``offline`` (templated).
     :param dry_run: plan only: take no lease and change nothing.
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
     :param control_topic: the control topic services with the client piece watch.
@@ -73,6 +76,7 @@ class KStatePlanOperator(BaseOperator):
         "allow_unknown_groups",
         "acknowledge_streams_groups",
         "allow_broker_deviation",
+        "key_order",
         "plan_only",
         "report_uri",
     )
@@ -88,6 +92,7 @@ class KStatePlanOperator(BaseOperator):
         allow_unknown_groups: bool | str = False,
         acknowledge_streams_groups: list[str] | str | None = None,
         allow_broker_deviation: list[str] | str | None = None,
+        key_order: str = PRESERVE,
         dry_run: bool | str = False,
         kafka_config_id: str = DEFAULT_CONN_ID,
         control_topic: str = DEFAULT_CONTROL_TOPIC,
@@ -106,6 +111,7 @@ class KStatePlanOperator(BaseOperator):
         self.allow_unknown_groups = allow_unknown_groups
         self.acknowledge_streams_groups = acknowledge_streams_groups
         self.allow_broker_deviation = allow_broker_deviation
+        self.key_order = key_order
         # BaseOperator already has a dry_run() method: keep the flag under another attribute name.
         self.plan_only = dry_run
         self.kafka_config_id = kafka_config_id
@@ -173,6 +179,29 @@ class KStatePlanOperator(BaseOperator):
             self.log.warning(
                 "PLAN RISK ACCEPTED: group %s reads %s but is excluded: not paused, not seeded", group, topic
             )
+        return self._mark_key_order(hook, plan)
+
+    def _mark_key_order(self, hook: KStateLeaseHook, plan: Plan) -> Plan:
+        """Mark each protected group barrier / relaxed / offline from its live members and the client-piece
+        consumers seen on the control topic; log each relaxed group."""
+        from airflow_provider_kstate.hooks.control import KStateControlHook
+
+        key_order = check_key_order(self.key_order)
+        control = KStateControlHook(
+            self.kafka_config_id, control_topic=self.control_topic, timeout=self.request_timeout
+        )
+        present = control.client_piece_clients() if key_order == PRESERVE else {}
+        plan = mark_key_order(plan, hook.describe_groups(plan.where("seed"), plan.topic), present, key_order)
+        for group in plan.where("seed"):
+            entry = plan.groups[group]
+            if entry.key_order == ORDER_RELAXED and key_order == PRESERVE:
+                self.log.warning(
+                    "PLAN group %s is RELAXED for key order: %s. Its keys that move may be processed out of "
+                    "order; to keep them in order, stop the producers in your own scale_producers task "
+                    "until the group drained.",
+                    group,
+                    entry.key_order_reason,
+                )
         return plan
 
     def _trust_broker(self, topic: str) -> None:

@@ -117,7 +117,8 @@ def safe_partition_increase(
     :param scale_producers: your own task in place of the built-in layout signal.
     :param key_order: ``preserve`` (default): producers switch through the key-order barrier, so every
         key's records are processed in the order they were written by groups whose consumers use the client
-        piece (others are relaxed and named in the log); ``relax``: they switch at once (templated).
+        piece (others are relaxed: named in the plan, with the reason, and in the log); ``relax``: they
+        switch at once (templated).
     :param barrier_timeout: seconds ``verify`` waits for each live group to pass the key-order barrier.
     :param single_window: run pause .. resume as one task (:class:`KStatePauseWindowOperator`): the same
         steps without the scheduler's latency between them, for the shortest consumer downtime. Needs the
@@ -167,6 +168,7 @@ def safe_partition_increase(
             allow_unknown_groups=allow_unknown_groups,
             acknowledge_streams_groups=acknowledge_streams_groups,
             allow_broker_deviation=allow_broker_deviation,
+            key_order=key_order,
             dry_run=dry_run,
             report_uri=report_uri,
             **common,

@@ -10,12 +10,16 @@ loses nothing, and a last-value-per-key sink ends equal to the producers' last v
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from kstate_support.key_order import KeyedProducer, OrderChecker, SlowFleet
 from kstate_support.traffic import wait_until
+
+from airflow_provider_kstate.client.consumer import ControlledConsumer
 
 pytestmark = pytest.mark.integration
 
@@ -81,6 +85,77 @@ def run_increase(
         "passages": fleet.passages(),
         "assigned": fleet.assigned,
     }
+
+
+def _members(
+    kafka_config: dict[str, Any], topic: str, group: str, controlled: bool, halt: threading.Event
+) -> list[Any]:
+    """Two members of ``group`` polling ``topic`` in threads: ControlledConsumers, or plain consumers."""
+    settings = {**kafka_config, "group.id": group, "auto.offset.reset": "earliest"}
+    consumers: list[Any] = [
+        ControlledConsumer({**settings, "client.id": f"{group}-{i}"}, [topic], check_interval=0.1)
+        if controlled
+        else Consumer(settings)  # librdkafka's default client.id, as a service without the client piece
+        for i in range(2)
+    ]
+    if not controlled:
+        for consumer in consumers:
+            consumer.subscribe([topic])
+
+    def loop(consumer: Any) -> None:
+        while not halt.is_set():
+            consumer.poll(0.05)
+        consumer.close()
+
+    threads = [threading.Thread(target=loop, args=(c,), daemon=True) for c in consumers]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def test_the_plan_names_a_group_without_the_client_piece_relaxed(
+    kafka_config: dict[str, Any], make_topic: Any, run_dag: Any, admin: Any
+) -> None:
+    """Issue 21, item 3: a live group of plain consumers is RELAXED in the plan (with the reason), a live
+    group of ControlledConsumers holds at the barrier, and a group without members is offline."""
+    topic = make_topic("order-plan", partitions=4)
+    plain, held, idle = f"{topic}-plain", f"{topic}-held", f"{topic}-idle"
+    admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(idle, [TopicPartition(topic, p, 0) for p in range(4)])]
+    )[idle].result(30)
+    halt = threading.Event()
+    threads = _members(kafka_config, topic, plain, False, halt) + _members(
+        kafka_config, topic, held, True, halt
+    )
+    try:
+
+        def stable() -> bool:
+            described = admin.describe_consumer_groups([plain, held])
+            groups = [f.result(30) for f in described.values()]
+            return all(
+                len(g.members) == 2 and all(m.assignment.topic_partitions for m in g.members) for g in groups
+            )
+
+        assert wait_until(stable, 30), "the two groups never became stable with two members each"
+        dr = run_dag(
+            DAG_ID,
+            {"topic": topic, "partitions": 6, "consumer_groups": [plain, held, idle], "dry_run": True},
+        )
+        assert dr.state == "success", {ti.task_id: ti.state for ti in dr.get_task_instances()}
+        plan = dr.get_task_instance("safe_partition_increase.plan").xcom_pull(
+            task_ids="safe_partition_increase.plan"
+        )
+    finally:
+        halt.set()
+        for thread in threads:
+            thread.join(30)
+    groups = plan["groups"]
+    assert groups[plain]["class"] == groups[held]["class"] == "active"
+    assert groups[plain]["key_order"] == "relaxed", groups[plain]
+    assert "2 of 2 live members never acknowledged" in groups[plain]["key_order_reason"]
+    assert "rdkafka" in groups[plain]["key_order_reason"]
+    assert groups[held]["key_order"] == "barrier", groups[held]
+    assert groups[idle]["key_order"] == "offline", groups[idle]
 
 
 @pytest.mark.parametrize(("original", "target"), [(4, 6)])

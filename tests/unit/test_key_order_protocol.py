@@ -17,6 +17,15 @@ from airflow_provider_kstate.client.protocol import (
     encode,
     release_key,
 )
+from airflow_provider_kstate.increase.key_order import (
+    ORDER_BARRIER,
+    ORDER_OFFLINE,
+    ORDER_RELAXED,
+    client_piece_clients,
+    mark_key_order,
+)
+from airflow_provider_kstate.increase.model import GroupInfo, Member
+from airflow_provider_kstate.increase.plan import GroupPlan, Plan, describe
 
 
 @pytest.mark.parametrize(
@@ -74,3 +83,71 @@ def test_barrier_offsets_applies_and_passed() -> None:
     assert not barrier.passed({0: 10}, 2), "a partition without a committed offset has not passed"
     assert not barrier.passed({0: 10, 1: 20}, 3), "a new partition needs an offset too (B = 0)"
     assert barrier.passed({0: 10, 1: 20, 2: 0}, 3)
+
+
+def _plan_of(groups: dict[str, GroupPlan]) -> Plan:
+    return Plan(topic="orders", original_partitions=4, target_partitions=6, groups=groups)
+
+
+def _info(group: str, *clients: str) -> GroupInfo:
+    members = tuple(Member(f"m-{c}", c, "/127.0.0.1", (0,)) for c in clients)
+    return GroupInfo(group, "STABLE" if clients else "EMPTY", "CLASSIC", "consumer", members)
+
+
+def test_client_piece_clients_are_every_consumer_that_acknowledged_anything() -> None:
+    state = {
+        "ack/billing/b-0": Ack(client="b-0", epoch=0, state="running", group="billing"),
+        "ack-barrier/orders/billing/b-1": Ack(
+            client="b-1", epoch=7, state="pending", group="billing", topic="orders"
+        ),
+        "ack-layout/orders/p": Ack(client="p", epoch=3, state="layout", topic="orders"),
+        "cmd/audit": None,
+        "barrier/orders": Barrier(topic="orders", epoch=7, groups=["billing"]),
+    }
+    assert client_piece_clients(state) == {"billing": {"b-0", "b-1"}}  # type: ignore[arg-type]
+
+
+def test_the_plan_marks_each_protected_group_barrier_relaxed_or_offline() -> None:
+    live = GroupPlan(cls="active", state="STABLE", member_count=2, pause=True, seed=True, wait=True)
+    idle = GroupPlan(cls="empty", state="EMPTY", pause=True, seed=True)
+    plan = _plan_of(
+        {
+            "held": live,
+            "plain": live,
+            "mixed": live,
+            "idle": idle,
+            "spark-kafka-source-x": GroupPlan("spark", "STABLE"),
+        }
+    )
+    infos = {
+        "held": _info("held", "h-0", "h-1"),
+        "plain": _info("plain", "rdkafka", "rdkafka"),
+        "mixed": _info("mixed", "x-0", "x-1", "x-2", "x-3", "x-4", "x-5"),
+        "idle": _info("idle"),
+    }
+    present = {"held": {"h-0", "h-1", "h-old"}, "mixed": {"x-0"}}
+    marked = mark_key_order(plan, infos, present, "preserve")
+    marks = {g: (e.key_order, e.key_order_reason) for g, e in marked.groups.items()}
+    assert marks["held"] == (ORDER_BARRIER, "all 2 live members run the client piece")
+    assert marks["plain"][0] == ORDER_RELAXED and "2 of 2 live members" in marks["plain"][1]
+    assert "client ids rdkafka)" in marks["plain"][1], "a client id is named once"
+    assert marks["mixed"][0] == ORDER_RELAXED
+    assert "5 of 6 live members" in marks["mixed"][1] and "x-1, x-2, x-3 and 2 more" in marks["mixed"][1]
+    assert marks["idle"][0] == ORDER_OFFLINE
+    assert marks["spark-kafka-source-x"] == ("", ""), "a group the run leaves alone is not marked"
+
+    relaxed = mark_key_order(plan, infos, present, "relax")
+    assert {e.key_order for g, e in relaxed.groups.items() if g in plan.where("seed")} == {ORDER_RELAXED}
+    assert "key_order=relax" in relaxed.groups["held"].key_order_reason
+
+
+def test_the_marks_round_trip_through_xcom_and_show_in_the_plan_log() -> None:
+    live = GroupPlan(cls="active", state="STABLE", member_count=1, pause=True, seed=True, wait=True)
+    plan = mark_key_order(_plan_of({"plain": live}), {"plain": _info("plain", "rdkafka")}, {}, "preserve")
+    data = json.loads(json.dumps(plan.to_dict()))
+    assert data["groups"]["plain"]["key_order"] == "relaxed"
+    back = Plan.from_dict(data)
+    assert back == plan
+    assert Plan.from_dict(_plan_of({"plain": live}).to_dict()).groups["plain"].key_order == ""
+    line = [ln for ln in describe(plan) if "group plain" in ln][0]
+    assert "key order: relaxed (1 of 1 live members never acknowledged" in line
