@@ -4,16 +4,26 @@ Errors a retry cannot fix (bad input or config, a held lease, an unsafe resume, 
 also subclass :class:`KStateFatalError`, an ``AirflowFailException``: Airflow fails the task at once
 instead of retrying it. Transient ones (an unreachable cluster, groups not EMPTY or not STABLE yet) stay
 retryable.
+
+The domain (``increase/``) raises plain errors of the same names (:mod:`airflow_provider_kstate.errors`,
+no Airflow); each error here that has one subclasses it, so it is that error's Airflow face. This module is
+the one place that translates: :func:`airflow_errors` around an operator's or sensor's ``execute`` (every
+operator and sensor that reaches the domain mixes in :class:`TranslatesDomainErrors`, which applies it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 from airflow.exceptions import AirflowException
 
+from airflow_provider_kstate import errors
 from airflow_provider_kstate.utils.compat import AirflowFailException
 
 
-class KStateError(AirflowException):
+class KStateError(AirflowException, errors.KStateError):
     """Base class of every error raised by airflow-provider-kstate."""
 
 
@@ -29,11 +39,11 @@ class TopicNotFoundError(KStateFatalError):
     """The topic does not exist on the cluster."""
 
 
-class InternalTopicError(KStateFatalError):
+class InternalTopicError(KStateFatalError, errors.InternalTopicError):
     """The topic is internal to Kafka (``__consumer_offsets`` and the like) and must not be changed."""
 
 
-class InvalidPartitionCountError(KStateFatalError):
+class InvalidPartitionCountError(KStateFatalError, errors.InvalidPartitionCountError):
     """The target partition count is not an increase over the current one."""
 
 
@@ -41,7 +51,7 @@ class BrokerUnavailableError(KStateError):
     """The cluster could not be reached within the timeout."""
 
 
-class GroupNotEmptyError(KStateError):
+class GroupNotEmptyError(KStateError, errors.GroupNotEmptyError):
     """A consumer group still has live members where the step needs it EMPTY."""
 
 
@@ -53,7 +63,7 @@ class SeedError(KStateError):
     """Committing the seed offsets failed for one or more partitions."""
 
 
-class UnsafeResumeError(KStateFatalError):
+class UnsafeResumeError(KStateFatalError, errors.UnsafeResumeError):
     """Resuming consumers now would make them skip data on new partitions; they stay paused."""
 
 
@@ -94,19 +104,19 @@ class NotCompactedChangelogError(KStateFatalError):
     (acknowledge with ``allow_non_compacted_changelog=True`` to accept the risk)."""
 
 
-class UnprotectedGroupError(KStateFatalError):
+class UnprotectedGroupError(KStateFatalError, errors.UnprotectedGroupError):
     """A consumer group at risk on the topic is neither named nor excluded: the run would not protect it."""
 
 
-class UnknownGroupError(KStateFatalError):
+class UnknownGroupError(KStateFatalError, errors.UnknownGroupError):
     """A named consumer group is unknown to the cluster: likely a typo."""
 
 
-class ReportError(KStateFatalError):
+class ReportError(KStateFatalError, errors.ReportError):
     """A report file could not be written or read at its location."""
 
 
-class TopicChangedError(KStateFatalError):
+class TopicChangedError(KStateFatalError, errors.TopicChangedError):
     """The topic's partition count changed under the run (another tool or run grew it)."""
 
 
@@ -119,6 +129,61 @@ class BrokerUnsupportedError(BrokerDeviationError):
     """The broker cannot perform an operation the run needs (for example it does not serve CreatePartitions)."""
 
 
-class UnsupportedGroupTypeError(KStateFatalError):
+class UnsupportedGroupTypeError(KStateFatalError, errors.UnsupportedGroupTypeError):
     """A group on the topic is of a type the run cannot pause and seed (a share group, a Kafka Streams
     application not acknowledged, a group whose type the client cannot tell)."""
+
+
+#: The Airflow face of each domain error.
+FACES: dict[type, type[KStateError]] = {
+    errors.KStateError: KStateError,
+    errors.InternalTopicError: InternalTopicError,
+    errors.InvalidPartitionCountError: InvalidPartitionCountError,
+    errors.GroupNotEmptyError: GroupNotEmptyError,
+    errors.UnsafeResumeError: UnsafeResumeError,
+    errors.UnprotectedGroupError: UnprotectedGroupError,
+    errors.UnknownGroupError: UnknownGroupError,
+    errors.ReportError: ReportError,
+    errors.TopicChangedError: TopicChangedError,
+    errors.UnsupportedGroupTypeError: UnsupportedGroupTypeError,
+}
+
+
+def airflow_error(exc: errors.KStateError) -> KStateError:
+    """Return the Airflow face of a domain error (the error itself when it is one already).
+
+    A subclass the domain defines for itself is translated as its nearest domain error with a face.
+    """
+    if isinstance(exc, KStateError):
+        return exc
+    face = next(FACES[cls] for cls in type(exc).__mro__ if cls in FACES)
+    return face(*exc.args)
+
+
+@contextmanager
+def airflow_errors() -> Iterator[None]:
+    """Let a domain error leave the block (or the decorated function) as its Airflow face.
+
+    The face keeps the domain error's message, traceback and cause, so the task log reads as if the
+    domain had raised it.
+    """
+    try:
+        yield
+    except errors.KStateError as exc:
+        face = airflow_error(exc)
+        if face is exc:
+            raise
+        raise face.with_traceback(exc.__traceback__) from exc.__cause__
+
+
+class TranslatesDomainErrors:
+    """Mixin of the operators and sensors that reach the domain: the ``execute`` and ``execute_complete``
+    each class defines run inside :func:`airflow_errors`, so the task fails with the named Airflow error
+    (fatal or retryable as named), never with a plain domain error."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("execute", "execute_complete"):
+            method = cls.__dict__.get(name)
+            if callable(method):
+                setattr(cls, name, airflow_errors()(method))

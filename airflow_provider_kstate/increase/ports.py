@@ -1,14 +1,16 @@
-"""What the increase domain needs from a cluster: typed ports that the hooks implement.
+"""What the increase domain needs from a cluster and a file store: typed ports that the hooks implement.
 
-The domain (plan, steps, safety, checks) depends on these protocols, never on the hooks, so
-``increase/`` imports neither Airflow nor ``hooks/``; :class:`~airflow_provider_kstate.hooks.admin.KStateAdminHook`
-and :class:`~airflow_provider_kstate.hooks.control.KStateControlHook` satisfy them structurally.
+The domain (plan, steps, safety, checks, reports) depends on these protocols, never on the hooks, so
+``increase/`` imports neither Airflow nor ``hooks/``; :class:`~airflow_provider_kstate.hooks.admin.KStateAdminHook`,
+:class:`~airflow_provider_kstate.hooks.control.KStateControlHook` and
+:class:`~airflow_provider_kstate.hooks.reports.ObjectStorageReports` satisfy them structurally.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Protocol
+from contextlib import AbstractContextManager
+from typing import IO, Protocol
 
 from airflow_provider_kstate.increase.model import GroupInfo
 
@@ -68,4 +70,17 @@ class ControlPort(Protocol):
 
     def set_layout(self, topic: str, partitions: int, issuer: str) -> int:
         """Tell producers of ``topic`` the partition count; return the epoch."""
+        ...
+
+
+class ReportStorage(Protocol):
+    """Where report files live (:mod:`airflow_provider_kstate.increase.report` writes and reads them)."""
+
+    def open(self, uri: str, mode: str) -> AbstractContextManager[IO[bytes]]:
+        """Open ``uri`` in binary ``mode`` (``"r"`` or ``"w"``, creating its folder); a missing file is
+        FileNotFoundError, any other failure an OSError."""
+        ...
+
+    def remove(self, uri: str) -> None:
+        """Remove ``uri`` if it exists."""
         ...

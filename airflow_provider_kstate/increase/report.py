@@ -3,8 +3,10 @@
 Logs carry one line per group, with partition ranges (``64-4095``), and list exceptions one by one up to a
 cap. The per-group, per-partition evidence goes to a report file: gzip-compressed JSON Lines, one row per
 group and partition, written to a local folder (default ``$AIRFLOW_HOME/kstate-reports``) or to any URI
-that Airflow's ``ObjectStoragePath`` reaches (``s3://``, ``gs://``, ``file://`` ...). XCom carries the
-summary and the report's URI.
+its :class:`~airflow_provider_kstate.increase.ports.ReportStorage` reaches: :class:`LocalReportStorage`
+here (the worker's disk), :class:`~airflow_provider_kstate.hooks.reports.ObjectStorageReports` for what
+Airflow's ``ObjectStoragePath`` reaches (``s3://``, ``gs://`` ...). XCom carries the summary and the
+report's URI.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from airflow_provider_kstate.exceptions import ReportError
+from airflow_provider_kstate.errors import ReportError
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.increase.ports import ReportStorage
 
 #: Exceptions (kept offsets, gaps on old partitions, lag, problems) listed one by one per step, at most.
 EXCEPTION_CAP = 50
@@ -91,7 +96,8 @@ def report_location(base: str, topic: str, owner: str, step: str) -> str:
     return f"{(base or default_report_base()).rstrip('/')}/{topic}/{safe_owner}/{step}.jsonl.gz"
 
 
-def _is_local(uri: str) -> bool:
+def is_local(uri: str) -> bool:
+    """Whether ``uri`` is a path on this machine's disk (no scheme, or ``file://``)."""
     return urlparse(uri).scheme in ("", "file")
 
 
@@ -100,39 +106,47 @@ def _local_path(uri: str) -> Path:
     return Path(parsed.path if parsed.scheme == "file" else uri)
 
 
-@contextmanager
-def _open_binary(uri: str, mode: str, conn_id: str | None) -> Iterator[IO[bytes]]:
-    try:
-        if _is_local(uri):
-            with _local(_local_path(uri), mode) as handle:
+class LocalReportStorage:
+    """Report files on this machine's disk (a path or a ``file://`` URI); a written one appears under its
+    name only when complete. Other URIs need a storage that reaches them."""
+
+    @contextmanager
+    def open(self, uri: str, mode: str) -> Iterator[IO[bytes]]:
+        """Open the report at ``uri`` in binary ``mode`` (``"r"`` or ``"w"``)."""
+        if not is_local(uri):
+            raise ReportError(f"report {uri}: not a local path; pass a ReportStorage that reaches it")
+        path = _local_path(uri)
+        if "w" not in mode:
+            with open(path, "rb") as handle:
                 yield handle
             return
-        from airflow.sdk import ObjectStoragePath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial")
+        try:
+            with open(partial, "wb") as handle:
+                yield handle
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
 
-        target = ObjectStoragePath(uri, conn_id=conn_id) if conn_id else ObjectStoragePath(uri)
-        if "w" in mode:
-            target.parent.mkdir(parents=True, exist_ok=True)
-        with target.open(mode + "b") as handle:
+    def remove(self, uri: str) -> None:
+        """Remove the file at ``uri`` if there is one."""
+        if not is_local(uri):
+            raise ReportError(f"report {uri}: not a local path; pass a ReportStorage that reaches it")
+        _local_path(uri).unlink(missing_ok=True)
+
+
+#: The storage of a report whose caller names none: this machine's disk.
+LOCAL = LocalReportStorage()
+
+
+@contextmanager
+def _open_binary(uri: str, mode: str, storage: ReportStorage | None) -> Iterator[IO[bytes]]:
+    try:
+        with (storage or LOCAL).open(uri, mode) as handle:
             yield handle
     except OSError as exc:
         raise ReportError(f"report {uri}: {exc}") from exc
-
-
-@contextmanager
-def _local(path: Path, mode: str) -> Iterator[IO[bytes]]:
-    """Open a local report; a written one appears under its name only when complete."""
-    if "w" not in mode:
-        with open(path, "rb") as handle:
-            yield handle
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    try:
-        with open(partial, "wb") as handle:
-            yield handle
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 class ReportWriter:
@@ -165,22 +179,25 @@ class ReportWriter:
 
 
 @contextmanager
-def write_report(uri: str, conn_id: str | None = None, evidence: bool = False) -> Iterator[ReportWriter]:
+def write_report(
+    uri: str, storage: ReportStorage | None = None, evidence: bool = False
+) -> Iterator[ReportWriter]:
     """Open ``uri`` for writing report rows (gzip JSON Lines).
 
+    :param storage: where the report lives (None: this machine's disk).
     :param evidence: a seed report: remove the index beside it first (so an index never describes an older
         report), and write the groups' seeded partitions there once the report is complete.
     """
     if evidence:
-        _remove(evidence_uri(uri), conn_id)
-    with _open_binary(uri, "w", conn_id) as raw:
+        _remove(evidence_uri(uri), storage)
+    with _open_binary(uri, "w", storage) as raw:
         with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1) as zipped:
             with io.TextIOWrapper(zipped, encoding="utf-8") as text:
                 writer = ReportWriter(text)
                 yield writer
     if evidence:
         index = {"format": EVIDENCE_FORMAT, "report_uri": uri, "rows": writer.rows, "seeded": writer.seeded}
-        with _open_binary(evidence_uri(uri), "w", conn_id) as raw:
+        with _open_binary(evidence_uri(uri), "w", storage) as raw:
             raw.write(json.dumps(index, separators=(",", ":")).encode())
 
 
@@ -189,13 +206,13 @@ def evidence_uri(report_uri: str) -> str:
     return re.sub(r"\.jsonl\.gz$", "", report_uri) + ".evidence.json"
 
 
-def read_evidence(report_uri: str, conn_id: str | None = None) -> dict[str, Any] | None:
+def read_evidence(report_uri: str, storage: ReportStorage | None = None) -> dict[str, Any] | None:
     """Return the index beside a seed report, or None when there is none (an older run: parse the report).
 
     :raises ReportError: the index exists but is unreadable or of another format.
     """
     try:
-        with _open_binary(evidence_uri(report_uri), "r", conn_id) as raw:
+        with _open_binary(evidence_uri(report_uri), "r", storage) as raw:
             index = json.loads(raw.read())
     except ReportError as exc:
         if isinstance(exc.__cause__, FileNotFoundError):
@@ -217,26 +234,21 @@ def expand(text: str) -> Iterator[int]:
         yield from range(int(first), int(last or first) + 1)
 
 
-def _remove(uri: str, conn_id: str | None) -> None:
+def _remove(uri: str, storage: ReportStorage | None) -> None:
     try:
-        if _is_local(uri):
-            _local_path(uri).unlink(missing_ok=True)
-            return
-        from airflow.sdk import ObjectStoragePath
-
-        target = ObjectStoragePath(uri, conn_id=conn_id) if conn_id else ObjectStoragePath(uri)
-        if target.exists():
-            target.unlink()
+        (storage or LOCAL).remove(uri)
     except OSError as exc:
         raise ReportError(f"report {uri}: {exc}") from exc
 
 
-def read_report(uri: str, conn_id: str | None = None, block: int = 1 << 20) -> Iterator[dict[str, Any]]:
+def read_report(
+    uri: str, storage: ReportStorage | None = None, block: int = 1 << 20
+) -> Iterator[dict[str, Any]]:
     """Yield the rows of the report at ``uri``, parsing ``block`` bytes at a time with one ``json.loads``.
 
     :raises ReportError: the report is missing or unreadable.
     """
-    with _open_binary(uri, "r", conn_id) as raw:
+    with _open_binary(uri, "r", storage) as raw:
         try:
             with gzip.GzipFile(fileobj=raw, mode="rb") as zipped:
                 carry = b""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.client.protocol import PRESERVE
-from airflow_provider_kstate.exceptions import (
+from airflow_provider_kstate.errors import (
     GroupNotEmptyError,
     KStateError,
     TopicChangedError,

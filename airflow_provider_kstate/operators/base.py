@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
+from airflow_provider_kstate.exceptions import TranslatesDomainErrors
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.increase.report import report_location
@@ -18,6 +19,7 @@ if TYPE_CHECKING:  # the hooks import confluent-kafka: load them when a task run
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
     from airflow_provider_kstate.hooks.control import KStateControlHook
     from airflow_provider_kstate.hooks.lease import KStateLeaseHook
+    from airflow_provider_kstate.hooks.reports import ObjectStorageReports
 
 
 def run_owner(context: Any) -> str:
@@ -26,8 +28,11 @@ def run_owner(context: Any) -> str:
     return f"{ti.dag_id}/{ti.run_id}"
 
 
-class KStateStepOperator(BaseOperator):
+class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
     """Base of the steps after the plan: each takes the plan (an XCom) and is idempotent.
+
+    A step's ``execute`` raises the named Airflow errors (:mod:`airflow_provider_kstate.exceptions`), never
+    the domain's plain ones: :class:`~airflow_provider_kstate.exceptions.TranslatesDomainErrors`.
 
     :param plan: the plan pushed by :class:`KStatePlanOperator` (pass its ``.output``).
     :param kafka_config_id: the Airflow connection id (``kafka`` type of the Kafka provider).
@@ -86,6 +91,13 @@ class KStateStepOperator(BaseOperator):
         return KStateLeaseHook(
             self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
         )
+
+    @cached_property
+    def report_storage(self) -> ObjectStorageReports:
+        """Where this step's reports go: ``report_conn_id``'s object store, or the worker's disk."""
+        from airflow_provider_kstate.hooks.reports import ObjectStorageReports
+
+        return ObjectStorageReports(self.report_conn_id)
 
     @property
     def typed_plan(self) -> Plan:

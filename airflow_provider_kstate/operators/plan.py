@@ -8,7 +8,12 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC, PRESERVE
 from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
-from airflow_provider_kstate.exceptions import KStateConfigError, LeaseHeldError, TopicChangedError
+from airflow_provider_kstate.exceptions import (
+    KStateConfigError,
+    LeaseHeldError,
+    TopicChangedError,
+    TranslatesDomainErrors,
+)
 from airflow_provider_kstate.increase.key_order import ORDER_RELAXED, check_key_order, mark_key_order
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.increase.plan import (
@@ -30,7 +35,7 @@ if TYPE_CHECKING:
 ENDED = ("success", "failed")
 
 
-class KStatePlanOperator(BaseOperator):
+class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
     """Plan a partition increase (or a repair) and push the plan to XCom; with ``dry_run`` nothing else happens.
 
     The topic must exist and must not be internal; ``partitions`` must not be below its current count. A

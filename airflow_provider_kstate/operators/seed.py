@@ -20,7 +20,7 @@ class KStateSeedOffsetsOperator(KStateStepOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         steps = self.steps(context)
         uri = self.report_uri(context, "seed")
-        with write_report(uri, self.report_conn_id, evidence=True) as report:
+        with write_report(uri, self.report_storage, evidence=True) as report:
             result = steps.seed(None, report)
             rows = report.rows
         return {"topic": self.topic, **result.summary(), "report_uri": uri, "report_rows": rows}

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_kstate.client.protocol import PRESERVE
-from airflow_provider_kstate.exceptions import ReportError, VerificationError
+from airflow_provider_kstate.errors import ReportError
+from airflow_provider_kstate.exceptions import VerificationError
 from airflow_provider_kstate.increase.key_order import check_key_order, watch_release
 from airflow_provider_kstate.increase.report import (
     Exceptions,
@@ -142,7 +143,7 @@ class KStateVerifyOperator(KStateStepOperator):
         uri = self.report_uri(context, "verify")
         problems, cautions = Exceptions(self.log, "VERIFY"), Exceptions(self.log, "VERIFY caution:")
         lag_total = 0
-        with write_report(uri, self.report_conn_id) as report:
+        with write_report(uri, self.report_storage) as report:
             for group, committed in self.admin.committed_offsets_many(plan.where("seed"), self.topic, count):
                 lag_total += self._group(group, committed, marks, evidence, report, problems, cautions)
                 failpoint("mid_verify")
@@ -207,11 +208,11 @@ class KStateVerifyOperator(KStateStepOperator):
         uri = str(given.get("report_uri") or self.report_uri(context, "seed"))
         evidence = SeedEvidence(count)
         try:
-            index = read_evidence(uri, self.report_conn_id)
+            index = read_evidence(uri, self.report_storage)
             if index is not None:
                 evidence.read_index(index)
             else:
-                evidence.read(read_report(uri, self.report_conn_id))
+                evidence.read(read_report(uri, self.report_storage))
         except ReportError as exc:
             self.log.warning("VERIFY no seed report (%s): judging from the cluster alone", exc)
             return SeedEvidence(count), ""

@@ -46,7 +46,7 @@ class KStatePauseWindowOperator(KStateStepOperator):
         uri = self.report_uri(context, "seed")
         timings: dict[str, float] = {}
         try:
-            with write_report(uri, self.report_conn_id, evidence=True) as report:
+            with write_report(uri, self.report_storage, evidence=True) as report:
                 live, offline = self._split(steps)
                 started = time.monotonic()
                 steps.pause()

@@ -83,7 +83,7 @@ def create_app() -> FastAPI:
 
 
 def _topic_routes(app: FastAPI, dependencies: list[Any]) -> None:
-    from airflow_provider_kstate.exceptions import KStateError
+    from airflow_provider_kstate.errors import KStateError  # and every Airflow face of one
 
     @app.get("/api/topics", dependencies=dependencies)
     def topics(conn_id: str = Query("kafka_default")) -> dict[str, Any]:
@@ -114,7 +114,7 @@ def _verdicts() -> dict[str, dict[str, Any]]:
 
 
 def _run_routes(app: FastAPI, dependencies: list[Any]) -> None:
-    from airflow_provider_kstate.exceptions import ReportError
+    from airflow_provider_kstate.errors import ReportError  # and its Airflow face
 
     @app.get("/api/runs", dependencies=dependencies)
     def runs(topic: str | None = None, offset: int = 0, limit: int = 20) -> dict[str, Any]:

@@ -328,7 +328,9 @@ def summarize_report(path: str) -> list[dict[str, Any]]:
     try:
         return summarize_verify_file(path)
     except Exception:  # noqa: BLE001 - an unusual report (older format, odd types): the plain pass
-        return summarize_verify(read_report(path))
+        from airflow_provider_kstate.hooks.reports import ObjectStorageReports
+
+        return summarize_verify(read_report(path, ObjectStorageReports()))
 
 
 class _SummaryCache:

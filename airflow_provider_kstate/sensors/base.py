@@ -8,13 +8,14 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator
 
-from airflow_provider_kstate.exceptions import KStateError
+from airflow_provider_kstate import errors
+from airflow_provider_kstate.exceptions import KStateError, TranslatesDomainErrors
 from airflow_provider_kstate.increase.checks import CHECKS, CheckResult
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
 from airflow_provider_kstate.utils.compat import AirflowSensorTimeout, conf
 
 
-class KStateConditionSensor(BaseSensorOperator):
+class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):
     """Wait for a cluster condition, by poking or (``deferrable=True``) in the triggerer.
 
     Subclasses name the check (``check_name``), build its arguments from the plan and turn a timeout's
@@ -52,8 +53,9 @@ class KStateConditionSensor(BaseSensorOperator):
         """Return the JSON-safe keyword arguments of the check, from the plan."""
         raise NotImplementedError
 
-    def timeout_error(self, detail: dict[str, Any]) -> KStateError:
-        """Return the error raised when the wait times out, naming what is still in the way."""
+    def timeout_error(self, detail: dict[str, Any]) -> errors.KStateError:
+        """Return the error raised when the wait times out, naming what is still in the way (a domain error
+        leaves ``execute`` as its Airflow face)."""
         raise NotImplementedError
 
     def poke(self, context: Any) -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_kstate.exceptions import GroupNotStableError, KStateError
+from airflow_provider_kstate import errors
+from airflow_provider_kstate.exceptions import GroupNotStableError
 from airflow_provider_kstate.increase.plan import groups_where
 from airflow_provider_kstate.increase.steps import not_empty_error
 from airflow_provider_kstate.sensors.base import KStateConditionSensor
@@ -21,7 +22,7 @@ class KStateGroupsEmptySensor(KStateConditionSensor):
     def check_arguments(self) -> dict[str, Any]:
         return {"topic": self.plan["topic"], "groups": groups_where(self.plan, "seed")}
 
-    def timeout_error(self, detail: dict[str, Any]) -> KStateError:
+    def timeout_error(self, detail: dict[str, Any]) -> errors.GroupNotEmptyError:
         return not_empty_error(self.plan, detail, self.timeout)
 
 
@@ -40,7 +41,7 @@ class KStateGroupsStableSensor(KStateConditionSensor):
             "partitions": int(self.plan["target_partitions"]),
         }
 
-    def timeout_error(self, detail: dict[str, Any]) -> KStateError:
+    def timeout_error(self, detail: dict[str, Any]) -> GroupNotStableError:
         return GroupNotStableError(
             f"timed out after {self.timeout}s waiting for consumer groups on {self.plan['topic']!r} to come back "
             f"STABLE with all {self.plan['target_partitions']} partitions assigned: {detail}. Offsets are seeded, "

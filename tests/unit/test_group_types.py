@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kstate.exceptions import UnknownGroupError, UnsupportedGroupTypeError
+from airflow_provider_kstate.errors import UnknownGroupError, UnsupportedGroupTypeError
 from airflow_provider_kstate.increase.model import GroupInfo, Member
 from airflow_provider_kstate.increase.plan import Plan, build_plan, describe
 

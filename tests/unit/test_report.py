@@ -8,7 +8,7 @@ import pytest
 
 
 def test_a_seed_report_carries_an_index_of_what_was_seeded_and_verify_reads_it(tmp_path: Any) -> None:
-    from airflow_provider_kstate.exceptions import ReportError
+    from airflow_provider_kstate.errors import ReportError
     from airflow_provider_kstate.increase.report import (
         evidence_uri,
         expand,

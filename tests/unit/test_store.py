@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -123,14 +125,50 @@ def test_provider_zip_holds_the_apps_and_the_store_only(tmp_path: Path) -> None:
 
 
 def _imports(file: Path) -> list[str]:
-    """Every module ``file`` imports, at any depth (lazy and ``TYPE_CHECKING`` imports included)."""
+    """Every module ``file`` imports, at any depth (lazy and ``TYPE_CHECKING`` imports included); a name
+    imported from a module counts as ``module.name`` (``from airflow_provider_kstate import errors``)."""
     names: list[str] = []
     for node in ast.walk(ast.parse(file.read_text())):
         if isinstance(node, ast.Import):
             names += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            names.append(node.module or "")
+            names += [f"{node.module or ''}.{a.name}" for a in node.names]
     return names
+
+
+#: The domain packages: they import no Airflow, no Spark and nothing of the provider but one another and
+#: the plain errors (``errors.py``), so the domain can change without Airflow or Spark installed.
+DOMAIN = ("increase", "store", "client")
+DOMAIN_MAY_IMPORT = tuple(f"airflow_provider_kstate.{name}." for name in (*DOMAIN, "errors"))
+
+
+def test_the_domain_packages_import_neither_airflow_nor_spark_nor_the_layers_above_them() -> None:
+    files = [PACKAGE / "errors.py"] + [f for folder in DOMAIN for f in (PACKAGE / folder).rglob("*.py")]
+    assert len(files) >= 22
+    for file in files:
+        names = _imports(file)
+        assert not [n for n in names if n.split(".")[0] in ("airflow", "pyspark")], file
+        own = [n for n in names if n.split(".")[0] == "airflow_provider_kstate"]
+        assert not [n for n in own if not f"{n}.".startswith(DOMAIN_MAY_IMPORT)], file
+
+
+def test_the_domain_imports_with_airflow_and_spark_missing() -> None:
+    """Import every domain module in a Python where ``airflow`` and ``pyspark`` cannot be imported."""
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "class Missing:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('airflow', 'pyspark'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Missing())\n"
+        "importlib.import_module('airflow_provider_kstate.errors')\n"
+        f"for folder in {DOMAIN!r}:\n"
+        "    package = importlib.import_module('airflow_provider_kstate.' + folder)\n"
+        "    for info in pkgutil.iter_modules(package.__path__):\n"
+        "        importlib.import_module(package.__name__ + '.' + info.name)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 def test_the_increase_domain_never_imports_the_airflow_layers_above_it() -> None:
