@@ -26,19 +26,21 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, lambda *_: halt.set())
     fleet = ConsumerFleet({"bootstrap.servers": bootstrap}, topic, group, n=n, controlled=True)
     written: set[int] = set()
-    with open(out, "a", encoding="utf-8") as handle:
-        handle.write("ready\n")
-        handle.flush()
-        while True:
-            stopping = halt.wait(0.2)
-            with fleet._lock:
-                new = fleet.received - written
-            handle.write("".join(f"{seq}\n" for seq in sorted(new)))
+    try:
+        with open(out, "a", encoding="utf-8") as handle:
+            handle.write("ready\n")
             handle.flush()
-            written |= new
-            if stopping:
-                break
-    fleet.stop()
+            while True:
+                stopping = halt.wait(0.2)
+                with fleet._lock:
+                    new = fleet.received - written
+                handle.write("".join(f"{seq}\n" for seq in sorted(new)))
+                handle.flush()
+                written |= new
+                if stopping:
+                    break
+    finally:
+        fleet.stop()  # the members leave their group whatever ended the loop (an error writing OUT too)
     return 0
 
 

@@ -10,12 +10,14 @@ loses nothing, and a last-value-per-key sink ends equal to the producers' last v
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import NewPartitions
 from kstate_support.key_order import KeyedProducer, OrderChecker, SlowFleet
 from kstate_support.traffic import wait_until
 
@@ -156,6 +158,124 @@ def test_the_plan_names_a_group_without_the_client_piece_relaxed(
     assert "rdkafka" in groups[plain]["key_order_reason"]
     assert groups[held]["key_order"] == "barrier", groups[held]
     assert groups[idle]["key_order"] == "offline", groups[idle]
+
+
+class PlainFleet:
+    """Plain confluent-kafka members of one group (no client piece), each with its own processing time per
+    record, storing the offset after processing; they see new partitions within a second (metadata
+    refresh 1 s, librdkafka's default is 5 min), which favours the naive increase: nothing waits."""
+
+    def __init__(
+        self, config: dict[str, Any], topic: str, group: str, work: list[float], checker: OrderChecker
+    ):
+        self.topic, self.work, self.checker = topic, work, checker
+        self.assigned: list[set[int]] = [set() for _ in work]
+        self._halt = threading.Event()
+        self._settings = {
+            **config,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.offset.store": False,
+            "auto.commit.interval.ms": 200,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+        self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(len(work))]
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self, i: int) -> None:
+        def on_assign(_c: Any, parts: list[Any]) -> None:
+            self.assigned[i] = {tp.partition for tp in parts}
+
+        consumer = Consumer({**self._settings, "client.id": f"plain-{i}"})
+        consumer.subscribe([self.topic], on_assign=on_assign)
+        try:
+            while not self._halt.is_set():
+                msg = consumer.poll(0.05)
+                if msg is None or msg.error():
+                    continue
+                time.sleep(self.work[i])
+                record = json.loads(msg.value())
+                self.checker.record(record["key"], record["seq"])
+                consumer.store_offsets(message=msg)
+        finally:
+            consumer.close()
+
+    def stop(self) -> None:
+        self._halt.set()
+        for thread in self._threads:
+            thread.join(60)
+
+
+def run_naive(
+    kafka_config: dict[str, Any],
+    make_topic: Any,
+    admin: Any,
+    original: int,
+    target: int,
+    work: tuple[float, float] = (0.005, 0.001),
+    burst: int = 600,
+    name: str = "order-naive",
+) -> dict[str, Any]:
+    """The naive increase under the same traffic: plain producer (Java default partitioner), plain
+    consumers, one CreatePartitions; no provider anywhere."""
+    topic = make_topic(name, partitions=original)
+    checker = OrderChecker()
+    fleet = PlainFleet(kafka_config, topic, f"{topic}-g", list(work), checker)
+    producer = KeyedProducer(kafka_config, topic, keys=200, rate=300.0, burst=burst, controlled=False)
+    producer.start()
+    try:
+        assert wait_until(lambda: all(fleet.assigned) and checker.processed > 50, 30), (
+            "consumers never started"
+        )
+        time.sleep(1.0)
+        admin.create_partitions([NewPartitions(topic, target)])[topic].result(30)
+        assert wait_until(lambda: len(set().union(*fleet.assigned)) == target, 30), fleet.assigned
+        time.sleep(2.0 + 4.0)  # as long as the provider's run and its after_switch
+    finally:
+        producer.stop()
+    try:
+        wait_until(lambda: checker.lost(producer) == 0, 60)
+        time.sleep(0.5)
+    finally:
+        fleet.stop()
+    last = producer.last()
+    return {
+        "topic": topic,
+        "written": producer.written,
+        "violations": len(checker.violations),
+        "keys_out_of_order": checker.keys_out_of_order,
+        "lost": checker.lost(producer),
+        "wrong_last": sum(1 for k, v in last.items() if checker.last.get(k) != v),
+        "assigned": fleet.assigned,
+    }
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize(("original", "target"), [(4, 8), (4, 6)])
+def test_the_naive_increase_reorders(
+    kafka_config: dict[str, Any], make_topic: Any, admin: Any, original: int, target: int
+) -> None:
+    """Issue 21, item 4: a plain CreatePartitions under the same keyed traffic reorders moved keys (and a
+    last-value sink ends wrong), while losing nothing: the failure the barrier exists for."""
+    out = run_naive(kafka_config, make_topic, admin, original, target)
+    print("naive", original, target, out)
+    assert out["lost"] == 0, out
+    assert out["violations"] > 0, out
+
+
+@pytest.mark.chaos
+def test_when_a_key_reorders(kafka_config: dict[str, Any], make_topic: Any, admin: Any) -> None:
+    """A moved key reorders only when its old partition has a backlog at the switch (in time: more than the
+    gap between two of the key's records) and its new partition's reader is not as far behind: with both
+    members keeping up (no backlog) nothing reorders, with the old partitions' reader behind it does."""
+    idle = run_naive(kafka_config, make_topic, admin, 4, 6, work=(0.001, 0.001), burst=0, name="when-idle")
+    ahead = run_naive(kafka_config, make_topic, admin, 4, 6, work=(0.006, 0.001), burst=600, name="when-lag")
+    for name, out in (("no backlog", idle), ("old partitions behind", ahead)):
+        print("when", name, out)
+        assert out["lost"] == 0, out
+    assert idle["violations"] == 0, idle
+    assert ahead["violations"] > 0, ahead
 
 
 @pytest.mark.parametrize(("original", "target"), [(4, 6)])
