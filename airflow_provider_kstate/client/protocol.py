@@ -52,8 +52,10 @@ group to be EMPTY (or STABLE on resume), acknowledgements only make the wait obs
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
 PROTOCOL_VERSION = 1
@@ -81,10 +83,27 @@ BARRIER_HOLD = "hold"
 BARRIER_OFF = "off"
 BARRIER_STATES = (BARRIER_PENDING, BARRIER_HOLD, BARRIER_OFF)
 
-#: ``key_order`` of an increase: hold post-switch records until the pre-switch ones are processed, or not.
-PRESERVE = "preserve"
-RELAX = "relax"
-KEY_ORDERS = (PRESERVE, RELAX)
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10: the same, by hand (members equal their values and print as them)
+
+    class StrEnum(str, Enum):
+        """A string enum: each member equals its value, so params, XCom and templates keep working."""
+
+        def __str__(self) -> str:
+            return str(self.value)
+
+
+class KeyOrder(StrEnum):
+    """``key_order`` of an increase: hold post-switch records until the pre-switch ones are processed, or not."""
+
+    PRESERVE = "preserve"
+    RELAX = "relax"
+
+
+PRESERVE = KeyOrder.PRESERVE
+RELAX = KeyOrder.RELAX
+KEY_ORDERS = tuple(KeyOrder)
 
 
 def now_ms() -> int:

@@ -30,6 +30,7 @@ from airflow_provider_kstate.client.protocol import (
     STATE_LAYOUT,
     Ack,
     Barrier,
+    KeyOrder,
     Layout,
     barrier_key,
     layout_key,
@@ -79,11 +80,11 @@ class KeyOrderPort(Protocol):
     def watch(self) -> ControlWatch: ...
 
 
-def check_key_order(value: str) -> str:
-    """Return ``value`` if it is a key order, else raise ``ValueError`` naming the choices."""
+def check_key_order(value: str) -> KeyOrder:
+    """Return ``value`` as a :class:`KeyOrder`, else raise ``ValueError`` naming the choices."""
     if value not in KEY_ORDERS:
-        raise ValueError(f"key_order must be one of {KEY_ORDERS}, got {value!r}")
-    return value
+        raise ValueError(f"key_order must be one of {', '.join(KEY_ORDERS)}, got {value!r}")
+    return KeyOrder(value)
 
 
 #: How a protected group goes through the switch, as the plan sees it (``GroupPlan.key_order``).

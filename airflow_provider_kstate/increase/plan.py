@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_kstate.client.protocol import StrEnum
 from airflow_provider_kstate.errors import (
     InternalTopicError,
     InvalidPartitionCountError,
@@ -52,11 +53,44 @@ INTERNAL_PREFIXES = ("__", "_confluent", "_kstate_")
 MEMBER_SAMPLE = 3
 FLAGS = ("pause", "seed", "wait")
 NO_FLAGS = {"pause": False, "seed": False, "wait": False}
+
+
+class GroupClass(StrEnum):
+    """What a group is to the run (the module's docstring says what each goes through)."""
+
+    ACTIVE = "active"
+    EMPTY = "empty"
+    SPARK = "spark"
+    EXCLUDED = "excluded"
+    ABSENT = "absent"
+    #: Refused unless excluded (or, for streams, acknowledged): :func:`_refuse_unsupported` says why.
+    SHARE = "share"
+    STREAMS = "streams"
+    UNKNOWN_TYPE = "unknown-type"
+    UNDESCRIBED = "undescribed"
+
+
+class PlanMode(StrEnum):
+    """An ``increase`` creates partitions; a ``repair`` (target equals the current count) only seeds gaps."""
+
+    INCREASE = "increase"
+    REPAIR = "repair"
+
+
 #: What each class of group goes through (the flags a plan stores only where they differ).
 CLASS_FLAGS = {
-    "active": {"pause": True, "seed": True, "wait": True},
-    "empty": {"pause": True, "seed": True, "wait": False},
+    GroupClass.ACTIVE: {"pause": True, "seed": True, "wait": True},
+    GroupClass.EMPTY: {"pause": True, "seed": True, "wait": False},
 }
+#: The classes the run cannot pause or seed (refused unless excluded).
+UNSUPPORTED = (GroupClass.SHARE, GroupClass.STREAMS, GroupClass.UNKNOWN_TYPE, GroupClass.UNDESCRIBED)
+
+
+def group_class(value: str) -> GroupClass:
+    """Return ``value`` as a :class:`GroupClass`, else raise :class:`InvalidPlanError` naming the choices."""
+    if value not in tuple(GroupClass):
+        raise InvalidPlanError(f"group class must be one of {', '.join(GroupClass)}, got {value!r}")
+    return GroupClass(value)
 
 
 def check_topic_name(topic: str) -> None:
@@ -71,7 +105,7 @@ def check_topic_name(topic: str) -> None:
 class GroupPlan:
     """What the run does to one group, and what the broker said of it at plan time."""
 
-    cls: str
+    cls: GroupClass
     state: str
     type: str = CLASSIC
     member_count: int = 0
@@ -89,9 +123,17 @@ class GroupPlan:
     key_order: str = ""
     key_order_reason: str = ""
 
+    def __post_init__(self) -> None:
+        # A class given as a plain string (a hand-built plan) becomes its member, or is refused.
+        object.__setattr__(self, "cls", group_class(self.cls))
+
     def to_dict(self) -> dict[str, Any]:
         """Return the compact XCom form; the flags follow from the class unless they differ."""
-        out: dict[str, Any] = {"class": self.cls, "state": self.state, "member_count": self.member_count}
+        out: dict[str, Any] = {
+            "class": str(self.cls),
+            "state": self.state,
+            "member_count": self.member_count,
+        }
         if self.members:
             out["members"] = list(self.members)
         if self.type != CLASSIC:
@@ -109,9 +151,10 @@ class GroupPlan:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GroupPlan:
         members = tuple(str(m) for m in data.get("members", ()))
-        defaults = CLASS_FLAGS.get(str(data["class"]), NO_FLAGS)
+        group = group_class(str(data["class"]))
+        defaults = CLASS_FLAGS.get(group, NO_FLAGS)
         return cls(
-            cls=str(data["class"]),
+            cls=group,
             state=str(data.get("state", "")),
             type=str(data.get("type", CLASSIC)),
             role=str(data.get("role", "")),
@@ -144,9 +187,9 @@ class Plan:
     report_uri: str = ""
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> PlanMode:
         """``increase`` when the run creates partitions, ``repair`` when it only seeds gaps."""
-        return "increase" if self.target_partitions > self.original_partitions else "repair"
+        return PlanMode.INCREASE if self.target_partitions > self.original_partitions else PlanMode.REPAIR
 
     @property
     def new_partitions(self) -> range:
@@ -169,7 +212,7 @@ class Plan:
         """Return the JSON-safe form stored in XCom and in the lease (no per-partition list)."""
         out = {k: v for k, v in asdict(self).items() if k != "groups"}
         out["groups"] = {g: entry.to_dict() for g, entry in self.groups.items()}
-        out["mode"] = self.mode
+        out["mode"] = self.mode.value
         return out
 
     @classmethod
@@ -222,7 +265,7 @@ def classify(
     members = tuple(f"{m.client_id}@{m.host}" for m in info.members)
     group_type = ((types or {}).get(info.group) or info.type or CLASSIC).upper()
     base = GroupPlan(
-        cls="",
+        cls=GroupClass.ABSENT,  # each path below sets the class
         state=info.state,
         type=group_type,
         member_count=len(members),
@@ -230,25 +273,25 @@ def classify(
         role=_role(info, group_type),
     )
     if info.group.startswith(spark_prefixes):
-        return replace(base, cls="spark")
+        return replace(base, cls=GroupClass.SPARK)
     unknown = info.group not in types if types is not None else info.state == DEAD
     if unknown and not info.members:
-        return replace(base, cls="absent")
+        return replace(base, cls=GroupClass.ABSENT)
     if info.state == DEAD and not info.members:
         # Listed, yet described DEAD: DescribeGroups below v6 describes a consumer-protocol (KIP-848) group
         # that way, members and all. Its members cannot be seen, so it cannot be paused safely.
-        return replace(base, cls="undescribed")
-    special = {SHARE: "share", UNKNOWN_TYPE: "unknown-type"}.get(group_type)
+        return replace(base, cls=GroupClass.UNDESCRIBED)
+    special = {SHARE: GroupClass.SHARE, UNKNOWN_TYPE: GroupClass.UNKNOWN_TYPE}.get(group_type)
     if special or base.role == "streams":
-        return replace(base, cls=special or "streams")
+        return replace(base, cls=special or GroupClass.STREAMS)
     return as_consumer_group(base, info)
 
 
 def as_consumer_group(base: GroupPlan, info: GroupInfo) -> GroupPlan:
     """Return ``base`` as a group the run pauses and seeds: ``empty`` without members, else ``active``."""
     if info.state == EMPTY and not info.members:
-        return replace(base, cls="empty", pause=True, seed=True, wait=False)
-    return replace(base, cls="active", pause=True, seed=True, wait=True)
+        return replace(base, cls=GroupClass.EMPTY, pause=True, seed=True, wait=False)
+    return replace(base, cls=GroupClass.ACTIVE, pause=True, seed=True, wait=True)
 
 
 def _role(info: GroupInfo, group_type: str) -> str:
@@ -312,10 +355,10 @@ def build_plan(
     _check_named(topic, named, discovered, plans, excluded, allow_unknown_groups)
     acknowledged = set(acknowledge_streams_groups) - excluded
     for g in acknowledged & set(plans):
-        if plans[g].cls == "streams":
+        if plans[g].cls == GroupClass.STREAMS:
             plans[g] = as_consumer_group(plans[g], infos[g])
     for g in excluded & set(plans):
-        plans[g] = replace(plans[g], cls="excluded", pause=False, seed=False, wait=False)
+        plans[g] = replace(plans[g], cls=GroupClass.EXCLUDED, pause=False, seed=False, wait=False)
     check_group_types(topic, target, current, plans)
     return Plan(
         topic=topic,
@@ -333,7 +376,7 @@ def check_group_types(topic: str, target: int, current: int, plans: dict[str, Gr
     problems = [
         _type_problem(topic, target, current, g, entry)
         for g, entry in plans.items()
-        if entry.cls in ("share", "streams", "unknown-type", "undescribed")
+        if entry.cls in UNSUPPORTED
     ]
     if problems:
         raise UnsupportedGroupTypeError(" ".join(problems) + " Nothing was changed.")
@@ -341,7 +384,7 @@ def check_group_types(topic: str, target: int, current: int, plans: dict[str, Gr
 
 def _type_problem(topic: str, target: int, current: int, group: str, entry: GroupPlan) -> str:
     new = ",".join(str(p) for p in range(current, target)) or "<new partitions>"
-    if entry.cls == "share":
+    if entry.cls == GroupClass.SHARE:
         return (
             f"Group {group!r} is a share group (KIP-932): its share.auto.offset.reset defaults to latest, so if "
             f"it reads {topic!r} it would skip what producers write to the new partitions before it reads "
@@ -352,7 +395,7 @@ def _type_problem(topic: str, target: int, current: int, group: str, entry: Grou
             f"--reset-offsets --group {group} --topic {topic}:{new} --to-earliest --execute . Then run "
             f"again with the group in exclude_groups."
         )
-    if entry.cls == "streams":
+    if entry.cls == GroupClass.STREAMS:
         return (
             f"Group {group!r} is a Kafka Streams application: when an input topic grows, Streams fails fast "
             f"if the topic is co-partitioned with another (a join) that keeps its count, and its state stores "
@@ -361,7 +404,7 @@ def _type_problem(topic: str, target: int, current: int, group: str, entry: Grou
             f"its owner, then acknowledge it with acknowledge_streams_groups=[{group!r}] (paused and seeded "
             f"like a consumer group), or leave it alone with exclude_groups."
         )
-    if entry.cls == "undescribed":
+    if entry.cls == GroupClass.UNDESCRIBED:
         return (
             f"Group {group!r} is listed by the broker but described DEAD with no members: a client whose "
             f"DescribeGroups is below v6 describes a consumer-protocol (KIP-848) group that way, so its members "
@@ -383,7 +426,7 @@ def _check_named(
     excluded: set[str],
     allow_unknown: bool,
 ) -> None:
-    unknown = [g for g in named if plans[g].cls == "absent" and g not in discovered]
+    unknown = [g for g in named if plans[g].cls == GroupClass.ABSENT and g not in discovered]
     if unknown and not allow_unknown:
         raise UnknownGroupError(
             f"consumer groups {unknown} are unknown to the cluster (no members, no offsets): likely a typo. "
@@ -398,7 +441,8 @@ def _check_named(
         for g in discovered
         if g not in named
         and g not in excluded
-        and plans[g].cls not in ("spark", "share", "unknown-type", "undescribed")
+        and plans[g].cls
+        not in (GroupClass.SPARK, GroupClass.SHARE, GroupClass.UNKNOWN_TYPE, GroupClass.UNDESCRIBED)
     ]
     if unprotected:
         raise UnprotectedGroupError(
@@ -421,7 +465,7 @@ def describe(plan: Plan) -> list[str]:
     what = (
         f"{plan.original_partitions} -> {plan.target_partitions} partitions, new partitions "
         f"{new.start}-{new.stop - 1} ({len(new):,})"
-        if plan.mode == "increase"
+        if plan.mode == PlanMode.INCREASE
         else f"stays at {plan.target_partitions} partitions: repair (seed every gap, create nothing)"
     )
     lines = [
@@ -431,7 +475,11 @@ def describe(plan: Plan) -> list[str]:
     ]
     for group, entry in plan.groups.items():
         steps = [s for s in FLAGS if getattr(entry, s)] or ["left alone"]
-        risk = " RISK ACCEPTED: excluded explicitly, not paused nor seeded" if entry.cls == "excluded" else ""
+        risk = (
+            " RISK ACCEPTED: excluded explicitly, not paused nor seeded"
+            if entry.cls == GroupClass.EXCLUDED
+            else ""
+        )
         kind = f"{entry.type.lower()}{' ' + entry.role if entry.role else ''} group"
         order = f"; key order: {entry.key_order} ({entry.key_order_reason})" if entry.key_order else ""
         lines.append(

@@ -11,9 +11,20 @@ from typing import Any
 from airflow.providers.standard.operators.branch import BaseBranchOperator
 from airflow.sdk import BaseOperator
 
+from airflow_provider_kstate.client.protocol import StrEnum
 from airflow_provider_kstate.exceptions import StateCheckFailed
 from airflow_provider_kstate.store.contract import failed_partitions
 from airflow_provider_kstate.store.fast_check import partial_scope
+from airflow_provider_kstate.utils.coerce import as_choice
+
+
+class RebuildMode(StrEnum):
+    """The ``rebuild`` param: rebuild a bad store (``auto``), fail the run instead (``never``), or always
+    rebuild (``force``)."""
+
+    AUTO = "auto"
+    NEVER = "never"
+    FORCE = "force"
 
 
 def rebuild_scope(fast: dict[str, Any], deep: dict[str, Any] | None, target: int | None = None) -> list[int]:
@@ -41,13 +52,14 @@ def verdict(
 
     :param target: the partition count to key the rebuild for (the ``partitions`` param), None: unchanged.
     """
+    rebuild = as_choice("rebuild", mode, RebuildMode)
     bad = not fast["ok"] or (deep is not None and not deep.get("ok"))
-    only = rebuild_scope(fast, deep, target) if mode == "auto" and bad else []
-    if mode == "force":
+    only = rebuild_scope(fast, deep, target) if rebuild == RebuildMode.AUTO and bad else []
+    if rebuild == RebuildMode.FORCE:
         return "rebuild", only
     if not bad:
         return "store_ok", only
-    return ("rebuild" if mode == "auto" else "store_bad"), only
+    return ("rebuild" if rebuild == RebuildMode.AUTO else "store_bad"), only
 
 
 class KStateChooseDeepCheckOperator(BaseBranchOperator):
@@ -92,7 +104,7 @@ class KStateStoreVerdictOperator(BaseBranchOperator):
         fast = ti.xcom_pull(task_ids=self.fast_check_task_id)
         deep = ti.xcom_pull(task_ids=self.deep_check_task_id)
         params = context["params"]
-        branch, only = verdict(fast, deep, params.get("rebuild", "auto"), params.get("partitions"))
+        branch, only = verdict(fast, deep, params.get("rebuild", RebuildMode.AUTO), params.get("partitions"))
         ti.xcom_push(key="only_partitions", value=",".join(str(p) for p in only))
         self.log.info(
             "DECIDE store %s -> %s (partitions %s)",

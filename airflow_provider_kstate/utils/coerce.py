@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
 
 from airflow_provider_kstate.exceptions import KStateConfigError
+
+E = TypeVar("E", bound=Enum)
+
+
+def as_choice(name: str, value: Any, choices: type[E]) -> E:
+    """Return ``value`` as a member of the string enum ``choices`` or raise KStateConfigError naming them."""
+    try:
+        return choices(str(value).strip())
+    except ValueError:
+        names = ", ".join(str(c.value) for c in choices)
+        raise KStateConfigError(f"{name} must be one of {names}, got {value!r}") from None
 
 
 def as_int(name: str, value: Any, minimum: int = 1) -> int:
