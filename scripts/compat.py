@@ -317,9 +317,29 @@ def write_results(cells: list[Cell], seconds: float, argv: list[str]) -> None:
         except (ValueError, AttributeError, TypeError):
             history = []
     finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    run = {"finished": finished, "argv": argv, "seconds": seconds, "cells": [c.result for c in cells]}
+    run = {
+        "finished": finished,
+        "commit": _commit(),
+        "argv": argv,
+        "seconds": seconds,
+        "cells": [c.result for c in cells],
+    }
     path.write_text(json.dumps({**run, "history": history}, indent=1) + "\n")
     print(f"wrote {path.relative_to(ROOT)}")
+
+
+def _commit() -> str:
+    """The checkout the cells ran (``+dirty`` with uncommitted changes: the cells install it editable)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "-uno"], cwd=ROOT, capture_output=True, text=True
+        )
+    except OSError:
+        return ""
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def _summary(run: dict[str, Any]) -> dict[str, Any]:
@@ -329,6 +349,7 @@ def _summary(run: dict[str, Any]) -> dict[str, Any]:
     ]
     return {
         "finished": run.get("finished"),
+        "commit": run.get("commit"),
         "argv": run.get("argv"),
         "seconds": run.get("seconds"),
         "cells": cells,
