@@ -22,8 +22,9 @@ Cells (virtualenvs under ``.kstate/compat/<cell>``, git-ignored, built with ``uv
 
 ``--pyspark VERSION`` runs the Airflow cells (as ``<cell>+pyspark-VERSION``, a virtualenv of their own) with
 that pyspark instead of the ``spark-local`` pin, by a uv override: ``pyspark==VERSION`` and
-``pyspark-client==VERSION`` when that release exists, else pyspark alone with pyspark-client overridden
-away (the two install the same ``pyspark/`` folder). A candidate for the ``spark-local`` pin is proven
+``pyspark-client==VERSION`` when that release exists, else ``pyspark[sql]`` alone with pyspark-client
+overridden away (the two install the same ``pyspark/`` folder; pandas and pyarrow, which pyspark-client
+requires, then come from the ``sql`` extra: ``mapInArrow`` needs pandas). A candidate for the ``spark-local`` pin is proven
 this way before ``setup.cfg`` moves.
 
 Prints a table (cell, versions, tests, seconds) and writes ``.kstate/compat/results.json`` (this run in
@@ -75,7 +76,7 @@ class Cell:
     :param name: the cell's name (its folder under ``.kstate/compat``).
     :param kind: ``airflow`` (the provider with Airflow) or ``spark`` (the Spark applications alone).
     :param pin: the requirement that makes the cell (a constraint for ``airflow``, installed for ``spark``).
-    :param extra: further requirements of a ``spark`` cell (what that Spark's runtimes ship).
+    :param extra: further requirements of the cell (a ``spark`` cell's: what that Spark's runtimes ship).
     :param overrides: uv overrides of an ``airflow`` cell (``--pyspark``).
     """
 
@@ -158,6 +159,7 @@ def build(cell: Cell, fresh: bool) -> None:
             "-c",
             str(constraint),
             *overrides,
+            *cell.extra,
             "-e",
             f"{ROOT}[spark-local,test,demo]",
             "-e",
@@ -286,7 +288,7 @@ def pyspark_overrides(version: str) -> tuple[str, ...]:
     if probe.returncode == 0:
         return (f"pyspark=={version}", f"pyspark-client=={version}")
     print(f"pyspark-client {version} is not published: the cell runs pyspark {version} alone", flush=True)
-    return (f"pyspark=={version}", "pyspark-client; python_version < '0'")
+    return (f"pyspark=={version}", "pyspark-client; python_version < '0'", f"pyspark[sql]=={version}")
 
 
 def select(names: list[str], pyspark: str | None) -> list[Cell]:
@@ -295,8 +297,13 @@ def select(names: list[str], pyspark: str | None) -> list[Cell]:
     if not pyspark:
         return cells
     overrides = pyspark_overrides(pyspark)
+    # Without pyspark-client, pandas and pyarrow (its requirements) come from pyspark's sql extra.
+    extra = tuple(r for r in overrides if "[" in r)
+    overrides = tuple(r for r in overrides if "[" not in r)
     return [
-        replace(c, name=f"{c.name}+pyspark-{pyspark}", overrides=overrides) if c.kind == "airflow" else c
+        replace(c, name=f"{c.name}+pyspark-{pyspark}", overrides=overrides, extra=extra)
+        if c.kind == "airflow"
+        else c
         for c in cells
     ]
 
