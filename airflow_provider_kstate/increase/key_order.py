@@ -49,6 +49,13 @@ if TYPE_CHECKING:
 DEFAULT_HOLD_TIMEOUT = 30.0
 #: Seconds to wait for the producers' ``held`` and the live members' ``barrier`` acknowledgements.
 DEFAULT_ACK_TIMEOUT = 10.0
+#: Seconds the pin (the layout in force) must have been published before the switch reads which producers
+#: acknowledged it: the producers to hold. Without it a window with no live group (15 ms from the pin to the
+#: switch, measured) read no producer, did not wait for their hold and took the barrier while one still
+#: wrote on the old layout: records past the barrier on old partitions. ControlledProducers look at the
+#: control topic every ``check_interval`` (0.2 s by default): one that looks less often than this may be
+#: missed.
+PIN_SETTLE = 2.0
 
 
 class ControlWatch(Protocol):
@@ -211,6 +218,7 @@ class KeyOrderSwitch:
 
     def _through_barrier(self, watch: ControlWatch, live: list[str], target: int) -> dict[str, Any]:
         groups = self._groups(watch, live)
+        self._settle(watch)
         producers = self._producers(watch)
         started = time.monotonic()
         hold = self.control.hold_producers(
@@ -264,6 +272,14 @@ class KeyOrderSwitch:
             if g in live and g not in acked
         }
         return Groups(held, [g for g in seeded if g not in acked and g not in relaxed], relaxed)
+
+    def _settle(self, watch: ControlWatch) -> None:
+        """Wait until the layout in force is :data:`PIN_SETTLE` seconds old (the producers acknowledged it)."""
+        layout = watch.state.get(layout_key(self.topic))
+        if isinstance(layout, Layout):
+            remaining = PIN_SETTLE - (now_ms() - layout.epoch) / 1000.0
+            if remaining > 0:
+                watch.wait(lambda: False, remaining)
 
     def _producers(self, watch: ControlWatch) -> set[str]:
         """The producers that acknowledged the layout now in force (the pin of this run): the ones to hold."""

@@ -18,6 +18,13 @@ its total is deleted). Each run
    (``partitioner=murmur2_random``, Kafka's Java placement) and commits the input offsets in the same
    transaction: exactly once, whatever fails in between.
 
+Across an increase of the input topic (issue 21) a batch must not span the producers' switch: an account
+that moved has its older events on its old partition and its newer ones on its new partition, and a
+per-partition reduction cannot order them (a CLOSE on one side, deposits on the other). While the
+key-order barrier of the input topic names the group and the group's committed offsets are below it, the
+batch ends at the barrier on every partition (new partitions: nothing); the next run, past it, reads the
+rest. Without a barrier (``key_order="relax"``, or no control topic) the batch is not cut.
+
 The store is the model airflow-provider-kstate checks: changelog key -> latest value, null deletes.
 No Airflow import: this runs under spark-submit.
 """
@@ -44,6 +51,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--changelog-topic", required=True)
     parser.add_argument("--group", required=True, help="consumer group keeping the input offsets")
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument(
+        "--control-topic", default="_kstate_control", help="the kstate control topic (key-order barrier)"
+    )
     return parser.parse_args(argv)
 
 
@@ -140,6 +150,39 @@ def committed(
     return consumer, starts
 
 
+def barrier_ends(
+    cfg: dict[str, Any],
+    control_topic: str,
+    topic: str,
+    group: str,
+    starts: dict[int, int],
+    ends: dict[int, int],
+) -> tuple[dict[int, int], int]:
+    """Cut the batch at the key-order barrier of ``topic`` while ``group`` has not passed it.
+
+    :return: the batch's end per partition, and the barrier's epoch when it cut the batch (else 0).
+    """
+    from confluent_kafka.admin import AdminClient
+
+    from airflow_provider_kstate.client.consumer import ControlTail, tail_config
+    from airflow_provider_kstate.client.protocol import Barrier, Release, barrier_key, release_key
+
+    if control_topic not in AdminClient(tail_config(cfg)).list_topics(timeout=30).topics:
+        return ends, 0
+    tail = ControlTail(cfg, control_topic)
+    try:
+        latest = dict(tail.catch_up())
+    finally:
+        tail.close()
+    barrier, release = latest.get(barrier_key(topic)), latest.get(release_key(topic, group))
+    if not isinstance(barrier, Barrier) or not barrier.applies(group):
+        return ends, 0
+    released = isinstance(release, Release) and release.epoch >= barrier.epoch
+    if released or all(starts[p] >= barrier.offset(p) for p in ends):
+        return ends, 0
+    return {p: min(end, max(starts[p], barrier.offset(p))) for p, end in ends.items()}, barrier.epoch
+
+
 def write_changelog(
     cfg: dict[str, Any],
     args: argparse.Namespace,
@@ -186,7 +229,15 @@ def run(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
     sc = spark.sparkContext
     bounds = offsets(cfg, args.input_topic)
     consumer, starts = committed(cfg, args.group, args.input_topic, bounds)
-    ranges = [(p, starts[p], hi) for p, (_lo, hi) in sorted(bounds.items()) if starts[p] < hi]
+    ends, barrier = barrier_ends(
+        cfg,
+        args.control_topic,
+        args.input_topic,
+        args.group,
+        starts,
+        {p: hi for p, (_lo, hi) in bounds.items()},
+    )
+    ranges = [(p, starts[p], ends[p]) for p in sorted(ends) if starts[p] < ends[p]]
     inp, timeout = args.input_topic, args.timeout
     changes_rdd = sc.parallelize(ranges, max(len(ranges), 1)).flatMap(
         lambda r: read_input(cfg, inp, r[0], r[1], r[2], timeout)
@@ -205,7 +256,6 @@ def run(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
     )
     current = dict(current_rdd.collect())
     totals = {k: apply(current.get(k), change) for k, change in changes.items()}
-    ends = {p: hi for p, (_lo, hi) in bounds.items()}
     if totals or any(starts[p] < ends[p] for p in ends):
         write_changelog(cfg, args, totals, consumer, ends)
     consumer.close()
@@ -220,6 +270,7 @@ def run(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
         "accounts_updated": sum(1 for v in totals.values() if v is not None),
         "accounts_closed": sum(1 for v in totals.values() if v is None),
         "input_offsets": {str(p): o for p, o in sorted(ends.items())},
+        "cut_at_barrier": barrier,  # the key-order barrier's epoch when it ended this batch, else 0
     }
 
 
