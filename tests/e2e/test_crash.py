@@ -13,7 +13,10 @@ committed offsets (in that order, so a sample is sound): never a member while th
 an existing partition; (b) after recovery every produced message was consumed. The time from the kill to
 recovery is printed.
 
-One boundary (``mid_seed``) runs in ``make test``; all eight are ``chaos`` (``make chaos``).
+One boundary (``mid_seed``) runs in ``make test``; all eight are ``chaos`` (``make chaos``). Also chaos: a kill
+at ``after_live_resume`` under a ControlledProducer's traffic (issue 21): the producers switch only after the
+recovery seeded the offline group, so nothing reaches the new partitions before (first records' CreateTime
+against the last time the offline group was seen without an offset there).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kstate_support import broker as embedded_broker
 from kstate_support.traffic import SeqProducer, wait_until
@@ -133,21 +136,21 @@ class ConsumerService:
             self.proc.wait(10)
 
 
-@pytest.fixture
-def scenario(
-    deployment: AirflowDeployment,
-    admin: AdminClient,
-    kafka_config: dict[str, Any],
-    bootstrap: str,
-    tmp_path: Path,
+@contextlib.contextmanager
+def _scenario(
+    admin: AdminClient, kafka_config: dict[str, Any], bootstrap: str, tmp_path: Path, controlled: bool
 ) -> Iterator[dict[str, Any]]:
-    """A topic under live traffic with one live and one offline group; torn down afterwards."""
+    """A topic under live traffic with one live and one offline group; torn down afterwards.
+
+    :param controlled: the producer is a ControlledProducer (it follows the layout signals) instead of a
+        plain one that writes to new partitions as soon as it sees them.
+    """
     tag = uuid.uuid4().hex[:8]
     topic, live, offline = f"kstate-crash-{tag}", f"kstate-crash-{tag}-live", f"kstate-crash-{tag}-offline"
     create_topic(admin, topic, ORIGINAL)
     commit_offsets(kafka_config, offline, {(topic, p): 0 for p in range(ORIGINAL)})
     service = ConsumerService(bootstrap, topic, live, tmp_path / "received")
-    producer = SeqProducer(kafka_config, topic, rate=100.0)
+    producer = SeqProducer(kafka_config, topic, rate=100.0, controlled=controlled)
     producer.start()
     watcher = SafetyWatcher(kafka_config, topic, live)
     state = {"topic": topic, "live": live, "offline": offline, "service": service, "producer": producer}
@@ -164,6 +167,32 @@ def scenario(
         watcher.stop()
         state["service"].stop()
         delete_topics(admin, [topic])
+
+
+@pytest.fixture
+def scenario(
+    deployment: AirflowDeployment,
+    admin: AdminClient,
+    kafka_config: dict[str, Any],
+    bootstrap: str,
+    tmp_path: Path,
+) -> Iterator[dict[str, Any]]:
+    """The scenario with a plain producer (the KAFKA-12261 way)."""
+    with _scenario(admin, kafka_config, bootstrap, tmp_path, controlled=False) as state:
+        yield state
+
+
+@pytest.fixture
+def controlled_scenario(
+    deployment: AirflowDeployment,
+    admin: AdminClient,
+    kafka_config: dict[str, Any],
+    bootstrap: str,
+    tmp_path: Path,
+) -> Iterator[dict[str, Any]]:
+    """The scenario with a ControlledProducer: it writes to new partitions only once the run switches it."""
+    with _scenario(admin, kafka_config, bootstrap, tmp_path, controlled=True) as state:
+        yield state
 
 
 def _killed_at(failpoint_file: Path, name: str, timeout: float) -> float | None:
@@ -322,3 +351,106 @@ def test_paused_consumer_restarted_in_window_stays_out(
         time.sleep(0.2)
     assert members and not any(members), f"the restarted consumer joined its paused group: {members}"
     _check_recovery("paused consumer restart", deployment, scenario, run_id, killed, admin)
+
+
+class SeedWatcher(threading.Thread):
+    """Sample, on the wall clock, whether ``group`` holds a committed offset on each of ``partitions``:
+    ``lacking`` is the time a sample last started and found one missing (the seed came after it)."""
+
+    def __init__(self, config: dict[str, Any], topic: str, group: str, partitions: range) -> None:
+        super().__init__(daemon=True)
+        self.admin: Any = AdminClient(config)
+        self.topic, self.group, self.partitions = topic, group, set(partitions)
+        self.lacking = 0.0
+        self.seeded = 0.0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set() and not self.seeded:
+            started = time.time()
+            try:
+                request = [ConsumerGroupTopicPartitions(self.group)]
+                result = self.admin.list_consumer_group_offsets(request)[self.group].result(timeout=5)
+            except Exception:  # noqa: BLE001 - a missed sample (broker busy) is fine
+                continue
+            have = {
+                tp.partition for tp in result.topic_partitions if tp.topic == self.topic and tp.offset >= 0
+            }
+            if self.partitions <= have:
+                self.seeded = time.time()
+            else:
+                self.lacking = started
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(15)
+        self.admin = None
+
+
+def first_timestamps(config: dict[str, Any], topic: str, partitions: range) -> dict[int, tuple[int, int]]:
+    """``{partition: (records, CreateTime ms of its first record)}`` of ``partitions`` (empty ones: (0, 0))."""
+    consumer = Consumer({**config, "group.id": f"kstate-crash-probe-{uuid.uuid4().hex[:6]}"})
+    out: dict[int, tuple[int, int]] = {}
+    try:
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high <= low:
+                out[p] = (0, 0)
+                continue
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)])
+            msg = None
+            deadline = time.monotonic() + 15
+            while (msg is None or msg.error()) and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+            assert msg is not None and not msg.error(), f"could not read partition {p} of {topic}"
+            out[p] = (high - low, msg.timestamp()[1])
+    finally:
+        consumer.close()
+    return out
+
+
+@pytest.mark.chaos
+def test_kill_after_live_resume_producers_wait_for_the_offline_seed(
+    deployment: AirflowDeployment,
+    controlled_scenario: dict[str, Any],
+    failpoint_file: Path,
+    admin: AdminClient,
+    kafka_config: dict[str, Any],
+) -> None:
+    """Issue 21, item 2: SIGKILL the window at ``after_live_resume`` (live group seeded and resumed, the
+    offline group not seeded yet, producers still on the old layout) under a ControlledProducer's traffic:
+    nothing is written to the new partitions before the recovery has seeded the offline group, 0 lost, the
+    recovery finishes."""
+    scenario = controlled_scenario
+    scenario["failpoint_file"] = failpoint_file
+    new = range(ORIGINAL, TARGET)
+    seeds = SeedWatcher(kafka_config, scenario["topic"], scenario["offline"], new)
+    seeds.start()
+    try:
+        run_id, killed = _trigger_armed(deployment, failpoint_file, scenario["topic"], "after_live_resume")
+        time.sleep(3.0)  # the gap the kill left: traffic goes on, the retry has not started yet
+        gap = first_timestamps(kafka_config, scenario["topic"], new)
+        _check_recovery(
+            "after_live_resume (controlled producer)", deployment, scenario, run_id, killed, admin
+        )
+    finally:
+        seeds.stop()
+    firsts = first_timestamps(kafka_config, scenario["topic"], new)
+    print(
+        f"offline group lacked an offset on {list(new)} at {seeds.lacking:.3f}, seeded by {seeds.seeded:.3f} "
+        f"({seeds.seeded - killed_wall(killed):.1f} s after the kill); in the gap the new partitions held "
+        f"{gap}; after the recovery {firsts}"
+    )
+    assert seeds.lacking and seeds.seeded, (
+        "the watcher never saw the offline group without, then with, offsets"
+    )
+    assert all(n == 0 for n, _ts in gap.values()), f"records on the new partitions in the gap: {gap}"
+    assert all(n > 0 for n, _ts in firsts.values()), f"the producers never switched: {firsts}"
+    early = {p: ts for p, (_n, ts) in firsts.items() if ts < seeds.lacking * 1000}
+    assert not early, f"written to new partitions before the offline group was seeded: {early}"
+
+
+def killed_wall(killed_monotonic: float) -> float:
+    """The wall-clock time of a ``time.monotonic()`` instant."""
+    return time.time() - (time.monotonic() - killed_monotonic)
