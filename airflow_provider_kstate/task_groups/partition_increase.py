@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator, TaskGroup, chain
 
 from airflow_provider_kstate.assets import topic_alias
-from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
-from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.operators.consumers import (
     KStatePauseConsumersOperator,
     KStateResumeConsumersOperator,
@@ -24,45 +21,44 @@ from airflow_provider_kstate.operators.verify import KStateVerifyOperator
 from airflow_provider_kstate.operators.window import KStatePauseWindowOperator
 from airflow_provider_kstate.sensors.groups import KStateGroupsEmptySensor, KStateGroupsStableSensor
 from airflow_provider_kstate.sensors.partitions import KStateNewPartitionsWrittenSensor
+from airflow_provider_kstate.task_groups.config import (
+    DEFAULT_RETRIES,
+    DEFAULT_RETRY_DELAY,
+    BrokerCheckConfig,
+    ConnectionConfig,
+    GroupsConfig,
+    IncreaseOptions,
+    KeyOrderConfig,
+    StepsConfig,
+    WaitConfig,
+)
 
-#: Retries of the steps: transient broker errors are retried; errors a retry cannot fix (bad input, a held
-#: lease, an unsafe resume) are ``AirflowFailException`` subclasses and fail at once.
-DEFAULT_RETRIES = 2
-#: Delay between two tries: a broker failover or a coordinator move settles within seconds.
-DEFAULT_RETRY_DELAY = timedelta(seconds=20)
+__all__ = [
+    "DEFAULT_RETRIES",
+    "DEFAULT_RETRY_DELAY",
+    "BrokerCheckConfig",
+    "ConnectionConfig",
+    "GroupsConfig",
+    "KeyOrderConfig",
+    "StepsConfig",
+    "WaitConfig",
+    "safe_partition_increase",
+]
 
 
 def safe_partition_increase(
     *,
     topic: str,
     partitions: int | str,
-    consumer_groups: list[str] | str | None = None,
-    exclude_groups: list[str] | str | None = None,
-    allow_unknown_groups: bool | str = False,
-    acknowledge_streams_groups: list[str] | str | None = None,
-    allow_broker_deviation: list[str] | str | None = None,
-    refresh_broker_check: bool | str = False,
     dry_run: bool | str = False,
     group_id: str = "safe_partition_increase",
-    kafka_config_id: str = "kafka_default",
-    control_topic: str = DEFAULT_CONTROL_TOPIC,
-    lease_topic: str = DEFAULT_LEASE_TOPIC,
-    lease_ttl: float = DEFAULT_LEASE_TTL,
-    report_uri: str = "",
-    report_conn_id: str | None = None,
-    retries: int = DEFAULT_RETRIES,
-    deferrable: bool = True,
-    poke_interval: float = 2.0,
-    empty_timeout: float = 600.0,
-    stable_timeout: float = 600.0,
-    wait_for_writes: bool = False,
-    writes_timeout: float = 600.0,
-    pause_consumers: BaseOperator | None = None,
-    resume_consumers: BaseOperator | None = None,
-    scale_producers: BaseOperator | None = None,
-    single_window: bool | None = None,
-    key_order: str = "preserve",
-    barrier_timeout: float = 300.0,
+    connection: ConnectionConfig | None = None,
+    groups: GroupsConfig | None = None,
+    broker_check: BrokerCheckConfig | None = None,
+    waits: WaitConfig | None = None,
+    ordering: KeyOrderConfig | None = None,
+    steps: StepsConfig | None = None,
+    **flat: Any,
 ) -> TaskGroup:
     """Build the task group: check the broker, plan, pause, wait EMPTY, increase, seed, scale, resume, wait
     STABLE, verify.
@@ -85,156 +81,166 @@ def safe_partition_increase(
 
     :param topic: the topic to grow (templated).
     :param partitions: the target partition count (templated).
-    :param consumer_groups: groups to protect; empty means every group at risk (templated). Discovery
-        always runs: a group at risk that is not named fails the plan.
-    :param exclude_groups: groups at risk to leave alone, a risk accepted explicitly (templated).
-    :param allow_unknown_groups: accept named groups the cluster does not know (templated).
-    :param acknowledge_streams_groups: Kafka Streams applications the run may pause and seed (templated).
-    :param allow_broker_deviation: broken broker promises to accept by name, logged as RISK ACCEPTED
-        (templated).
-    :param refresh_broker_check: re-run the broker's behavioural checks now, not from the cache (templated).
     :param dry_run: stop after the plan (templated).
     :param group_id: the task group's id.
-    :param kafka_config_id: the Airflow connection id (``kafka`` type).
-    :param control_topic: the control topic of services that use the client piece.
-    :param lease_topic: the topic that holds per-topic leases.
-    :param lease_ttl: seconds the topic's lease lives without renewal (running steps renew it).
-    :param report_uri: where the per-group, per-partition seed and verify reports go (a local folder or an
-        ``ObjectStoragePath`` URI such as ``s3://bucket/kstate``); empty: ``$AIRFLOW_HOME/kstate-reports``.
-    :param report_conn_id: the connection whose credentials reach ``report_uri``.
-    :param retries: retries of each step for transient errors.
-    :param deferrable: run the sensors in the triggerer. Default True whatever Airflow's ``[operators]
-        default_deferrable`` says (the sensors used alone follow it): the waits last up to the timeouts, and a
-        deferred wait holds no worker slot while consumers are paused. Pass False where no triggerer runs.
-    :param poke_interval: seconds between sensor checks.
-    :param empty_timeout: seconds to wait for the groups to become EMPTY.
-    :param stable_timeout: seconds to wait for the groups to come back STABLE.
-    :param wait_for_writes: after the scale signal, wait until producers write to every new partition.
-    :param writes_timeout: seconds to wait for those writes.
-    :param pause_consumers: your own task in place of the built-in pause signal (e.g. a scale-down).
-    :param resume_consumers: your own task in place of the built-in resume signal (it must run only after
-        seeding, which its place in the chain guarantees).
-    :param scale_producers: your own task in place of the built-in layout signal.
-    :param key_order: ``preserve`` (default): producers switch through the key-order barrier, so every
-        key's records are processed in the order they were written by groups whose consumers use the client
-        piece (others are relaxed: named in the plan, with the reason, and in the log); ``relax``: they
-        switch at once (templated).
-    :param barrier_timeout: seconds ``verify`` waits for each live group to pass the key-order barrier.
-    :param single_window: run pause .. resume as one task (:class:`KStatePauseWindowOperator`): the same
-        steps without the scheduler's latency between them, for the shortest consumer downtime. Needs the
-        built-in pause, resume and scale signals. Default (None): one window unless custom tasks or
-        ``wait_for_writes`` are given; False: one task per step.
+    :param connection: where the run talks to and writes to (:class:`ConnectionConfig`).
+    :param groups: which consumer groups the run protects (:class:`GroupsConfig`).
+    :param broker_check: the broker doctor that runs first (:class:`BrokerCheckConfig`).
+    :param waits: how the run waits for the groups and the producers (:class:`WaitConfig`).
+    :param ordering: per-key order at the producers' switch (:class:`KeyOrderConfig`).
+    :param steps: the layout of the steps and your own tasks in their place (:class:`StepsConfig`).
+    :param flat: any field of those config objects as a flat keyword argument (``kafka_config_id=...``,
+        ``consumer_groups=...``, ``key_order=...``, ``single_window=...``), overriding the object's field.
     """
-    custom = bool(pause_consumers or resume_consumers or scale_producers or wait_for_writes)
-    if single_window and custom:
-        raise ValueError(
-            "single_window=True runs the built-in pause, scale and resume signals: drop the custom tasks"
-            " and wait_for_writes, or pass single_window=False"
-        )
-    if single_window is None:
-        single_window = not custom
-    common: dict[str, Any] = {
-        "kafka_config_id": kafka_config_id,
-        "control_topic": control_topic,
-        "lease_topic": lease_topic,
-        "lease_ttl": lease_ttl,
-        "retries": retries,
-        "retry_delay": DEFAULT_RETRY_DELAY,
-    }
-    stepping = {**common, "report_conn_id": report_conn_id}
-    sensing: dict[str, Any] = {
-        "retries": retries,
-        "retry_delay": DEFAULT_RETRY_DELAY,
-        "kafka_config_id": kafka_config_id,
-        "deferrable": deferrable,
-        "poke_interval": poke_interval,
-    }
+    options = IncreaseOptions.build(
+        flat,
+        connection=connection,
+        groups=groups,
+        broker_check=broker_check,
+        waits=waits,
+        ordering=ordering,
+        steps=steps,
+    )
+    single_window = options.single_window()
     with TaskGroup(group_id=group_id, tooltip="Safe Kafka partition increase (KAFKA-12261)") as group:
-        doctor = KStateBrokerDoctorOperator(
-            task_id="check_broker",
-            needs="increase",
-            allow_broker_deviation=allow_broker_deviation,
-            refresh=refresh_broker_check,
-            kafka_config_id=kafka_config_id,
-            retries=retries,
-            retry_delay=DEFAULT_RETRY_DELAY,
-        )
-        plan = KStatePlanOperator(
-            task_id="plan",
-            topic=topic,
-            partitions=partitions,
-            consumer_groups=consumer_groups,
-            exclude_groups=exclude_groups,
-            allow_unknown_groups=allow_unknown_groups,
-            acknowledge_streams_groups=acknowledge_streams_groups,
-            allow_broker_deviation=allow_broker_deviation,
-            key_order=key_order,
-            dry_run=dry_run,
-            report_uri=report_uri,
-            **common,
-        )
+        doctor = _check_broker(options)
+        plan = _plan(options, topic=topic, partitions=partitions, dry_run=dry_run)
         gate = KStateDryRunGateOperator(task_id="stop_if_dry_run", plan=plan.output)
-        if single_window:
-            window = KStatePauseWindowOperator(
-                task_id="pause_window",
-                plan=plan.output,
-                empty_timeout=empty_timeout,
-                key_order=key_order,
-                **stepping,
-            )
-            steps: list[BaseOperator] = [window]
-            seed_report = window.output
-        else:
-            steps = [
-                pause_consumers
-                or KStatePauseConsumersOperator(
-                    task_id="pause_consumers", plan=plan.output, key_order=key_order, **common
-                ),
-                KStateGroupsEmptySensor(
-                    task_id="wait_groups_empty", plan=plan.output, timeout=empty_timeout, **sensing
-                ),
-                KStateIncreasePartitionsOperator(task_id="increase_partitions", plan=plan.output, **common),
-            ]
-            seed = KStateSeedOffsetsOperator(task_id="seed_offsets", plan=plan.output, **stepping)
-            scale = scale_producers or KStateScaleProducersOperator(
-                task_id="scale_producers", plan=plan.output, key_order=key_order, **common
-            )
-            steps += [seed, scale]
-            if wait_for_writes and scale_producers is None:
-                steps.append(
-                    KStateNewPartitionsWrittenSensor(
-                        task_id="wait_new_partitions_written",
-                        plan=plan.output,
-                        baseline=scale.output,
-                        timeout=writes_timeout,
-                        **sensing,
-                    )
-                )
-            steps.append(
-                resume_consumers
-                or KStateResumeConsumersOperator(task_id="resume_consumers", plan=plan.output, **common)
-            )
-            seed_report = seed.output
-        steps += [
+        middle, seed_report = _window(options, plan) if single_window else _per_step(options, plan)
+        tail = [
             KStateGroupsStableSensor(
-                task_id="wait_groups_stable", plan=plan.output, timeout=stable_timeout, **sensing
+                task_id="wait_groups_stable",
+                plan=plan.output,
+                timeout=options.waits.stable_timeout,
+                **_sensing(options),
             ),
             KStateVerifyOperator(
                 task_id="verify",
                 plan=plan.output,
                 seed_report=seed_report,
-                key_order=key_order,
-                barrier_timeout=barrier_timeout,
+                key_order=options.ordering.key_order,
+                barrier_timeout=options.ordering.barrier_timeout,
                 outlets=[topic_alias()],  # resolves to kafka://<server>/<topic> once the topic grew
-                **stepping,
+                **_stepping(options),
             ),
         ]
         guard = KStateFailureGuardOperator(
-            task_id="failure_guard", plan_task_id=plan.task_id, **{**common, "retries": 0}
+            task_id="failure_guard", plan_task_id=plan.task_id, **{**_common(options), "retries": 0}
         )
-        chain(doctor, plan, gate, *steps)
+        chain(doctor, plan, gate, *middle, *tail)
         # verify stays a leaf beside the guard, so a failure anywhere fails the run; by verify's turn
         # consumers are resumed and seeded, so a failing verify has nothing left for the guard to decide.
-        for step in steps[:-1]:
+        for step in [*middle, tail[0]]:
             step >> guard
     return group
+
+
+def _common(options: IncreaseOptions) -> dict[str, Any]:
+    """The arguments of every step that takes the lease."""
+    connection = options.connection
+    return {
+        "kafka_config_id": connection.kafka_config_id,
+        "control_topic": connection.control_topic,
+        "lease_topic": connection.lease_topic,
+        "lease_ttl": connection.lease_ttl,
+        "retries": options.steps.retries,
+        "retry_delay": DEFAULT_RETRY_DELAY,
+    }
+
+
+def _stepping(options: IncreaseOptions) -> dict[str, Any]:
+    """The arguments of the steps that write a report."""
+    return {**_common(options), "report_conn_id": options.connection.report_conn_id}
+
+
+def _sensing(options: IncreaseOptions) -> dict[str, Any]:
+    """The arguments of the sensors."""
+    return {
+        "retries": options.steps.retries,
+        "retry_delay": DEFAULT_RETRY_DELAY,
+        "kafka_config_id": options.connection.kafka_config_id,
+        "deferrable": options.waits.deferrable,
+        "poke_interval": options.waits.poke_interval,
+    }
+
+
+def _check_broker(options: IncreaseOptions) -> BaseOperator:
+    return KStateBrokerDoctorOperator(
+        task_id="check_broker",
+        needs="increase",
+        allow_broker_deviation=options.broker_check.allow_broker_deviation,
+        refresh=options.broker_check.refresh_broker_check,
+        kafka_config_id=options.connection.kafka_config_id,
+        retries=options.steps.retries,
+        retry_delay=DEFAULT_RETRY_DELAY,
+    )
+
+
+def _plan(
+    options: IncreaseOptions, *, topic: str, partitions: int | str, dry_run: bool | str
+) -> BaseOperator:
+    groups = options.groups
+    return KStatePlanOperator(
+        task_id="plan",
+        topic=topic,
+        partitions=partitions,
+        consumer_groups=groups.consumer_groups,
+        exclude_groups=groups.exclude_groups,
+        allow_unknown_groups=groups.allow_unknown_groups,
+        acknowledge_streams_groups=groups.acknowledge_streams_groups,
+        allow_broker_deviation=options.broker_check.allow_broker_deviation,
+        key_order=options.ordering.key_order,
+        dry_run=dry_run,
+        report_uri=options.connection.report_uri,
+        **_common(options),
+    )
+
+
+def _window(options: IncreaseOptions, plan: BaseOperator) -> tuple[list[BaseOperator], Any]:
+    """Pause .. resume as one task; returns the steps and the seed report's XCom."""
+    window = KStatePauseWindowOperator(
+        task_id="pause_window",
+        plan=plan.output,
+        empty_timeout=options.waits.empty_timeout,
+        key_order=options.ordering.key_order,
+        **_stepping(options),
+    )
+    return [window], window.output
+
+
+def _per_step(options: IncreaseOptions, plan: BaseOperator) -> tuple[list[BaseOperator], Any]:
+    """Pause .. resume one task per step (your own tasks in place of the built-in signals)."""
+    common, custom, key_order = _common(options), options.steps, options.ordering.key_order
+    steps: list[BaseOperator] = [
+        custom.pause_consumers
+        or KStatePauseConsumersOperator(
+            task_id="pause_consumers", plan=plan.output, key_order=key_order, **common
+        ),
+        KStateGroupsEmptySensor(
+            task_id="wait_groups_empty",
+            plan=plan.output,
+            timeout=options.waits.empty_timeout,
+            **_sensing(options),
+        ),
+        KStateIncreasePartitionsOperator(task_id="increase_partitions", plan=plan.output, **common),
+    ]
+    seed = KStateSeedOffsetsOperator(task_id="seed_offsets", plan=plan.output, **_stepping(options))
+    scale = custom.scale_producers or KStateScaleProducersOperator(
+        task_id="scale_producers", plan=plan.output, key_order=key_order, **common
+    )
+    steps += [seed, scale]
+    if options.waits.wait_for_writes and custom.scale_producers is None:
+        steps.append(
+            KStateNewPartitionsWrittenSensor(
+                task_id="wait_new_partitions_written",
+                plan=plan.output,
+                baseline=scale.output,
+                timeout=options.waits.writes_timeout,
+                **_sensing(options),
+            )
+        )
+    steps.append(
+        custom.resume_consumers
+        or KStateResumeConsumersOperator(task_id="resume_consumers", plan=plan.output, **common)
+    )
+    return steps, seed.output

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 import pytest
 
 
@@ -44,3 +47,104 @@ def test_single_window_is_the_default_only_with_the_built_in_signals() -> None:
         assert "custom.pause_window" not in custom.children and "custom.seed_offsets" in custom.children
         with pytest.raises(ValueError, match="single_window=False"):
             safe_partition_increase(topic="t", partitions=3, wait_for_writes=True, single_window=True)
+
+
+def _shape(group: Any) -> dict[str, Any]:
+    """Every task of ``group``: its class, its neighbours and every argument it stored (plain values)."""
+    plain = (str, int, float, bool, type(None), list, tuple, dict, timedelta)
+
+    def local(ids: set[str]) -> list[str]:
+        return sorted(i.removeprefix(f"{group.group_id}.") for i in ids)
+
+    def own(value: Any) -> Any:  # a task id of the group (the guard's plan_task_id) without the group's id
+        return value.removeprefix(f"{group.group_id}.") if isinstance(value, str) else value
+
+    return {
+        task_id.split(".", 1)[1]: (
+            type(task).__name__,
+            local(task.upstream_task_ids),
+            local(task.downstream_task_ids),
+            {
+                k: own(v)
+                for k, v in vars(task).items()
+                if k[0] != "_" and k != "task_id" and isinstance(v, plain)
+            },
+        )
+        for task_id, task in group.children.items()
+    }
+
+
+def test_config_objects_and_flat_arguments_build_the_same_task_group() -> None:
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import DAG
+
+    from airflow_provider_kstate.task_groups.partition_increase import (
+        BrokerCheckConfig,
+        ConnectionConfig,
+        GroupsConfig,
+        KeyOrderConfig,
+        StepsConfig,
+        WaitConfig,
+        safe_partition_increase,
+    )
+
+    flat: dict[str, Any] = {
+        "kafka_config_id": "kafka_prod",
+        "control_topic": "_ctl",
+        "lease_topic": "_leases",
+        "lease_ttl": 99.0,
+        "report_uri": "s3://bucket/kstate",
+        "report_conn_id": "aws",
+        "consumer_groups": ["billing"],
+        "exclude_groups": "audit",
+        "allow_unknown_groups": True,
+        "acknowledge_streams_groups": ["enricher"],
+        "allow_broker_deviation": ["read_committed"],
+        "refresh_broker_check": True,
+        "deferrable": False,
+        "poke_interval": 5.0,
+        "empty_timeout": 60.0,
+        "stable_timeout": 70.0,
+        "wait_for_writes": True,
+        "writes_timeout": 80.0,
+        "key_order": "relax",
+        "barrier_timeout": 30.0,
+        "single_window": False,
+        "retries": 4,
+    }
+    with DAG("unit_configs", schedule=None):
+        resume = EmptyOperator(task_id="resume_by_hand")
+        by_flat = safe_partition_increase(
+            topic="t", partitions=3, group_id="flat", resume_consumers=resume, **flat
+        )
+        by_config = safe_partition_increase(
+            topic="t",
+            partitions=3,
+            group_id="config",
+            connection=ConnectionConfig("kafka_prod", "_ctl", "_leases", 99.0, "s3://bucket/kstate", "aws"),
+            groups=GroupsConfig(["billing"], "audit", True, ["enricher"]),
+            broker_check=BrokerCheckConfig(["read_committed"], True),
+            waits=WaitConfig(False, 5.0, 60.0, 70.0, True, 80.0),
+            ordering=KeyOrderConfig("relax", 30.0),
+            steps=StepsConfig(False, 4, resume_consumers=resume),
+        )
+        # a flat argument overrides the field of the config object given beside it
+        mixed = safe_partition_increase(
+            topic="t",
+            partitions=3,
+            group_id="mixed",
+            connection=ConnectionConfig(kafka_config_id="kafka_other", lease_ttl=99.0),
+            kafka_config_id="kafka_prod",
+        )
+        default = safe_partition_increase(
+            topic="t", partitions=3, group_id="default", kafka_config_id="kafka_prod", lease_ttl=99.0
+        )
+    shape = _shape(by_flat)
+    assert shape == _shape(by_config)
+    assert len(shape) == 12 and "wait_new_partitions_written" in shape
+    assert shape["plan"][3]["kafka_config_id"] == "kafka_prod" and shape["verify"][3]["key_order"] == "relax"
+    assert shape["wait_groups_stable"][3]["timeout"] == 70.0 and shape["plan"][3]["retries"] == 4
+    assert _shape(mixed) == _shape(default) != _shape(by_flat)
+    assert _shape(mixed)["plan"][3]["kafka_config_id"] == "kafka_prod"
+    with DAG("unit_configs_typo", schedule=None), pytest.raises(TypeError, match="'kafka_conn_id'"):
+        safe_partition_increase(topic="t", partitions=3, kafka_conn_id="kafka_prod")

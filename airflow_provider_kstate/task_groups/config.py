@@ -1,0 +1,184 @@
+"""The options of :func:`~airflow_provider_kstate.task_groups.partition_increase.safe_partition_increase`,
+grouped into a few typed, frozen config objects (as astronomer-cosmos groups its ``ProjectConfig``,
+``ProfileConfig`` and ``ExecutionConfig``).
+
+Every field is also a flat keyword argument of the factory (``kafka_config_id="kafka_prod"`` is
+``connection=ConnectionConfig(kafka_config_id="kafka_prod")``); a flat argument overrides the same field of
+a config object given beside it. Fields marked *templated* accept Jinja (``"{{ params.x }}"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC, KeyOrder
+from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
+
+if TYPE_CHECKING:
+    from airflow.sdk import BaseOperator
+
+#: Retries of the steps: transient broker errors are retried; errors a retry cannot fix (bad input, a held
+#: lease, an unsafe resume) are ``AirflowFailException`` subclasses and fail at once.
+DEFAULT_RETRIES = 2
+#: Delay between two tries: a broker failover or a coordinator move settles within seconds.
+DEFAULT_RETRY_DELAY = timedelta(seconds=20)
+
+
+@dataclass(frozen=True)
+class ConnectionConfig:
+    """Where the run talks to and writes to.
+
+    :param kafka_config_id: the Airflow connection id (``kafka`` type).
+    :param control_topic: the control topic of services that use the client piece.
+    :param lease_topic: the topic that holds per-topic leases.
+    :param lease_ttl: seconds the topic's lease lives without renewal (running steps renew it).
+    :param report_uri: where the per-group, per-partition seed and verify reports go (a local folder or an
+        ``ObjectStoragePath`` URI such as ``s3://bucket/kstate``); empty: ``$AIRFLOW_HOME/kstate-reports``.
+    :param report_conn_id: the connection whose credentials reach ``report_uri``.
+    """
+
+    kafka_config_id: str = DEFAULT_CONN_ID
+    control_topic: str = DEFAULT_CONTROL_TOPIC
+    lease_topic: str = DEFAULT_LEASE_TOPIC
+    lease_ttl: float = DEFAULT_LEASE_TTL
+    report_uri: str = ""
+    report_conn_id: str | None = None
+
+
+@dataclass(frozen=True)
+class GroupsConfig:
+    """Which consumer groups the run protects, and the risks accepted explicitly (all templated).
+
+    :param consumer_groups: groups to protect; empty means every group at risk. Discovery always runs: a
+        group at risk that is not named fails the plan.
+    :param exclude_groups: groups at risk to leave alone, a risk accepted explicitly.
+    :param allow_unknown_groups: accept named groups the cluster does not know.
+    :param acknowledge_streams_groups: Kafka Streams applications the run may pause and seed.
+    """
+
+    consumer_groups: list[str] | str | None = None
+    exclude_groups: list[str] | str | None = None
+    allow_unknown_groups: bool | str = False
+    acknowledge_streams_groups: list[str] | str | None = None
+
+
+@dataclass(frozen=True)
+class BrokerCheckConfig:
+    """The broker doctor that runs first (``check_broker``; templated).
+
+    :param allow_broker_deviation: broken broker promises to accept by name, logged as RISK ACCEPTED.
+    :param refresh_broker_check: re-run the broker's behavioural checks now, not from the cache.
+    """
+
+    allow_broker_deviation: list[str] | str | None = None
+    refresh_broker_check: bool | str = False
+
+
+@dataclass(frozen=True)
+class WaitConfig:
+    """How the run waits for the groups and the producers.
+
+    :param deferrable: run the sensors in the triggerer. Default True whatever Airflow's ``[operators]
+        default_deferrable`` says (the sensors used alone follow it): the waits last up to the timeouts, and a
+        deferred wait holds no worker slot while consumers are paused. Pass False where no triggerer runs.
+    :param poke_interval: seconds between sensor checks.
+    :param empty_timeout: seconds to wait for the groups to become EMPTY.
+    :param stable_timeout: seconds to wait for the groups to come back STABLE.
+    :param wait_for_writes: after the scale signal, wait until producers write to every new partition.
+    :param writes_timeout: seconds to wait for those writes.
+    """
+
+    deferrable: bool = True
+    poke_interval: float = 2.0
+    empty_timeout: float = 600.0
+    stable_timeout: float = 600.0
+    wait_for_writes: bool = False
+    writes_timeout: float = 600.0
+
+
+@dataclass(frozen=True)
+class KeyOrderConfig:
+    """Per-key order at the producers' switch.
+
+    :param key_order: ``preserve`` (default): producers switch through the key-order barrier, so every
+        key's records are processed in the order they were written by groups whose consumers use the client
+        piece (others are relaxed: named in the plan, with the reason, and in the log); ``relax``: they
+        switch at once (templated).
+    :param barrier_timeout: seconds ``verify`` waits for each live group to pass the key-order barrier.
+    """
+
+    key_order: KeyOrder | str = KeyOrder.PRESERVE
+    barrier_timeout: float = 300.0
+
+
+@dataclass(frozen=True)
+class StepsConfig:
+    """How the steps are laid out, and your own tasks in place of the built-in signals.
+
+    :param single_window: run pause .. resume as one task (:class:`KStatePauseWindowOperator`): the same
+        steps without the scheduler's latency between them, for the shortest consumer downtime. Needs the
+        built-in pause, resume and scale signals. Default (None): one window unless custom tasks or
+        ``wait_for_writes`` are given; False: one task per step.
+    :param retries: retries of each step for transient errors.
+    :param pause_consumers: your own task in place of the built-in pause signal (e.g. a scale-down).
+    :param resume_consumers: your own task in place of the built-in resume signal (it must run only after
+        seeding, which its place in the chain guarantees).
+    :param scale_producers: your own task in place of the built-in layout signal.
+    """
+
+    single_window: bool | None = None
+    retries: int = DEFAULT_RETRIES
+    pause_consumers: BaseOperator | None = None
+    resume_consumers: BaseOperator | None = None
+    scale_producers: BaseOperator | None = None
+
+    @property
+    def custom(self) -> bool:
+        """Whether any built-in signal is replaced by your own task."""
+        return bool(self.pause_consumers or self.resume_consumers or self.scale_producers)
+
+
+@dataclass(frozen=True)
+class IncreaseOptions:
+    """Every option of the factory, one config object per concern."""
+
+    connection: ConnectionConfig = ConnectionConfig()
+    groups: GroupsConfig = GroupsConfig()
+    broker_check: BrokerCheckConfig = BrokerCheckConfig()
+    waits: WaitConfig = WaitConfig()
+    ordering: KeyOrderConfig = KeyOrderConfig()
+    steps: StepsConfig = StepsConfig()
+
+    @classmethod
+    def build(cls, flat: dict[str, Any], **configs: Any) -> IncreaseOptions:
+        """Return the options of the config objects given (None: defaults), each flat keyword argument set
+        on the config that holds its field; an unknown one is a ``TypeError`` naming it."""
+        options = cls(**{name: config for name, config in configs.items() if config is not None})
+        by_config: dict[str, dict[str, Any]] = {}
+        for key, value in flat.items():
+            if key not in FLAT:
+                raise TypeError(f"safe_partition_increase() got an unexpected keyword argument {key!r}")
+            by_config.setdefault(FLAT[key], {})[key] = value
+        return replace(
+            options, **{name: replace(getattr(options, name), **kw) for name, kw in by_config.items()}
+        )
+
+    def single_window(self) -> bool:
+        """Whether pause .. resume runs as one task; raises ``ValueError`` when asked with custom tasks."""
+        custom = self.steps.custom or self.waits.wait_for_writes
+        if self.steps.single_window and custom:
+            raise ValueError(
+                "single_window=True runs the built-in pause, scale and resume signals: drop the custom tasks"
+                " and wait_for_writes, or pass single_window=False"
+            )
+        return not custom if self.steps.single_window is None else self.steps.single_window
+
+
+#: ``{flat keyword argument: the IncreaseOptions field whose config holds it}``.
+FLAT = {
+    f.name: config.name
+    for config in fields(IncreaseOptions)
+    for f in fields(config.default)  # type: ignore[arg-type]
+}
