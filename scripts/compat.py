@@ -288,7 +288,8 @@ def pyspark_overrides(version: str) -> tuple[str, ...]:
     if probe.returncode == 0:
         return (f"pyspark=={version}", f"pyspark-client=={version}")
     print(f"pyspark-client {version} is not published: the cell runs pyspark {version} alone", flush=True)
-    return (f"pyspark=={version}", "pyspark-client; python_version < '0'", f"pyspark[sql]=={version}")
+    # An override replaces every requirement of its name: the extra must be in the override itself.
+    return (f"pyspark[sql]=={version}", "pyspark-client; python_version < '0'")
 
 
 def select(names: list[str], pyspark: str | None) -> list[Cell]:
@@ -297,13 +298,8 @@ def select(names: list[str], pyspark: str | None) -> list[Cell]:
     if not pyspark:
         return cells
     overrides = pyspark_overrides(pyspark)
-    # Without pyspark-client, pandas and pyarrow (its requirements) come from pyspark's sql extra.
-    extra = tuple(r for r in overrides if "[" in r)
-    overrides = tuple(r for r in overrides if "[" not in r)
     return [
-        replace(c, name=f"{c.name}+pyspark-{pyspark}", overrides=overrides, extra=extra)
-        if c.kind == "airflow"
-        else c
+        replace(c, name=f"{c.name}+pyspark-{pyspark}", overrides=overrides) if c.kind == "airflow" else c
         for c in cells
     ]
 
