@@ -1,24 +1,14 @@
-"""A per-topic lease kept in Kafka, so two runs on one topic never interleave (across DAGs and workers).
+"""The lease log's transport: append lease records to a one-partition topic and read them back.
 
-The lease log is a one-partition topic (default ``_kstate_leases``, ``cleanup.policy=delete``, broker-assigned
-``LogAppendTime``). A run appends ``acquire``/``release`` records keyed by the topic and then replays the
-log up to its own record: the log's order decides, so every reader reaches the same verdict without a
-compare-and-set. Replaying, an ``acquire`` takes the lease when it is free, expired (at that record's
-broker timestamp) or already held by the same owner (a retry renews it); a ``release`` by the holder frees
-it; a ``takeover`` naming the current holder (``from_owner``) takes it over: a run does that only when the
-holder's Airflow run is no longer running. The holder's first ``acquire`` carries the plan, so a rerun of
-a crashed step finds it again.
-
-Running steps renew the lease before they change anything, so its TTL can be short (15 min by default): a
-crashed run blocks the topic for at most that long, and a run on the same topic takes over at once when the
-crashed run has ended in Airflow. A later run is safe either way: every run seeds every gap on the topic.
+The lease's rules (the replay, the owners, the takeover rule) and its keeper live in
+:mod:`airflow_provider_kstate.lease`; this hook writes and reads the log (default ``_kstate_leases``,
+``cleanup.policy=delete``, broker-assigned ``LogAppendTime``) and gives each verb the replay's verdict.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -27,49 +17,13 @@ from airflow_provider_kstate.client.channel import base_config, end_offset
 from airflow_provider_kstate.exceptions import LeaseHeldError
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
+from airflow_provider_kstate.lease import Lease, replay
 
 LEASE_TOPIC_CONFIG = {
     "cleanup.policy": "delete",
     "retention.ms": str(7 * 24 * 3600 * 1000),
     "message.timestamp.type": "LogAppendTime",
 }
-
-
-@dataclass
-class Lease:
-    """Who holds the lease on a topic, until when, and the plan it was taken for."""
-
-    topic: str
-    owner: str
-    since: int
-    expires: int
-    plan: dict[str, Any] = field(default_factory=dict)
-
-    def describe(self) -> str:
-        return (
-            f"held by {self.owner} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(self.since / 1000))}, "
-            f"expires {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(self.expires / 1000))}"
-        )
-
-
-def replay(records: list[tuple[int, dict[str, Any]]]) -> Lease | None:
-    """Return the holder after applying ``(timestamp_ms, record)`` pairs of one topic in log order."""
-    holder: Lease | None = None
-    for ts, rec in records:
-        if holder is not None and ts >= holder.expires:
-            holder = None
-        owner = rec.get("owner", "")
-        if rec.get("op") == "takeover" and holder is not None and holder.owner == rec.get("from_owner"):
-            holder = None
-        if rec.get("op") in ("acquire", "takeover") and (holder is None or holder.owner == owner):
-            expires = ts + int(rec.get("ttl_ms", 0))
-            if holder is None:
-                holder = Lease(rec.get("topic", ""), owner, ts, expires, rec.get("plan") or {})
-            else:
-                holder.expires = expires
-        elif rec.get("op") == "release" and holder is not None and holder.owner == owner:
-            holder = None
-    return holder
 
 
 class KStateLeaseHook(KStateAdminHook):

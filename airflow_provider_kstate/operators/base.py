@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -14,18 +13,13 @@ from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEAS
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.increase.report import report_location
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
+from airflow_provider_kstate.lease import LeaseKeeper, run_owner
 
 if TYPE_CHECKING:  # the hooks import confluent-kafka: load them when a task runs, not when a DAG is parsed
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
     from airflow_provider_kstate.hooks.control import KStateControlHook
     from airflow_provider_kstate.hooks.lease import KStateLeaseHook
     from airflow_provider_kstate.hooks.reports import ObjectStorageReports
-
-
-def run_owner(context: Any) -> str:
-    """Return the lease owner of this task's DAG run: ``dag_id/run_id``."""
-    ti = context["ti"]
-    return f"{ti.dag_id}/{ti.run_id}"
 
 
 class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
@@ -68,7 +62,6 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
         self.request_timeout = request_timeout
         self.lease_ttl = lease_ttl
         self.report_conn_id = report_conn_id
-        self._lease_renewed_at: float | None = None
 
     @cached_property
     def admin(self) -> KStateAdminHook:
@@ -107,31 +100,22 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
     def topic(self) -> str:
         return self.typed_plan.topic
 
+    def keeper(self, context: Any) -> LeaseKeeper:
+        """Return the keeper of the topic's lease for this task's DAG run."""
+        return LeaseKeeper.for_topic(self.lease, self.topic, context, self.lease_ttl, self.log)
+
     def steps(self, context: Any) -> SafeIncreaseSteps:
-        """Return the steps of this operator's plan, run as this task's DAG run."""
-        owner = run_owner(context)
+        """Return the steps of this operator's plan, run as this task's DAG run; before each change they
+        renew the topic's lease (:meth:`LeaseKeeper.renew`) and fail if another run took it."""
+        keeper, plan = self.keeper(context), self.typed_plan.to_dict()
         return SafeIncreaseSteps(
             self.typed_plan,
             self.admin,
             self.control,
             self.log,
-            owner,
-            lease_check=lambda: self.hold_lease(owner),
+            keeper.owner,
+            lease_check=lambda: keeper.renew(plan),
         )
-
-    def hold_lease(self, owner: str) -> None:
-        """Make sure this run still holds the topic's lease before a change: renew it when a third of its TTL
-        has passed since the last renewal by this task (one lease-log round trip), else trust it (the TTL
-        has not run out, so no other run can have taken it).
-
-        :raises LeaseHeldError: another run holds the lease (this one's ran out and was taken over).
-        """
-        now = time.monotonic()
-        if self._lease_renewed_at is not None and now - self._lease_renewed_at < self.lease_ttl / 3:
-            return
-        lease = self.lease.acquire(self.topic, owner, self.lease_ttl, self.typed_plan.to_dict())
-        self._lease_renewed_at = now
-        self.log.info("LEASE topic %s renewed: %s", self.topic, lease.describe())
 
     def post_execute(self, context: Any, result: Any = None) -> None:
         """Drop this task's Kafka clients when it ends, so none outlives the task (and its broker)."""

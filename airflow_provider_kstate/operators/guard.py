@@ -7,7 +7,8 @@ from typing import Any
 from airflow_provider_kstate.exceptions import KStateError, LeaseHeldError, UnsafeResumeError
 from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
 from airflow_provider_kstate.increase.steps import names
-from airflow_provider_kstate.operators.base import KStateStepOperator, run_owner
+from airflow_provider_kstate.lease import LeaseKeeper
+from airflow_provider_kstate.operators.base import KStateStepOperator
 from airflow_provider_kstate.utils.compat import AirflowSkipException
 
 
@@ -38,13 +39,14 @@ class KStateFailureGuardOperator(KStateStepOperator):
             raise AirflowSkipException(
                 "the plan step did not finish: this run changed nothing, no guard needed"
             )
-        plan, owner = self.typed_plan, run_owner(context)
-        self._check_lease(owner)
+        plan, keeper = self.typed_plan, self.keeper(context)
+        owner = keeper.owner
+        self._check_lease(keeper)
         current = self.admin.partition_count(self.topic)
         if plan.mode == "increase" and current == plan.original_partitions:
             self._resume(plan.where("pause"), owner)
             self.control.set_layout(self.topic, current, issuer=owner)
-            self.lease.release(self.topic, owner)
+            keeper.release()
             raise KStateError(
                 f"a step failed before partitions of {self.topic!r} were created: nothing changed; consumers "
                 "resumed and the lease released. Fix the cause and run again."
@@ -62,9 +64,9 @@ class KStateFailureGuardOperator(KStateStepOperator):
             "again with the same target, to finish."
         )
 
-    def _check_lease(self, owner: str) -> None:
-        holder = self.lease.current(self.topic)
-        if holder is not None and holder.owner != owner:
+    def _check_lease(self, keeper: LeaseKeeper) -> None:
+        holder = keeper.current()
+        if holder is not None and holder.owner != keeper.owner:
             raise LeaseHeldError(
                 f"GUARD: another run holds the lease on {self.topic!r} ({holder.describe()}): this guard "
                 "changes nothing, so it cannot undo that run's pause."

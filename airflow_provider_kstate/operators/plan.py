@@ -8,12 +8,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC, PRESERVE
 from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
-from airflow_provider_kstate.exceptions import (
-    KStateConfigError,
-    LeaseHeldError,
-    TopicChangedError,
-    TranslatesDomainErrors,
-)
+from airflow_provider_kstate.exceptions import KStateConfigError, TopicChangedError, TranslatesDomainErrors
 from airflow_provider_kstate.increase.key_order import ORDER_RELAXED, check_key_order, mark_key_order
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.increase.plan import (
@@ -23,16 +18,13 @@ from airflow_provider_kstate.increase.plan import (
     check_topic_name,
     describe,
 )
-from airflow_provider_kstate.operators.base import run_owner
+from airflow_provider_kstate.lease import LeaseKeeper
 from airflow_provider_kstate.operators.doctor import allowed_deviations
 from airflow_provider_kstate.utils.coerce import as_bool, as_int, as_str_list, as_topic
 from airflow_provider_kstate.utils.compat import AirflowSkipException
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.hooks.lease import KStateLeaseHook
-
-#: Airflow run states in which a lease holder can no longer act.
-ENDED = ("success", "failed")
 
 
 class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
@@ -132,16 +124,16 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         target = as_int("partitions", self.partitions)
         dry_run = as_bool("dry_run", self.plan_only)
         check_topic_name(topic)
-        owner = run_owner(context)
         from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 
         hook = KStateLeaseHook(
             self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
         )
-        plan = None if dry_run else self._continued_plan(hook, topic, target, owner)
+        keeper = LeaseKeeper.for_topic(hook, topic, context, self.lease_ttl, self.log)
+        plan = None if dry_run else self._continued_plan(keeper, target)
         if plan is None:
             plan = self._build(hook, topic, target).with_run(
-                owner=owner,
+                owner=keeper.owner,
                 dry_run=dry_run,
                 control_topic=self.control_topic,
                 lease_topic=self.lease_topic,
@@ -152,7 +144,7 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         if dry_run:
             self.log.info("PLAN dry run: stopping after the plan; nothing was changed and no lease was taken")
             return plan.to_dict()
-        self._take_lease(hook, plan, owner, context)
+        self._take_lease(hook, keeper, plan)
         return plan.to_dict()
 
     def _build(self, hook: KStateLeaseHook, topic: str, target: int) -> Plan:
@@ -218,54 +210,30 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
             INCREASE_NEEDS, allow, f"the increase of {topic!r}"
         )
 
-    def _continued_plan(self, hook: KStateLeaseHook, topic: str, target: int, owner: str) -> Plan | None:
+    def _continued_plan(self, keeper: LeaseKeeper, target: int) -> Plan | None:
         """Return the plan this DAG run stored with its lease, when this is a rerun of the same run."""
-        lease = hook.current(topic)
-        if lease is None or lease.owner != owner or not lease.plan:
+        lease = keeper.held()
+        if lease is None or not lease.plan:
             return None
         plan = Plan.from_dict(lease.plan)
         if plan.target_partitions != target:
             raise KStateConfigError(
-                f"this run already planned {topic!r} -> {plan.target_partitions} partitions; "
+                f"this run already planned {keeper.key!r} -> {plan.target_partitions} partitions; "
                 f"it cannot switch to {target}. Finish or fail this run first."
             )
         self.log.info("PLAN continuing the plan this run stored with its lease (%s)", lease.describe())
         return plan
 
-    def _take_lease(self, hook: KStateLeaseHook, plan: Plan, owner: str, context: Any) -> None:
-        try:
-            lease = hook.acquire(plan.topic, owner, self.lease_ttl, plan.to_dict())
-        except LeaseHeldError:
-            lease = self._take_over(hook, plan, owner, context)
-        self.log.info("LEASE topic %s %s", plan.topic, lease.describe())
+    def _take_lease(self, hook: KStateLeaseHook, keeper: LeaseKeeper, plan: Plan) -> None:
+        """Take the topic's lease (or take it over from a run that has ended), storing the plan with it."""
+        keeper.acquire(plan.to_dict())
         current = hook.partition_count(plan.topic)
         if current not in (plan.original_partitions, plan.target_partitions):
-            hook.release(plan.topic, owner)
+            keeper.release()
             raise TopicChangedError(
                 f"topic {plan.topic!r} changed to {current} partitions while planning; released the lease, "
                 "changed nothing. Run again."
             )
-
-    def _take_over(self, hook: KStateLeaseHook, plan: Plan, owner: str, context: Any) -> Any:
-        """Take the lease over when its holder's Airflow run has ended; re-raise LeaseHeldError otherwise."""
-        holder = hook.current(plan.topic)
-        if holder is None:
-            return hook.acquire(plan.topic, owner, self.lease_ttl, plan.to_dict())
-        state = _run_state(context, holder.owner, self.log)
-        if state not in ENDED:
-            raise LeaseHeldError(
-                f"topic {plan.topic!r} is being changed by another run ({holder.describe()}, Airflow state "
-                f"{state or 'unknown here'}); this run changed nothing. Wait for it to finish; if it crashed, "
-                "mark its run failed (then a new run takes over at once) or wait for the lease to expire."
-            )
-        self.log.warning(
-            "LEASE topic %s: taking the lease over from %s, whose Airflow run has ended (%s); this run "
-            "seeds every gap that run may have left",
-            plan.topic,
-            holder.owner,
-            state,
-        )
-        return hook.take_over(plan.topic, owner, holder.owner, self.lease_ttl, plan.to_dict())
 
     def get_openlineage_facets_on_start(self) -> Any:
         """The topic this plan reads, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""
@@ -297,14 +265,3 @@ class KStateDryRunGateOperator(BaseOperator):
         if self.plan.get("dry_run"):
             raise AirflowSkipException("dry run: the plan is in XCom; nothing was changed")
         self.log.info("PLAN not a dry run: proceeding with %s", self.plan["topic"])
-
-
-def _run_state(context: Any, owner: str, log: Any) -> str:
-    """Return the Airflow state of the run ``dag_id/run_id`` named by a lease owner ("" when unknown here)."""
-    dag_id, _, run_id = owner.partition("/")
-    try:
-        state = context["ti"].get_dagrun_state(dag_id=dag_id, run_id=run_id)
-        return str(getattr(state, "value", state) or "")  # a DagRunState enum, or its value
-    except Exception as exc:  # noqa: BLE001 - another Airflow's run, or a task SDK without the call: unknown
-        log.warning("LEASE holder %s: its Airflow run state is unknown here (%s)", owner, exc)
-        return ""

@@ -15,8 +15,6 @@ bad. The checks' logic and report text live in :mod:`airflow_provider_kstate.sto
 
 from __future__ import annotations
 
-import threading
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -27,16 +25,14 @@ from airflow_provider_kstate.assets import annotate_outlets
 from airflow_provider_kstate.exceptions import (
     BrokerDeviationError,
     KStateConfigError,
-    LeaseHeldError,
     SnapshotError,
-    SnapshotLeaseHeldError,
     SparkApplicationError,
     StateCheckFailed,
 )
-from airflow_provider_kstate.hooks.lease import KStateLeaseHook, Lease
+from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 from airflow_provider_kstate.hooks.state import KStateSnapshotHook, check_uri
 from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
-from airflow_provider_kstate.operators.base import run_owner
+from airflow_provider_kstate.lease import LeaseKeeper
 from airflow_provider_kstate.operators.spark_app import (
     DEFAULT_SPARK_CONF,
     KStateSparkApplicationOperator,
@@ -77,46 +73,6 @@ def parse_count(value: Any, name: str = "partitions") -> int | None:
 def _log_lines(log: Any, lines: list[tuple[bool, str]]) -> None:
     for warning, text in lines:
         (log.warning if warning else log.info)("%s", text)
-
-
-def snapshot_owner(context: Any) -> str:
-    """Return a snapshot lease owner for this execution of a task try: ``dag_id/run_id#tryN@nonce``.
-
-    The nonce tells apart two executions that share a run id and a try number (two deployments).
-    """
-    return (
-        f"{run_owner(context)}#try{int(getattr(context['ti'], 'try_number', 0) or 0)}@{uuid.uuid4().hex[:8]}"
-    )
-
-
-def run_of(owner: str) -> str:
-    """Return the ``dag_id/run_id`` part of a snapshot lease owner."""
-    return owner.partition("#")[0]
-
-
-def try_of(owner: str) -> int:
-    """Return the try number of a snapshot lease owner (0 for an owner written without one)."""
-    tail = owner.partition("#")[2].partition("@")[0]
-    return int(tail[3:]) if tail.startswith("try") and tail[3:].isdigit() else 0
-
-
-def same_run(holder: str, owner: str) -> bool:
-    """Whether two snapshot lease owners name the same ``dag_id/run_id``."""
-    return run_of(holder) == run_of(owner)
-
-
-def may_take_over(holder: str, owner: str, holder_state: str) -> bool:
-    """Whether ``owner`` may take the snapshot lease over from ``holder``.
-
-    :param holder_state: the Airflow state of the holder's run ("" when unknown here).
-    :return: for the same run id, only from an earlier try (a later or equal try of that run id is another
-        deployment's run of the same name); for another run, only when that run has ended.
-    """
-    from airflow_provider_kstate.operators.plan import ENDED
-
-    if same_run(holder, owner):
-        return try_of(holder) < try_of(owner)
-    return holder_state in ENDED
 
 
 class KStateFastCheckOperator(BaseOperator):
@@ -435,56 +391,14 @@ class KStateRebuildOperator(_StoreSparkOperator):
         The owner is this execution of this task try, ``dag_id/run_id#tryN@nonce``: two Airflow
         deployments whose runs share a run id (both run ``scheduled__<midnight>``) are still two writers,
         while a retry of this task takes over the lease of its own earlier try (Airflow starts try N+1 only
-        after try N has ended).
+        after try N has ended). See :class:`~airflow_provider_kstate.lease.LeaseKeeper`.
 
         :raises SnapshotLeaseHeldError: another run that is still running holds it.
         """
-        key, owner = f"snapshot:{root}", snapshot_owner(context)
         hook = KStateLeaseHook(kafka_config_id=self.kafka_config_id, lease_topic=self.lease_topic)
-        holder = hook.current(key)
-        if holder is not None and holder.owner != owner:
-            self._take_over(context, hook, key, owner, holder)
-        else:
-            try:
-                hook.acquire(key, owner, self.lease_ttl)
-            except LeaseHeldError as exc:  # another run took it between our read and our write
-                raise SnapshotLeaseHeldError(f"snapshot {root!r}: {exc}") from exc
-        self.log.info("LEASE %s held by %s (ttl %ss)", key, owner, self.lease_ttl)
-        stop = threading.Event()
-        renewer = threading.Thread(target=self._renew, args=(hook, key, owner, stop), daemon=True)
-        renewer.start()
-        try:
-            yield key
-        finally:
-            stop.set()
-            renewer.join(timeout=10)
-            hook.release(key, owner)
-            self.log.info("LEASE %s released", key)
-
-    def _take_over(
-        self, context: Context, hook: KStateLeaseHook, key: str, owner: str, holder: Lease
-    ) -> None:
-        from airflow_provider_kstate.operators.plan import _run_state
-
-        own_run = same_run(holder.owner, owner)
-        state = "" if own_run else _run_state(context, run_of(holder.owner), self.log)
-        if not may_take_over(holder.owner, owner, state):
-            raise SnapshotLeaseHeldError(
-                f"snapshot {key.removeprefix('snapshot:')!r} is being written by another run "
-                f"({holder.describe()}, Airflow state {state or 'unknown here'}); this run wrote nothing. "
-                "Wait for it to finish, or mark it failed (then a new run takes over at once), or wait for "
-                "its lease to expire."
-            )
-        why = "an earlier try of this task" if own_run else f"its run has {state}"
-        self.log.warning("LEASE %s: taking it over from %s (%s)", key, holder.owner, why)
-        hook.take_over(key, owner, holder.owner, self.lease_ttl)
-
-    def _renew(self, hook: KStateLeaseHook, key: str, owner: str, stop: threading.Event) -> None:
-        while not stop.wait(self.lease_ttl / 3):
-            try:
-                hook.acquire(key, owner, self.lease_ttl)
-            except Exception as exc:  # noqa: BLE001 - keep running; the write stays safe until the TTL ends
-                self.log.warning("LEASE %s: renewal failed: %s", key, exc)
+        keeper = LeaseKeeper.for_snapshot(hook, root, context, self.lease_ttl, self.log)
+        with keeper.holding():
+            yield keeper.key
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         hook = self.snapshot_hook()

@@ -20,7 +20,8 @@ from airflow_provider_kstate.increase.report import (
     read_report,
     write_report,
 )
-from airflow_provider_kstate.operators.base import KStateStepOperator, run_owner
+from airflow_provider_kstate.lease import run_owner
+from airflow_provider_kstate.operators.base import KStateStepOperator
 from airflow_provider_kstate.utils.failpoints import failpoint
 
 
@@ -172,8 +173,7 @@ class KStateVerifyOperator(KStateStepOperator):
             "VERIFY %s: no group skips a message on any of its %s partitions", self.topic, f"{count:,}"
         )
         if self.release_lease:
-            self.lease.release(self.topic, run_owner(context))
-            self.log.info("LEASE topic %s released", self.topic)
+            self.keeper(context).release()
         self._add_topic_event(context, plan, count)
         return summary
 

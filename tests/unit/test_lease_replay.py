@@ -1,8 +1,8 @@
-"""Unit tests of the lease (hooks/lease.py): the replay of the control topic decides the owner."""
+"""Unit tests of the lease (lease.py): the replay of the lease log decides the owner."""
 
 from __future__ import annotations
 
-from airflow_provider_kstate.hooks.lease import replay
+from airflow_provider_kstate.lease import replay
 
 
 def test_lease_replay_orders_contenders_and_honours_expiry() -> None:
