@@ -19,8 +19,9 @@ from airflow.sdk import BaseHook
 from airflow_provider_kstate.exceptions import KStateConfigError, SnapshotError, SnapshotMissingError
 from airflow_provider_kstate.store import contract
 from airflow_provider_kstate.store import fast_check as checks
-from airflow_provider_kstate.store.fast_check import AdminLike, ManifestView
+from airflow_provider_kstate.store.fast_check import AdminLike
 from airflow_provider_kstate.store.layout import LEGACY_MESSAGE
+from airflow_provider_kstate.store.manifest import Manifest
 from airflow_provider_kstate.store.uri import local_path, uri_problem
 
 __all__ = ["KStateSnapshotHook", "check_uri", "fast_check", "load_manifest"]
@@ -42,7 +43,7 @@ def check_uri(uri: str) -> str:
     return uri
 
 
-def load_manifest(uri: str, storage_options: dict[str, Any] | None = None) -> ManifestView:
+def load_manifest(uri: str, storage_options: dict[str, Any] | None = None) -> Manifest:
     """Read and validate the manifest of the snapshot at ``uri``.
 
     :param uri: the snapshot URI.
@@ -129,7 +130,7 @@ class KStateSnapshotHook(BaseHook):
         self._log_version(snapshot_uri, report.get("snapshot_version"), bool(report.get("snapshot_ok")))
         return report
 
-    def manifest(self, snapshot_uri: str) -> ManifestView:
+    def manifest(self, snapshot_uri: str) -> Manifest:
         """Return the validated manifest of the snapshot's current version; raise SnapshotError naming the problem."""
         found = load_manifest(snapshot_uri, self.storage_options(snapshot_uri))
         self._log_version(snapshot_uri, found.version, True)

@@ -165,10 +165,6 @@ class GroupPlan:
             **{flag: bool(data.get(flag, defaults[flag])) for flag in FLAGS},
         )
 
-    def __getitem__(self, key: str) -> Any:
-        """Read a field by its XCom name (``plan["groups"][g]["class"]`` keeps working on a typed plan)."""
-        return self.cls if key == "class" else getattr(self, key)
-
 
 @dataclass(frozen=True)
 class Plan:
@@ -217,7 +213,9 @@ class Plan:
 
     @classmethod
     def from_dict(cls, data: Plan | dict[str, Any]) -> Plan:
-        """Read a plan from XCom (also a plan written by an earlier version, with ``new_partitions``)."""
+        """Read a plan from XCom (also a plan written by an earlier version, with ``new_partitions``): once, at
+        the operator's or sensor's edge (``typed_plan``), where a :class:`Plan` given in Python passes
+        through; the domain takes only :class:`Plan`."""
         if isinstance(data, Plan):
             return data
         if not isinstance(data, dict) or "topic" not in data:
@@ -235,18 +233,6 @@ class Plan:
             lease_topic=str(data.get("lease_topic") or ""),
             report_uri=str(data.get("report_uri") or ""),
         )
-
-    def __getitem__(self, key: str) -> Any:
-        """Read a field by its XCom name, as code written for the dict form does."""
-        if key == "new_partitions":
-            return list(self.new_partitions)
-        return self.to_dict()[key] if key in ("groups", "mode") else getattr(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except (AttributeError, KeyError):
-            return default
 
 
 class InvalidPlanError(InvalidPartitionCountError):
@@ -452,11 +438,6 @@ def _check_named(
             "consumer_groups, leave consumer_groups empty to protect every group at risk, or accept the "
             "risk with exclude_groups. Nothing was changed."
         )
-
-
-def groups_where(plan: Plan | dict[str, Any], flag: str) -> list[str]:
-    """Return the plan's groups whose entry has ``flag`` (``pause``, ``seed`` or ``wait``) set."""
-    return Plan.from_dict(plan).where(flag)
 
 
 def describe(plan: Plan) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.increase.report import ranges
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def unseeded(
     hook: AdminPort,
-    plan: Plan | dict[str, Any],
+    plan: Plan,
     groups: Iterable[str] | None = None,
     partitions: int | None = None,
 ) -> dict[str, list[int]]:
@@ -24,7 +24,6 @@ def unseeded(
     :param groups: the groups to check (default: every group the plan seeds).
     :param partitions: the partition count now, when the caller has just read it.
     """
-    plan = Plan.from_dict(plan)
     wanted = plan.where("seed") if groups is None else list(groups)
     count = hook.partition_count(plan.topic) if partitions is None else partitions
     missing: dict[str, list[int]] = {}
@@ -42,9 +41,8 @@ def describe_missing(missing: dict[str, list[int]], cap: int = 20) -> str:
     return "; ".join(parts) + more
 
 
-def partial_increase_runbook(plan: Plan | dict[str, Any], missing: dict[str, list[int]]) -> str:
+def partial_increase_runbook(plan: Plan, missing: dict[str, list[int]]) -> str:
     """Return the loud message for a run that stopped between creating partitions and seeding them."""
-    plan = Plan.from_dict(plan)
     return (
         f"UNSAFE TO RESUME: topic {plan.topic!r} ({plan.original_partitions} -> {plan.target_partitions} "
         f"partitions) has partitions on which these groups hold no committed offset: "

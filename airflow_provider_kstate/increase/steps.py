@@ -40,10 +40,10 @@ FAST_POLL = 0.005
 NAME_CAP = 20
 
 
-def not_empty_error(plan: Plan | dict[str, Any], detail: dict[str, Any], waited: float) -> GroupNotEmptyError:
+def not_empty_error(plan: Plan, detail: dict[str, Any], waited: float) -> GroupNotEmptyError:
     """Return the error for groups that did not leave within ``waited`` seconds, naming their members."""
     return GroupNotEmptyError(
-        f"timed out after {waited}s waiting for consumer groups to leave topic {Plan.from_dict(plan).topic!r}; "
+        f"timed out after {waited}s waiting for consumer groups to leave topic {plan.topic!r}; "
         f"members still present: {detail}. Stop those consumers (or make them honour the pause signal), "
         "then clear this task. Partitions were NOT changed."
     )
@@ -111,9 +111,6 @@ class SafeIncreaseSteps:
     known: dict[str, int] = field(default_factory=dict)
     #: ``preserve``: producers switch through the key-order barrier; ``relax``: at once.
     key_order: str = PRESERVE
-
-    def __post_init__(self) -> None:
-        self.plan = Plan.from_dict(self.plan)
 
     @property
     def topic(self) -> str:

@@ -488,12 +488,12 @@ def snapshot_view(uri: str, checks: list[dict[str, Any]]) -> dict[str, Any]:
             version=manifest.version,
             legacy=current.legacy,
             history=history,
-            written_at=manifest.written_at,
+            written_at=manifest.written_at or None,
             partitions=manifest.partitions,
-            rows=sum(s.rows for s in manifest.stats.values()),
+            rows=sum(s.rows for s in manifest.partition_stats.values()),
             offsets={
                 str(p): {"start": s.start_offset, "end": s.end_offset, "rows": s.rows}
-                for p, s in sorted(manifest.stats.items())
+                for p, s in sorted(manifest.partition_stats.items())
             },
         )
     mine = [c for c in checks if _normal(str(c["value"].get("snapshot_uri") or "")) == uri]

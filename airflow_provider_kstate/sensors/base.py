@@ -12,6 +12,7 @@ from airflow_provider_kstate import errors
 from airflow_provider_kstate.exceptions import KStateError, TranslatesDomainErrors
 from airflow_provider_kstate.increase.checks import CHECKS, CheckResult
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
+from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.utils.compat import AirflowSensorTimeout, conf
 
 
@@ -48,6 +49,11 @@ class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):
         self.kafka_config_id = kafka_config_id
         self.deferrable = deferrable
         self._last = CheckResult(False, {})
+
+    @property
+    def typed_plan(self) -> Plan:
+        """The plan, read from its (rendered) XCom: the one place a sensor parses it."""
+        return Plan.from_dict(self.plan)
 
     def check_arguments(self) -> dict[str, Any]:
         """Return the JSON-safe keyword arguments of the check, from the plan."""

@@ -6,7 +6,6 @@ from typing import Any
 
 from airflow_provider_kstate import errors
 from airflow_provider_kstate.exceptions import GroupNotStableError
-from airflow_provider_kstate.increase.plan import groups_where
 from airflow_provider_kstate.increase.steps import not_empty_error
 from airflow_provider_kstate.sensors.base import KStateConditionSensor
 
@@ -20,10 +19,11 @@ class KStateGroupsEmptySensor(KStateConditionSensor):
     check_name = "groups_empty"
 
     def check_arguments(self) -> dict[str, Any]:
-        return {"topic": self.plan["topic"], "groups": groups_where(self.plan, "seed")}
+        plan = self.typed_plan
+        return {"topic": plan.topic, "groups": plan.where("seed")}
 
     def timeout_error(self, detail: dict[str, Any]) -> errors.GroupNotEmptyError:
-        return not_empty_error(self.plan, detail, self.timeout)
+        return not_empty_error(self.typed_plan, detail, self.timeout)
 
 
 class KStateGroupsStableSensor(KStateConditionSensor):
@@ -35,15 +35,13 @@ class KStateGroupsStableSensor(KStateConditionSensor):
     check_name = "groups_stable"
 
     def check_arguments(self) -> dict[str, Any]:
-        return {
-            "topic": self.plan["topic"],
-            "groups": groups_where(self.plan, "wait"),
-            "partitions": int(self.plan["target_partitions"]),
-        }
+        plan = self.typed_plan
+        return {"topic": plan.topic, "groups": plan.where("wait"), "partitions": plan.target_partitions}
 
     def timeout_error(self, detail: dict[str, Any]) -> GroupNotStableError:
+        plan = self.typed_plan
         return GroupNotStableError(
-            f"timed out after {self.timeout}s waiting for consumer groups on {self.plan['topic']!r} to come back "
-            f"STABLE with all {self.plan['target_partitions']} partitions assigned: {detail}. Offsets are seeded, "
+            f"timed out after {self.timeout}s waiting for consumer groups on {plan.topic!r} to come back "
+            f"STABLE with all {plan.target_partitions} partitions assigned: {detail}. Offsets are seeded, "
             "so restarting those consumers is safe."
         )

@@ -22,10 +22,10 @@ class KStateNewPartitionsWrittenSensor(KStateConditionSensor):
         self.baseline = baseline
 
     def check_arguments(self) -> dict[str, Any]:
-        return {"topic": self.plan["topic"], "baseline": dict(self.baseline["baseline"])}
+        return {"topic": self.typed_plan.topic, "baseline": dict(self.baseline["baseline"])}
 
     def timeout_error(self, detail: dict[str, Any]) -> KStateError:
         return KStateError(
             f"timed out after {self.timeout}s waiting for producers to write to the new partitions of "
-            f"{self.plan['topic']!r}: {detail}. Producers may not have picked up the new layout."
+            f"{self.typed_plan.topic!r}: {detail}. Producers may not have picked up the new layout."
         )

@@ -54,19 +54,7 @@ class AdminLike(Protocol):
     def watermarks(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]: ...
 
 
-@dataclass(frozen=True)
-class ManifestView:
-    """The fields of a manifest the fast check uses, independent of the manifest class."""
-
-    topic: str
-    partitions: int
-    partitioner: str
-    stats: dict[int, PartitionStats] = field(default_factory=dict)
-    written_at: str | None = None
-    version: str | None = None
-
-
-def load_manifest(uri: str, storage_options: Mapping[str, Any] | None = None) -> ManifestView:
+def load_manifest(uri: str, storage_options: Mapping[str, Any] | None = None) -> Manifest:
     """Read and validate the manifest of the snapshot at ``uri`` (its current version, see :mod:`.layout`).
 
     :param uri: the snapshot URI (validated by the caller).
@@ -79,22 +67,10 @@ def load_manifest(uri: str, storage_options: Mapping[str, Any] | None = None) ->
         raise SnapshotAbsent(f"snapshot missing at {uri!r}: directory does not exist (never built)")
     current = resolve(uri, storage_options)
     try:
-        found = view(read_manifest(current.uri, storage_options))
+        found = read_manifest(current.uri, storage_options)
     except ManifestError as exc:
         raise SnapshotUnreadable(f"snapshot at {uri!r} is unusable: {exc}") from exc
     return replace(found, version=current.version)
-
-
-def view(manifest: Manifest) -> ManifestView:
-    """Adapt a :class:`~.manifest.Manifest` to the fields the fast check uses."""
-    stats = {int(p): s for p, s in manifest.partition_stats.items()}
-    return ManifestView(
-        topic=manifest.topic,
-        partitions=manifest.partitions,
-        partitioner=manifest.partitioner,
-        stats=stats,
-        written_at=manifest.written_at or None,
-    )
 
 
 def check_partition(
@@ -138,7 +114,7 @@ def _offset_problems(partition: int, stats: PartitionStats, log_start: int, high
     return problems
 
 
-def _layout_problems(manifest: ManifestView, topic: str, partitions: int) -> list[str]:
+def _layout_problems(manifest: Manifest, topic: str, partitions: int) -> list[str]:
     problems = []
     if manifest.topic != topic:
         problems.append(f"snapshot is of topic {manifest.topic!r}, not {topic!r}")
@@ -149,7 +125,7 @@ def _layout_problems(manifest: ManifestView, topic: str, partitions: int) -> lis
             f"snapshot has {manifest.partitions} partitions but topic {topic!r} has {partitions}: "
             "the store was left behind by a partition change; rebuild it for the new count"
         )
-    extra = sorted(p for p in manifest.stats if p >= partitions or p < 0)
+    extra = sorted(p for p in manifest.partition_stats if p >= partitions or p < 0)
     if extra:
         problems.append(f"snapshot has partitions {extra} that topic {topic!r} does not have")
     return problems
@@ -248,14 +224,14 @@ def _against_manifest(partition: int, recorded: Mapping[str, int], found: Mappin
     return problems
 
 
-def add_file_problems(report: dict[str, Any], manifest: ManifestView, listing: SnapshotListing) -> None:
+def add_file_problems(report: dict[str, Any], manifest: Manifest, listing: SnapshotListing) -> None:
     """Add the data-file problems to the fast-check ``report``: per partition, or store-wide for files
     outside any partition of the topic. A partition entry counts its file problems in ``file_problems``
     (damage a partial rebuild of that partition repairs, unlike an offset finding)."""
     report["problems"] += [f"a data file outside any partition directory: {rel}" for rel in listing.stray]
-    numbers = set(manifest.stats) | set(listing.files)
+    numbers = set(manifest.partition_stats) | set(listing.files)
     for p in sorted(numbers):
-        problems = file_problems(manifest.stats.get(p), p, listing)
+        problems = file_problems(manifest.partition_stats.get(p), p, listing)
         entry = report["partitions"].get(str(p))
         if not problems:
             continue
@@ -269,7 +245,7 @@ def add_file_problems(report: dict[str, Any], manifest: ManifestView, listing: S
 
 def check_files(
     report: dict[str, Any],
-    manifest: ManifestView,
+    manifest: Manifest,
     snapshot_uri: str,
     storage_options: Mapping[str, Any] | None = None,
 ) -> None:
@@ -311,7 +287,7 @@ def fast_check(
         "partitions": {},
     }
     try:
-        manifest: ManifestView | None = load_manifest(snapshot_uri, storage_options)
+        manifest: Manifest | None = load_manifest(snapshot_uri, storage_options)
     except SnapshotUnreadable as exc:
         manifest = None
         report.update(
@@ -319,13 +295,13 @@ def fast_check(
         )
     if manifest is not None:
         report["snapshot_partitions"] = manifest.partitions
-        report["written_at"] = manifest.written_at
+        report["written_at"] = manifest.written_at or None
         report["snapshot_version"] = manifest.version
         layout = _layout_problems(manifest, topic, count)
         report.update(layout_ok=not layout, problems=layout)
         marks = admin.watermarks(topic, list(range(count)))
         report["partitions"] = {
-            str(p): check_partition(p, manifest.stats.get(p), *marks[p]) for p in range(count)
+            str(p): check_partition(p, manifest.partition_stats.get(p), *marks[p]) for p in range(count)
         }
         check_files(report, manifest, snapshot_uri, storage_options)
     return _finish(report, started)

@@ -237,6 +237,8 @@ class Manifest:
     :param writer: the writing application: ``app``, ``version``, ``spark``.
     :param digest_algorithm: the digest's name; only :data:`DIGEST_ALGORITHM` is understood.
     :param extra: other top-level fields, kept as read (forward compatibility).
+    :param version: the snapshot version the manifest was read from (the pointer's, see :mod:`.layout`);
+        set by :func:`~.fast_check.load_manifest`, never stored in the manifest itself.
     """
 
     topic: str
@@ -248,6 +250,7 @@ class Manifest:
     partitioner: str = PARTITIONER
     format: str = FORMAT
     extra: dict[str, Any] = field(default_factory=dict)
+    version: str | None = None
 
     @property
     def end_offsets(self) -> dict[int, int]:

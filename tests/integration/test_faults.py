@@ -167,7 +167,7 @@ def test_seed_refuses_group_that_is_not_empty(
     assert consumer is not None
     try:
         plan = build_plan(KStateLeaseHook(), topic, 3, [group])
-        assert plan["groups"][group]["class"] == "active"
+        assert plan.groups[group].cls == "active"
         for future in admin.create_partitions([NewPartitions(topic, 3)]).values():
             future.result(timeout=30)
         seed = KStateSeedOffsetsOperator(task_id="seed", plan=plan)

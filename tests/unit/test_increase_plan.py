@@ -15,7 +15,7 @@ from airflow_provider_kstate.errors import (
     UnknownGroupError,
     UnprotectedGroupError,
 )
-from airflow_provider_kstate.increase.plan import Plan, build_plan, check_topic_name, classify, groups_where
+from airflow_provider_kstate.increase.plan import Plan, build_plan, check_topic_name, classify
 
 
 def test_internal_topics_are_refused() -> None:
@@ -27,13 +27,13 @@ def test_internal_topics_are_refused() -> None:
 
 def test_classify_each_kind_of_group() -> None:
     prefixes = ("spark-kafka-source-",)
-    assert classify(_info("a", "STABLE", 2), prefixes)["class"] == "active"
-    assert classify(_info("a", "PREPARING_REBALANCE", 1), prefixes)["wait"] is True
+    assert classify(_info("a", "STABLE", 2), prefixes).cls == "active"
+    assert classify(_info("a", "PREPARING_REBALANCE", 1), prefixes).wait is True
     empty = classify(_info("b", "EMPTY"), prefixes)
-    assert (empty["class"], empty["seed"], empty["wait"]) == ("empty", True, False)
+    assert (empty.cls, empty.seed, empty.wait) == ("empty", True, False)
     spark = classify(_info("spark-kafka-source-x", "STABLE", 1), prefixes)
-    assert (spark["class"], spark["seed"], spark["pause"]) == ("spark", False, False)
-    assert classify(_info("c", "DEAD"), prefixes)["class"] == "absent"
+    assert (spark.cls, spark.seed, spark.pause) == ("spark", False, False)
+    assert classify(_info("c", "DEAD"), prefixes).cls == "absent"
 
 
 def test_build_plan_validates_and_discovers() -> None:
@@ -42,7 +42,7 @@ def test_build_plan_validates_and_discovers() -> None:
     assert (
         list(plan.new_partitions) == [2, 3, 4] and plan.groups_discovered is True and plan.mode == "increase"
     )
-    assert groups_where(plan, "wait") == ["g2"] and groups_where(plan, "seed") == ["g1", "g2"]
+    assert plan.where("wait") == ["g2"] and plan.where("seed") == ["g1", "g2"]
     explicit = build_plan(hook, "orders", 3, ["g2", "g2", "g1"])  # type: ignore[arg-type]
     assert list(explicit.groups) == ["g2", "g1"] and explicit.groups_discovered is False
     with pytest.raises(InvalidPartitionCountError, match="below"):

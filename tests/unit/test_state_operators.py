@@ -321,8 +321,8 @@ def test_manifest_view_matches_the_spark_apps_manifest(tmp_path: Path) -> None:
     assert (
         view.topic == TOPIC
         and view.partitions == 2
-        and view.stats[0].end_offset == 8
-        and view.stats[1].rows == 1
+        and view.partition_stats[0].end_offset == 8
+        and view.partition_stats[1].rows == 1
     )
 
 
