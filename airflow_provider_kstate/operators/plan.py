@@ -262,6 +262,7 @@ class KStateDryRunGateOperator(BaseOperator):
         self.plan = plan
 
     def execute(self, context: Any) -> None:
-        if self.plan.get("dry_run"):
+        plan = Plan.from_dict(self.plan)
+        if plan.dry_run:
             raise AirflowSkipException("dry run: the plan is in XCom; nothing was changed")
-        self.log.info("PLAN not a dry run: proceeding with %s", self.plan["topic"])
+        self.log.info("PLAN not a dry run: proceeding with %s", plan.topic)
