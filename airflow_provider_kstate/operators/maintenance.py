@@ -13,8 +13,8 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.client.protocol import StrEnum
 from airflow_provider_kstate.exceptions import StateCheckFailed
-from airflow_provider_kstate.store.contract import failed_partitions
 from airflow_provider_kstate.store.fast_check import partial_scope
+from airflow_provider_kstate.store.results import CheckReport
 from airflow_provider_kstate.utils.coerce import as_choice
 
 
@@ -27,23 +27,23 @@ class RebuildMode(StrEnum):
     FORCE = "force"
 
 
-def rebuild_scope(fast: dict[str, Any], deep: dict[str, Any] | None, target: int | None = None) -> list[int]:
+def rebuild_scope(fast: CheckReport, deep: CheckReport | None, target: int | None = None) -> list[int]:
     """Return the partitions a partial rebuild covers, [] for a full rebuild.
 
     The deep check's failed partitions, plus the fast check's when all it found is damage to those
     partitions' data files (:func:`~airflow_provider_kstate.store.fast_check.partial_scope`). Any other
     fast-check failure, or a re-key to another partition count (``target``), needs a full rebuild.
     """
-    if target and target != fast.get("topic_partitions"):
+    if target and target != fast.extra.get("topic_partitions"):
         return []
-    scope = [] if fast["ok"] else partial_scope(fast)
+    scope = [] if fast.ok else partial_scope(fast)
     if scope is None:
         return []
-    return sorted(set(scope) | set(failed_partitions(deep) if deep is not None else []))
+    return sorted(set(scope) | set(deep.failed_partitions if deep is not None else []))
 
 
 def verdict(
-    fast: dict[str, Any], deep: dict[str, Any] | None, mode: str, target: int | None = None
+    fast: CheckReport, deep: CheckReport | None, mode: str, target: int | None = None
 ) -> tuple[str, list[int]]:
     """Return the branch (``store_ok``, ``store_bad`` or ``rebuild``) and the partitions a partial rebuild covers.
 
@@ -53,13 +53,21 @@ def verdict(
     :param target: the partition count to key the rebuild for (the ``partitions`` param), None: unchanged.
     """
     rebuild = as_choice("rebuild", mode, RebuildMode)
-    bad = not fast["ok"] or (deep is not None and not deep.get("ok"))
+    bad = not fast.ok or (deep is not None and not deep.ok)
     only = rebuild_scope(fast, deep, target) if rebuild == RebuildMode.AUTO and bad else []
     if rebuild == RebuildMode.FORCE:
         return "rebuild", only
     if not bad:
         return "store_ok", only
     return ("rebuild" if rebuild == RebuildMode.AUTO else "store_bad"), only
+
+
+def read_report(xcom: Any, check: str = "deep") -> CheckReport | None:
+    """Parse a check task's XCom into a :class:`CheckReport`, None when the task pushed none (skipped).
+
+    :param check: ``fast`` or ``deep``, when the report does not say.
+    """
+    return CheckReport.from_json(xcom, check=check) if xcom else None
 
 
 class KStateChooseDeepCheckOperator(BaseBranchOperator):
@@ -79,8 +87,8 @@ class KStateChooseDeepCheckOperator(BaseBranchOperator):
         self.otherwise_task_id = otherwise_task_id
 
     def choose_branch(self, context: Any) -> str:
-        fast = context["ti"].xcom_pull(task_ids=self.fast_check_task_id)
-        deep = bool(context["params"].get("deep")) and bool(fast and fast.get("snapshot_ok"))
+        fast = read_report(context["ti"].xcom_pull(task_ids=self.fast_check_task_id), "fast")
+        deep = bool(context["params"].get("deep")) and bool(fast and fast.extra.get("snapshot_ok"))
         self.log.info("DECIDE deep check %s", "runs" if deep else "skipped")
         return self.deep_task_id if deep else self.otherwise_task_id
 
@@ -101,8 +109,12 @@ class KStateStoreVerdictOperator(BaseBranchOperator):
 
     def choose_branch(self, context: Any) -> str:
         ti = context["ti"]
-        fast = ti.xcom_pull(task_ids=self.fast_check_task_id)
-        deep = ti.xcom_pull(task_ids=self.deep_check_task_id)
+        fast = read_report(ti.xcom_pull(task_ids=self.fast_check_task_id), "fast")
+        if fast is None:
+            raise StateCheckFailed(
+                f"no report of {self.fast_check_task_id!r} in XCom: the verdict needs the fast check's"
+            )
+        deep = read_report(ti.xcom_pull(task_ids=self.deep_check_task_id), "deep")
         params = context["params"]
         branch, only = verdict(fast, deep, params.get("rebuild", RebuildMode.AUTO), params.get("partitions"))
         ti.xcom_push(key="only_partitions", value=",".join(str(p) for p in only))
@@ -126,10 +138,10 @@ class KStateStoreBadOperator(BaseOperator):
         self.report_task_ids = report_task_ids
 
     def execute(self, context: Any) -> None:
-        reports = [r for r in (context["ti"].xcom_pull(task_ids=t) for t in self.report_task_ids) if r]
+        pulled = (read_report(context["ti"].xcom_pull(task_ids=t)) for t in self.report_task_ids)
         details = "; ".join(
-            f"{r['check']} check: problems {r.get('problems') or []}, failed partitions {failed_partitions(r)}"
-            for r in reports
-            if not r.get("ok")
+            f"{r.check} check: problems {r.problems}, failed partitions {r.failed_partitions}"
+            for r in pulled
+            if r is not None and not r.ok
         )
         raise StateCheckFailed(f"the state store is bad and rebuild=never: {details}")

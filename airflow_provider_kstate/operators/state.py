@@ -41,8 +41,8 @@ from airflow_provider_kstate.operators.spark_app import (
 )
 from airflow_provider_kstate.spark_apps.kafka_io import OFFSET_BOUNDS
 from airflow_provider_kstate.store import results
-from airflow_provider_kstate.store.contract import FAILED_FIELD, failed_partitions
 from airflow_provider_kstate.store.layout import DEFAULT_KEEP_VERSIONS
+from airflow_provider_kstate.store.results import CheckReport
 from airflow_provider_kstate.utils.coerce import as_optional_count, as_partitions, as_str_list
 
 if TYPE_CHECKING:
@@ -115,15 +115,16 @@ class KStateFastCheckOperator(BaseOperator):
         hook = KStateSnapshotHook(
             kafka_config_id=self.kafka_config_id, timeout=self.timeout, storage_conn_id=self.storage_conn_id
         )
-        report = hook.fast_check(self.topic, self.snapshot_uri)
+        report = CheckReport.from_json(hook.fast_check(self.topic, self.snapshot_uri), check="fast")
         _log_lines(self.log, results.fast_lines(report))
-        annotate_outlets(self.outlets, context, report)
-        if self.fail_on_bad and not report["ok"]:
+        doc = report.to_json()  # the XCom: the fast check's report document, as it wrote it
+        annotate_outlets(self.outlets, context, doc)
+        if self.fail_on_bad and not report.ok:
             raise StateCheckFailed(
                 f"fast check of {self.snapshot_uri!r} against {self.topic!r} failed "
-                f"(partitions {report[FAILED_FIELD]}): {results.summary(report)}"
+                f"(partitions {report.failed_partitions}): {results.summary(report)}"
             )
-        return report
+        return doc
 
     def get_openlineage_facets_on_start(self) -> Any:
         """The changelog and the snapshot, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""
@@ -286,19 +287,21 @@ class KStateDeepCheckOperator(_StoreSparkOperator):
         hook.admin.partition_count(self.topic)  # TopicNotFoundError before Spark starts
         hook.manifest(self.snapshot_uri)  # SnapshotError naming the problem before Spark starts
         accepted = self.trust_broker()  # BrokerDeviationError before Spark starts
-        report = self.submit(hook, context, self.app_args(accepted))
-        report.setdefault("check", "deep")
-        report.setdefault("topic", self.topic)
-        report.setdefault("snapshot_uri", self.snapshot_uri)
-        report[FAILED_FIELD] = failed_partitions(report)
+        report = CheckReport.from_json(
+            self.submit(hook, context, self.app_args(accepted)),
+            check="deep",
+            topic=self.topic,
+            snapshot_uri=self.snapshot_uri,
+        )
         _log_lines(self.log, results.deep_lines(report))
-        annotate_outlets(self.outlets, context, report)
-        if self.fail_on_bad and not report.get("ok"):
+        doc = report.to_json()  # the XCom: the application's report with check, topic and the verdict
+        annotate_outlets(self.outlets, context, doc)
+        if self.fail_on_bad and not report.ok:
             raise StateCheckFailed(
                 f"deep check of {self.snapshot_uri!r} against {self.topic!r} failed "
-                f"(partitions {report[FAILED_FIELD]}): {results.summary(report)}"
+                f"(partitions {report.failed_partitions}): {results.summary(report)}"
             )
-        return report
+        return doc
 
 
 class KStateRebuildOperator(_StoreSparkOperator):

@@ -42,6 +42,7 @@ from airflow_provider_kstate.store.manifest import (
     PartitionStats,
     read_manifest,
 )
+from airflow_provider_kstate.store.results import CheckReport
 from airflow_provider_kstate.store.uri import filesystem as uri_filesystem
 from airflow_provider_kstate.store.uri import local_path
 
@@ -314,7 +315,7 @@ def _finish(report: dict[str, Any], started: float) -> dict[str, Any]:
     return report
 
 
-def partial_scope(report: Mapping[str, Any]) -> list[int] | None:
+def partial_scope(report: CheckReport) -> list[int] | None:
     """Return the partitions a partial rebuild repairs after this fast-check ``report``, None when only a
     full rebuild does.
 
@@ -322,12 +323,11 @@ def partial_scope(report: Mapping[str, Any]) -> list[int] | None:
     store-wide problem (a stray file, a failed listing) or any offset finding (the changelog was recreated,
     truncated or trimmed: a topic-wide event that can make every partition wrong) needs a full rebuild.
     """
-    if not report.get("snapshot_ok") or not report.get("layout_ok", True) or report.get("problems"):
+    if not report.extra.get("snapshot_ok") or not report.extra.get("layout_ok", True) or report.problems:
         return None
-    entries = report.get("partitions") or {}
-    failed = contract.failed_partitions(report)
+    failed = report.failed_partitions
     for p in failed:
-        entry = entries.get(str(p)) or {}
+        entry = report.entry(p)
         if entry.get("file_problems", 0) != len(entry.get("problems") or []) or not entry.get("problems"):
             return None
     return failed

@@ -101,17 +101,31 @@ class PartitionResult:
         )
 
 
+#: The fields every check report carries, in the order a report built in Python lists them.
+_FIELDS = ("check", "topic", "snapshot_uri", "ok", "problems", "partitions", FAILED_FIELD)
+#: The fields the operators add to a report that lacks them (the others stay absent, as read).
+_ADDED = ("check", "topic", "snapshot_uri", FAILED_FIELD)
+
+
 @dataclass
 class CheckReport:
     """A check report: the verdict, store-wide problems and one entry per partition.
+
+    The operators parse a check's report document into one (:meth:`from_json`) and push :meth:`to_json` to
+    XCom: the same document, key for key and in the same order, with :data:`FAILED_FIELD` set from the
+    per-partition entries (or kept as listed when there are none) and ``check``, ``topic`` and
+    ``snapshot_uri`` added when absent.
 
     :param check: ``fast`` or ``deep``.
     :param topic: the changelog topic.
     :param snapshot_uri: the snapshot checked.
     :param ok: the verdict.
     :param problems: store-wide problems.
-    :param partitions: per-partition entries (``ok``, ``problems`` and what the check measured).
+    :param partitions: per-partition entries (``ok``, ``problems`` and what the check measured), in the
+        report's order.
+    :param listed: the failed partitions a report lists without per-partition entries.
     :param extra: every other field of the report, kept as is.
+    :param order: the report document's field order (empty for a report built in Python).
     """
 
     check: str
@@ -120,47 +134,61 @@ class CheckReport:
     ok: bool
     problems: list[str] = field(default_factory=list)
     partitions: dict[int, dict[str, Any]] = field(default_factory=dict)
+    listed: list[int] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    order: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def failed_partitions(self) -> list[int]:
-        return sorted(p for p, e in self.partitions.items() if not e.get("ok", False))
+        """The partitions found bad: the entries decide when present, else the listed ones (as
+        :func:`~airflow_provider_kstate.store.contract.failed_partitions`)."""
+        if self.partitions:
+            return sorted(p for p, e in self.partitions.items() if not e.get("ok", False))
+        return sorted(self.listed)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **self.extra,
+    def entry(self, partition: int) -> dict[str, Any]:
+        """Return a partition's entry (empty when the report has none)."""
+        return self.partitions.get(partition, {})
+
+    def _field(self, name: str) -> Any:
+        values = {
             "check": self.check,
             "topic": self.topic,
             "snapshot_uri": self.snapshot_uri,
             "ok": self.ok,
             "problems": list(self.problems),
-            "partitions": {str(p): dict(e) for p, e in sorted(self.partitions.items())},
+            "partitions": {str(p): dict(e) for p, e in self.partitions.items()},
             FAILED_FIELD: self.failed_partitions,
         }
+        return values[name] if name in values else self.extra[name]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the report document (the XCom): the fields in the order read, then the added ones."""
+        names = list(self.order or _FIELDS)
+        names += [k for k in (*_ADDED, *self.extra) if k not in names]
+        return {name: self._field(name) for name in names if name in _FIELDS or name in self.extra}
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any], check: str = "deep") -> CheckReport:
-        """Read a report (one listing failed partitions without per-partition entries too)."""
-        known = {
-            "check",
-            "topic",
-            "snapshot_uri",
-            "ok",
-            "problems",
-            "partitions",
-            FAILED_FIELD,
-        }
-        partitions = {int(p): dict(e) for p, e in (doc.get("partitions") or {}).items()}
-        for p in failed_partitions(doc):  # a report listing partitions without entries
-            partitions.setdefault(p, {"ok": False, "problems": []})
+    def from_json(
+        cls, doc: Mapping[str, Any], check: str = "deep", topic: str = "", snapshot_uri: str = ""
+    ) -> CheckReport:
+        """Read a report document (one listing failed partitions without per-partition entries too).
+
+        :param check: ``fast`` or ``deep``, when the document does not say.
+        :param topic: the topic, when the document does not say.
+        :param snapshot_uri: the snapshot, when the document does not say.
+        """
+        entries = doc.get("partitions") or {}
         return cls(
             check=str(doc.get("check") or check),
-            topic=str(doc.get("topic") or ""),
-            snapshot_uri=str(doc.get("snapshot_uri") or ""),
+            topic=str(doc.get("topic") or topic),
+            snapshot_uri=str(doc.get("snapshot_uri") or snapshot_uri),
             ok=bool(doc.get("ok")),
             problems=list(doc.get("problems") or []),
-            partitions=partitions,
-            extra={k: v for k, v in doc.items() if k not in known},
+            partitions={int(p): dict(e) for p, e in entries.items()},
+            listed=[] if entries else failed_partitions(doc),
+            extra={k: v for k, v in doc.items() if k not in _FIELDS},
+            order=tuple(doc),
         )
 
 
@@ -177,51 +205,52 @@ def samples(entry: Mapping[str, Any]) -> str:
     return f" (sample keys: {', '.join(parts)})" if parts else ""
 
 
-def summary(report: Mapping[str, Any], limit: int = 3) -> str:
+def summary(report: CheckReport, limit: int = 3) -> str:
     """Return a one-paragraph statement of what failed: global problems, then each failing partition."""
-    lines = list(report.get("problems") or [])
-    for p in failed_partitions(report):
-        entry = (report.get("partitions") or {}).get(str(p), {})
+    lines = list(report.problems)
+    for p in report.failed_partitions:
+        entry = report.entry(p)
         detail = "; ".join(str(x) for x in entry.get("problems", [])[:limit]) or "failed"
         lines.append(f"partition {p}: {detail}{samples(entry)}")
     return " | ".join(lines) or "no details in the report"
 
 
-def fast_lines(report: Mapping[str, Any]) -> list[tuple[bool, str]]:
+def fast_lines(report: CheckReport) -> list[tuple[bool, str]]:
     """Return the fast check's log lines as ``(is_warning, text)``: verdict, problems, the fix."""
+    extra = report.extra
     lines = [
         (
             False,
-            f"Fast check of snapshot {report['snapshot_uri']} against {report['topic']} "
-            f"({report['topic_partitions']} partitions, snapshot {report.get('snapshot_partitions')}): "
-            f"{'OK' if report['ok'] else 'FAILED'} in {report['seconds']:.3f}s",
+            f"Fast check of snapshot {report.snapshot_uri} against {report.topic} "
+            f"({extra['topic_partitions']} partitions, snapshot {extra.get('snapshot_partitions')}): "
+            f"{'OK' if report.ok else 'FAILED'} in {extra['seconds']:.3f}s",
         )
     ]
-    lines += [(True, f"  store: {problem}") for problem in report["problems"]]
-    for p in report[FAILED_FIELD]:
-        lines += [(True, f"  {problem}") for problem in report["partitions"][str(p)]["problems"]]
-    if not report["ok"]:
+    lines += [(True, f"  store: {problem}") for problem in report.problems]
+    for p in report.failed_partitions:
+        lines += [(True, f"  {problem}") for problem in report.entry(p).get("problems", [])]
+    if not report.ok:
         lines.append(
             (True, "  next: rebuild the snapshot (KStateRebuildOperator, or the DAG with rebuild=auto)")
         )
     return lines
 
 
-def deep_lines(report: Mapping[str, Any]) -> list[tuple[bool, str]]:
+def deep_lines(report: CheckReport) -> list[tuple[bool, str]]:
     """Return the deep check's log lines as ``(is_warning, text)``: verdict, per failing partition what
     and which keys, the fix."""
     lines = [
         (
             False,
-            f"Deep check of snapshot {report.get('snapshot_uri')} against {report.get('topic')}: "
-            f"{'OK' if report.get('ok') else 'FAILED'} ({report.get('records_read')} changelog records read "
-            f"in {report.get('seconds')}s)",
+            f"Deep check of snapshot {report.snapshot_uri} against {report.topic}: "
+            f"{'OK' if report.ok else 'FAILED'} ({report.extra.get('records_read')} changelog records read "
+            f"in {report.extra.get('seconds')}s)",
         )
     ]
-    lines += [(True, f"  store: {problem}") for problem in report.get("problems") or []]
-    failed = failed_partitions(report)
+    lines += [(True, f"  store: {problem}") for problem in report.problems]
+    failed = report.failed_partitions
     for p in failed:
-        entry = report["partitions"][str(p)]
+        entry = report.entry(p)
         lines += [(True, f"  partition {p}: {problem}") for problem in entry.get("problems", [])]
         if samples(entry):
             lines.append((True, f"  partition {p}:{samples(entry)}"))

@@ -25,6 +25,7 @@ from airflow_provider_kstate.store.manifest import (
     loads_manifest,
     write_manifest,
 )
+from airflow_provider_kstate.store.results import CheckReport
 
 TOPIC = "faults-cl"
 N = 3
@@ -61,6 +62,11 @@ def make_snapshot(root: Path, record_files: bool = True, topic: str = TOPIC) -> 
         stats[p] = PartitionStats(0, ROWS, ROWS, digest_rows(rows), files)
     write_manifest(str(root), Manifest(topic=topic, partitions=N, partition_stats=stats))
     return root
+
+
+def scope(report: dict) -> list[int] | None:
+    """:func:`partial_scope` of a fast-check report document, parsed as the operators parse their XCom."""
+    return partial_scope(CheckReport.from_json(report, check="fast"))
 
 
 def check(root: Path) -> dict:
@@ -139,7 +145,7 @@ def test_each_file_fault_fails_the_named_partition_only(tmp_path: Path, fault, e
     assert not report["ok"] and report["failed_partitions"] == [1], report
     assert expected in problems_of(report, 1), problems_of(report, 1)
     assert report["snapshot_ok"] and not report["problems"]
-    assert partial_scope(report) == [1]  # file damage: a partial rebuild of partition 1 repairs it
+    assert scope(report) == [1]  # file damage: a partial rebuild of partition 1 repairs it
 
 
 def test_legacy_manifest_still_catches_framing_and_a_deleted_directory(tmp_path: Path) -> None:
@@ -157,7 +163,7 @@ def test_a_file_outside_any_partition_is_a_store_problem(tmp_path: Path) -> None
     (root / "stray.parquet").write_bytes(data_file(root, 0).read_bytes())
     report = check(root)
     assert not report["ok"] and "outside any partition directory: stray.parquet" in report["problems"][0]
-    assert partial_scope(report) is None
+    assert scope(report) is None
 
 
 def test_hidden_files_are_not_data(tmp_path: Path) -> None:
@@ -229,10 +235,10 @@ def test_an_offset_finding_or_a_bad_manifest_needs_a_full_rebuild(tmp_path: Path
     report = fast_check(TrimmedAdmin(), TOPIC, str(root))
     assert report["failed_partitions"] == [1, 2], report
     assert "recreated" in problems_of(report, 2)
-    assert partial_scope(report) is None  # the changelog changed: every partition may be wrong
+    assert scope(report) is None  # the changelog changed: every partition may be wrong
     (root / MANIFEST_NAME).unlink()
-    assert partial_scope(check(root)) is None
-    assert partial_scope(fast_check(Admin(), TOPIC, str(tmp_path / "never-built"))) is None
+    assert scope(check(root)) is None
+    assert scope(fast_check(Admin(), TOPIC, str(tmp_path / "never-built"))) is None
 
 
 def test_the_verdict_rebuilds_only_damaged_partitions_when_that_repairs_them(tmp_path: Path) -> None:
@@ -240,15 +246,18 @@ def test_the_verdict_rebuilds_only_damaged_partitions_when_that_repairs_them(tmp
 
     root = make_snapshot(tmp_path / "s")
     _delete(data_file(root, 0))
-    fast = check(root)
-    deep = {"ok": False, "partitions": {"0": {"ok": False}, "1": {"ok": True}, "2": {"ok": False}}}
+    fast = CheckReport.from_json(check(root), check="fast")
+    deep = CheckReport.from_json(
+        {"ok": False, "partitions": {"0": {"ok": False}, "1": {"ok": True}, "2": {"ok": False}}}
+    )
     assert verdict(fast, None, "auto") == ("rebuild", [0])
     assert verdict(fast, deep, "auto") == ("rebuild", [0, 2])
     assert verdict(fast, None, "never") == ("store_bad", [])
     assert verdict(fast, None, "force") == ("rebuild", [])  # force rebuilds everything
     assert verdict(fast, None, "auto", target=N + 2) == ("rebuild", [])  # a re-key rebuilds everything
-    assert verdict(check(make_snapshot(tmp_path / "ok")), None, "auto") == ("store_ok", [])
-    trimmed = fast_check(TrimmedAdmin(), TOPIC, str(root))
+    good = CheckReport.from_json(check(make_snapshot(tmp_path / "ok")), check="fast")
+    assert verdict(good, None, "auto") == ("store_ok", [])
+    trimmed = CheckReport.from_json(fast_check(TrimmedAdmin(), TOPIC, str(root)), check="fast")
     assert verdict(trimmed, deep, "auto") == ("rebuild", [])
 
 
@@ -275,7 +284,7 @@ def test_a_remote_snapshot_is_read_through_fsspec_with_the_connections_storage_o
     with memory.open(uri.removeprefix("memory://") + "/partition=2/part-0.parquet", "wb") as f:
         f.write(os.urandom(64))
     report = fast_check(Admin(), TOPIC, uri, options)
-    assert report["failed_partitions"] == [2] and partial_scope(report) == [2], report
+    assert report["failed_partitions"] == [2] and scope(report) == [2], report
 
 
 def test_the_hook_builds_storage_options_from_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:

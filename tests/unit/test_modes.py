@@ -13,6 +13,7 @@ from airflow_provider_kstate.exceptions import KStateConfigError
 from airflow_provider_kstate.increase.key_order import check_key_order
 from airflow_provider_kstate.increase.plan import GroupClass, InvalidPlanError, Plan, PlanMode
 from airflow_provider_kstate.operators.maintenance import RebuildMode, verdict
+from airflow_provider_kstate.store.results import CheckReport
 
 
 def test_modes_equal_their_strings_and_serialize_as_them() -> None:
@@ -37,7 +38,7 @@ def test_a_wrong_mode_is_refused_naming_the_choices() -> None:
     bad = {**PLAN, "groups": {"g": {"class": "lively", "state": "STABLE"}}}
     with pytest.raises(InvalidPlanError, match="active, empty, spark.*'lively'"):
         Plan.from_dict(bad)
-    fast = {"ok": True}
+    fast = CheckReport(check="fast", topic="t", snapshot_uri="/s", ok=True)
     assert (
         verdict(fast, None, "force") == ("rebuild", [])
         and verdict(fast, None, RebuildMode.NEVER)[0] == "store_ok"

@@ -267,6 +267,9 @@ def test_fast_check_operator_reports_or_raises(tmp_path: Path, fake_admin: FakeA
         {}
     )
     assert report["failed_partitions"] == [1]
+    document = fast_check(fake_admin, TOPIC, uri)  # the XCom is the fast check's document, as it wrote it
+    document["seconds"] = report["seconds"]
+    assert json.dumps(report) == json.dumps(document)
     with pytest.raises(
         StateCheckFailed, match=r"partitions \[1\]\).*partition 1: snapshot covers offsets up to 9"
     ):
@@ -376,6 +379,8 @@ def test_deep_check_operator_names_partitions_and_sample_keys(
     op = KStateDeepCheckOperator(task_id="d", topic=TOPIC, snapshot_uri=uri, fail_on_bad=False)
     result = op.execute({})
     assert result["failed_partitions"] == [1] and result["check"] == "deep"
+    before = {**report, "check": "deep", "topic": TOPIC, "snapshot_uri": uri, "failed_partitions": [1]}
+    assert json.dumps(result) == json.dumps(before)  # the XCom the operator pushed before CheckReport
     logged = capsys.readouterr().out
     assert "only_partitions=[1]" in logged and "acct-7" in logged
     op = KStateDeepCheckOperator(task_id="d", topic=TOPIC, snapshot_uri=uri)

@@ -116,6 +116,100 @@ def test_results_round_trip() -> None:
     assert listed.failed_partitions == [1]
 
 
+def _emitted_before(doc: dict[str, Any], check: str) -> dict[str, Any]:
+    """What the check operators pushed to XCom before they parsed reports into CheckReport (their code)."""
+    out = json.loads(json.dumps(doc))
+    out.setdefault("check", check)
+    out.setdefault("topic", "t")
+    out.setdefault("snapshot_uri", "/s")
+    out[contract.FAILED_FIELD] = contract.failed_partitions(out)
+    return out
+
+
+def test_a_check_report_serializes_back_to_the_identical_xcom() -> None:
+    """The XCom is unchanged: a report document parsed into a CheckReport and serialized again is the same
+    JSON, byte for byte (field order, partition order, failed-partition fields), for a fast check's report,
+    the deep check application's (good, bad, unusable) and one listing failed partitions without entries."""
+    bad = PartitionResult(
+        10, changelog=Side(3, "a" * 16), snapshot=Side(2, "b" * 16), manifest=Side(3, "a" * 16)
+    )
+    bad.problems.append("row differences: 1 missing")
+    bad.samples["missing"].append("b'k'")
+    fast = {
+        "check": "fast",
+        "topic": "t",
+        "snapshot_uri": "/s",
+        "topic_partitions": 11,
+        "snapshot_partitions": 11,
+        "snapshot_ok": True,
+        "snapshot_missing": False,
+        "layout_ok": True,
+        "problems": [],
+        "partitions": {
+            str(p): {"ok": p != 10, "problems": [] if p != 10 else ["covers up to 9"], "end_offset": p}
+            for p in range(11)
+        },
+        "written_at": None,
+        "snapshot_version": "v-0001",
+        "data_files": 11,
+        "failed_partitions": [10],
+        "ok": False,
+        "seconds": 0.012,
+    }
+    deep = {  # the application's order: partitions in the manifest's order, not sorted as strings
+        "ok": False,
+        "topic": "t",
+        "snapshot_uri": "/s",
+        "snapshot_version": "v-0001",
+        "layout": 11,
+        "records_read": 9,
+        "failed_partitions": [10],
+        "problems": [],
+        "partitions": {
+            "2": PartitionResult(2).to_json(),
+            "10": bad.to_json(),
+            "1": PartitionResult(1).to_json(),
+        },
+        "warnings": [],
+        "seconds": 1.5,
+    }
+    unusable = {
+        **deep,
+        "snapshot_ok": False,
+        "failed_partitions": [],
+        "problems": ["unusable"],
+        "partitions": {},
+    }
+    listed = {"ok": False, "failed_partitions": [3, 1], "topic": "t", "snapshot_uri": "/s"}
+    no_problems = {"ok": True, "records_read": 0, "partitions": {"0": {"ok": True, "problems": []}}}
+    for doc, check in (
+        (fast, "fast"),
+        (deep, "deep"),
+        (unusable, "deep"),
+        (listed, "deep"),
+        (no_problems, "deep"),
+    ):
+        report = CheckReport.from_json(json.loads(json.dumps(doc)), check=check, topic="t", snapshot_uri="/s")
+        assert json.dumps(report.to_json()) == json.dumps(_emitted_before(doc, check)), doc
+    assert CheckReport.from_json(deep).failed_partitions == [10]
+    assert (
+        CheckReport.from_json(listed).failed_partitions == [1, 3]
+        and not CheckReport.from_json(listed).partitions
+    )
+    assert list(CheckReport.from_json(deep).to_json()["partitions"]) == ["2", "10", "1"]
+    assert json.dumps(CheckReport.from_json(fast).to_json()) == json.dumps(fast)  # the fast check's as is
+    built = CheckReport(check="deep", topic="t", snapshot_uri="/s", ok=True)  # built in Python: every field
+    assert built.to_json() == {
+        "check": "deep",
+        "topic": "t",
+        "snapshot_uri": "/s",
+        "ok": True,
+        "problems": [],
+        "partitions": {},
+        "failed_partitions": [],
+    }
+
+
 def test_provider_zip_holds_the_apps_and_the_store_only(tmp_path: Path) -> None:
     with zipfile.ZipFile(provider_zip(str(tmp_path))) as zf:
         names = set(zf.namelist())
