@@ -159,3 +159,26 @@ def test_the_kstate_command_names_its_commands(capsys: pytest.CaptureFixture[str
     assert main(["frobnicate"]) == 2
     assert "kstate doctor" in capsys.readouterr().err
     assert main(["--help"]) == 0
+
+
+def test_the_doctor_and_its_command_import_no_airflow() -> None:
+    """``kstate doctor`` runs where Airflow is not installed (a laptop, a broker host): import the CLI and
+    every doctor module in a Python where ``airflow`` and ``pyspark`` cannot be imported."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "class Missing:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('airflow', 'pyspark'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Missing())\n"
+        "importlib.import_module('airflow_provider_kstate.cli')\n"
+        "package = importlib.import_module('airflow_provider_kstate.doctor')\n"
+        "for info in pkgutil.iter_modules(package.__path__):\n"
+        "    importlib.import_module(package.__name__ + '.' + info.name)\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'airflow'], 'airflow imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
