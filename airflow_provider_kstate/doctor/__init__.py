@@ -6,12 +6,21 @@ confluent-kafka does. :mod:`~airflow_provider_kstate.hooks.doctor` is the Airflo
 
 from __future__ import annotations
 
-from airflow_provider_kstate.doctor.promises import ALL_PROMISES, INCREASE_NEEDS, STATE_NEEDS, check_names
+from airflow_provider_kstate.doctor.promises import (
+    ALL_PROMISES,
+    INCREASE_NEEDS,
+    NEEDS,
+    STATE_NEEDS,
+    Needs,
+    check_names,
+)
 from airflow_provider_kstate.doctor.verdict import BrokerDeviation, CheckResult, Verdict
 
 __all__ = [
     "ALL_PROMISES",
     "INCREASE_NEEDS",
+    "NEEDS",
+    "Needs",
     "STATE_NEEDS",
     "BrokerDeviation",
     "CheckResult",

@@ -16,10 +16,8 @@ import sys
 from typing import Any
 
 from airflow_provider_kstate.doctor.doctor import diagnose
-from airflow_provider_kstate.doctor.promises import ALL_PROMISES, INCREASE_NEEDS, STATE_NEEDS, check_names
+from airflow_provider_kstate.doctor.promises import NEEDS, Needs, check_names
 from airflow_provider_kstate.doctor.verdict import BrokerDeviation
-
-NEEDS = {"increase": INCREASE_NEEDS, "state": STATE_NEEDS, "all": ALL_PROMISES}
 
 
 def _config(args: argparse.Namespace) -> dict[str, Any]:
@@ -44,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kstate doctor", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--bootstrap-servers", default="")
     parser.add_argument("--config", default="", help="librdkafka settings as JSON, or @file")
-    parser.add_argument("--needs", choices=sorted(NEEDS), default="all")
+    parser.add_argument("--needs", choices=[str(n) for n in Needs], default=str(Needs.ALL))
     parser.add_argument("--allow", default="", help="comma-separated promise names to accept (RISK ACCEPTED)")
     parser.add_argument("--refresh", action="store_true", help="re-run the behavioural checks now")
     parser.add_argument("--ttl", type=float, default=24 * 3600.0, help="seconds a cached verdict stays valid")
@@ -62,8 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(verdict.lines()))
         print("(behavioural checks from the cache; --refresh re-runs them)" if cached else "(checked now)")
     try:
-        for promise in verdict.refuse(NEEDS[args.needs], allow, what=f"the {args.needs} checks"):
-            print(verdict.risk_line(promise, f"the {args.needs} checks"), file=sys.stderr)
+        needs = Needs(args.needs)
+        for promise in verdict.refuse(NEEDS[needs], allow, what=f"the {needs} checks"):
+            print(verdict.risk_line(promise, f"the {needs} checks"), file=sys.stderr)
     except BrokerDeviation as exc:
         print(f"REFUSED: {exc}", file=sys.stderr)
         return 3

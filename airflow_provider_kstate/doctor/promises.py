@@ -7,6 +7,8 @@ promise it needs is broken, unless the user accepts that one deviation by name
 
 from __future__ import annotations
 
+from airflow_provider_kstate.client.protocol import StrEnum
+
 #: ApiVersions lists CreatePartitions (key 37): the increase itself.
 API_CREATE_PARTITIONS = "api.create_partitions"
 #: ApiVersions lists OffsetCommit (key 8) and OffsetFetch (key 9): seeding and reading group offsets.
@@ -61,6 +63,23 @@ INCREASE_NEEDS = (
 )
 #: What the state check and the rebuild rely on: bounded, transactional reads of the changelog.
 STATE_NEEDS = (API_LIST_OFFSETS, LATEST_OFFSET, READ_COMMITTED, LAST_STABLE_OFFSET, CONFIG_DEFAULTS)
+
+
+class Needs(StrEnum):
+    """A named set of promises (``needs``): what the increase needs, what the state check and rebuild need,
+    all of them."""
+
+    INCREASE = "increase"
+    STATE = "state"
+    ALL = "all"
+
+
+#: The promises of each named set.
+NEEDS: dict[Needs, tuple[str, ...]] = {
+    Needs.INCREASE: INCREASE_NEEDS,
+    Needs.STATE: STATE_NEEDS,
+    Needs.ALL: ALL_PROMISES,
+}
 
 #: One line per promise, for messages and the README's compatibility table.
 DESCRIPTIONS = {

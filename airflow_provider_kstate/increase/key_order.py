@@ -36,7 +36,7 @@ from airflow_provider_kstate.client.protocol import (
     layout_key,
     now_ms,
 )
-from airflow_provider_kstate.increase.plan import Plan
+from airflow_provider_kstate.increase.plan import KeyOrderMark, Plan
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -94,10 +94,11 @@ def check_key_order(value: str) -> KeyOrder:
     return KeyOrder(value)
 
 
-#: How a protected group goes through the switch, as the plan sees it (``GroupPlan.key_order``).
-ORDER_BARRIER = "barrier"
-ORDER_RELAXED = "relaxed"
-ORDER_OFFLINE = "offline"
+#: How a protected group goes through the switch, as the plan sees it (``GroupPlan.key_order``): the
+#: members of :class:`~airflow_provider_kstate.increase.plan.KeyOrderMark`.
+ORDER_BARRIER = KeyOrderMark.BARRIER
+ORDER_RELAXED = KeyOrderMark.RELAXED
+ORDER_OFFLINE = KeyOrderMark.OFFLINE
 #: Member client ids named in a relaxed group's reason.
 NAMED_MEMBERS = 3
 
@@ -112,7 +113,7 @@ def client_piece_clients(state: Mapping[str, Record]) -> dict[str, set[str]]:
     return out
 
 
-def group_order(key_order: str, member_clients: Iterable[str], present: set[str]) -> tuple[str, str]:
+def group_order(key_order: str, member_clients: Iterable[str], present: set[str]) -> tuple[KeyOrderMark, str]:
     """Return ``(mark, reason)`` for one protected group at plan time.
 
     :param member_clients: the ``client.id`` of each live member (DescribeGroups).

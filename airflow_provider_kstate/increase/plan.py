@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_provider_kstate.client.protocol import StrEnum
 from airflow_provider_kstate.errors import (
@@ -55,6 +55,9 @@ FLAGS = ("pause", "seed", "wait")
 NO_FLAGS = {"pause": False, "seed": False, "wait": False}
 
 
+_Choice = TypeVar("_Choice", bound=StrEnum)
+
+
 class GroupClass(StrEnum):
     """What a group is to the run (the module's docstring says what each goes through)."""
 
@@ -68,6 +71,27 @@ class GroupClass(StrEnum):
     STREAMS = "streams"
     UNKNOWN_TYPE = "unknown-type"
     UNDESCRIBED = "undescribed"
+
+
+class GroupRole(StrEnum):
+    """What a group's clients are, when it is known: a Kafka Streams application, a Kafka Connect sink
+    connector, or plain consumers (empty)."""
+
+    PLAIN = ""
+    STREAMS = "streams"
+    CONNECT_SINK = "connect-sink"
+
+
+class KeyOrderMark(StrEnum):
+    """Per-key order at the switch, as the plan sees a protected group (``GroupPlan.key_order``): every live
+    member runs the client piece and holds at the ``barrier``; it cannot hold (``relaxed``); no live members
+    (``offline``: its consumers hold at start if they use the client piece); empty for the groups the run
+    leaves alone."""
+
+    NONE = ""
+    BARRIER = "barrier"
+    RELAXED = "relaxed"
+    OFFLINE = "offline"
 
 
 class PlanMode(StrEnum):
@@ -86,11 +110,19 @@ CLASS_FLAGS = {
 UNSUPPORTED = (GroupClass.SHARE, GroupClass.STREAMS, GroupClass.UNKNOWN_TYPE, GroupClass.UNDESCRIBED)
 
 
+def choice(what: str, value: str, choices: type[_Choice]) -> _Choice:
+    """Return ``value`` as a member of ``choices``, else raise :class:`InvalidPlanError` naming them (an
+    empty member reads ``or empty``)."""
+    if value not in tuple(choices):
+        named = ", ".join(str(c) for c in choices if str(c))
+        empty = " or empty" if "" in tuple(choices) else ""
+        raise InvalidPlanError(f"{what} must be one of {named}{empty}, got {value!r}")
+    return choices(value)
+
+
 def group_class(value: str) -> GroupClass:
     """Return ``value`` as a :class:`GroupClass`, else raise :class:`InvalidPlanError` naming the choices."""
-    if value not in tuple(GroupClass):
-        raise InvalidPlanError(f"group class must be one of {', '.join(GroupClass)}, got {value!r}")
-    return GroupClass(value)
+    return choice("group class", value, GroupClass)
 
 
 def check_topic_name(topic: str) -> None:
@@ -115,17 +147,19 @@ class GroupPlan:
     wait: bool = False
     #: What the group's clients are, when it is known: ``streams`` (a Kafka Streams application),
     #: ``connect-sink`` (a Kafka Connect sink connector); empty for plain consumers.
-    role: str = ""
+    role: GroupRole = GroupRole.PLAIN
     #: Per-key order at the switch, as the plan sees it: ``barrier`` (every live member runs the client
     #: piece: the group holds at the barrier), ``relaxed`` (it cannot hold: ``key_order_reason`` says why),
     #: ``offline`` (no live members: its consumers hold at start if they use the client piece); empty for
     #: the groups the run leaves alone. The switch checks again at run time (``switch.relaxed_groups``).
-    key_order: str = ""
+    key_order: KeyOrderMark = KeyOrderMark.NONE
     key_order_reason: str = ""
 
     def __post_init__(self) -> None:
-        # A class given as a plain string (a hand-built plan) becomes its member, or is refused.
+        # A class, role or mark given as a plain string (a hand-built plan) becomes its member, or is refused.
         object.__setattr__(self, "cls", group_class(self.cls))
+        object.__setattr__(self, "role", choice("group role", self.role, GroupRole))
+        object.__setattr__(self, "key_order", choice("group key_order", self.key_order, KeyOrderMark))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the compact XCom form; the flags follow from the class unless they differ."""
@@ -139,9 +173,9 @@ class GroupPlan:
         if self.type != CLASSIC:
             out["type"] = self.type
         if self.role:
-            out["role"] = self.role
+            out["role"] = str(self.role)
         if self.key_order:
-            out["key_order"] = self.key_order
+            out["key_order"] = str(self.key_order)
             out["key_order_reason"] = self.key_order_reason
         flags = {flag: getattr(self, flag) for flag in FLAGS}
         if flags != CLASS_FLAGS.get(self.cls, NO_FLAGS):
@@ -157,8 +191,8 @@ class GroupPlan:
             cls=group,
             state=str(data.get("state", "")),
             type=str(data.get("type", CLASSIC)),
-            role=str(data.get("role", "")),
-            key_order=str(data.get("key_order", "")),
+            role=choice("group role", str(data.get("role", "")), GroupRole),
+            key_order=choice("group key_order", str(data.get("key_order", "")), KeyOrderMark),
             key_order_reason=str(data.get("key_order_reason", "")),
             member_count=int(data.get("member_count", len(members))),
             members=members[:MEMBER_SAMPLE],
@@ -268,7 +302,7 @@ def classify(
         # that way, members and all. Its members cannot be seen, so it cannot be paused safely.
         return replace(base, cls=GroupClass.UNDESCRIBED)
     special = {SHARE: GroupClass.SHARE, UNKNOWN_TYPE: GroupClass.UNKNOWN_TYPE}.get(group_type)
-    if special or base.role == "streams":
+    if special or base.role == GroupRole.STREAMS:
         return replace(base, cls=special or GroupClass.STREAMS)
     return as_consumer_group(base, info)
 
@@ -280,12 +314,12 @@ def as_consumer_group(base: GroupPlan, info: GroupInfo) -> GroupPlan:
     return replace(base, cls=GroupClass.ACTIVE, pause=True, seed=True, wait=True)
 
 
-def _role(info: GroupInfo, group_type: str) -> str:
+def _role(info: GroupInfo, group_type: str) -> GroupRole:
     if group_type == STREAMS or info.assignor == STREAMS_ASSIGNOR:
-        return "streams"
+        return GroupRole.STREAMS
     if info.group.startswith(CONNECT_PREFIX):
-        return "connect-sink"
-    return ""
+        return GroupRole.CONNECT_SINK
+    return GroupRole.PLAIN
 
 
 def build_plan(

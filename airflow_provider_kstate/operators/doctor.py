@@ -7,13 +7,10 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.doctor.cache import DEFAULT_TTL
-from airflow_provider_kstate.doctor.promises import ALL_PROMISES, INCREASE_NEEDS, STATE_NEEDS, check_names
+from airflow_provider_kstate.doctor.promises import NEEDS, Needs, check_names
 from airflow_provider_kstate.exceptions import KStateConfigError
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
 from airflow_provider_kstate.utils.coerce import as_bool, as_str_list
-
-#: Named sets of promises: what the increase needs, what the state check and rebuild need, all of them.
-NEEDS = {"increase": INCREASE_NEEDS, "state": STATE_NEEDS, "all": ALL_PROMISES}
 
 
 class KStateBrokerDoctorOperator(BaseOperator):
@@ -26,7 +23,8 @@ class KStateBrokerDoctorOperator(BaseOperator):
     naming it; ``allow_broker_deviation`` accepts named ones (logged as ``RISK ACCEPTED``). Returns the
     verdict (XCom).
 
-    :param needs: ``"increase"``, ``"state"``, ``"all"``, or a list of promise names.
+    :param needs: a named set of promises (:class:`~airflow_provider_kstate.doctor.promises.Needs`:
+        ``"increase"``, ``"state"``, ``"all"``), or a list of promise names.
     :param allow_broker_deviation: promise names to accept although broken (templated).
     :param refresh: re-run the behavioural checks now instead of using the cached verdict (templated).
     :param ttl: seconds a cached verdict stays valid.
@@ -40,7 +38,7 @@ class KStateBrokerDoctorOperator(BaseOperator):
     def __init__(
         self,
         *,
-        needs: str | list[str] = "all",
+        needs: Needs | str | list[str] = Needs.ALL,
         allow_broker_deviation: list[str] | str | None = None,
         refresh: bool | str = False,
         ttl: float = DEFAULT_TTL,
@@ -69,14 +67,17 @@ class KStateBrokerDoctorOperator(BaseOperator):
         return verdict.to_dict()
 
 
-def needed_promises(needs: str | list[str]) -> tuple[str, ...]:
-    """Return the promise names of ``needs`` (a named set or a list); raise KStateConfigError when unknown."""
-    if isinstance(needs, str) and needs in NEEDS:
-        return NEEDS[needs]
+def needed_promises(needs: Needs | str | list[str]) -> tuple[str, ...]:
+    """Return the promise names of ``needs`` (a named set or a list); raise KStateConfigError naming the
+    named sets and the promises when unknown."""
+    if isinstance(needs, str) and needs in tuple(Needs):
+        return NEEDS[Needs(needs)]
     try:
         return check_names(needs, "needs")
     except ValueError as exc:
-        raise KStateConfigError(f"{exc}, or one of {sorted(NEEDS)}. Nothing was changed.") from None
+        raise KStateConfigError(
+            f"{exc}; or a named set: one of {', '.join(Needs)}. Nothing was changed."
+        ) from None
 
 
 def allowed_deviations(allow: object) -> tuple[str, ...]:

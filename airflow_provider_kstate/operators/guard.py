@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_kstate.exceptions import KStateError, LeaseHeldError, UnsafeResumeError
+from airflow_provider_kstate.increase.plan import PlanMode
 from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
 from airflow_provider_kstate.increase.steps import names
 from airflow_provider_kstate.lease import LeaseKeeper
@@ -43,7 +44,7 @@ class KStateFailureGuardOperator(KStateStepOperator):
         owner = keeper.owner
         self._check_lease(keeper)
         current = self.admin.partition_count(self.topic)
-        if plan.mode == "increase" and current == plan.original_partitions:
+        if plan.mode == PlanMode.INCREASE and current == plan.original_partitions:
             self._resume(plan.where("pause"), owner)
             self.control.set_layout(self.topic, current, issuer=owner)
             keeper.release()

@@ -11,6 +11,7 @@ from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.errors import ReportError
 from airflow_provider_kstate.exceptions import VerificationError
 from airflow_provider_kstate.increase.key_order import check_key_order, watch_release
+from airflow_provider_kstate.increase.plan import PlanMode
 from airflow_provider_kstate.increase.report import (
     Exceptions,
     ReportWriter,
@@ -136,7 +137,7 @@ class KStateVerifyOperator(KStateStepOperator):
         barrier = self._barrier(context) if check_key_order(self.key_order) == PRESERVE else {}
         count = self.admin.partition_count(self.topic)
         watermarks = self.admin.watermarks(self.topic, range(count))
-        new_from = plan.original_partitions if plan.mode == "increase" else count
+        new_from = plan.original_partitions if plan.mode == PlanMode.INCREASE else count
         marks = Marks(
             [watermarks[p][0] for p in range(count)], [watermarks[p][1] for p in range(count)], new_from
         )
@@ -193,7 +194,7 @@ class KStateVerifyOperator(KStateStepOperator):
         """Add the grown topic's ``kafka://`` Asset event to this task's AssetAlias outlets (an increase)."""
         from airflow_provider_kstate.assets import add_topic_event
 
-        if plan.mode != "increase":
+        if plan.mode != PlanMode.INCREASE:
             return
         servers = str(self.admin.client_config().get("bootstrap.servers", ""))
         extra = {"original_partitions": plan.original_partitions, "partitions": count}

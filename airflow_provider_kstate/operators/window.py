@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.increase.key_order import check_key_order
+from airflow_provider_kstate.increase.plan import GroupClass, PlanMode
 from airflow_provider_kstate.increase.report import write_report
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps, SeedResult
 from airflow_provider_kstate.operators.base import KStateStepOperator
@@ -82,7 +83,7 @@ class KStatePauseWindowOperator(KStateStepOperator):
             f"{rows:,}",
         )
         summary = {**_summary(steps, first, later, uri, rows, timings), "switch": switch}
-        if summary["mode"] == "repair" and not summary["seeded"]:
+        if steps.plan.mode == PlanMode.REPAIR and not summary["seeded"]:
             self.log.info(
                 "REPAIR %s: nothing to do: every protected group holds an offset on every partition",
                 self.topic,
@@ -92,7 +93,7 @@ class KStatePauseWindowOperator(KStateStepOperator):
     @staticmethod
     def _split(steps: SafeIncreaseSteps) -> tuple[list[str], list[str]]:
         seeded = steps.plan.where("seed")
-        live = [g for g in seeded if steps.plan.groups[g].cls == "active"]
+        live = [g for g in seeded if steps.plan.groups[g].cls == GroupClass.ACTIVE]
         return live, [g for g in seeded if g not in live]
 
 
@@ -107,7 +108,7 @@ def _summary(
     merged = SeedResult(max(first.partitions, later.partitions), {**first.groups, **later.groups})
     return {
         "topic": steps.topic,
-        "mode": steps.plan.mode,
+        "mode": str(steps.plan.mode),  # XCom keeps plain strings
         "created": steps.created_from is not None,
         **merged.summary(),
         "report_uri": uri,

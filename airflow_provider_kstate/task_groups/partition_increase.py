@@ -7,6 +7,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, TaskGroup, chain
 
 from airflow_provider_kstate.assets import topic_alias
+from airflow_provider_kstate.doctor.promises import Needs
 from airflow_provider_kstate.operators.consumers import (
     KStatePauseConsumersOperator,
     KStateResumeConsumersOperator,
@@ -167,7 +168,7 @@ def _sensing(options: IncreaseOptions) -> dict[str, Any]:
 def _check_broker(options: IncreaseOptions) -> BaseOperator:
     return KStateBrokerDoctorOperator(
         task_id="check_broker",
-        needs="increase",
+        needs=Needs.INCREASE,
         allow_broker_deviation=options.broker_check.allow_broker_deviation,
         refresh=options.broker_check.refresh_broker_check,
         kafka_config_id=options.connection.kafka_config_id,
