@@ -806,6 +806,10 @@ def print_growth(grid: dict[str, Any]) -> None:
         )
 
 
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 2) if values else None
+
+
 def flatness(grid: dict[str, Any]) -> dict[str, Any]:
     """The window and the restart per group count: does the window stay flat as groups grow?"""
     rows = [r for r in grid["cells"] if r.get("window_s") is not None]
@@ -816,7 +820,8 @@ def flatness(grid: dict[str, Any]) -> dict[str, Any]:
         "windows_s": {r["cell"]: round(r["window_s"], 3) for r in rows},
         "window_growth_first_to_last": round(last["window_s"] / first["window_s"], 2),
         "group_growth_first_to_last": last["groups"] / first["groups"],
-        "median_ratio": round(statistics.median(r["ratio"] for r in rows), 2),
+        # a failed restart has no ratio: the median is over the cells that have one (None when none has)
+        "median_ratio": _median([r["ratio"] for r in rows if r.get("ratio") is not None]),
     }
 
 
