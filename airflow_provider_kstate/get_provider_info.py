@@ -39,7 +39,7 @@ def get_provider_info() -> dict[str, Any]:
                     f"{pkg}.hooks.admin",
                     f"{pkg}.hooks.control",
                     f"{pkg}.hooks.lease",
-                    f"{pkg}.hooks.state",
+                    f"{pkg}.hooks.snapshot",
                 ],
             }
         ],
@@ -55,7 +55,7 @@ def get_provider_info() -> dict[str, Any]:
                     f"{pkg}.operators.verify",
                     f"{pkg}.operators.guard",
                     f"{pkg}.operators.window",
-                    f"{pkg}.operators.state",
+                    f"{pkg}.operators.snapshot",
                     f"{pkg}.operators.maintenance",
                 ],
             }

@@ -368,7 +368,7 @@ def store_lineage(operator: Any, task_instance: Any = None, complete: bool = Fal
     :param task_instance: the running task instance (its XCom holds the report on completion).
     :param complete: add what the run found (the report).
     """
-    from airflow_provider_kstate.operators.state import KStateRebuildOperator
+    from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
 
     report = (task_result(task_instance) if complete else None) or {}
     changelog = topic_dataset(bootstrap_servers(operator.kafka_config_id), str(operator.topic))

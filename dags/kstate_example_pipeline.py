@@ -25,7 +25,7 @@ import pendulum
 from airflow.sdk import DAG, Param
 
 from airflow_provider_kstate.operators.doctor import KStateBrokerDoctorOperator
-from airflow_provider_kstate.operators.state import KStateSparkApplicationOperator
+from airflow_provider_kstate.operators.snapshot import KStateSparkApplicationOperator
 
 APPLICATION = str(Path(__file__).resolve().parent / "pipelines" / "running_totals.py")
 

@@ -47,7 +47,7 @@ from airflow_provider_kstate.operators.maintenance import (
     KStateStoreBadOperator,
     KStateStoreVerdictOperator,
 )
-from airflow_provider_kstate.operators.state import (
+from airflow_provider_kstate.operators.snapshot import (
     KStateDeepCheckOperator,
     KStateFastCheckOperator,
     KStateRebuildOperator,

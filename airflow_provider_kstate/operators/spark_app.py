@@ -28,7 +28,7 @@ from airflow_provider_kstate.exceptions import (
     SnapshotError,
     SparkApplicationError,
 )
-from airflow_provider_kstate.hooks.state import KStateSnapshotHook
+from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
 from airflow_provider_kstate.store import contract
 from airflow_provider_kstate.store import uri as uris
 

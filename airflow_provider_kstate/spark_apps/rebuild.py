@@ -169,7 +169,7 @@ def check_current(spark: SparkSession, plan: RebuildPlan) -> None:
     plan.current = current
 
 
-def check_uri(spark: SparkSession, uri: str) -> None:
+def check_target(spark: SparkSession, uri: str) -> None:
     """Fail early when Spark has no filesystem for the snapshot URI, or a local parent folder is missing."""
     try:
         hadoop_fs(spark, uri)
@@ -386,7 +386,7 @@ def remove(spark: SparkSession, uri: str) -> None:
 
 def rebuild(spark: SparkSession, plan: RebuildPlan) -> dict[str, Any]:
     """Run the rebuild of ``plan`` and return the report (without ``seconds``)."""
-    check_uri(spark, plan.uri)
+    check_target(spark, plan.uri)
     check_current(spark, plan)
     version = layouts.new_version_name()
     target = join(plan.uri, version)

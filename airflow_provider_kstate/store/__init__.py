@@ -7,6 +7,6 @@
 * :mod:`.fast_check` - the O(partitions) check of a manifest against the changelog's offsets;
 * :mod:`.pack` - building the archives Spark executors need (the provider zip, a packed environment).
 
-The Airflow side (``hooks/state.py``, ``operators/state*.py``) and the Spark applications
+The Airflow side (``hooks/snapshot.py``, ``operators/snapshot.py``, ``operators/maintenance.py``) and the Spark applications
 (``spark_apps/``) both build on it; neither imports the other.
 """

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from airflow_provider_kstate.exceptions import SnapshotLeaseHeldError
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
-from airflow_provider_kstate.operators.state import KStateRebuildOperator
+from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
 from airflow_provider_kstate.store import fast_check, layout
 from airflow_provider_kstate.store.manifest import MANIFEST_NAME
 

@@ -137,7 +137,7 @@ def test_rebuild_and_deep_check_on_the_cluster_match_local(
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    from airflow_provider_kstate.operators.state import KStateDeepCheckOperator, KStateRebuildOperator
+    from airflow_provider_kstate.operators.snapshot import KStateDeepCheckOperator, KStateRebuildOperator
 
     _secret_connection(monkeypatch, kafka_config)
     local_uri, cluster_uri = str(tmp_path / "local"), str(tmp_path / "cluster")
@@ -171,7 +171,7 @@ def test_without_the_archive_the_bare_executors_cannot_run_the_apps(
     cluster: tuple[StandaloneCluster, str], env_archive: str, store_topic: str, tmp_path: Path
 ) -> None:
     from airflow_provider_kstate.exceptions import SparkApplicationError
-    from airflow_provider_kstate.operators.state import KStateRebuildOperator
+    from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
 
     kwargs = {**_cluster_kwargs(cluster, env_archive, tmp_path), "kafka_config_id": "kafka_default"}
     kwargs.pop("python_env_archive")
@@ -196,7 +196,7 @@ def test_pyspark_cluster_deploy_mode_is_refused_by_the_standalone_master(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """Standalone masters run only JVM drivers in cluster mode: spark-submit refuses a Python one."""
-    from airflow_provider_kstate.operators.state import KStateRebuildOperator
+    from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
 
     kwargs = {**_cluster_kwargs(cluster, env_archive, tmp_path), "kafka_config_id": "kafka_default"}
     op = KStateRebuildOperator(

@@ -415,7 +415,7 @@ def test_bad_input_gives_clear_errors_and_keeps_the_snapshot(
     store: Store, kafka_config: dict[str, Any], run_dag: Any, tmp_path: Path
 ) -> None:
     from airflow_provider_kstate.exceptions import KStateConfigError, SnapshotError, TopicNotFoundError
-    from airflow_provider_kstate.operators.state import (
+    from airflow_provider_kstate.operators.snapshot import (
         KStateDeepCheckOperator,
         KStateFastCheckOperator,
         KStateRebuildOperator,
@@ -458,7 +458,7 @@ def test_bad_input_gives_clear_errors_and_keeps_the_snapshot(
 
 
 def test_fast_check_of_a_1000_partition_topic_takes_under_a_second(make_topic: Any, tmp_path: Path) -> None:
-    from airflow_provider_kstate.hooks.state import KStateSnapshotHook
+    from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
     from airflow_provider_kstate.store.manifest import Manifest, PartitionStats, write_manifest
 
     topic = make_topic("wide", partitions=1000, config={"cleanup.policy": "compact"})

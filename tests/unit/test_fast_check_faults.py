@@ -205,7 +205,7 @@ def test_framing_problem() -> None:
 
 def test_the_compaction_refusal_is_fatal_and_acknowledged_by_a_parameter() -> None:
     from airflow_provider_kstate.exceptions import KStateFatalError, NotCompactedChangelogError
-    from airflow_provider_kstate.operators.state import KStateDeepCheckOperator, KStateRebuildOperator
+    from airflow_provider_kstate.operators.snapshot import KStateDeepCheckOperator, KStateRebuildOperator
     from airflow_provider_kstate.store.contract import NOT_COMPACTED, app_parser
 
     assert issubclass(NotCompactedChangelogError, KStateFatalError)
@@ -292,7 +292,7 @@ def test_the_hook_builds_storage_options_from_the_connection(monkeypatch: pytest
     scheme builds the filesystem from the connection); local snapshots and no connection use none."""
     import airflow.sdk
 
-    from airflow_provider_kstate.hooks.state import KStateSnapshotHook
+    from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
 
     seen = []
 

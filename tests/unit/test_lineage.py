@@ -11,7 +11,7 @@ from airflow_provider_kstate import lineage
 from airflow_provider_kstate.assets import snapshot_asset, topic_asset
 from airflow_provider_kstate.operators.consumers import KStatePauseConsumersOperator
 from airflow_provider_kstate.operators.partitions import KStateIncreasePartitionsOperator
-from airflow_provider_kstate.operators.state import (
+from airflow_provider_kstate.operators.snapshot import (
     KStateDeepCheckOperator,
     KStateFastCheckOperator,
     KStateRebuildOperator,

@@ -14,9 +14,9 @@ import pytest
 from airflow_provider_kstate.doctor.verdict import CheckResult, Verdict
 from airflow_provider_kstate.exceptions import BrokerDeviationError, KStateConfigError, SparkApplicationError
 from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
-from airflow_provider_kstate.hooks.state import KStateSnapshotHook
+from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
 from airflow_provider_kstate.operators import spark_app
-from airflow_provider_kstate.operators.state import KStateDeepCheckOperator, KStateRebuildOperator
+from airflow_provider_kstate.operators.snapshot import KStateDeepCheckOperator, KStateRebuildOperator
 from airflow_provider_kstate.spark_apps import deep_check, kafka_io, rebuild
 
 TOPIC = "totals"

@@ -17,9 +17,9 @@ from airflow_provider_kstate.exceptions import (
     StateCheckFailed,
     TopicNotFoundError,
 )
-from airflow_provider_kstate.hooks import state as state_hook
-from airflow_provider_kstate.hooks.state import KStateSnapshotHook, check_uri, fast_check, load_manifest
-from airflow_provider_kstate.operators.state import (
+from airflow_provider_kstate.hooks import snapshot as state_hook
+from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook, check_uri, load_manifest
+from airflow_provider_kstate.operators.snapshot import (
     KStateDeepCheckOperator,
     KStateFastCheckOperator,
     KStateRebuildOperator,
@@ -55,6 +55,13 @@ class FakeAdmin:
         self.watermark_calls += 1
         assert self.marks is not None
         return {p: self.marks[p] for p in partitions}
+
+
+def fast_check(cluster: Any, topic: str, uri: str) -> dict[str, Any]:
+    """The snapshot hook's fast check (URI validated, errors translated) on the fake ``cluster``."""
+    hook = KStateSnapshotHook()
+    hook._admin = cluster
+    return hook.fast_check(topic, uri)
 
 
 def make_snapshot(root: Path, ends: dict[int, int], topic: str = TOPIC, partitions: int | None = None) -> str:

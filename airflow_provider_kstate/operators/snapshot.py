@@ -30,7 +30,7 @@ from airflow_provider_kstate.exceptions import (
     StateCheckFailed,
 )
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
-from airflow_provider_kstate.hooks.state import KStateSnapshotHook, check_uri
+from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook, check_uri
 from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
 from airflow_provider_kstate.lease import LeaseKeeper
 from airflow_provider_kstate.operators.spark_app import (

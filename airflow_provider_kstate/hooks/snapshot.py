@@ -19,12 +19,11 @@ from airflow.sdk import BaseHook
 from airflow_provider_kstate.exceptions import KStateConfigError, SnapshotError, SnapshotMissingError
 from airflow_provider_kstate.store import contract
 from airflow_provider_kstate.store import fast_check as checks
-from airflow_provider_kstate.store.fast_check import AdminLike
 from airflow_provider_kstate.store.layout import LEGACY_MESSAGE
 from airflow_provider_kstate.store.manifest import Manifest
 from airflow_provider_kstate.store.uri import local_path, uri_problem
 
-__all__ = ["KStateSnapshotHook", "check_uri", "fast_check", "load_manifest"]
+__all__ = ["KStateSnapshotHook", "check_uri", "load_manifest"]
 
 
 def check_uri(uri: str) -> str:
@@ -58,18 +57,6 @@ def load_manifest(uri: str, storage_options: dict[str, Any] | None = None) -> Ma
         raise SnapshotMissingError(str(exc)) from exc
     except checks.SnapshotUnreadable as exc:
         raise SnapshotError(str(exc)) from exc
-
-
-def fast_check(
-    admin: AdminLike, topic: str, snapshot_uri: str, storage_options: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """Run the fast check (:func:`airflow_provider_kstate.store.fast_check.fast_check`) on a validated URI.
-
-    :raises TopicNotFoundError: when the changelog topic does not exist.
-    :raises KStateConfigError: when the URI is not one the worker can read.
-    """
-    check_uri(snapshot_uri)  # a wrong URI is bad input, not a bad store
-    return checks.fast_check(admin, topic, snapshot_uri, storage_options)
 
 
 class KStateSnapshotHook(BaseHook):
@@ -125,8 +112,14 @@ class KStateSnapshotHook(BaseHook):
         return dict(getattr(fs, "storage_options", {}) or {})
 
     def fast_check(self, topic: str, snapshot_uri: str) -> dict[str, Any]:
-        """Run :func:`fast_check` against the connection's cluster (on the pointer's current version)."""
-        report = fast_check(self.admin, topic, snapshot_uri, self.storage_options(snapshot_uri))
+        """Run the fast check (:func:`airflow_provider_kstate.store.fast_check.fast_check`) against the
+        connection's cluster, on the pointer's current version of a validated URI.
+
+        :raises TopicNotFoundError: when the changelog topic does not exist.
+        :raises KStateConfigError: when the URI is not one the worker can read.
+        """
+        check_uri(snapshot_uri)  # a wrong URI is bad input, not a bad store
+        report = checks.fast_check(self.admin, topic, snapshot_uri, self.storage_options(snapshot_uri))
         self._log_version(snapshot_uri, report.get("snapshot_version"), bool(report.get("snapshot_ok")))
         return report
 
