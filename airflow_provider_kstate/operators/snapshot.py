@@ -39,8 +39,8 @@ from airflow_provider_kstate.operators.spark_app import (
     _app_file,
     spark_app_path,
 )
-from airflow_provider_kstate.spark_apps.kafka_io import OFFSET_BOUNDS
 from airflow_provider_kstate.store import results
+from airflow_provider_kstate.store.contract import OFFSET_BOUNDS
 from airflow_provider_kstate.store.layout import DEFAULT_KEEP_VERSIONS
 from airflow_provider_kstate.store.results import CheckReport
 from airflow_provider_kstate.utils.coerce import as_optional_count, as_partitions, as_str_list

@@ -19,11 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from airflow_provider_kstate.store.contract import NOT_COMPACTED, live_config
+from airflow_provider_kstate.store.contract import NOT_COMPACTED, OFFSET_BOUNDS, live_config
 
 DEFAULT_TIMEOUT = 120.0
 #: The first words of an :class:`OffsetBoundError` (the operators turn such a failed app into a refusal).
-OFFSET_BOUNDS = "broker offsets disagree with its reads"
 BATCH = 10_000
 _POLL = 0.2  # consume() waits for a full batch or this long: short, so a partition's tail costs little
 _M = np.uint32(0x5BD1E995)

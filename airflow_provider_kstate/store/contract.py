@@ -40,6 +40,9 @@ class AppError(RuntimeError):
 #: How the applications' error line starts when they refuse a changelog that is not compacted (the
 #: operators raise a fatal error for it: a retry cannot change the topic's policy).
 NOT_COMPACTED = "changelog not compacted"
+#: The start of the error a Spark app reports when the broker's end offsets disagree with what its reads
+#: reached (the Airflow side turns it into ``BrokerDeviationError``).
+OFFSET_BOUNDS = "broker offsets disagree with its reads"
 
 
 def app_parser(prog: str, description: str) -> argparse.ArgumentParser:
