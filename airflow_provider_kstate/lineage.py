@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.store import uri as uris
 
 log = logging.getLogger(__name__)
@@ -150,30 +151,22 @@ def store_facet(report: Mapping[str, Any], side: str) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def topic_facet(
-    operator_kind: str, plan: Mapping[str, Any], result: Mapping[str, Any] | None
-) -> dict[str, Any]:
+def topic_facet(operator_kind: str, plan: Plan, result: Mapping[str, Any] | None) -> dict[str, Any]:
     """Return the ``kstate`` facet fields of the topic of a safe increase.
 
     :param operator_kind: ``plan``, ``increase``, ``seed``, ``window`` or ``verify``.
-    :param plan: the run's plan (XCom of the plan task).
+    :param plan: the run's plan (read from the plan task's XCom).
     :param result: the task's own XCom (None before it ran).
     """
     result = result or {}
-    groups = plan.get("groups") or {}
+    counted = result.get("partitions")
     out: dict[str, Any] = {
         "step": operator_kind,
-        "mode": plan.get("mode"),
-        "originalPartitions": plan.get("original_partitions"),
-        "partitions": result.get("partitions")
-        if isinstance(result.get("partitions"), int)
-        else plan.get("target_partitions"),
-        "groups": {
-            g: (e.get("class") if isinstance(e, dict) else str(e))
-            for g, e in list(groups.items())[:GROUPS_CAP]
-        }
-        or None,
-        "groupsTotal": len(groups) or None,
+        "mode": plan.mode.value,
+        "originalPartitions": plan.original_partitions,
+        "partitions": counted if isinstance(counted, int) else plan.target_partitions,
+        "groups": {g: str(e.cls) for g, e in list(plan.groups.items())[:GROUPS_CAP]} or None,
+        "groupsTotal": len(plan.groups) or None,
         "reportUri": result.get("report_uri"),
         "reportRows": result.get("report_rows"),
     }
@@ -346,14 +339,10 @@ def increase_lineage(operator: Any, task_instance: Any = None, complete: bool = 
     if kind is None:
         return None
     result = task_result(task_instance) if complete else None
-    if kind == "plan":
-        plan: Mapping[str, Any] = result or {}
-        topic = str(plan.get("topic") or operator.topic)
-    else:
-        plan = operator.typed_plan.to_dict()
-        topic = str(plan["topic"])
+    plan = operator.typed_plan if kind != "plan" else (Plan.from_dict(dict(result)) if result else None)
+    topic = plan.topic if plan is not None else str(operator.topic)
     name = topic_dataset(bootstrap_servers(operator.kafka_config_id), topic)
-    facets = {FACET_KEY: _kstate_facet(topic_facet(kind, plan, result))} if plan else {}
+    facets = {FACET_KEY: _kstate_facet(topic_facet(kind, plan, result))} if plan is not None else {}
     if kind in ("plan", "verify"):
         return _lineage([_dataset("input", name, facets)], [])
     return _lineage([], [_dataset("output", name, facets)])

@@ -7,7 +7,7 @@ input offsets (``partitioner=murmur2_random``): exactly once. ``kstate_state_mai
 and rebuilds the store's snapshot from that changelog.
 
 Before Spark starts, ``check_broker`` asks the broker doctor (cached per cluster) whether the broker keeps
-the promises the pipeline's exactly-once relies on (``needs="state"``: read_committed hides aborted
+the promises the pipeline's exactly-once relies on (``needs=Needs.STATE``: read_committed hides aborted
 records, ListOffsets' end equals where a fetch ends, the last stable offset stops at an open
 transaction); a broken one fails the run with ``BrokerDeviationError`` and nothing is read or written,
 unless ``allow_broker_deviation`` names it. The application itself refuses input bounds a fetch disagrees
@@ -24,6 +24,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, Param
 
+from airflow_provider_kstate.doctor.promises import Needs
 from airflow_provider_kstate.operators.doctor import KStateBrokerDoctorOperator
 from airflow_provider_kstate.operators.snapshot import KStateSparkApplicationOperator
 
@@ -69,7 +70,7 @@ with DAG(
 ) as dag:
     check_broker = KStateBrokerDoctorOperator(
         task_id="check_broker",
-        needs="state",
+        needs=Needs.STATE,
         allow_broker_deviation="{{ params.allow_broker_deviation | join(',') }}",
         kafka_config_id="kafka_default",
     )

@@ -6,7 +6,7 @@ Flow::
                                                         -> store_bad                (rebuild=never: run FAILS)
                                                         -> rebuild -> recheck_fast -> recheck_deep
 
-* ``check_broker``: the broker doctor (``needs="state"``, cached per cluster for a day;
+* ``check_broker``: the broker doctor (``needs=Needs.STATE``, cached per cluster for a day;
   ``refresh_broker_check`` re-runs it). A broker whose end offsets, read_committed or last stable offset
   cannot be trusted stops the run here, before anything is read, unless ``allow_broker_deviation`` names
   the deviation.
@@ -41,6 +41,7 @@ import pendulum
 from airflow.sdk import DAG, Param
 
 from airflow_provider_kstate.assets import KStateSnapshotEventOperator, snapshot_alias
+from airflow_provider_kstate.doctor.promises import Needs
 from airflow_provider_kstate.operators.doctor import KStateBrokerDoctorOperator
 from airflow_provider_kstate.operators.maintenance import (
     KStateChooseDeepCheckOperator,
@@ -136,7 +137,7 @@ with DAG(
     # every check below meaningless and a rebuild unsafe; the run stops here, before anything is read.
     check_broker = KStateBrokerDoctorOperator(
         task_id="check_broker",
-        needs="state",
+        needs=Needs.STATE,
         allow_broker_deviation=DEVIATIONS,
         refresh="{{ params.refresh_broker_check }}",
         kafka_config_id=KAFKA_CONN_ID,

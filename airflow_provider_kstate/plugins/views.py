@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_kstate.increase.report import default_report_base, ranges, read_report
+from airflow_provider_kstate.store.results import CheckReport
 
 #: Runs per page, at most.
 MAX_LIMIT = 200
@@ -455,10 +456,9 @@ def snapshot_uris() -> list[str]:
 
     with create_session() as session:
         uris = list(session.scalars(select(AssetModel.uri).where(AssetModel.group == GROUP)))
-    for xcom in recent_return_values(CHECK_TASKS):
-        uri = xcom["value"].get("snapshot_uri")
-        if isinstance(uri, str):
-            uris.append(uri)
+    uris += [
+        r.snapshot_uri for _, r in _check_reports(list(recent_return_values(CHECK_TASKS))) if r.snapshot_uri
+    ]
     return sorted(set(_normal(u) for u in uris))
 
 
@@ -496,22 +496,28 @@ def snapshot_view(uri: str, checks: list[dict[str, Any]]) -> dict[str, Any]:
                 for p, s in sorted(manifest.partition_stats.items())
             },
         )
-    mine = [c for c in checks if _normal(str(c["value"].get("snapshot_uri") or "")) == uri]
+    mine = [(c, r) for c, r in _check_reports(checks) if _normal(r.snapshot_uri) == uri]
     for kind in ("fast", "deep"):
-        last = next((c for c in mine if c["value"].get("check") == kind), None)
-        out[f"last_{kind}_check"] = _check_summary(last) if last else None
-    last_any = next((c for c in mine if c["value"].get("check") in ("fast", "deep")), None)
-    out["damaged_partitions"] = list(last_any["value"].get("failed_partitions") or []) if last_any else []
+        last = next(((c, r) for c, r in mine if r.check == kind), None)
+        out[f"last_{kind}_check"] = _check_summary(*last) if last else None
+    out["damaged_partitions"] = mine[0][1].failed_partitions if mine else []
     return out
 
 
-def _check_summary(xcom: dict[str, Any]) -> dict[str, Any]:
-    value = xcom["value"]
+def _check_reports(checks: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], CheckReport]]:
+    """Read the check XComs among ``checks`` (newest first) as :class:`CheckReport`, once, here."""
+    for xcom in checks:
+        value = xcom["value"]
+        if isinstance(value, dict) and value.get("check") in ("fast", "deep"):
+            yield xcom, CheckReport.from_json(value)
+
+
+def _check_summary(xcom: dict[str, Any], report: CheckReport) -> dict[str, Any]:
     return {
-        "ok": value.get("ok"),
-        "failed_partitions": list(value.get("failed_partitions") or []),
-        "problems": list(value.get("problems") or [])[:10],
-        "version": value.get("snapshot_version"),
+        "ok": report.ok,
+        "failed_partitions": report.failed_partitions,
+        "problems": report.problems[:10],
+        "version": report.extra.get("snapshot_version"),
         "dag_id": xcom["dag_id"],
         "run_id": xcom["run_id"],
         "task_id": xcom["task_id"],
