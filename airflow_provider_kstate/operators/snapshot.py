@@ -70,9 +70,28 @@ def parse_count(value: Any, name: str = "partitions") -> int | None:
     return as_optional_count(name, value)
 
 
-def _log_lines(log: Any, lines: list[tuple[bool, str]]) -> None:
+def _finish_check(
+    operator: Any, context: Context, kind: str, report: CheckReport, lines: list[tuple[bool, str]]
+) -> dict[str, Any]:
+    """Log a check's runbook lines, annotate the operator's outlets, raise when ``fail_on_bad`` and the
+    store is bad, and return the report document (the XCom).
+
+    :param operator: the fast or deep check operator (``log``, ``outlets``, ``fail_on_bad``, ``topic``,
+        ``snapshot_uri``).
+    :param kind: ``fast`` or ``deep``, as the error names the check.
+    :param report: the check's report.
+    :param lines: its runbook lines, ``(warning, text)``.
+    """
     for warning, text in lines:
-        (log.warning if warning else log.info)("%s", text)
+        (operator.log.warning if warning else operator.log.info)("%s", text)
+    doc = report.to_json()
+    annotate_outlets(operator.outlets, context, doc)
+    if operator.fail_on_bad and not report.ok:
+        raise StateCheckFailed(
+            f"{kind} check of {operator.snapshot_uri!r} against {operator.topic!r} failed "
+            f"(partitions {report.failed_partitions}): {results.summary(report)}"
+        )
+    return doc
 
 
 class KStateFastCheckOperator(BaseOperator):
@@ -116,15 +135,8 @@ class KStateFastCheckOperator(BaseOperator):
             kafka_config_id=self.kafka_config_id, timeout=self.timeout, storage_conn_id=self.storage_conn_id
         )
         report = CheckReport.from_json(hook.fast_check(self.topic, self.snapshot_uri), check="fast")
-        _log_lines(self.log, results.fast_lines(report))
-        doc = report.to_json()  # the XCom: the fast check's report document, as it wrote it
-        annotate_outlets(self.outlets, context, doc)
-        if self.fail_on_bad and not report.ok:
-            raise StateCheckFailed(
-                f"fast check of {self.snapshot_uri!r} against {self.topic!r} failed "
-                f"(partitions {report.failed_partitions}): {results.summary(report)}"
-            )
-        return doc
+        # the XCom: the fast check's report document, as it wrote it
+        return _finish_check(self, context, "fast", report, results.fast_lines(report))
 
     def get_openlineage_facets_on_start(self) -> Any:
         """The changelog and the snapshot, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""
@@ -293,15 +305,8 @@ class KStateDeepCheckOperator(_StoreSparkOperator):
             topic=self.topic,
             snapshot_uri=self.snapshot_uri,
         )
-        _log_lines(self.log, results.deep_lines(report))
-        doc = report.to_json()  # the XCom: the application's report with check, topic and the verdict
-        annotate_outlets(self.outlets, context, doc)
-        if self.fail_on_bad and not report.ok:
-            raise StateCheckFailed(
-                f"deep check of {self.snapshot_uri!r} against {self.topic!r} failed "
-                f"(partitions {report.failed_partitions}): {results.summary(report)}"
-            )
-        return doc
+        # the XCom: the application's report with check, topic and the verdict
+        return _finish_check(self, context, "deep", report, results.deep_lines(report))
 
 
 class KStateRebuildOperator(_StoreSparkOperator):
