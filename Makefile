@@ -8,7 +8,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON ?= $(abspath $(PY))
 
-.PHONY: venv java browser-deps test lint demo bench chaos clean test-tansu compat prod-deps deploy-local e2e-prod
+.PHONY: venv java browser-deps node-deps test lint demo bench chaos clean test-tansu compat prod-deps deploy-local e2e-prod
 
 $(VENV)/.installed: setup.cfg setup.py pyproject.toml support/pyproject.toml
 	@command -v python3 >/dev/null || { echo "python3 (3.10+) is required"; exit 1; }
@@ -32,12 +32,22 @@ browser-deps:
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	else echo "chromium/chromedriver missing: the browser test will be skipped"; fi
 
+# The Node.js pieces (the control protocol in a second language, the foreign services of the fleet proofs):
+# each folder with a package-lock.json gets `npm ci` when its lock changed. Node.js 18+ and npm are required.
+NODE_DIRS := $(patsubst %/package-lock.json,%,$(wildcard clients/*/package-lock.json support/*/package-lock.json))
+node-deps: $(foreach d,$(NODE_DIRS),$(d)/node_modules/.installed)
+
+%/node_modules/.installed: %/package-lock.json
+	@command -v npm >/dev/null || { echo "npm (Node.js 18+) is required for the Node.js clients: apt-get install -y nodejs npm"; exit 1; }
+	cd $* && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 lint: venv
 	$(VENV)/bin/ruff check airflow_provider_kstate dags tests bench scripts support
 	$(VENV)/bin/ruff format --check airflow_provider_kstate dags tests bench scripts support
 	$(VENV)/bin/mypy airflow_provider_kstate
 
-test: venv java browser-deps
+test: venv java browser-deps node-deps
 	$(PY) scripts/run_tests.py
 
 # The crash, restart and soak tests (issue 10): every step boundary, broker restarts, 20 soak rounds
@@ -74,7 +84,7 @@ deploy-local: venv java prod-deps
 e2e-prod: venv java prod-deps
 	KSTATE_PROD=1 $(PY) scripts/run_tests.py tests/e2e/test_prod_deploy.py
 
-demo: venv java
+demo: venv java node-deps
 	@$(PY) scripts/demo.py
 
 bench: venv java
