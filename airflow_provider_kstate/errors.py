@@ -49,3 +49,24 @@ class TopicChangedError(KStateError):
 class UnsupportedGroupTypeError(KStateError):
     """A group on the topic is of a type the run cannot pause and seed (a share group, a Kafka Streams
     application not acknowledged, a group whose type the client cannot tell)."""
+
+
+class InvalidDriverError(KStateError):
+    """A driver (a group's or a producer service's) is malformed or names nothing the run knows."""
+
+
+class UndrivableGroupError(KStateError):
+    """A live group at risk does not run the client piece and has no driver: the run cannot make it leave."""
+
+
+class GroupNeverLeftError(GroupNotEmptyError):
+    """A paused or stopped group still had members when its wait ran out: a retry would wait again for a
+    member that does not leave, with every other group out of its group meanwhile."""
+
+
+class DriverCommandError(KStateError):
+    """A command of a group's or a producer's driver failed (non-zero exit, or killed at its timeout)."""
+
+
+class DrainTimeoutError(KStateError):
+    """A drained group did not commit past the old partitions' end offsets before the drain's deadline."""

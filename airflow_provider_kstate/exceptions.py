@@ -134,6 +134,27 @@ class UnsupportedGroupTypeError(KStateFatalError, errors.UnsupportedGroupTypeErr
     application not acknowledged, a group whose type the client cannot tell)."""
 
 
+class InvalidDriverError(KStateFatalError, errors.InvalidDriverError):
+    """A driver (a group's or a producer service's) is malformed or names nothing the run knows."""
+
+
+class UndrivableGroupError(KStateFatalError, errors.UndrivableGroupError):
+    """A live group at risk does not run the client piece and has no driver: the run cannot make it leave."""
+
+
+class GroupNeverLeftError(KStateFatalError, GroupNotEmptyError, errors.GroupNeverLeftError):
+    """A paused or stopped group still had members when its wait ran out: not retried (a retry would wait
+    again, with every other group out of its group meanwhile)."""
+
+
+class DriverCommandError(KStateFatalError, errors.DriverCommandError):
+    """A command of a group's or a producer's driver failed (non-zero exit, or killed at its timeout)."""
+
+
+class DrainTimeoutError(KStateFatalError, errors.DrainTimeoutError):
+    """A drained group did not commit past the old partitions' end offsets before the drain's deadline."""
+
+
 #: The Airflow face of each domain error.
 FACES: dict[type, type[KStateError]] = {
     errors.KStateError: KStateError,
@@ -146,6 +167,11 @@ FACES: dict[type, type[KStateError]] = {
     errors.ReportError: ReportError,
     errors.TopicChangedError: TopicChangedError,
     errors.UnsupportedGroupTypeError: UnsupportedGroupTypeError,
+    errors.InvalidDriverError: InvalidDriverError,
+    errors.UndrivableGroupError: UndrivableGroupError,
+    errors.GroupNeverLeftError: GroupNeverLeftError,
+    errors.DriverCommandError: DriverCommandError,
+    errors.DrainTimeoutError: DrainTimeoutError,
 }
 
 

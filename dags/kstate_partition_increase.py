@@ -6,6 +6,12 @@ the new partitions before the consumers discover them.
 
 **Runbook** (each step idempotent; a cleared task continues from where the cluster stands):
 
+Services in any language: a group whose live members do not run the kstate client piece is stopped and
+started by a **driver** (a stop/start/ready command pair: `kubectl scale`, `systemctl`, `docker`, Kafka
+Connect's REST stop/resume), named per group in `group_drivers` from the `kstate_drivers` Variable
+(`{"billing-k8s": {"kind": "command", "stop": "...", "start": "...", "ready": "..."}}`); without one the plan
+refuses it before anything is paused.
+
 0. `check_broker`: the broker doctor. The broker must serve every API the run needs and keep the promises
    it relies on (ListOffsets against a real fetch, group states against live and never-seen groups, an
    offset read back, LogAppendTime); the behavioural checks are cached per cluster for a day
@@ -31,7 +37,10 @@ the new partitions before the consumers discover them.
      resumed after (nobody waits on them). Requests per group go out concurrently.
 3. `wait_groups_stable` (deferrable): groups active at plan time come back STABLE with all partitions
    assigned (a group with no members is named in the log at once).
-4. `verify`: every partition of the topic, for every protected group, from the cluster and the seed
+4. `wait_groups_drained` (deferrable) and `start_producers`: when a group is drained (it cannot hold at the
+   key-order barrier, and its producers were stopped before the create), wait until it consumed the old
+   partitions up to where the producers stopped, then start them on the new layout; a no-op otherwise.
+5. `verify`: every partition of the topic, for every protected group, from the cluster and the seed
    report: fails if any message would be skipped; releases the lease.
 
 Logs have one line per group with partition ranges; the per-group, per-partition evidence is in the seed
@@ -107,12 +116,26 @@ def _params() -> dict[str, Param]:
             title="Re-check the broker now",
             description="Re-run the broker's behavioural checks instead of using the verdict cached for a day.",
         ),
+        "group_drivers": Param(
+            {},
+            type="object",
+            additionalProperties={"type": "string", "minLength": 1},
+            title="Group drivers",
+            description="How each group is stopped and started when its services do not run the kstate client: group -> the name of a driver in the kstate_drivers Variable (a stop/start/ready command pair), or 'control'. A live group without the client piece and without a driver fails the plan. The form names drivers; it never carries a command.",
+        ),
+        "producer_drivers": Param(
+            [],
+            type="array",
+            items={"type": "string", "minLength": 1},
+            title="Producer drivers",
+            description="The producer services the run may stop to drain a group that cannot hold at the key-order barrier: names of drivers in the kstate_drivers Variable ('control' for producers with the kstate client).",
+        ),
         "key_order": Param(
             "preserve",
             type="string",
-            enum=["preserve", "relax"],
+            enum=["preserve", "drain", "relax"],
             title="Per-key order",
-            description="preserve: producers switch through a barrier, so consumers using the kstate client process every key's records in the order they were written (producers pause about one control round trip). relax: switch at once; keys that move may be processed out of order.",
+            description="preserve: producers switch through a barrier, so consumers using the kstate client process every key's records in the order they were written (producers pause about one control round trip); a group without the client is drained when its producers are named. drain: producers stop before the create and start once every live group consumed what was written before. relax: switch at once; keys that move may be processed out of order.",
         ),
         "dry_run": Param(
             False,
@@ -149,6 +172,10 @@ for dag_id, single_window in (
             refresh_broker_check="{{ params.refresh_broker_check }}",
             dry_run="{{ params.dry_run }}",
             key_order="{{ params.key_order }}",
+            group_drivers="{{ params.group_drivers }}",
+            producer_drivers="{{ params.producer_drivers }}",
+            # The commands behind the names: an Airflow Variable, set by whoever deploys the DAG.
+            drivers="{{ var.json.get('kstate_drivers', {}) }}",
             kafka_config_id="kafka_default",
             single_window=single_window,
         )

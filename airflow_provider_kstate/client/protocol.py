@@ -95,14 +95,19 @@ else:  # Python 3.10: the same, by hand (members equal their values and print as
 
 
 class KeyOrder(StrEnum):
-    """``key_order`` of an increase: hold post-switch records until the pre-switch ones are processed, or not."""
+    """``key_order`` of an increase: ``preserve`` holds post-switch records until the pre-switch ones are
+    processed (at the barrier, or by draining the groups that cannot hold); ``drain`` stops the producers
+    before the create and starts them once every live group has consumed what was written before;
+    ``relax`` switches at once."""
 
     PRESERVE = "preserve"
     RELAX = "relax"
+    DRAIN = "drain"
 
 
 PRESERVE = KeyOrder.PRESERVE
 RELAX = KeyOrder.RELAX
+DRAIN = KeyOrder.DRAIN
 KEY_ORDERS = tuple(KeyOrder)
 
 

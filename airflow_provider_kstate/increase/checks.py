@@ -60,8 +60,21 @@ def partitions_written(hook: AdminPort, topic: str, baseline: dict[str, int]) ->
     return CheckResult(not waiting, {"not_yet_written": waiting})
 
 
+def groups_drained(hook: AdminPort, topic: str, groups: list[str], offsets: list[int]) -> CheckResult:
+    """Hold when every group has committed offsets at or past ``offsets`` (the old partitions' end offsets
+    when the producers stopped) on each of those partitions: it consumed everything written before the
+    switch, so the producers may start on the new layout without reordering its keys."""
+    behind: dict[str, Any] = {}
+    for group, committed in hook.committed_offsets_many(groups, topic, len(offsets)):
+        lag = {p: b - committed.get(p, 0) for p, b in enumerate(offsets) if committed.get(p, -1) < b}
+        if lag:
+            behind[group] = {"records_behind": sum(lag.values()), "partitions": ranges(sorted(lag))}
+    return CheckResult(not behind, behind)
+
+
 CHECKS: dict[str, Callable[..., CheckResult]] = {
     "groups_empty": groups_empty,
     "groups_stable": groups_stable,
     "partitions_written": partitions_written,
+    "groups_drained": groups_drained,
 }

@@ -113,43 +113,63 @@ def client_piece_clients(state: Mapping[str, Record]) -> dict[str, set[str]]:
     return out
 
 
-def group_order(key_order: str, member_clients: Iterable[str], present: set[str]) -> tuple[KeyOrderMark, str]:
+ORDER_DRAINED = KeyOrderMark.DRAINED
+#: Why a drained group waits for its producers.
+DRAINED_WHY = (
+    "its producers stop before the create and start once it has consumed everything written before them"
+)
+
+
+def group_order(
+    key_order: str, member_clients: Iterable[str], present: set[str], stoppable: bool = False
+) -> tuple[KeyOrderMark, str]:
     """Return ``(mark, reason)`` for one protected group at plan time.
 
     :param member_clients: the ``client.id`` of each live member (DescribeGroups).
     :param present: the client ids of the group's consumers that acknowledged on the control topic.
+    :param stoppable: the run may stop the topic's producers (producer drivers were given): a group that
+        cannot hold at the barrier is drained instead of relaxed.
     """
     members = list(member_clients)
-    if key_order != PRESERVE:
+    if key_order == KeyOrder.RELAX:
         return ORDER_RELAXED, f"key_order={key_order}: producers switch at once, without a barrier"
     if not members:
         return ORDER_OFFLINE, "no live members: its consumers hold at start if they use the client piece"
+    if key_order == KeyOrder.DRAIN:
+        return ORDER_DRAINED, f"key_order=drain: {DRAINED_WHY}"
     plain = sorted({c for c in members if c not in present})
     if not plain:
         return ORDER_BARRIER, f"all {len(members)} live members run the client piece"
     unnamed = plain[:NAMED_MEMBERS]
     more = f" and {len(plain) - NAMED_MEMBERS} more" if len(plain) > NAMED_MEMBERS else ""
     behind = sum(1 for c in members if c not in present)
-    return ORDER_RELAXED, (
+    why = (
         f"{behind} of {len(members)} live members never acknowledged on the control topic (client ids "
         f"{', '.join(unnamed)}{more}): they do not run the client piece and cannot hold at the barrier"
+    )
+    if stoppable:
+        return ORDER_DRAINED, f"{why}; {DRAINED_WHY}"
+    return ORDER_RELAXED, (
+        f"{why}, and its producers cannot be stopped (no producer_drivers): name them to drain it"
     )
 
 
 def mark_key_order(
     plan: Plan, infos: Mapping[str, GroupInfo], present: Mapping[str, set[str]], key_order: str
 ) -> Plan:
-    """Return ``plan`` with every seeded group marked ``barrier``, ``relaxed`` (with the reason) or
-    ``offline`` (``GroupPlan.key_order``): what the switch will find, unless members change in between.
+    """Return ``plan`` with every seeded group marked ``barrier``, ``drained``, ``relaxed`` (each with the
+    reason) or ``offline`` (``GroupPlan.key_order``): what the switch will find, unless members change in
+    between. A group is drained only when the plan names producer services to stop (``plan.producers``).
 
     :param infos: the seeded groups as the broker describes them now.
     :param present: :func:`client_piece_clients` of the control topic.
     """
     groups = dict(plan.groups)
+    stoppable = bool(plan.producers)
     for group in plan.where("seed"):
         info = infos.get(group)
         clients = [m.client_id for m in info.members] if info is not None else []
-        mark, reason = group_order(key_order, clients, present.get(group, set()))
+        mark, reason = group_order(key_order, clients, present.get(group, set()), stoppable)
         groups[group] = replace(groups[group], key_order=mark, key_order_reason=reason)
     return replace(plan, groups=groups)
 
@@ -185,8 +205,10 @@ class KeyOrderSwitch:
         return self.plan.topic
 
     def announce(self) -> int | None:
-        """With ``preserve``: tell the protected groups' consumers a barrier is coming (before the pause)."""
-        groups = self.plan.where("seed")
+        """With ``preserve``: tell the protected groups' consumers a barrier is coming (before the pause);
+        drained groups hold at none (their producers wait for them)."""
+        drained = set(self.plan.marked(ORDER_DRAINED))
+        groups = [g for g in self.plan.where("seed") if g not in drained]
         if self.key_order != PRESERVE or not groups:
             return None
         epoch = self.control.announce_barrier(self.topic, groups, self.owner)
@@ -231,10 +253,7 @@ class KeyOrderSwitch:
         marks = self.admin.watermarks(self.topic, range(count))
         offsets = [marks[p][1] for p in range(count)]
         barrier = self.control.set_barrier(self.topic, offsets, groups.held + groups.offline, self.owner)
-        members = {g: len(i.members) for g, i in self.admin.describe_groups(groups.held, self.topic).items()}
-        unacked = self._wait_members(watch, barrier, members)
-        for group, (n, want) in unacked.items():
-            groups.relaxed[group] = f"{n} of {want} members acknowledged the barrier in {self.ack_timeout}s"
+        self._barrier_acks(watch, barrier, groups)
         expired = time.monotonic() - started >= self.hold_timeout
         epoch = self.control.set_layout(self.topic, target, self.owner)
         switched = time.monotonic()
@@ -262,7 +281,10 @@ class KeyOrderSwitch:
         }
 
     def _groups(self, watch: ControlWatch, live: list[str]) -> Groups:
-        seeded = self.plan.where("seed")
+        """The groups that hold at the barrier (they acknowledged its announcement), the offline ones and the
+        relaxed ones; drained groups are none of these (their producers wait for them instead)."""
+        drained = set(self.plan.marked(ORDER_DRAINED))
+        seeded = [g for g in self.plan.where("seed") if g not in drained]
         pending = watch.state.get(barrier_key(self.topic))
         epoch = pending.epoch if isinstance(pending, Barrier) else -1
         acked = {a.group for a in watch.acks(f"ack-barrier/{self.topic}/", epoch)}
@@ -273,6 +295,85 @@ class KeyOrderSwitch:
             if g in live and g not in acked
         }
         return Groups(held, [g for g in seeded if g not in acked and g not in relaxed], relaxed)
+
+    def hold_for_drain(self, hold_s: float) -> dict[str, Any]:
+        """Stop the ControlledProducers before the create, for a drain: they flush and block ``produce()``
+        on the old layout until the producers are started after the drain (or ``hold_s`` passes: a dead
+        controller). Returns the hold's epoch (when the producers stopped) and who acknowledged it."""
+        watch = self.control.watch()
+        try:
+            self._settle(watch)
+            producers = self._producers(watch)
+            epoch = self.control.hold_producers(self.topic, self.plan.original_partitions, hold_s, self.owner)
+            held = self._wait_clients(watch, f"ack-layout/{self.topic}/", epoch, (STATE_HELD,), producers)
+        finally:
+            watch.close()
+        self.log.info(
+            "DRAIN %s: producers stopped before the create: %s of %s ControlledProducers held (epoch %s)",
+            self.topic,
+            len(held),
+            len(producers),
+            epoch,
+        )
+        for client in sorted(producers - held):
+            self.log.warning("DRAIN %s: producer %s did not acknowledge the hold", self.topic, client)
+        return {"hold_epoch": epoch, "producers": sorted(producers), "producers_held": sorted(held)}
+
+    def drain_barrier(self, live: list[str]) -> dict[str, Any]:
+        """The switch of a drain, producers stopped: read every partition's end offset ``B``, publish it as
+        the barrier of the groups that hold at one (with ``preserve``), and return what the drained groups
+        must reach (``B`` of the old partitions) and their backlog now; the producers start later
+        (:meth:`SafeIncreaseSteps.start_producers`), once the drained groups have reached it."""
+        watch = self.control.watch()
+        try:
+            groups = self._groups(watch, live) if self.key_order == PRESERVE else Groups([], [], {})
+            count = self.admin.partition_count(self.topic)
+            marks = self.admin.watermarks(self.topic, range(count))
+            offsets = [marks[p][1] for p in range(count)]
+            barrier = None
+            if groups.held or groups.offline:
+                barrier = self.control.set_barrier(
+                    self.topic, offsets, groups.held + groups.offline, self.owner
+                )
+                self._barrier_acks(watch, barrier, groups)
+            hold = watch.state.get(layout_key(self.topic))
+        finally:
+            watch.close()
+        stopped = hold.epoch if isinstance(hold, Layout) and hold.hold else now_ms()
+        drained = self.plan.marked(ORDER_DRAINED)
+        old = offsets[: self.plan.original_partitions]
+        backlog = {
+            g: sum(max(b - committed.get(p, b), 0) for p, b in enumerate(old))
+            for g, committed in self.admin.committed_offsets_many(drained, self.topic, len(old))
+        }
+        self.log.info(
+            "DRAIN %s: producers stay stopped until groups %s consumed the old partitions to their end "
+            "offsets (%s records, backlog now %s); %s groups hold at the barrier (epoch %s)",
+            self.topic,
+            drained,
+            f"{sum(old):,}",
+            backlog,
+            len(groups.held) + len(groups.offline),
+            barrier,
+        )
+        return {
+            "key_order": self.key_order,
+            "deferred": True,
+            "partitions": self.plan.original_partitions,
+            "barrier_epoch": barrier,
+            "barrier_records": sum(offsets),
+            "held_groups": groups.held,
+            "offline_groups": groups.offline,
+            "relaxed_groups": groups.relaxed,
+            "drain": {"groups": drained, "offsets": old, "stopped_at": stopped, "backlog": backlog},
+        }
+
+    def _barrier_acks(self, watch: ControlWatch, barrier: int, groups: Groups) -> None:
+        """Wait for the live members of the held groups to acknowledge the barrier; a group short of
+        acknowledgements is relaxed (named, as at a switch)."""
+        members = {g: len(i.members) for g, i in self.admin.describe_groups(groups.held, self.topic).items()}
+        for group, (n, want) in self._wait_members(watch, barrier, members).items():
+            groups.relaxed[group] = f"{n} of {want} members acknowledged the barrier in {self.ack_timeout}s"
 
     def _settle(self, watch: ControlWatch) -> None:
         """Wait until the layout in force is :data:`PIN_SETTLE` seconds old (the producers acknowledged it)."""
@@ -364,6 +465,18 @@ class KeyOrderSwitch:
                 "in between may reorder",
                 self.topic,
             )
+
+
+def drain_of(switch: Any) -> dict[str, Any]:
+    """The ``drain`` of a switch's XCom (the pause window's, whose ``switch`` holds it, or the scale
+    step's): ``{"groups": [...], "offsets": [...], "stopped_at": ms, "backlog": {...}}``; no groups when
+    the run drains none."""
+    if isinstance(switch, dict) and isinstance(switch.get("switch"), dict):
+        switch = switch["switch"]
+    drain = switch.get("drain") if isinstance(switch, dict) else None
+    if not isinstance(drain, dict):
+        return {"groups": [], "offsets": [], "stopped_at": 0, "backlog": {}}
+    return drain
 
 
 def read_barrier(watch: ControlWatch, topic: str) -> Barrier | None:

@@ -30,6 +30,7 @@ from airflow_provider_kstate.errors import (
     UnprotectedGroupError,
     UnsupportedGroupTypeError,
 )
+from airflow_provider_kstate.increase.drivers import CONTROL, Driver
 from airflow_provider_kstate.increase.model import (
     CLASSIC,
     DEAD,
@@ -84,12 +85,14 @@ class GroupRole(StrEnum):
 
 class KeyOrderMark(StrEnum):
     """Per-key order at the switch, as the plan sees a protected group (``GroupPlan.key_order``): every live
-    member runs the client piece and holds at the ``barrier``; it cannot hold (``relaxed``); no live members
-    (``offline``: its consumers hold at start if they use the client piece); empty for the groups the run
-    leaves alone."""
+    member runs the client piece and holds at the ``barrier``; it cannot hold, but its producers are stopped
+    before the create and started once it has consumed everything written before (``drained``); it cannot
+    hold and its producers cannot be stopped (``relaxed``); no live members (``offline``: its consumers hold
+    at start if they use the client piece); empty for the groups the run leaves alone."""
 
     NONE = ""
     BARRIER = "barrier"
+    DRAINED = "drained"
     RELAXED = "relaxed"
     OFFLINE = "offline"
 
@@ -154,6 +157,11 @@ class GroupPlan:
     #: the groups the run leaves alone. The switch checks again at run time (``switch.relaxed_groups``).
     key_order: KeyOrderMark = KeyOrderMark.NONE
     key_order_reason: str = ""
+    #: How the run stops and starts the group's services (:mod:`~airflow_provider_kstate.increase.drivers`):
+    #: set for the groups it seeds.
+    driver: Driver = CONTROL
+    #: Why the run cannot drive the group with that driver ("" when it can): the plan is refused.
+    driver_problem: str = ""
 
     def __post_init__(self) -> None:
         # A class, role or mark given as a plain string (a hand-built plan) becomes its member, or is refused.
@@ -177,6 +185,10 @@ class GroupPlan:
         if self.key_order:
             out["key_order"] = str(self.key_order)
             out["key_order_reason"] = self.key_order_reason
+        if self.seed:
+            out["driver"] = self.driver.to_dict()
+        if self.driver_problem:
+            out["driver_problem"] = self.driver_problem
         flags = {flag: getattr(self, flag) for flag in FLAGS}
         if flags != CLASS_FLAGS.get(self.cls, NO_FLAGS):
             out.update(flags)
@@ -194,6 +206,8 @@ class GroupPlan:
             role=choice("group role", str(data.get("role", "")), GroupRole),
             key_order=choice("group key_order", str(data.get("key_order", "")), KeyOrderMark),
             key_order_reason=str(data.get("key_order_reason", "")),
+            driver=Driver.from_dict(data["driver"]) if data.get("driver") else CONTROL,
+            driver_problem=str(data.get("driver_problem", "")),
             member_count=int(data.get("member_count", len(members))),
             members=members[:MEMBER_SAMPLE],
             **{flag: bool(data.get(flag, defaults[flag])) for flag in FLAGS},
@@ -215,6 +229,9 @@ class Plan:
     control_topic: str = ""
     lease_topic: str = ""
     report_uri: str = ""
+    #: The producer services the run may stop and start (``{service: driver}``; ``control`` stands for the
+    #: ControlledProducers): set when a group is drained, or the run's key order is ``drain``.
+    producers: dict[str, Driver] = field(default_factory=dict)
 
     @property
     def mode(self) -> PlanMode:
@@ -240,8 +257,10 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-safe form stored in XCom and in the lease (no per-partition list)."""
-        out = {k: v for k, v in asdict(self).items() if k != "groups"}
+        out = {k: v for k, v in asdict(self).items() if k not in ("groups", "producers")}
         out["groups"] = {g: entry.to_dict() for g, entry in self.groups.items()}
+        if self.producers:
+            out["producers"] = {s: d.to_dict() for s, d in self.producers.items()}
         out["mode"] = self.mode.value
         return out
 
@@ -266,7 +285,12 @@ class Plan:
             control_topic=str(data.get("control_topic") or ""),
             lease_topic=str(data.get("lease_topic") or ""),
             report_uri=str(data.get("report_uri") or ""),
+            producers={s: Driver.from_dict(d, s) for s, d in (data.get("producers") or {}).items()},
         )
+
+    def marked(self, mark: KeyOrderMark) -> list[str]:
+        """Return the seeded groups whose key order is ``mark``, in plan order."""
+        return [g for g in self.where("seed") if self.groups[g].key_order == mark]
 
 
 class InvalidPlanError(InvalidPartitionCountError):
@@ -497,8 +521,12 @@ def describe(plan: Plan) -> list[str]:
         )
         kind = f"{entry.type.lower()}{' ' + entry.role if entry.role else ''} group"
         order = f"; key order: {entry.key_order} ({entry.key_order_reason})" if entry.key_order else ""
+        driver = f"; driver: {entry.driver.describe()}" if entry.seed else ""
+        problem = f"; CANNOT DRIVE: {entry.driver_problem}" if entry.driver_problem else ""
         lines.append(
             f"  group {group}: {entry.cls} ({kind}, state {entry.state}, {entry.member_count} members) -> "
-            f"{', '.join(steps)}{risk}{order}"
+            f"{', '.join(steps)}{risk}{driver}{order}{problem}"
         )
+    for service, producer in plan.producers.items():
+        lines.append(f"  producers {service}: driver {producer.describe()} (stopped for a drain)")
     return lines

@@ -20,13 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.errors import (
+    GroupNeverLeftError,
     GroupNotEmptyError,
     KStateError,
     TopicChangedError,
     UnsafeResumeError,
 )
 from airflow_provider_kstate.increase.checks import groups_empty
-from airflow_provider_kstate.increase.key_order import KeyOrderPort, KeyOrderSwitch
+from airflow_provider_kstate.increase.drivers import CommandPairs, CommandResult, DriverKind
+from airflow_provider_kstate.increase.fleet import commands_of, live_groups, producer_commands
+from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, KeyOrderPort, KeyOrderSwitch
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.increase.report import Exceptions, ReportWriter, ranges
 from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
@@ -40,12 +43,15 @@ FAST_POLL = 0.005
 NAME_CAP = 20
 
 
-def not_empty_error(plan: Plan, detail: dict[str, Any], waited: float) -> GroupNotEmptyError:
-    """Return the error for groups that did not leave within ``waited`` seconds, naming their members."""
-    return GroupNotEmptyError(
+def not_empty_error(plan: Plan, detail: dict[str, Any], waited: float) -> GroupNeverLeftError:
+    """Return the error for groups that did not leave within ``waited`` seconds, naming their members: not
+    retried (a retry would wait again for members that do not leave, with the other groups out meanwhile)."""
+    drivers = {g: plan.groups[g].driver.describe() for g in detail if g in plan.groups}
+    return GroupNeverLeftError(
         f"timed out after {waited}s waiting for consumer groups to leave topic {plan.topic!r}; "
-        f"members still present: {detail}. Stop those consumers (or make them honour the pause signal), "
-        "then clear this task. Partitions were NOT changed."
+        f"members still present: {detail} (drivers: {drivers}). Stop those consumers, give their group a "
+        "driver that stops them (or make them honour the pause signal), then run again. Partitions were "
+        "NOT changed; the groups paused so far are resumed."
     )
 
 
@@ -109,41 +115,124 @@ class SafeIncreaseSteps:
     created_from: int | None = None
     #: Per group, the partition count on which the broker acknowledged an offset for every partition.
     known: dict[str, int] = field(default_factory=dict)
-    #: ``preserve``: producers switch through the key-order barrier; ``relax``: at once.
+    #: ``preserve``: producers switch through the key-order barrier (or wait for drained groups);
+    #: ``drain``: producers stop before the create and start after every live group drained; ``relax``: at once.
     key_order: str = PRESERVE
+    #: Seconds to wait for the paused (or stopped) groups to become EMPTY.
+    empty_timeout: float = 600.0
+    #: Seconds ControlledProducers stay held for a drain before they release themselves (a dead controller).
+    drain_hold: float = 1800.0
+    #: Runs the command pairs of the plan's drivers.
+    pairs: CommandPairs | None = None
+    #: What this run stopped (for :meth:`undo_before_create`): command-driven groups and producer services.
+    stopped_groups: list[str] = field(default_factory=list)
+    producers_stopped: dict[str, Any] | None = None
+    #: Start or readiness commands that failed (logged; the broker's view of the group decides what follows).
+    start_failures: list[CommandResult] = field(default_factory=list)
+    #: ``time.monotonic()`` when the control pause was sent: the live groups' downtime starts there.
+    paused_at: float | None = None
+    #: Seconds the command-driven groups took to stop and become EMPTY (None: none was stopped).
+    stop_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.pairs is None:
+            self.pairs = CommandPairs(self.plan.topic, self.log)
 
     @property
     def topic(self) -> str:
         return self.plan.topic
 
+    @property
+    def commands(self) -> CommandPairs:
+        assert self.pairs is not None  # set in __post_init__
+        return self.pairs
+
+    @property
+    def drains(self) -> bool:
+        """Whether some group is drained: producers stop before the create and start once it drained."""
+        return bool(self.plan.marked(ORDER_DRAINED))
+
     def pause(self, groups: list[str] | None = None) -> dict[str, Any]:
-        """Send pause to every group at risk and pin producers to the current partition count."""
+        """Take every group at risk out of its group, each by its driver, and pin producers to the current
+        partition count (for a drain: stop them first).
+
+        Command-driven groups with live members are stopped first and waited for (up to
+        ``empty_timeout``); only then are the others asked to leave, so no group is out of its group while
+        another's stop is slow or fails. A failure here changes nothing and resumes what was stopped
+        (:meth:`undo_before_create`).
+        """
         self.lease_check()
         groups = self.plan.where("pause") if groups is None else groups
+        if self.drains and self.producers_stopped is None:
+            self.stop_producers()
+        self._stop_command_groups(groups)
+        self.paused_at = time.monotonic()
         epoch = self.control.pause(groups, self.topic, issuer=self.owner)
         self.log.info("PAUSE groups %s: pause command sent (epoch %s)", names(groups), epoch)
         original = self.plan.original_partitions
-        layout = self.control.set_layout(self.topic, original, issuer=self.owner)
-        self.log.info(
-            "PAUSE producers of %s pinned to the current %s partitions (epoch %s)",
-            self.topic,
-            original,
-            layout,
-        )
+        if not self.drains:  # a drain's hold already pins them to the current count
+            layout = self.control.set_layout(self.topic, original, issuer=self.owner)
+            self.log.info(
+                "PAUSE producers of %s pinned to the current %s partitions (epoch %s)",
+                self.topic,
+                original,
+                layout,
+            )
         self.key_order_switch().announce()
-        return {"epoch": epoch, "groups": len(groups)}
+        out: dict[str, Any] = {"epoch": epoch, "groups": len(groups), "stopped_groups": self.stopped_groups}
+        if self.producers_stopped is not None:
+            out["producers_stopped"] = self.producers_stopped
+        return out
+
+    def _stop_command_groups(self, groups: list[str]) -> None:
+        """Stop the command-driven groups with live members, then wait until the broker reports them EMPTY."""
+        live = [g for g in live_groups(self.plan, DriverKind.COMMAND) if g in groups]
+        if not live:
+            return
+        started = time.monotonic()
+        self.stopped_groups = list(dict.fromkeys([*self.stopped_groups, *live]))
+        self.commands.stop(commands_of(self.plan, live), "group")
+        self.wait_empty(self.empty_timeout, groups=live)
+        self.stop_s = round(time.monotonic() - started, 3)
+        self.log.info(
+            "PAUSE groups %s: stopped by their commands and EMPTY after %.3f s", names(live), self.stop_s
+        )
+
+    def stop_producers(self) -> dict[str, Any]:
+        """For a drain: hold the ControlledProducers and stop the command-driven producer services, before
+        the create; :meth:`start_producers` starts them once the drained groups have consumed the rest."""
+        self.lease_check()
+        held = self.key_order_switch().hold_for_drain(self.drain_hold)
+        services = producer_commands(self.plan)
+        self.producers_stopped = {**held, "services": sorted(services)}
+        self.commands.stop(services, "producer")
+        return self.producers_stopped
+
+    def undo_before_create(self) -> None:
+        """After a failure before the create: resume every paused group at once (the control records, and
+        the start commands of the groups this run stopped), and let the producers go on the old layout."""
+        groups = self.plan.where("pause")
+        epoch = self.control.resume(groups, self.topic, issuer=self.owner)
+        self.log.warning("UNDO resumed groups %s (epoch %s): nothing was created", names(groups), epoch)
+        self.start_failures += self.commands.start(commands_of(self.plan, self.stopped_groups), "group")
+        layout = self.control.set_layout(self.topic, self.plan.original_partitions, issuer=self.owner)
+        self.log.warning("UNDO producers of %s on the current layout (epoch %s)", self.topic, layout)
+        if self.producers_stopped is not None:
+            self.start_failures += self.commands.start(producer_commands(self.plan), "producer")
 
     def key_order_switch(self) -> KeyOrderSwitch:
         """The switch of the producers, through the key-order barrier with ``key_order="preserve"``."""
         control: KeyOrderPort = self.control  # type: ignore[assignment]  # the control hook has both
         return KeyOrderSwitch(self.plan, self.admin, control, self.log, self.owner, self.key_order)
 
-    def wait_empty(self, timeout: float, max_interval: float = 1.0) -> dict[str, Any]:
+    def wait_empty(
+        self, timeout: float, max_interval: float = 1.0, groups: list[str] | None = None
+    ) -> dict[str, Any]:
         """Block until every seeded group is EMPTY: polls every 5 ms for the first 2 s (paused consumers
         leave within milliseconds of each other, and every millisecond of this wait is consumer downtime;
         one DescribeGroups request for all groups costs well under a millisecond), then backs off to
-        ``max_interval``."""
-        groups = self.plan.where("seed")
+        ``max_interval``. On timeout: :class:`GroupNeverLeftError`, naming the members still present."""
+        groups = self.plan.where("seed") if groups is None else groups
         started = time.monotonic()
         deadline = started + timeout
         interval = FAST_POLL
@@ -298,6 +387,8 @@ class SafeIncreaseSteps:
             raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
         self.lease_check()
         target = self.plan.target_partitions
+        if self.drains:
+            return self.key_order_switch().drain_barrier(live or [])
         out: dict[str, Any] = self.key_order_switch().switch(live or [])
         self.log.info(
             "SCALE producers of %s: layout of %s partitions is live (epoch %s)",
@@ -329,7 +420,50 @@ class SafeIncreaseSteps:
             names(groups),
             epoch,
         )
-        return {"epoch": epoch, "groups": len(groups)}
+        started = [g for g in live_groups(self.plan, DriverKind.COMMAND) if g in groups]
+        failed = self.commands.start(commands_of(self.plan, started), "group")
+        self.start_failures += failed
+        return {
+            "epoch": epoch,
+            "groups": len(groups),
+            "started_groups": started,
+            "start_failures": [r.describe() for r in failed],
+        }
+
+    def start_producers(self, drain: dict[str, Any]) -> dict[str, Any]:
+        """After a drain: switch the ControlledProducers to the target layout and start the command-driven
+        producer services, once every protected group holds an offset on every partition; report the cost.
+
+        :param drain: the switch's ``drain`` (``stopped_at``, the drained groups' ``backlog`` at the switch).
+        :raises UnsafeResumeError: a protected group lacks an offset on a partition; nothing was started.
+        """
+        missing = self.missing(self.plan.where("seed"))
+        if missing:
+            raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
+        self.lease_check()
+        epoch = self.control.set_layout(self.topic, self.plan.target_partitions, issuer=self.owner)
+        failed = self.commands.start(producer_commands(self.plan), "producer")
+        self.start_failures += failed
+        downtime = round((time.time() * 1000 - int(drain.get("stopped_at") or 0)) / 1000.0, 3)
+        backlog = sum(int(v) for v in (drain.get("backlog") or {}).values())
+        self.log.info(
+            "DRAIN %s: producers started on %s partitions (epoch %s) after %.3f s stopped; the drained "
+            "groups %s had %s records to consume at the switch",
+            self.topic,
+            self.plan.target_partitions,
+            epoch,
+            downtime,
+            drain.get("groups"),
+            f"{backlog:,}",
+        )
+        return {
+            "epoch": epoch,
+            "partitions": self.plan.target_partitions,
+            "producer_downtime_s": downtime,
+            "backlog_at_switch": backlog,
+            "services": sorted(producer_commands(self.plan)),
+            "start_failures": [r.describe() for r in failed],
+        }
 
     def missing(self, groups: Iterable[str]) -> dict[str, list[int]]:
         """Return ``{group: [partitions]}`` that exist now but hold no offset of a group that is seeded."""

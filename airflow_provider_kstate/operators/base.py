@@ -104,9 +104,12 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
         """Return the keeper of the topic's lease for this task's DAG run."""
         return LeaseKeeper.for_topic(self.lease, self.topic, context, self.lease_ttl, self.log)
 
-    def steps(self, context: Any) -> SafeIncreaseSteps:
+    def steps(self, context: Any, **options: Any) -> SafeIncreaseSteps:
         """Return the steps of this operator's plan, run as this task's DAG run; before each change they
-        renew the topic's lease (:meth:`LeaseKeeper.renew`) and fail if another run took it."""
+        renew the topic's lease (:meth:`LeaseKeeper.renew`) and fail if another run took it.
+
+        :param options: fields of :class:`SafeIncreaseSteps` (``key_order``, ``empty_timeout``, ...).
+        """
         keeper, plan = self.keeper(context), self.typed_plan.to_dict()
         return SafeIncreaseSteps(
             self.typed_plan,
@@ -115,6 +118,7 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
             self.log,
             keeper.owner,
             lease_check=lambda: keeper.renew(plan),
+            **options,
         )
 
     def post_execute(self, context: Any, result: Any = None) -> None:

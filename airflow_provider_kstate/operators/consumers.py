@@ -18,18 +18,37 @@ class KStatePauseConsumersOperator(KStateStepOperator):
     Re-sending a pause is harmless, so the step is idempotent. With ``key_order="preserve"`` it also
     announces the key-order barrier to the protected groups' consumers.
 
-    :param key_order: ``preserve`` or ``relax`` (templated).
+    Each group is taken out by its driver: command-driven groups are stopped first (and waited for, up to
+    ``empty_timeout``), then the others get the pause record; for a drain the producers are stopped before
+    both.
+
+    :param key_order: ``preserve``, ``drain`` or ``relax`` (templated).
+    :param empty_timeout: seconds to wait for the command-driven groups to become EMPTY.
+    :param drain_timeout: seconds the drain may last (the ControlledProducers' hold outlives it).
     """
 
     template_fields: tuple[str, ...] = ("plan", "key_order")
 
-    def __init__(self, *, key_order: str = PRESERVE, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        key_order: str = PRESERVE,
+        empty_timeout: float = 600.0,
+        drain_timeout: float = 600.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.key_order = key_order
+        self.empty_timeout = empty_timeout
+        self.drain_timeout = drain_timeout
 
     def execute(self, context: Any) -> dict[str, Any]:
-        steps = self.steps(context)
-        steps.key_order = check_key_order(self.key_order)
+        steps = self.steps(
+            context,
+            key_order=check_key_order(self.key_order),
+            empty_timeout=self.empty_timeout,
+            drain_hold=self.empty_timeout + self.drain_timeout + 60.0,
+        )
         try:
             return steps.pause()
         finally:
@@ -37,7 +56,8 @@ class KStatePauseConsumersOperator(KStateStepOperator):
 
 
 class KStateResumeConsumersOperator(KStateStepOperator):
-    """Tell paused services to rejoin, but only once every group has an offset on every new partition.
+    """Tell paused services to rejoin (command-driven groups: their start and readiness commands), but
+    only once every group has an offset on every new partition.
 
     :raises UnsafeResumeError: partitions exist that a seeded group has no offset on; nothing is resumed.
     """

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_kstate.exceptions import KStateError, LeaseHeldError, UnsafeResumeError
-from airflow_provider_kstate.increase.plan import PlanMode
+from airflow_provider_kstate.increase.drivers import CommandPairs, DriverKind
+from airflow_provider_kstate.increase.fleet import commands_of, live_groups, producer_commands
+from airflow_provider_kstate.increase.key_order import ORDER_DRAINED
+from airflow_provider_kstate.increase.plan import Plan, PlanMode
 from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
 from airflow_provider_kstate.increase.steps import names
 from airflow_provider_kstate.lease import LeaseKeeper
@@ -17,10 +20,15 @@ class KStateFailureGuardOperator(KStateStepOperator):
     """Run on failure (``trigger_rule=one_failed``) and decide from the cluster, not from task states.
 
     * Another run holds the topic's lease: change nothing (its consumers are its business).
-    * An increase whose partitions were not created yet: resume consumers, restore the producer layout,
-      release the lease.
+    * An increase whose partitions were not created yet: resume consumers, restore the producer layout
+      (and start the producer services a drain stopped), release the lease.
     * Otherwise, per group: a group with an offset on every partition of the topic is resumed (safe); a
       group without is NOT resumed, and the guard fails with :class:`UnsafeResumeError` and the runbook.
+      Producers a drain stopped are started (loss-safe: a group without offsets stays out of its group,
+      and its seed starts at the log start); their keys may reorder for a group that had not drained.
+
+    Each group is resumed by its driver: the resume record, and the start commands of the command-driven
+    groups that were live at plan time (start commands are idempotent).
 
     The guard always fails the run: something upstream failed. It reads the plan from the plan task's
     XCom itself, so it skips quietly when the plan step failed (then nothing was changed).
@@ -47,6 +55,7 @@ class KStateFailureGuardOperator(KStateStepOperator):
         if plan.mode == PlanMode.INCREASE and current == plan.original_partitions:
             self._resume(plan.where("pause"), owner)
             self.control.set_layout(self.topic, current, issuer=owner)
+            self._start_producers(plan)
             keeper.release()
             raise KStateError(
                 f"a step failed before partitions of {self.topic!r} were created: nothing changed; consumers "
@@ -56,6 +65,10 @@ class KStateFailureGuardOperator(KStateStepOperator):
         safe = [g for g in plan.where("pause") if g not in missing]
         if safe:
             self._resume(safe, owner)
+        if plan.marked(ORDER_DRAINED):
+            layout = plan.original_partitions if missing else plan.target_partitions
+            self.control.set_layout(self.topic, layout, issuer=owner)
+            self._start_producers(plan)
         if missing:
             self.log.error("GUARD %s", partial_increase_runbook(plan, missing))
             raise UnsafeResumeError(partial_increase_runbook(plan, missing))
@@ -77,3 +90,12 @@ class KStateFailureGuardOperator(KStateStepOperator):
         epoch = self.control.resume(groups, self.topic, issuer=owner)
         self.control.close()
         self.log.warning("GUARD resumed groups %s (epoch %s)", names(groups), epoch)
+        plan = self.typed_plan
+        started = [g for g in live_groups(plan, DriverKind.COMMAND) if g in groups]
+        CommandPairs(self.topic, self.log).start(commands_of(plan, started), "group")
+
+    def _start_producers(self, plan: Plan) -> None:
+        """Start the producer services a drain stops (idempotent: they may not have been stopped yet)."""
+        if plan.marked(ORDER_DRAINED):
+            self.log.warning("GUARD starting the producer services of the drain: %s", sorted(plan.producers))
+            CommandPairs(self.topic, self.log).start(producer_commands(plan), "producer")

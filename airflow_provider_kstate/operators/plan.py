@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC, PRESERVE
+from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC, DRAIN, PRESERVE
 from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
 from airflow_provider_kstate.exceptions import KStateConfigError, TopicChangedError, TranslatesDomainErrors
-from airflow_provider_kstate.increase.key_order import ORDER_RELAXED, check_key_order, mark_key_order
+from airflow_provider_kstate.increase.fleet import DriverChoice, check_drivable, drive
+from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, ORDER_RELAXED, check_key_order
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.increase.plan import (
     DEFAULT_SPARK_PREFIXES,
@@ -20,7 +21,7 @@ from airflow_provider_kstate.increase.plan import (
 )
 from airflow_provider_kstate.lease import LeaseKeeper
 from airflow_provider_kstate.operators.doctor import allowed_deviations
-from airflow_provider_kstate.utils.coerce import as_bool, as_int, as_str_list, as_topic
+from airflow_provider_kstate.utils.coerce import as_bool, as_int, as_mapping, as_str_list, as_topic
 from airflow_provider_kstate.utils.compat import AirflowSkipException
 
 if TYPE_CHECKING:
@@ -52,8 +53,21 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         Streams group on the topic fails the plan, saying why).
     :param allow_broker_deviation: broken broker promises to accept by name (logged as RISK ACCEPTED); the
         plan refuses, before anything is paused, a broker that breaks a promise the increase needs.
-    :param key_order: ``preserve`` or ``relax``: the plan marks each protected group ``barrier`` (every live
-        member runs the client piece), ``relaxed`` (with the reason; logged) or ``offline`` (templated).
+    :param key_order: ``preserve``, ``drain`` or ``relax``: the plan marks each protected group ``barrier``
+        (every live member runs the client piece), ``drained`` (it cannot hold, but its producers can be
+        stopped: ``producer_drivers``), ``relaxed`` (with the reason; logged) or ``offline`` (templated).
+    :param group_drivers: ``{group: driver}``: how each group is stopped and started when it is not by the
+        control protocol: a :class:`~airflow_provider_kstate.increase.drivers.CommandDriver`, or the name
+        of a driver in ``drivers`` (a DAG run's params name drivers; they never carry commands). A live
+        group whose members do not run the client piece and that has no driver fails the plan, naming the
+        ways out (templated).
+    :param producer_drivers: ``{service: driver}`` (or a list of driver names): the producer services the
+        run may stop for a drain; ``control`` stands for the ControlledProducers (templated).
+    :param drivers: the named drivers (``{name: driver}``, a driver as a
+        :class:`~airflow_provider_kstate.increase.drivers.Driver` or its dict form), e.g. an Airflow
+        Variable rendered as JSON (templated).
+    :param own_tasks: your own pause and resume tasks drive every group without a driver (the per-step
+        layout's ``pause_consumers=``; the factory sets it).
     :param dry_run: plan only: take no lease and change nothing.
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
     :param control_topic: the control topic services with the client piece watch.
@@ -74,6 +88,9 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         "acknowledge_streams_groups",
         "allow_broker_deviation",
         "key_order",
+        "group_drivers",
+        "producer_drivers",
+        "drivers",
         "plan_only",
         "report_uri",
     )
@@ -90,6 +107,10 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         acknowledge_streams_groups: list[str] | str | None = None,
         allow_broker_deviation: list[str] | str | None = None,
         key_order: str = PRESERVE,
+        group_drivers: Any = None,
+        producer_drivers: Any = None,
+        drivers: Any = None,
+        own_tasks: bool = False,
         dry_run: bool | str = False,
         kafka_config_id: str = DEFAULT_CONN_ID,
         control_topic: str = DEFAULT_CONTROL_TOPIC,
@@ -109,6 +130,10 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         self.acknowledge_streams_groups = acknowledge_streams_groups
         self.allow_broker_deviation = allow_broker_deviation
         self.key_order = key_order
+        self.group_drivers = group_drivers
+        self.producer_drivers = producer_drivers
+        self.drivers = drivers
+        self.own_tasks = own_tasks
         # BaseOperator already has a dry_run() method: keep the flag under another attribute name.
         self.plan_only = dry_run
         self.kafka_config_id = kafka_config_id
@@ -141,6 +166,7 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
             )
         for line in describe(plan):
             self.log.info("PLAN %s", line)
+        check_drivable(plan)
         if dry_run:
             self.log.info("PLAN dry run: stopping after the plan; nothing was changed and no lease was taken")
             return plan.to_dict()
@@ -179,27 +205,47 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         return self._mark_key_order(hook, plan)
 
     def _mark_key_order(self, hook: KStateLeaseHook, plan: Plan) -> Plan:
-        """Mark each protected group barrier / relaxed / offline from its live members and the client-piece
-        consumers seen on the control topic; log each relaxed group."""
+        """Give each protected group its driver and mark its key order (barrier / drained / relaxed /
+        offline) from its live members and the client-piece consumers seen on the control topic; log each
+        group that is drained or relaxed."""
         from airflow_provider_kstate.hooks.control import KStateControlHook
 
         key_order = check_key_order(self.key_order)
+        choice = self._driver_choice()
+        if key_order == DRAIN and not choice.producers:
+            raise KStateConfigError(
+                "key_order=drain stops the producers before the create: name them with producer_drivers (a "
+                "command pair per producer service, or 'control' for ControlledProducers). Nothing was changed."
+            )
         control = KStateControlHook(
             self.kafka_config_id, control_topic=self.control_topic, timeout=self.request_timeout
         )
-        present = control.client_piece_clients() if key_order == PRESERVE else {}
-        plan = mark_key_order(plan, hook.describe_groups(plan.where("seed"), plan.topic), present, key_order)
+        plan = drive(plan, hook, control.client_piece_clients(), choice, key_order)
         for group in plan.where("seed"):
             entry = plan.groups[group]
             if entry.key_order == ORDER_RELAXED and key_order == PRESERVE:
                 self.log.warning(
                     "PLAN group %s is RELAXED for key order: %s. Its keys that move may be processed out of "
-                    "order; to keep them in order, stop the producers in your own scale_producers task "
-                    "until the group drained.",
+                    "order; to keep them in order, name its producers (producer_drivers) so the run drains it.",
                     group,
                     entry.key_order_reason,
                 )
+            elif entry.key_order == ORDER_DRAINED:
+                self.log.info("PLAN group %s is DRAINED for key order: %s", group, entry.key_order_reason)
         return plan
+
+    def _driver_choice(self) -> DriverChoice:
+        producers = self.producer_drivers
+        if isinstance(producers, str) and not producers.strip().startswith("{"):
+            producers = as_str_list("producer_drivers", producers)
+        elif not isinstance(producers, (list, tuple)):
+            producers = as_mapping("producer_drivers", producers)
+        return DriverChoice.build(
+            as_mapping("group_drivers", self.group_drivers),
+            producers,
+            as_mapping("drivers", self.drivers),
+            own_tasks=bool(self.own_tasks),
+        )
 
     def _trust_broker(self, topic: str) -> None:
         """Refuse, before anything changes, a broker that breaks a promise the increase relies on."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_kstate.client.protocol import PRESERVE
-from airflow_provider_kstate.increase.key_order import check_key_order
+from airflow_provider_kstate.increase.key_order import check_key_order, drain_of
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 
@@ -35,5 +35,32 @@ class KStateScaleProducersOperator(KStateStepOperator):
         steps.key_order = check_key_order(self.key_order)
         try:
             return steps.scale(baseline=True)
+        finally:
+            self.control.close()
+
+
+class KStateStartProducersOperator(KStateStepOperator):
+    """After a drain: start the producers on the new layout (the ControlledProducers switch, the
+    command-driven producer services run their start and readiness commands) and report the cost: how
+    long the producers were stopped against the backlog the drained groups had at the switch. It runs after
+    :class:`~airflow_provider_kstate.sensors.groups.KStateGroupsDrainedSensor`; when the plan drains no
+    group the producers switched earlier and this step does nothing.
+
+    :param switch: the XCom of the step that switched (the pause window, or the scale step).
+    """
+
+    template_fields: tuple[str, ...] = ("plan", "switch")
+
+    def __init__(self, *, switch: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.switch = switch
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        drain = drain_of(self.switch)
+        if not drain["groups"]:
+            self.log.info("SCALE %s: no group is drained: the producers switched with the window", self.topic)
+            return {}
+        try:
+            return {"drained_groups": drain["groups"], **self.steps(context).start_producers(drain)}
         finally:
             self.control.close()

@@ -10,7 +10,7 @@ from typing import Any
 from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.errors import ReportError
 from airflow_provider_kstate.exceptions import VerificationError
-from airflow_provider_kstate.increase.key_order import check_key_order, watch_release
+from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, check_key_order, watch_release
 from airflow_provider_kstate.increase.plan import PlanMode
 from airflow_provider_kstate.increase.report import (
     Exceptions,
@@ -113,9 +113,12 @@ class KStateVerifyOperator(KStateStepOperator):
         release it on the control channel and record when it passed (templated).
     :param barrier_timeout: seconds to wait for the groups to pass the barrier; a group still below it is
         logged, not failed: its consumers release themselves once it passes.
+    :param producers_started: the XCom of
+        :class:`~airflow_provider_kstate.operators.producers.KStateStartProducersOperator`: each drained
+        group is reported ``drained`` with the producers' downtime and the backlog it consumed.
     """
 
-    template_fields: tuple[str, ...] = ("plan", "seed_report", "key_order")
+    template_fields: tuple[str, ...] = ("plan", "seed_report", "key_order", "producers_started")
 
     def __init__(
         self,
@@ -124,9 +127,11 @@ class KStateVerifyOperator(KStateStepOperator):
         release_lease: bool = True,
         key_order: str = PRESERVE,
         barrier_timeout: float = 300.0,
+        producers_started: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.producers_started = producers_started
         self.seed_report = seed_report
         self.release_lease = release_lease
         self.key_order = key_order
@@ -135,6 +140,7 @@ class KStateVerifyOperator(KStateStepOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         plan = self.typed_plan
         barrier = self._barrier(context) if check_key_order(self.key_order) == PRESERVE else {}
+        barrier = self._drained(plan, barrier)
         count = self.admin.partition_count(self.topic)
         watermarks = self.admin.watermarks(self.topic, range(count))
         new_from = plan.original_partitions if plan.mode == PlanMode.INCREASE else count
@@ -189,6 +195,24 @@ class KStateVerifyOperator(KStateStepOperator):
             )
         finally:
             self.control.close()
+
+    def _drained(self, plan: Any, order: dict[str, Any]) -> dict[str, Any]:
+        """Add each drained group to the key-order summary: the producers waited until it had consumed
+        everything written before them (``drained``), with their downtime and the backlog at the switch."""
+        drained = plan.marked(ORDER_DRAINED)
+        if not drained:
+            return order
+        started = self.producers_started if isinstance(self.producers_started, dict) else {}
+        entry = {
+            "drained": "the producers started once it had consumed every record written before they stopped",
+            "plan": str(ORDER_DRAINED),
+            "producer_downtime_s": started.get("producer_downtime_s"),
+            "backlog_at_switch": started.get("backlog_at_switch"),
+        }
+        groups = {**order.get("groups", {}), **{g: dict(entry) for g in drained}}
+        for group in drained:
+            self.log.info("VERIFY group %s was drained before the producers started: %s", group, entry)
+        return {**order, "groups": groups}
 
     def _add_topic_event(self, context: Any, plan: Any, count: int) -> None:
         """Add the grown topic's ``kafka://`` Asset event to this task's AssetAlias outlets (an increase)."""

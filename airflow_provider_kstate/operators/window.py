@@ -8,7 +8,7 @@ from typing import Any
 from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.increase.key_order import check_key_order
 from airflow_provider_kstate.increase.plan import GroupClass, PlanMode
-from airflow_provider_kstate.increase.report import write_report
+from airflow_provider_kstate.increase.report import ReportWriter, write_report
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps, SeedResult
 from airflow_provider_kstate.operators.base import KStateStepOperator
 from airflow_provider_kstate.utils.failpoints import failpoint
@@ -18,62 +18,61 @@ class KStatePauseWindowOperator(KStateStepOperator):
     """Pause, wait for EMPTY, increase, seed, resume and scale back-to-back in one task.
 
     The same idempotent steps as the per-step operators, without the scheduler's latency between them.
+    Each group is stopped and started by its driver (the control protocol, or a command pair: see
+    :mod:`airflow_provider_kstate.increase.drivers`). Command-driven groups are stopped first and waited
+    for; only then do the others leave, so a slow or failing stop keeps nobody else out of their group.
     Live consumers are out of their groups only for the leave, the create, the seed of *their* groups and
     the rejoin: groups with live members (``active``) are seeded and resumed first, while producers stay on
     the old layout; groups without members (``empty``: nobody is down) are seeded right after, and each
     group is resumed only once it has an offset on every partition. Producers switch to the new layout only
     after the last group is seeded (with ``key_order="preserve"`` through the key-order barrier: see
-    :mod:`airflow_provider_kstate.increase.key_order`). If it fails midway, the failure guard decides from
-    the cluster exactly as in the per-step layout.
+    :mod:`airflow_provider_kstate.increase.key_order`); when a group is drained they were stopped before
+    the create and start after the window, once it drained
+    (:class:`~airflow_provider_kstate.operators.producers.KStateStartProducersOperator`).
+
+    A failure before the create resumes every paused group at once (and starts what was stopped); the
+    failure guard decides from the cluster after it, exactly as in the per-step layout. A wait that timed
+    out because a member never left is not retried (:class:`GroupNeverLeftError`).
 
     Returns a summary (per group: partitions seeded and kept) with the URI of the seed report, the
     per-group, per-partition evidence that :class:`KStateVerifyOperator` reads.
 
-    :param empty_timeout: seconds to wait for the paused groups to become EMPTY.
-    :param key_order: ``preserve`` (producers switch through the key-order barrier) or ``relax``
-        (templated).
+    :param empty_timeout: seconds to wait for the paused (or stopped) groups to become EMPTY.
+    :param key_order: ``preserve``, ``drain`` or ``relax`` (templated).
+    :param drain_timeout: seconds the drain may last (the ControlledProducers' hold outlives it).
     """
 
     template_fields: tuple[str, ...] = ("plan", "key_order")
 
-    def __init__(self, *, empty_timeout: float = 600.0, key_order: str = PRESERVE, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        empty_timeout: float = 600.0,
+        key_order: str = PRESERVE,
+        drain_timeout: float = 600.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.empty_timeout = empty_timeout
         self.key_order = key_order
+        self.drain_timeout = drain_timeout
 
     def execute(self, context: Any) -> dict[str, Any]:
-        steps = self.steps(context)
-        steps.key_order = check_key_order(self.key_order)
+        steps = self.steps(
+            context,
+            key_order=check_key_order(self.key_order),
+            empty_timeout=self.empty_timeout,
+            drain_hold=self.empty_timeout + self.drain_timeout + 60.0,
+        )
         uri = self.report_uri(context, "seed")
-        timings: dict[str, float] = {}
         try:
             with write_report(uri, self.report_storage, evidence=True) as report:
-                live, offline = self._split(steps)
-                started = time.monotonic()
-                steps.pause()
-                failpoint("after_pause")
-                steps.wait_empty(self.empty_timeout)
-                failpoint("after_empty")
-                steps.increase(self.request_timeout)
-                failpoint("after_create")
-                first = steps.seed(live, report)
-                failpoint("mid_seed")
-                steps.resume(live)
-                timings["live_window_s"] = round(time.monotonic() - started, 3)
-                failpoint(
-                    "after_live_resume"
-                )  # live groups run, offline ones unseeded, producers on the old layout
-                later = steps.seed(offline, report)
-                failpoint("after_seed")
-                steps.resume(offline)
-                failpoint("after_resume")
-                timings["whole_window_s"] = round(time.monotonic() - started, 3)
-                switch = steps.scale(live=live)
-                failpoint("after_scale")
-                timings["switch_s"] = round(time.monotonic() - started - timings["whole_window_s"], 3)
+                summary = self._window(steps, report)
                 rows = report.rows
         finally:
             self.control.close()
+        summary.update(report_uri=uri, report_rows=rows)
+        timings = summary["timings"]
         self.log.info(
             "WINDOW %s: live groups out for %.3f s; every group seeded and resumed after %.3f s; report %s (%s rows)",
             self.topic,
@@ -82,13 +81,69 @@ class KStatePauseWindowOperator(KStateStepOperator):
             uri,
             f"{rows:,}",
         )
-        summary = {**_summary(steps, first, later, uri, rows, timings), "switch": switch}
         if steps.plan.mode == PlanMode.REPAIR and not summary["seeded"]:
             self.log.info(
                 "REPAIR %s: nothing to do: every protected group holds an offset on every partition",
                 self.topic,
             )
         return summary
+
+    def _window(self, steps: SafeIncreaseSteps, report: ReportWriter) -> dict[str, Any]:
+        live, offline = self._split(steps)
+        timings: dict[str, float] = {}
+        started = time.monotonic()
+        self._before_create(steps)
+        first = steps.seed(live, report)
+        failpoint("mid_seed")
+        resumed = steps.resume(live)
+        timings["live_window_s"] = round(time.monotonic() - (steps.paused_at or started), 3)
+        failpoint("after_live_resume")  # live groups run, offline ones unseeded, producers on the old layout
+        later = steps.seed(offline, report)
+        failpoint("after_seed")
+        steps.resume(offline)
+        failpoint("after_resume")
+        timings["whole_window_s"] = round(time.monotonic() - started, 3)
+        switch = steps.scale(live=live)
+        failpoint("after_scale")
+        timings["switch_s"] = round(time.monotonic() - started - timings["whole_window_s"], 3)
+        if steps.stop_s is not None:
+            timings["command_stop_s"] = steps.stop_s
+        return {
+            **_summary(steps, first, later, timings),
+            "switch": switch,
+            "drivers": {
+                "stopped_groups": steps.stopped_groups,
+                "started_groups": resumed.get("started_groups", []),
+                "producers_stopped": steps.producers_stopped,
+                "start_failures": [r.describe() for r in steps.start_failures],
+            },
+        }
+
+    def _before_create(self, steps: SafeIncreaseSteps) -> None:
+        """Pause, wait EMPTY and create; a failure before the partitions exist resumes every paused group
+        at once (the run changed nothing), then fails the task."""
+        try:
+            steps.pause()
+            failpoint("after_pause")
+            steps.wait_empty(self.empty_timeout)
+            failpoint("after_empty")
+            steps.increase(self.request_timeout)
+            failpoint("after_create")
+        except Exception:
+            self._undo(steps)
+            raise
+
+    def _undo(self, steps: SafeIncreaseSteps) -> None:
+        """Resume every paused group when the partitions were not created; an error here is logged (the
+        step's own error is the one to report, and the failure guard undoes again from the cluster)."""
+        plan = steps.plan
+        try:
+            if plan.mode == PlanMode.INCREASE and self.admin.partition_count(self.topic) == (
+                plan.original_partitions
+            ):
+                steps.undo_before_create()
+        except Exception as exc:  # noqa: BLE001 - the original error is raised; the guard undoes again
+            self.log.error("UNDO %s failed (%s): the failure guard resumes the groups", self.topic, exc)
 
     @staticmethod
     def _split(steps: SafeIncreaseSteps) -> tuple[list[str], list[str]]:
@@ -98,12 +153,7 @@ class KStatePauseWindowOperator(KStateStepOperator):
 
 
 def _summary(
-    steps: SafeIncreaseSteps,
-    first: SeedResult,
-    later: SeedResult,
-    uri: str,
-    rows: int,
-    timings: dict[str, float],
+    steps: SafeIncreaseSteps, first: SeedResult, later: SeedResult, timings: dict[str, float]
 ) -> dict[str, Any]:
     merged = SeedResult(max(first.partitions, later.partitions), {**first.groups, **later.groups})
     return {
@@ -111,7 +161,5 @@ def _summary(
         "mode": str(steps.plan.mode),  # XCom keeps plain strings
         "created": steps.created_from is not None,
         **merged.summary(),
-        "report_uri": uri,
-        "report_rows": rows,
         "timings": timings,
     }

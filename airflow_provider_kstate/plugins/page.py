@@ -99,14 +99,18 @@ async function plan(ev) {
     const what = d.mode === "increase" ? `${d.partitions} &rarr; ${d.target} partitions: creates ${num(d.target - d.partitions)} (partition${d.target - d.partitions > 1 ? "s" : ""} ${esc(d.new_partitions)})` : `stays at ${d.partitions} partitions: a repair (seeds every gap, creates nothing)`;
     const rows = d.groups.map((g) => `<tr><td>${esc(g.group)}</td><td><span class="pill ${esc(g.class)}">${esc(g.class)}</span></td><td>${esc(g.type)}</td><td>${esc(g.state)}</td>
       <td class="n">${num(g.member_count)}</td><td>${g.members.map(esc).join("<br>")}</td><td class="n">${num(g.lag)}</td><td class="n">${num(g.without_offset)}</td>
-      <td>${[g.pause && "pause", g.seed && "seed", g.wait && "wait"].filter(Boolean).join(", ") || '<span class="muted">left alone</span>'}</td></tr>`).join("");
+      <td>${[g.pause && "pause", g.seed && "seed", g.wait && "wait"].filter(Boolean).join(", ") || '<span class="muted">left alone</span>'}</td>
+      <td class="driver">${g.driver_problem ? '<span class="bad" title="' + esc(g.driver_problem) + '">no driver</span>' : esc(g.driver)}</td>
+      <td class="order" title="${esc(g.key_order_reason)}">${esc(g.key_order)}</td></tr>`).join("");
+    const stuck = Object.entries(d.cannot_drive || {});
+    const refusal = stuck.length ? `<div class="box err" id="plan-refusal"><b>A run would be refused before anything is paused</b>: ${stuck.map(([g, why]) => esc(g) + ": " + esc(why)).join("; ")}. Give each a driver (group_drivers), exclude it, or adopt the client piece.</div>` : "";
     el.innerHTML = `<div class="box" id="plan-summary"><b>${esc(d.topic)}</b>: ${d.partitions} partitions now. A run to ${d.target}: ${what}.<br>
       Would pause <b>${d.would_pause.length}</b> group(s)${d.would_pause.length ? ": " + d.would_pause.map(esc).join(", ") : ""};
       seed <b>${d.would_seed.length}</b>${d.would_seed.length ? ": " + d.would_seed.map(esc).join(", ") : ""}; wait for <b>${d.would_wait.length}</b> to come back STABLE.
       ${d.left_alone.length ? "Left alone: " + d.left_alone.map(esc).join(", ") + "." : ""}</div>
-      <table id="plan-groups"><thead><tr><th>group</th><th>class</th><th>type</th><th>state</th><th>members</th><th>member ids</th><th>lag</th><th>no offset</th><th>a run would</th></tr></thead>
-      <tbody>${rows || '<tr><td colspan="9" class="muted">no group reads this topic</td></tr>'}</tbody></table>
-      ${verdictBox(d.broker_check)}<p class="muted">Planned at ${esc(d.planned_at)} on connection <code>${esc(d.conn_id)}</code>.</p>`;
+      <table id="plan-groups"><thead><tr><th>group</th><th>class</th><th>type</th><th>state</th><th>members</th><th>member ids</th><th>lag</th><th>no offset</th><th>a run would</th><th>driver</th><th>key order</th></tr></thead>
+      <tbody>${rows || '<tr><td colspan="11" class="muted">no group reads this topic</td></tr>'}</tbody></table>
+      ${refusal}${verdictBox(d.broker_check)}<p class="muted">Planned at ${esc(d.planned_at)} on connection <code>${esc(d.conn_id)}</code>.</p>`;
   } catch (e) { fail(el, e); }
 }
 $("plan-form").onsubmit = plan;

@@ -72,16 +72,26 @@ def broker_verdict(conn_id: str) -> dict[str, Any]:
     return {"checked": True, "broken": list(verdict.broken()), **verdict.to_dict()}
 
 
+def client_piece_clients(conn_id: str) -> dict[str, set[str]]:
+    """``{group: client ids}`` of the consumers that acknowledged on the default control topic (read only:
+    the control topic is not created when it does not exist)."""
+    from airflow_provider_kstate.hooks.control import KStateControlHook
+
+    return KStateControlHook(conn_id, timeout=10.0).client_piece_clients()
+
+
 def topic_view(admin: Any, conn_id: str, topic: str, target: int | None) -> dict[str, Any]:
     """Return the live plan of ``topic`` as a dry run to ``target`` partitions (None: the current count).
 
     :param admin: a :class:`~airflow_provider_kstate.hooks.admin.KStateAdminHook` (or anything with its
         verbs).
     """
+    from airflow_provider_kstate.increase.fleet import DriverChoice, drive
     from airflow_provider_kstate.increase.plan import build_plan
 
     current = admin.partition_count(topic)
     plan = build_plan(admin, topic, int(target or current))
+    plan = drive(plan, admin, client_piece_clients(conn_id), DriverChoice(), "preserve")
     lags = group_lag(admin, topic, plan.where("seed"), current)
     groups = []
     for name, entry in plan.groups.items():
@@ -96,6 +106,10 @@ def topic_view(admin: Any, conn_id: str, topic: str, target: int | None) -> dict
                 "pause": entry.pause,
                 "seed": entry.seed,
                 "wait": entry.wait,
+                "driver": entry.driver.describe() if entry.seed else "",
+                "driver_problem": entry.driver_problem,
+                "key_order": str(entry.key_order),
+                "key_order_reason": entry.key_order_reason,
                 **lags.get(name, {}),
             }
         )
@@ -112,6 +126,7 @@ def topic_view(admin: Any, conn_id: str, topic: str, target: int | None) -> dict
         "would_seed": plan.where("seed"),
         "would_wait": plan.where("wait"),
         "left_alone": [g["group"] for g in groups if not g["seed"]],
+        "cannot_drive": {g: e.driver_problem for g, e in plan.groups.items() if e.driver_problem},
         "planned_at": plan.planned_at,
         "broker_check": broker_verdict(conn_id),
     }

@@ -6,6 +6,7 @@ from typing import Any
 
 from airflow_provider_kstate import errors
 from airflow_provider_kstate.exceptions import GroupNotStableError
+from airflow_provider_kstate.increase.key_order import drain_of
 from airflow_provider_kstate.increase.steps import not_empty_error
 from airflow_provider_kstate.sensors.base import KStateConditionSensor
 
@@ -44,4 +45,42 @@ class KStateGroupsStableSensor(KStateConditionSensor):
             f"timed out after {self.timeout}s waiting for consumer groups on {plan.topic!r} to come back "
             f"STABLE with all {plan.target_partitions} partitions assigned: {detail}. Offsets are seeded, "
             "so restarting those consumers is safe."
+        )
+
+
+class KStateGroupsDrainedSensor(KStateConditionSensor):
+    """Wait until every drained group has consumed the old partitions up to their end offsets when the
+    producers stopped (committed offsets at or past them): then the producers may start on the new layout
+    without reordering its keys. Done at once when the plan drains no group.
+
+    On timeout it fails with :class:`DrainTimeoutError` naming each group still behind and by how much;
+    the failure guard then starts the producers (their keys may reorder for those groups).
+
+    :param switch: the XCom of the step that switched (the pause window, or the scale step): its
+        ``drain`` names the groups and the offsets they must reach.
+    """
+
+    check_name = "groups_drained"
+    template_fields: tuple[str, ...] = ("plan", "switch")
+
+    def __init__(self, *, switch: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.switch = switch
+
+    def check_arguments(self) -> dict[str, Any]:
+        drain = drain_of(self.switch)
+        return {"topic": self.typed_plan.topic, "groups": drain["groups"], "offsets": drain["offsets"]}
+
+    def execute(self, context: Any) -> Any:
+        if not drain_of(self.switch)["groups"]:
+            self.log.info("groups_drained: the plan drains no group: nothing to wait for")
+            return {}
+        return super().execute(context)
+
+    def timeout_error(self, detail: dict[str, Any]) -> errors.DrainTimeoutError:
+        return errors.DrainTimeoutError(
+            f"timed out after {self.timeout}s waiting for drained groups on {self.typed_plan.topic!r} to "
+            f"consume the old partitions up to where the producers stopped; still behind: {detail}. "
+            "Offsets are seeded: nothing is lost. The failure guard starts the producers now; keys of these "
+            "groups that move may be processed out of order."
         )

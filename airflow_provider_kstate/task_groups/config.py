@@ -9,6 +9,7 @@ a config object given beside it. Fields marked *templated* accept Jinja (``"{{ p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,28 @@ class GroupsConfig:
 
 
 @dataclass(frozen=True)
+class FleetConfig:
+    """How the run stops and starts each protected group and the producers
+    (:mod:`airflow_provider_kstate.increase.drivers`; all templated).
+
+    :param group_drivers: ``{group: driver}``: a :class:`~airflow_provider_kstate.increase.drivers.CommandDriver`
+        (stop / start / ready commands: ``kubectl scale``, ``systemctl``, ``docker``, Kafka Connect's REST
+        stop / resume) or the name of a driver in ``drivers``; every other group is driven by the control
+        protocol. A live group whose members do not run the client piece needs one, or the plan refuses it.
+    :param producer_drivers: ``{service: driver}`` or a list of driver names: the producer services the
+        run stops to drain a group that cannot hold at the key-order barrier (``control``: the
+        ControlledProducers).
+    :param drivers: named drivers that ``group_drivers`` and ``producer_drivers`` refer to (``{name:
+        driver or its dict form}``): where a DAG's params name drivers, the commands are defined here (in
+        code, or an Airflow Variable rendered as JSON), never in the params.
+    """
+
+    group_drivers: Mapping[str, Any] | str | None = None
+    producer_drivers: Mapping[str, Any] | list[str] | str | None = None
+    drivers: Mapping[str, Any] | str | None = None
+
+
+@dataclass(frozen=True)
 class BrokerCheckConfig:
     """The broker doctor that runs first (``check_broker``; templated).
 
@@ -88,6 +111,8 @@ class WaitConfig:
     :param stable_timeout: seconds to wait for the groups to come back STABLE.
     :param wait_for_writes: after the scale signal, wait until producers write to every new partition.
     :param writes_timeout: seconds to wait for those writes.
+    :param drain_timeout: seconds to wait for drained groups to consume what was written before the
+        producers stopped (then the producers start anyway, and the run fails naming the groups behind).
     """
 
     deferrable: bool = True
@@ -96,6 +121,7 @@ class WaitConfig:
     stable_timeout: float = 600.0
     wait_for_writes: bool = False
     writes_timeout: float = 600.0
+    drain_timeout: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -104,8 +130,10 @@ class KeyOrderConfig:
 
     :param key_order: ``preserve`` (default): producers switch through the key-order barrier, so every
         key's records are processed in the order they were written by groups whose consumers use the client
-        piece (others are relaxed: named in the plan, with the reason, and in the log); ``relax``: they
-        switch at once (templated).
+        piece; a group that cannot hold is drained when its producers can be stopped (``producer_drivers``),
+        else relaxed (named in the plan, with the reason, and in the log); ``drain``: the producers stop
+        before the create and start once every live group consumed what was written before; ``relax``:
+        they switch at once (templated).
     :param barrier_timeout: seconds ``verify`` waits for each live group to pass the key-order barrier.
     """
 
@@ -139,6 +167,11 @@ class StepsConfig:
         """Whether any built-in signal is replaced by your own task."""
         return bool(self.pause_consumers or self.resume_consumers or self.scale_producers)
 
+    @property
+    def own_consumer_tasks(self) -> bool:
+        """Whether your own tasks pause or resume the consumers (they drive every group without a driver)."""
+        return bool(self.pause_consumers or self.resume_consumers)
+
 
 @dataclass(frozen=True)
 class IncreaseOptions:
@@ -146,6 +179,7 @@ class IncreaseOptions:
 
     connection: ConnectionConfig = ConnectionConfig()
     groups: GroupsConfig = GroupsConfig()
+    fleet: FleetConfig = FleetConfig()
     broker_check: BrokerCheckConfig = BrokerCheckConfig()
     waits: WaitConfig = WaitConfig()
     ordering: KeyOrderConfig = KeyOrderConfig()

@@ -16,17 +16,25 @@ from airflow_provider_kstate.operators.doctor import KStateBrokerDoctorOperator
 from airflow_provider_kstate.operators.guard import KStateFailureGuardOperator
 from airflow_provider_kstate.operators.partitions import KStateIncreasePartitionsOperator
 from airflow_provider_kstate.operators.plan import KStateDryRunGateOperator, KStatePlanOperator
-from airflow_provider_kstate.operators.producers import KStateScaleProducersOperator
+from airflow_provider_kstate.operators.producers import (
+    KStateScaleProducersOperator,
+    KStateStartProducersOperator,
+)
 from airflow_provider_kstate.operators.seed import KStateSeedOffsetsOperator
 from airflow_provider_kstate.operators.verify import KStateVerifyOperator
 from airflow_provider_kstate.operators.window import KStatePauseWindowOperator
-from airflow_provider_kstate.sensors.groups import KStateGroupsEmptySensor, KStateGroupsStableSensor
+from airflow_provider_kstate.sensors.groups import (
+    KStateGroupsDrainedSensor,
+    KStateGroupsEmptySensor,
+    KStateGroupsStableSensor,
+)
 from airflow_provider_kstate.sensors.partitions import KStateNewPartitionsWrittenSensor
 from airflow_provider_kstate.task_groups.config import (
     DEFAULT_RETRIES,
     DEFAULT_RETRY_DELAY,
     BrokerCheckConfig,
     ConnectionConfig,
+    FleetConfig,
     GroupsConfig,
     IncreaseOptions,
     KeyOrderConfig,
@@ -39,6 +47,7 @@ __all__ = [
     "DEFAULT_RETRY_DELAY",
     "BrokerCheckConfig",
     "ConnectionConfig",
+    "FleetConfig",
     "GroupsConfig",
     "KeyOrderConfig",
     "StepsConfig",
@@ -55,6 +64,7 @@ def safe_partition_increase(
     group_id: str = "safe_partition_increase",
     connection: ConnectionConfig | None = None,
     groups: GroupsConfig | None = None,
+    fleet: FleetConfig | None = None,
     broker_check: BrokerCheckConfig | None = None,
     waits: WaitConfig | None = None,
     ordering: KeyOrderConfig | None = None,
@@ -86,6 +96,8 @@ def safe_partition_increase(
     :param group_id: the task group's id.
     :param connection: where the run talks to and writes to (:class:`ConnectionConfig`).
     :param groups: which consumer groups the run protects (:class:`GroupsConfig`).
+    :param fleet: how each group and the producers are stopped and started: their drivers
+        (:class:`FleetConfig`).
     :param broker_check: the broker doctor that runs first (:class:`BrokerCheckConfig`).
     :param waits: how the run waits for the groups and the producers (:class:`WaitConfig`).
     :param ordering: per-key order at the producers' switch (:class:`KeyOrderConfig`).
@@ -97,6 +109,7 @@ def safe_partition_increase(
         flat,
         connection=connection,
         groups=groups,
+        fleet=fleet,
         broker_check=broker_check,
         waits=waits,
         ordering=ordering,
@@ -107,31 +120,40 @@ def safe_partition_increase(
         doctor = _check_broker(options)
         plan = _plan(options, topic=topic, partitions=partitions, dry_run=dry_run)
         gate = KStateDryRunGateOperator(task_id="stop_if_dry_run", plan=plan.output)
-        middle, seed_report = _window(options, plan) if single_window else _per_step(options, plan)
-        tail = [
-            KStateGroupsStableSensor(
-                task_id="wait_groups_stable",
-                plan=plan.output,
-                timeout=options.waits.stable_timeout,
-                **_sensing(options),
-            ),
-            KStateVerifyOperator(
-                task_id="verify",
-                plan=plan.output,
-                seed_report=seed_report,
-                key_order=options.ordering.key_order,
-                barrier_timeout=options.ordering.barrier_timeout,
-                outlets=[topic_alias()],  # resolves to kafka://<server>/<topic> once the topic grew
-                **_stepping(options),
-            ),
-        ]
+        middle, seed_report, switch = _window(options, plan) if single_window else _per_step(options, plan)
+        stable = KStateGroupsStableSensor(
+            task_id="wait_groups_stable",
+            plan=plan.output,
+            timeout=options.waits.stable_timeout,
+            **_sensing(options),
+        )
+        drained = KStateGroupsDrainedSensor(
+            task_id="wait_groups_drained",
+            plan=plan.output,
+            switch=switch,
+            timeout=options.waits.drain_timeout,
+            **_sensing(options),
+        )
+        start = KStateStartProducersOperator(
+            task_id="start_producers", plan=plan.output, switch=switch, **_common(options)
+        )
+        verify = KStateVerifyOperator(
+            task_id="verify",
+            plan=plan.output,
+            seed_report=seed_report,
+            key_order=options.ordering.key_order,
+            barrier_timeout=options.ordering.barrier_timeout,
+            producers_started=start.output,
+            outlets=[topic_alias()],  # resolves to kafka://<server>/<topic> once the topic grew
+            **_stepping(options),
+        )
         guard = KStateFailureGuardOperator(
             task_id="failure_guard", plan_task_id=plan.task_id, **{**_common(options), "retries": 0}
         )
-        chain(doctor, plan, gate, *middle, *tail)
+        chain(doctor, plan, gate, *middle, stable, drained, start, verify)
         # verify stays a leaf beside the guard, so a failure anywhere fails the run; by verify's turn
         # consumers are resumed and seeded, so a failing verify has nothing left for the guard to decide.
-        for step in [*middle, tail[0]]:
+        for step in [*middle, stable, drained, start]:
             step >> guard
     return group
 
@@ -191,31 +213,42 @@ def _plan(
         acknowledge_streams_groups=groups.acknowledge_streams_groups,
         allow_broker_deviation=options.broker_check.allow_broker_deviation,
         key_order=options.ordering.key_order,
+        group_drivers=options.fleet.group_drivers,
+        producer_drivers=options.fleet.producer_drivers,
+        drivers=options.fleet.drivers,
+        own_tasks=options.steps.own_consumer_tasks,
         dry_run=dry_run,
         report_uri=options.connection.report_uri,
         **_common(options),
     )
 
 
-def _window(options: IncreaseOptions, plan: BaseOperator) -> tuple[list[BaseOperator], Any]:
-    """Pause .. resume as one task; returns the steps and the seed report's XCom."""
+def _window(options: IncreaseOptions, plan: BaseOperator) -> tuple[list[BaseOperator], Any, Any]:
+    """Pause .. resume as one task; returns the steps, the seed report's XCom and the switch's XCom."""
     window = KStatePauseWindowOperator(
         task_id="pause_window",
         plan=plan.output,
         empty_timeout=options.waits.empty_timeout,
         key_order=options.ordering.key_order,
+        drain_timeout=options.waits.drain_timeout,
         **_stepping(options),
     )
-    return [window], window.output
+    return [window], window.output, window.output
 
 
-def _per_step(options: IncreaseOptions, plan: BaseOperator) -> tuple[list[BaseOperator], Any]:
-    """Pause .. resume one task per step (your own tasks in place of the built-in signals)."""
+def _per_step(options: IncreaseOptions, plan: BaseOperator) -> tuple[list[BaseOperator], Any, Any]:
+    """Pause .. resume one task per step (your own tasks in place of the built-in signals); returns the
+    steps, the seed report's XCom and the switch's XCom (the built-in scale step's; None with your own)."""
     common, custom, key_order = _common(options), options.steps, options.ordering.key_order
     steps: list[BaseOperator] = [
         custom.pause_consumers
         or KStatePauseConsumersOperator(
-            task_id="pause_consumers", plan=plan.output, key_order=key_order, **common
+            task_id="pause_consumers",
+            plan=plan.output,
+            key_order=key_order,
+            empty_timeout=options.waits.empty_timeout,
+            drain_timeout=options.waits.drain_timeout,
+            **common,
         ),
         KStateGroupsEmptySensor(
             task_id="wait_groups_empty",
@@ -244,4 +277,4 @@ def _per_step(options: IncreaseOptions, plan: BaseOperator) -> tuple[list[BaseOp
         custom.resume_consumers
         or KStateResumeConsumersOperator(task_id="resume_consumers", plan=plan.output, **common)
     )
-    return steps, seed.output
+    return steps, seed.output, None if custom.scale_producers else scale.output

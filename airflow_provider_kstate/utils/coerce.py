@@ -60,6 +60,20 @@ def as_str_list(name: str, value: Any) -> list[str]:
     return items
 
 
+def as_mapping(name: str, value: Any) -> dict[str, Any]:
+    """Return ``value`` as a dict (a mapping, or a JSON object string from a template); None and "" are {}."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise KStateConfigError(f"{name} must be a JSON object, got {value!r}") from None
+    if not isinstance(value, dict):
+        raise KStateConfigError(f"{name} must be a mapping, got {value!r}")
+    return {str(k): v for k, v in value.items()}
+
+
 def as_topic(name: str, value: Any) -> str:
     """Return ``value`` as a topic name or raise naming what is wrong with it."""
     topic = str(value or "").strip()

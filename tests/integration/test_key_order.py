@@ -115,20 +115,29 @@ def _members(
     return threads
 
 
-def test_the_plan_names_a_group_without_the_client_piece_relaxed(
-    kafka_config: dict[str, Any], make_topic: Any, run_dag: Any, admin: Any
+def test_the_plan_refuses_a_group_it_cannot_drive_and_names_each_group_s_driver_and_key_order(
+    kafka_config: dict[str, Any], make_topic: Any, run_dag: Any, admin: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 21, item 3: a live group of plain consumers is RELAXED in the plan (with the reason), a live
-    group of ControlledConsumers holds at the barrier, and a group without members is offline."""
+    """Issue 21, item 3 and issue 25, item 1: a live group of plain consumers without a driver fails the
+    plan, before anything is paused, naming the group, its client ids and the ways out; given a driver (a
+    command pair named from the ``kstate_drivers`` Variable by the run's params) it is planned, RELAXED
+    for key order when its producers cannot be stopped and DRAINED when they can; a live group of
+    ControlledConsumers holds at the barrier, and a group without members is offline."""
     topic = make_topic("order-plan", partitions=4)
     plain, held, idle = f"{topic}-plain", f"{topic}-held", f"{topic}-idle"
     admin.alter_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(idle, [TopicPartition(topic, p, 0) for p in range(4)])]
     )[idle].result(30)
+    registry = {
+        "plain-svc": {"kind": "command", "stop": "systemctl stop plain", "start": "systemctl start plain"},
+        "plain-producers": {"stop": "systemctl stop feeder", "start": "systemctl start feeder"},
+    }
+    monkeypatch.setenv("AIRFLOW_VAR_KSTATE_DRIVERS", json.dumps(registry))
     halt = threading.Event()
     threads = _members(kafka_config, topic, plain, False, halt) + _members(
         kafka_config, topic, held, True, halt
     )
+    conf = {"topic": topic, "partitions": 6, "consumer_groups": [plain, held, idle], "dry_run": True}
     try:
 
         def stable() -> bool:
@@ -139,25 +148,37 @@ def test_the_plan_names_a_group_without_the_client_piece_relaxed(
             )
 
         assert wait_until(stable, 30), "the two groups never became stable with two members each"
-        dr = run_dag(
-            DAG_ID,
-            {"topic": topic, "partitions": 6, "consumer_groups": [plain, held, idle], "dry_run": True},
+        refused = run_dag(DAG_ID, {**conf, "dry_run": False})
+        relaxed = run_dag(DAG_ID, {**conf, "group_drivers": {plain: "plain-svc"}})
+        drained = run_dag(
+            DAG_ID, {**conf, "group_drivers": {plain: "plain-svc"}, "producer_drivers": ["plain-producers"]}
         )
-        assert dr.state == "success", {ti.task_id: ti.state for ti in dr.get_task_instances()}
-        plan = dr.get_task_instance("safe_partition_increase.plan").xcom_pull(
-            task_ids="safe_partition_increase.plan"
-        )
+        assert stable(), "a group left its group: the refused or dry runs paused something"
     finally:
         halt.set()
         for thread in threads:
             thread.join(30)
-    groups = plan["groups"]
+    states = {ti.task_id.split(".")[-1]: ti.state for ti in refused.get_task_instances()}
+    assert refused.state == "failed" and states["plan"] == "failed", states
+    assert states.get("pause_window") in ("upstream_failed", None), states
+    assert states["failure_guard"] == "skipped", states  # the plan failed: nothing to undo
+    plans = {}
+    for name, dr in (("relaxed", relaxed), ("drained", drained)):
+        assert dr.state == "success", {ti.task_id: ti.state for ti in dr.get_task_instances()}
+        plans[name] = dr.get_task_instance("safe_partition_increase.plan").xcom_pull(
+            task_ids="safe_partition_increase.plan"
+        )["groups"]
+    groups = plans["relaxed"]
     assert groups[plain]["class"] == groups[held]["class"] == "active"
     assert groups[plain]["key_order"] == "relaxed", groups[plain]
     assert "2 of 2 live members never acknowledged" in groups[plain]["key_order_reason"]
     assert "rdkafka" in groups[plain]["key_order_reason"]
-    assert groups[held]["key_order"] == "barrier", groups[held]
+    assert "producers cannot be stopped" in groups[plain]["key_order_reason"]
+    assert groups[plain]["driver"] == {"kind": "command", "name": "plain-svc", **registry["plain-svc"]}
+    assert groups[held]["key_order"] == "barrier" and groups[held]["driver"] == {"kind": "control"}
     assert groups[idle]["key_order"] == "offline", groups[idle]
+    assert plans["drained"][plain]["key_order"] == "drained", plans["drained"][plain]
+    assert plans["drained"][held]["key_order"] == "barrier"
 
 
 class PlainFleet:

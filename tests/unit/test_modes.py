@@ -79,7 +79,8 @@ def test_the_doctor_needs_the_key_order_marks_and_the_group_roles_are_string_enu
     ):
         GroupPlan.from_dict({**marked, "role": "robot"})
     with pytest.raises(
-        InvalidPlanError, match="key_order must be one of barrier, relaxed, offline or empty.*'loose'"
+        InvalidPlanError,
+        match="key_order must be one of barrier, drained, relaxed, offline or empty.*'loose'",
     ):
         GroupPlan.from_dict({**marked, "key_order": "loose"})
 

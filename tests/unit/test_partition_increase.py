@@ -28,10 +28,12 @@ def test_constructors_touch_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
         "stop_if_dry_run",
         "pause_window",
         "wait_groups_stable",
+        "wait_groups_drained",
+        "start_producers",
         "verify",
         "failure_guard",
     }
-    assert len(per_step.children) == 12
+    assert len(per_step.children) == 14
 
 
 def test_single_window_is_the_default_only_with_the_built_in_signals() -> None:
@@ -141,7 +143,7 @@ def test_config_objects_and_flat_arguments_build_the_same_task_group() -> None:
         )
     shape = _shape(by_flat)
     assert shape == _shape(by_config)
-    assert len(shape) == 12 and "wait_new_partitions_written" in shape
+    assert len(shape) == 14 and "wait_new_partitions_written" in shape
     assert shape["plan"][3]["kafka_config_id"] == "kafka_prod" and shape["verify"][3]["key_order"] == "relax"
     assert shape["wait_groups_stable"][3]["timeout"] == 70.0 and shape["plan"][3]["retries"] == 4
     assert _shape(mixed) == _shape(default) != _shape(by_flat)

@@ -34,7 +34,7 @@ def test_pause_window_stops_at_a_failed_seed_and_never_resumes(
 
     closed: list[bool] = []
     window = KStatePauseWindowOperator(task_id="w", plan=PLAN)
-    monkeypatch.setattr(KStatePauseWindowOperator, "steps", lambda self, context: Steps())
+    monkeypatch.setattr(KStatePauseWindowOperator, "steps", lambda self, context, **options: Steps())
     report = tmp_path / "seed.jsonl.gz"
     monkeypatch.setattr(KStatePauseWindowOperator, "report_uri", lambda self, context, step: str(report))
     window.__dict__["control"] = SimpleNamespace(close=lambda: closed.append(True))

@@ -1,0 +1,338 @@
+"""How each protected group, and each producer service, is stopped and started: a driver per group.
+
+A safe increase needs every live consumer out of its group from before the create until its group is
+seeded. Services that run the client piece (or any implementation of ``docs/control-protocol.md``) leave
+and rejoin on a record of the control topic; the others, in Java, Go or Node.js under Kubernetes, systemd or
+Kafka Connect, are stopped and started by their own mechanism. Three kinds of driver:
+
+``control``
+    The control protocol: a ``pause`` / ``resume`` record for consumer groups, a layout for producers
+    (``ControlledProducer``). The default for a group whose live members all acknowledged on the control
+    topic.
+``command``
+    A command pair run by the worker through ``bash -c``: ``stop`` (the service leaves: ``kubectl scale
+    --replicas=0``, ``systemctl stop``, ``docker stop``, Kafka Connect's ``PUT .../stop``), ``start`` and an
+    optional ``ready`` check polled after the start until it exits 0. Each must be idempotent (a stop of a
+    stopped service succeeds) and bounded by ``timeout``. The commands see ``KSTATE_TOPIC``,
+    ``KSTATE_ACTION`` (stop, start, ready) and ``KSTATE_GROUP`` or ``KSTATE_PRODUCER``.
+``task``
+    Your own pause and resume tasks of the per-step layout (``pause_consumers=`` / ``resume_consumers=``):
+    they drive every group that has no driver of its own.
+
+The plan stores each group's driver (commands included: the approver reads what will run) and every later
+step runs the plan's drivers, so a changed registry cannot change a run halfway. Put no secret in a
+command: reference the worker's environment (``$CONNECT_TOKEN``) instead, which bash expands at run time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Protocol
+
+from airflow_provider_kstate.client.protocol import StrEnum
+from airflow_provider_kstate.errors import DriverCommandError, InvalidDriverError
+
+#: Seconds each command of a command pair may run (and the ready check may keep failing) by default.
+DEFAULT_COMMAND_TIMEOUT = 120.0
+#: Characters of a command's output kept for the log and the error.
+OUTPUT_TAIL = 2000
+#: Command pairs run at once, at most (one per group or producer service).
+MAX_PARALLEL = 16
+
+
+class DriverKind(StrEnum):
+    """How a service is stopped and started (the module's docstring says what each does)."""
+
+    CONTROL = "control"
+    COMMAND = "command"
+    TASK = "task"
+
+
+@dataclass(frozen=True)
+class Driver:
+    """The base of the drivers: a kind and an optional name shown in the plan."""
+
+    kind: ClassVar[DriverKind]
+    name: str = ""
+
+    def describe(self) -> str:
+        """One word or two for the plan's line and the page: ``control``, ``command billing-k8s``."""
+        return f"{self.kind} {self.name}".strip()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-safe form stored in the plan (XCom and the lease)."""
+        out: dict[str, Any] = {"kind": str(self.kind)}
+        if self.name:
+            out["name"] = self.name
+        return out
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any], name: str = "") -> Driver:
+        """Read a driver from its dict form (a plan, or a registry entry such as the ``kstate_drivers``
+        Variable); a bad one is :class:`InvalidDriverError` naming what is wrong."""
+        if not isinstance(data, Mapping):
+            raise InvalidDriverError(f"driver {name or '?'!r} must be an object, got {data!r}")
+        kind = str(data.get("kind", "command" if "stop" in data else "")).strip()
+        label = str(data.get("name") or name)
+        if kind == DriverKind.CONTROL:
+            return ControlDriver(name=label)
+        if kind == DriverKind.TASK:
+            return TaskDriver(name=label)
+        if kind != DriverKind.COMMAND:
+            raise InvalidDriverError(
+                f"driver {label or '?'!r}: kind must be one of control, command, task, got {kind!r}"
+            )
+        unknown = sorted(set(data) - {"kind", "name", "stop", "start", "ready", "timeout"})
+        if unknown:
+            raise InvalidDriverError(f"driver {label!r}: unknown fields {unknown}")
+        return CommandDriver(
+            name=label,
+            stop=str(data.get("stop") or ""),
+            start=str(data.get("start") or ""),
+            ready=str(data.get("ready") or ""),
+            timeout=_timeout(label, data.get("timeout", DEFAULT_COMMAND_TIMEOUT)),
+        )
+
+
+def _timeout(name: str, value: Any) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise InvalidDriverError(
+            f"driver {name!r}: timeout must be a number of seconds, got {value!r}"
+        ) from None
+    if seconds <= 0:
+        raise InvalidDriverError(f"driver {name!r}: timeout must be positive, got {value!r}")
+    return seconds
+
+
+@dataclass(frozen=True)
+class ControlDriver(Driver):
+    """The control protocol: the client piece, or any implementation of ``docs/control-protocol.md``."""
+
+    kind: ClassVar[DriverKind] = DriverKind.CONTROL
+
+
+@dataclass(frozen=True)
+class TaskDriver(Driver):
+    """Your own pause and resume tasks (the per-step layout's ``pause_consumers=`` / ``resume_consumers=``)."""
+
+    kind: ClassVar[DriverKind] = DriverKind.TASK
+
+
+@dataclass(frozen=True)
+class CommandDriver(Driver):
+    """Stop and start a service by commands, run by the worker through ``bash -c``.
+
+    :param stop: makes the service leave its group (or stop producing) and returns when it has stopped, or
+        soon after: the run waits for the broker to report the group EMPTY anyway.
+    :param start: starts it again.
+    :param ready: optional: polled after ``start`` (every second) until it exits 0, within ``timeout``.
+    :param timeout: seconds each command may run, and the ready check may keep failing.
+    :param name: shown in the plan (``command <name>``).
+    """
+
+    kind: ClassVar[DriverKind] = DriverKind.COMMAND
+    stop: str = ""
+    start: str = ""
+    ready: str = ""
+    timeout: float = DEFAULT_COMMAND_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if not self.stop.strip() or not self.start.strip():
+            raise InvalidDriverError(
+                f"command driver {self.name or '?'!r} needs both a stop and a start command"
+            )
+        _timeout(self.name, self.timeout)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {**super().to_dict(), "stop": self.stop, "start": self.start}
+        if self.ready:
+            out["ready"] = self.ready
+        if self.timeout != DEFAULT_COMMAND_TIMEOUT:
+            out["timeout"] = self.timeout
+        return out
+
+    def command(self, action: str) -> str:
+        """The command of ``action`` (``stop``, ``start`` or ``ready``)."""
+        return str(getattr(self, action))
+
+
+CONTROL = ControlDriver()
+TASK = TaskDriver()
+
+
+def as_driver(what: str, value: Any, registry: Mapping[str, Driver]) -> Driver:
+    """Return the driver ``value`` names for ``what`` (a group or a producer service).
+
+    ``value`` is a :class:`Driver` (the Python API), ``"control"``, or the name of a driver in ``registry``
+    (what a DAG run's params give: a trigger form names a driver, it never carries a command).
+    """
+    if isinstance(value, Driver):
+        return value
+    name = str(value or "").strip()
+    if name == DriverKind.CONTROL:
+        return CONTROL
+    if name in registry:
+        driver = registry[name]
+        return driver if driver.name else replace(driver, name=name)
+    known = ", ".join(sorted(registry)) or "none"
+    raise InvalidDriverError(
+        f"{what}: driver {value!r} is neither 'control' nor a driver of the registry (known: {known}). "
+        "A run's params name drivers; their commands are defined by whoever deploys the DAG (the drivers "
+        "argument, or the kstate_drivers Variable of the example DAGs). Nothing was changed."
+    )
+
+
+def as_registry(value: Any) -> dict[str, Driver]:
+    """Return the named drivers of ``value`` (a mapping of name to :class:`Driver` or to its dict form)."""
+    if value is None or value == "":
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidDriverError(f"drivers must be a mapping of name to driver, got {value!r}")
+    return {
+        str(name): d if isinstance(d, Driver) else Driver.from_dict(d, str(name)) for name, d in value.items()
+    }
+
+
+# --- running command pairs --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command did: exit code (None: killed at its timeout), seconds, the tail of its output."""
+
+    target: str
+    action: str
+    returncode: int | None
+    seconds: float
+    output: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def describe(self) -> str:
+        status = "timed out" if self.returncode is None else f"exited {self.returncode}"
+        return f"{self.action} of {self.target} {status} after {self.seconds:.2f} s"
+
+
+class CommandRunner(Protocol):
+    """Runs one command of a driver (:class:`ShellRunner`; tests give a fake)."""
+
+    def run(self, command: str, timeout: float, env: Mapping[str, str]) -> tuple[int | None, str]:
+        """Run ``command`` with ``env`` added; return ``(exit code or None when killed at timeout, output)``."""
+        ...
+
+
+class ShellRunner:
+    """Runs a command with ``bash -c`` in a session of its own, killed with its children at the timeout."""
+
+    def run(self, command: str, timeout: float, env: Mapping[str, str]) -> tuple[int | None, str]:
+        proc = subprocess.Popen(
+            ["bash", "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            start_new_session=True,
+        )
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_session(proc)
+            out, _ = proc.communicate()
+            return None, _tail(out)
+        return proc.returncode, _tail(out)
+
+
+def _kill_session(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _tail(out: bytes | None) -> str:
+    return (out or b"")[-OUTPUT_TAIL:].decode("utf-8", "replace").strip()
+
+
+@dataclass
+class CommandPairs:
+    """Runs the command pairs of a plan's drivers, concurrently, and keeps what each did.
+
+    :param topic: the topic of the run (``KSTATE_TOPIC``).
+    :param log: the task's logger.
+    :param runner: the command runner (tests pass a fake).
+    """
+
+    topic: str
+    log: Any
+    runner: CommandRunner = field(default_factory=ShellRunner)
+    results: list[CommandResult] = field(default_factory=list)
+
+    def run(self, action: str, drivers: Mapping[str, CommandDriver], kind: str) -> list[CommandResult]:
+        """Run ``action`` (``stop``, ``start`` or ``ready``) of every driver at once; log each; return the
+        results in ``drivers`` order.
+
+        :param kind: ``group`` or ``producer``: what the names are (``KSTATE_GROUP`` / ``KSTATE_PRODUCER``).
+        """
+        if not drivers:
+            return []
+        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(drivers))) as pool:
+            futures = [pool.submit(self._one, action, name, d, kind) for name, d in drivers.items()]
+            results = [f.result() for f in futures]
+        self.results.extend(results)
+        return results
+
+    def _one(self, action: str, target: str, driver: CommandDriver, kind: str) -> CommandResult:
+        env = {"KSTATE_TOPIC": self.topic, "KSTATE_ACTION": action, f"KSTATE_{kind.upper()}": target}
+        started = time.monotonic()
+        if action == "ready":
+            code, output = self._poll_ready(driver, env)
+        else:
+            code, output = self.runner.run(driver.command(action), driver.timeout, env)
+        result = CommandResult(f"{kind} {target}", action, code, round(time.monotonic() - started, 3), output)
+        log = self.log.info if result.ok else self.log.error
+        log("DRIVER %s (%s): %s", result.describe(), driver.describe(), _quote(output))
+        return result
+
+    def _poll_ready(self, driver: CommandDriver, env: Mapping[str, str]) -> tuple[int | None, str]:
+        """Poll ``ready`` until it exits 0 (every 0.2 s for 2 s, then every second) or ``timeout``; a
+        driver without a ready check is ready at once."""
+        if not driver.ready:
+            return 0, ""
+        started = time.monotonic()
+        deadline = started + driver.timeout
+        while True:
+            code, output = self.runner.run(driver.ready, max(1.0, deadline - time.monotonic()), env)
+            if code == 0 or time.monotonic() >= deadline:
+                return code, output
+            time.sleep(0.2 if time.monotonic() - started < 2.0 else 1.0)
+
+    def start(self, drivers: Mapping[str, CommandDriver], kind: str) -> list[CommandResult]:
+        """Start every service, then wait for each started one's readiness (concurrently); return the
+        failures (logged; the broker's view of the group decides what follows)."""
+        started = self.run("start", drivers, kind)
+        ok = {name for name, r in zip(drivers, started, strict=True) if r.ok}
+        ready = self.run("ready", {n: d for n, d in drivers.items() if n in ok}, kind)
+        return [r for r in started + ready if not r.ok]
+
+    def stop(self, drivers: Mapping[str, CommandDriver], kind: str) -> None:
+        """Stop every service at once; raise :class:`DriverCommandError` naming every stop that failed."""
+        failed = [r for r in self.run("stop", drivers, kind) if not r.ok]
+        if failed:
+            raise DriverCommandError(
+                "; ".join(f"{r.describe()}: {_quote(r.output)}" for r in failed)
+                + ". Nothing was created; the services stopped so far are started again."
+            )
+
+
+def _quote(output: str) -> str:
+    return repr(output[-400:]) if output else "no output"
