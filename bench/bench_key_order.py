@@ -1,18 +1,24 @@
-"""Benchmark the key-order barrier (issue 21): what ``key_order="preserve"`` costs against ``relax``.
+"""Benchmark per-key order across an increase (issues 21 and 25): what the barrier (``preserve``) and the
+drain (``drain``) cost against ``relax``.
 
     .venv/bin/python bench/bench_key_order.py [--backlogs 0 2000 6000] [--partitions 4 16] [--rate 500]
+                                              [--orders preserve drain relax]
 
 For each original partition count N (-> 2N) and each backlog (records written in a burst just before the
-switch, so the old partitions hold them unprocessed), both orders run in the same process, one after the
+switch, so the old partitions hold them unprocessed), the orders run in the same process, one after the
 other, on fresh topics: a keyed ControlledProducer (200 keys, ``rate`` msg/s after the burst), two
 ControlledConsumers (1 ms per record, offsets stored after processing), and the controller's switch
 (:class:`~airflow_provider_kstate.increase.key_order.KeyOrderSwitch`, the same code the DAG runs) over
-light adapters of the admin and control ports (no Airflow). Measured:
+light adapters of the admin and control ports (no Airflow). The barrier holds the producers for about one
+control round trip and the consumers at ``B`` until the backlog is consumed; the drain stops the producers
+before the create (a service without the client piece cannot hold at a barrier) and starts them once the
+group consumed everything written before. Measured:
 
-* producer block: how long ``produce()`` was blocked in the hold (the producer's own clock);
-* hold to switch: from the hold's publication to the switch's (the controller's clock);
-* extra hold of moved keys: the longest time a consumer kept a partition paused at the barrier (records of
-  moved keys wait that long beyond ``relax``); it follows the backlog's drain time;
+* producer block: how long ``produce()`` was blocked (the producer's own clock): the barrier's hold, or
+  the drain's whole stop (the producer downtime);
+* extra delay of moved keys: what records of moved keys wait beyond ``relax``: at the barrier, the
+  longest time a consumer kept a partition paused at it; in a drain, the producer block (every record
+  written after the stop waits that long at its producer; the consumers never hold);
 * violations: records processed after a later record of their key (an outside checker).
 
 Starts its own embedded broker unless ``KSTATE_BOOTSTRAP_SERVERS`` is set. Prints a table and writes
@@ -73,6 +79,16 @@ class Admin:
         if not groups:
             return {}
         return {g: f.result(10) for g, f in self.client.describe_consumer_groups(groups).items()}
+
+    def committed_offsets_many(self, groups: list[str], topic: str, partitions: int) -> Any:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        for group in groups:
+            request = [
+                ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+            ]
+            result = self.client.list_consumer_group_offsets(request)[group].result(10)
+            yield group, {tp.partition: tp.offset for tp in result.topic_partitions if tp.offset >= 0}
 
 
 class Control:
@@ -137,23 +153,36 @@ def one_run(
         control_topic,
     )
     producer = KeyedProducer(config, topic, keys=200, rate=rate, burst=backlog, control_topic=control_topic)
+    mark = "drained" if order == "drain" else ""
     plan = Plan(
         topic,
         partitions,
         2 * partitions,
-        {group: GroupPlan(cls="active", state="STABLE", pause=True, seed=True, wait=True)},
+        {group: GroupPlan(cls="active", state="STABLE", pause=True, seed=True, wait=True, key_order=mark)},  # type: ignore[arg-type]
     )
     switch = KeyOrderSwitch(plan, admin, control, logging.getLogger("bench"), "bench", order)  # type: ignore[arg-type]
+    drained_s = 0.0
     try:
         assert wait_until(lambda: all(fleet.assigned), 60), "consumers never joined"
         switch.announce()
         producer.start()
         assert wait_until(lambda: producer.written >= backlog + 50, 60)
+        behind = _lag(admin, group, topic, partitions)
+        started = time.monotonic()
+        if order == "drain":
+            switch.hold_for_drain(600.0)  # the producers stop before the create
         for f in admin.client.create_partitions([NewPartitions(topic, 2 * partitions)]).values():
             f.result(30)
         wait_until(lambda: admin.partition_count(topic) == 2 * partitions, 10)
-        started = time.monotonic()
-        out = switch.switch([group])
+        if order == "drain":
+            out = switch.drain_barrier([group])
+            offsets = out["drain"]["offsets"]
+            assert wait_until(lambda: _drained(admin, group, topic, offsets), 300), "the group never drained"
+            drained_s = time.monotonic() - started
+            control.set_layout(topic, 2 * partitions, "bench")  # the producers start on the new layout
+        else:
+            started = time.monotonic()
+            out = switch.switch([group])
         switch_s = time.monotonic() - started
         time.sleep(1.0)
     finally:
@@ -164,16 +193,20 @@ def one_run(
     holds = getattr(producer.producer, "holds", [])
     passages = fleet.passages()
     held = [p.held_s for p in passages if p.held_s is not None]
+    blocked = max((h.blocked_s for h in holds), default=0.0)
     admin.client.delete_topics([topic])
     control.channel.close()
     return {
         "order": order,
         "partitions": f"{partitions}->{2 * partitions}",
         "backlog": backlog,
+        "backlog_at_stop": behind,
         "switch_s": round(switch_s, 4),
-        "producer_blocked_s": round(max((h.blocked_s for h in holds), default=0.0), 4),
+        "producer_blocked_s": round(blocked, 4),
         "held_to_switch_s": out.get("held_to_switch_s"),
+        "drained_s": round(drained_s, 3) if order == "drain" else None,
         "extra_hold_s": round(max(held, default=0.0), 3),
+        "moved_keys_extra_delay_s": round(blocked if order == "drain" else max(held, default=0.0), 3),
         "violations": len(checker.violations),
         "keys_out_of_order": checker.keys_out_of_order,
         "lost": checker.lost(producer),
@@ -181,11 +214,25 @@ def one_run(
     }
 
 
+def _lag(admin: Admin, group: str, topic: str, partitions: int) -> int:
+    """Records the group has not committed yet: the backlog when the producers stop (or are held)."""
+    ends = admin.watermarks(topic, range(partitions))
+    committed = dict(admin.committed_offsets_many([group], topic, partitions))[group]
+    return sum(max(ends[p][1] - committed.get(p, 0), 0) for p in range(partitions))
+
+
+def _drained(admin: Admin, group: str, topic: str, offsets: list[int]) -> bool:
+    """The group committed at or past ``offsets`` on every old partition (the check of the drain)."""
+    committed = dict(admin.committed_offsets_many([group], topic, len(offsets)))[group]
+    return all(committed.get(p, -1) >= b for p, b in enumerate(offsets))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backlogs", type=int, nargs="+", default=[0, 2000, 6000])
     parser.add_argument("--partitions", type=int, nargs="+", default=[4, 16])
     parser.add_argument("--rate", type=float, default=500.0)
+    parser.add_argument("--orders", nargs="+", default=["preserve", "drain", "relax"])
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     rows = []
@@ -193,7 +240,7 @@ def main(argv: list[str]) -> int:
         control_topic = f"_kstate_control_bench_{uuid.uuid4().hex[:6]}"
         for partitions in args.partitions:
             for backlog in args.backlogs:
-                for order in ("preserve", "relax"):
+                for order in args.orders:
                     row = one_run(config, control_topic, partitions, backlog, order, args.rate)
                     rows.append(row)
                     print(json.dumps(row), flush=True)
@@ -201,9 +248,11 @@ def main(argv: list[str]) -> int:
         "order",
         "partitions",
         "backlog",
+        "backlog_at_stop",
         "producer_blocked_s",
         "held_to_switch_s",
-        "extra_hold_s",
+        "drained_s",
+        "moved_keys_extra_delay_s",
         "violations",
         "keys_out_of_order",
         "lost",

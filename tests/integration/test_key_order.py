@@ -36,8 +36,12 @@ def run_increase(
     target: int,
     key_order: str,
     after_switch: float = 2.0,
+    conf: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One increase under the scenario's traffic; return what the checker saw."""
+    """One increase under the scenario's traffic; return what the checker saw.
+
+    :param conf: more of the run's conf (``producer_drivers``, ...).
+    """
     topic = make_topic(f"order-{key_order}", partitions=original)
     group = f"{topic}-g"
     checker = OrderChecker()
@@ -53,7 +57,13 @@ def run_increase(
         started = time.monotonic()
         dr = run_dag(
             DAG_ID,
-            {"topic": topic, "partitions": target, "consumer_groups": [group], "key_order": key_order},
+            {
+                "topic": topic,
+                "partitions": target,
+                "consumer_groups": [group],
+                "key_order": key_order,
+                **(conf or {}),
+            },
         )
         took = time.monotonic() - started
         assert dr.state == "success", {ti.task_id: ti.state for ti in dr.get_task_instances()}
@@ -62,6 +72,9 @@ def run_increase(
         )
         verify = dr.get_task_instance("safe_partition_increase.verify").xcom_pull(
             task_ids="safe_partition_increase.verify"
+        )
+        started_producers = dr.get_task_instance("safe_partition_increase.start_producers").xcom_pull(
+            task_ids="safe_partition_increase.start_producers"
         )
         time.sleep(after_switch)
     finally:
@@ -84,6 +97,7 @@ def run_increase(
         "keys": len(last),
         "switch": window["switch"],
         "verify": verify.get("key_order"),
+        "started_producers": started_producers,
         "passages": fleet.passages(),
         "assigned": fleet.assigned,
     }
@@ -318,6 +332,26 @@ def test_relax_reorders_and_preserve_keeps_every_key_in_order(
     assert preserve["wrong_last"] == 0 and preserve["keys"] == 200
     held = [p for p in preserve["passages"] if p.first_hold is not None]
     assert held and all(p.released is not None and p.overruns == 0 for p in held)
+
+
+@pytest.mark.chaos
+def test_drain_keeps_every_key_in_order_by_stopping_the_producers(
+    kafka_config: dict[str, Any], make_topic: Any, run_dag: Any
+) -> None:
+    """Issue 25, item 3 on the scenario above (ControlledProducers held as the producers to stop):
+    ``key_order=drain`` stops the producers before the create and starts them on the new layout once the
+    group consumed the old partitions to where they stopped: no key reordered, nothing lost, and the cost
+    (producer downtime against the backlog) reported by start_producers and verify."""
+    out = run_increase(
+        kafka_config, make_topic, run_dag, 4, 6, "drain", conf={"producer_drivers": ["control"]}
+    )
+    print("drain", {k: v for k, v in out.items() if k != "passages"})
+    assert out["lost"] == 0 and out["violations"] == 0 and out["wrong_last"] == 0, out
+    switch, started = out["switch"], out["started_producers"]
+    assert switch["deferred"] and switch["drain"]["groups"] == [f"{out['topic']}-g"], switch
+    assert switch["drain"]["backlog"][f"{out['topic']}-g"] > 0, "no backlog at the switch: nothing proved"
+    assert started["producer_downtime_s"] > 0 and started["backlog_at_switch"] > 0, started
+    assert out["verify"]["groups"][f"{out['topic']}-g"]["plan"] == "drained", out["verify"]
 
 
 @pytest.mark.chaos
