@@ -133,6 +133,10 @@ class SafeIncreaseSteps:
     paused_at: float | None = None
     #: Seconds the command-driven groups took to stop and become EMPTY (None: none was stopped).
     stop_s: float | None = None
+    #: ``time.monotonic()`` when the resume record was sent (the control groups' downtime ends about there),
+    #: and the seconds the command-driven groups' start and readiness commands took after it.
+    resumed_at: float | None = None
+    start_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.pairs is None:
@@ -420,9 +424,12 @@ class SafeIncreaseSteps:
             names(groups),
             epoch,
         )
+        self.resumed_at = time.monotonic()
         started = [g for g in live_groups(self.plan, DriverKind.COMMAND) if g in groups]
         failed = self.commands.start(commands_of(self.plan, started), "group")
         self.start_failures += failed
+        if started:
+            self.start_s = round(time.monotonic() - self.resumed_at, 3)
         return {
             "epoch": epoch,
             "groups": len(groups),

@@ -96,7 +96,9 @@ class KStatePauseWindowOperator(KStateStepOperator):
         first = steps.seed(live, report)
         failpoint("mid_seed")
         resumed = steps.resume(live)
-        timings["live_window_s"] = round(time.monotonic() - (steps.paused_at or started), 3)
+        # the groups resumed by the control record are back about when it is sent (their downtime); the
+        # command-driven ones when their start and readiness commands are done (command_*_s)
+        timings["live_window_s"] = round((steps.resumed_at or 0.0) - (steps.paused_at or started), 3)
         failpoint("after_live_resume")  # live groups run, offline ones unseeded, producers on the old layout
         later = steps.seed(offline, report)
         failpoint("after_seed")
@@ -108,6 +110,8 @@ class KStatePauseWindowOperator(KStateStepOperator):
         timings["switch_s"] = round(time.monotonic() - started - timings["whole_window_s"], 3)
         if steps.stop_s is not None:
             timings["command_stop_s"] = steps.stop_s
+        if steps.start_s is not None:
+            timings["command_start_s"] = steps.start_s
         return {
             **_summary(steps, first, later, timings),
             "switch": switch,

@@ -331,3 +331,33 @@ def wait_group(admin: Any, group: str, state: str, members: int | None = None, t
         if time.monotonic() - began > timeout:
             raise TimeoutError(f"group {group} not {state}/{members} within {timeout}s: last {seen}")
         time.sleep(0.05)
+
+
+def start_group(fleet: Fleet, admin: Any, group: str, timeout: float = 30) -> None:
+    """Start every member of ``group``, wait until each is ready and the broker reports it STABLE."""
+    members = fleet.groups[group]
+    fleet.start(*members)
+    fleet.wait_ready(*members, timeout=timeout)
+    wait_group(admin, group, "STABLE", len(members), timeout=timeout)
+
+
+def warm_up(fleet: Fleet, group: str, records: int = 50, timeout: float = 30) -> float:
+    """Wait until ``group`` processes live traffic; return the ``t`` (ms) from which loss is counted
+    (latest-reset members skip what was written before they had positions: start-up, not the scenario)."""
+    began = time.monotonic()
+    while len(fleet.lines(*fleet.groups[group])) < records:
+        if time.monotonic() - began > timeout:
+            raise TimeoutError(
+                f"{group} processed nothing in {timeout}s: {[fleet.events(m) for m in fleet.groups[group]]}"
+            )
+        time.sleep(0.2)
+    return time.time() * 1000
+
+
+def drain(fleet: Fleet, producers: list[str], group: str, timeout: float = 40) -> None:
+    """Wait until ``group`` processed everything ``producers`` delivered (TimeoutError otherwise)."""
+    began = time.monotonic()
+    while not fleet.caught_up(producers, group):
+        if time.monotonic() - began > timeout:
+            raise TimeoutError(f"{group} did not catch up with {producers} within {timeout}s")
+        time.sleep(0.2)

@@ -7,12 +7,26 @@ top-level conftest's; this only asks for the broker up front, so that a test whi
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kstate_support.fleet import Fleet
 
 
 @pytest.fixture(scope="session", autouse=True)
 def session_broker(kafka_config: dict[str, Any]) -> dict[str, Any]:
     """The session's broker, started before the first integration test."""
     return kafka_config
+
+
+@pytest.fixture
+def fleet(kafka_config: dict[str, Any], tmp_path: Path) -> Iterator[Fleet]:
+    """Foreign services (plain KafkaJS, ``support/node``) in this test's run directory; every service it
+    defined is stopped afterwards."""
+    extra = set(kafka_config) - {"bootstrap.servers"}
+    if extra:
+        pytest.skip(f"the KafkaJS services take a bootstrap address only, the cluster needs {sorted(extra)}")
+    with Fleet(tmp_path / "fleet", kafka_config["bootstrap.servers"]) as out:
+        yield out

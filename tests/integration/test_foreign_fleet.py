@@ -13,27 +13,15 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import NewPartitions
-from kstate_support.fleet import Fleet, wait_group
+from kstate_support.fleet import Fleet, drain, start_group, wait_group, warm_up
 from kstate_support.traffic import wait_until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def fleet(kafka_config: dict[str, Any], tmp_path: Path) -> Iterator[Fleet]:
-    """A fleet in this test's run directory; every service it defined is stopped afterwards."""
-    extra = set(kafka_config) - {"bootstrap.servers"}
-    if extra:
-        pytest.skip(f"the KafkaJS services take a bootstrap address only, the cluster needs {sorted(extra)}")
-    with Fleet(tmp_path / "fleet", kafka_config["bootstrap.servers"]) as out:
-        yield out
 
 
 def _grow(admin: Any, topic: str, partitions: int) -> None:
@@ -41,33 +29,11 @@ def _grow(admin: Any, topic: str, partitions: int) -> None:
         future.result(timeout=30)
 
 
-def _warm_up(fleet: Fleet, group: str, records: int = 50) -> float:
-    """Wait until the group processes live traffic; return the ``t`` (ms) from which loss is counted
-    (latest-reset members skip what was written before they had positions: start-up, not the scenario)."""
-    assert wait_until(lambda: len(fleet.lines(*fleet.groups[group])) >= records, 30), (
-        f"{group} processed nothing: {[fleet.events(m) for m in fleet.groups[group]]}"
-    )
-    return time.time() * 1000
-
-
-def _start_group(fleet: Fleet, admin: Any, group: str) -> None:
-    members = fleet.groups[group]
-    fleet.start(*members)
-    fleet.wait_ready(*members, timeout=30)
-    wait_group(admin, group, "STABLE", len(members), timeout=30)
-
-
 def _committed(admin: Any, group: str, topic: str) -> dict[int, int]:
     """The group's committed offsets of ``topic`` (partition -> next offset), as the broker has them."""
     request = [ConsumerGroupTopicPartitions(group)]
     result = admin.list_consumer_group_offsets(request)[group].result(timeout=30)
     return {tp.partition: tp.offset for tp in result.topic_partitions if tp.topic == topic and tp.offset >= 0}
-
-
-def _drain(fleet: Fleet, producers: list[str], group: str, timeout: float = 40) -> None:
-    assert wait_until(lambda: fleet.caught_up(producers, group), timeout), (
-        f"{group} did not catch up with {producers} within {timeout}s"
-    )
 
 
 def test_naive_increase_loses_records_at_a_kafkajs_latest_reset_group(
@@ -85,15 +51,15 @@ def test_naive_increase_loses_records_at_a_kafkajs_latest_reset_group(
     for i in range(2):
         fleet.consumer(f"naive-m{i}", topic, group, metadata_max_age_ms=5000)
     fleet.producer("naive-p", topic, keys=100, rate=200)
-    _start_group(fleet, admin, group)
+    start_group(fleet, admin, group)
     fleet.start("naive-p")
-    since = _warm_up(fleet, group)
+    since = warm_up(fleet, group)
 
     _grow(admin, topic, 4)
     assert wait_until(lambda: fleet.assigned(group) == {0, 1, 2, 3}, 15), "the group never took 2 and 3"
     time.sleep(1.0)  # live traffic on all four partitions, now consumed
     fleet.stop("naive-p")
-    _drain(fleet, ["naive-p"], group)
+    drain(fleet, ["naive-p"], group)
     verdict = fleet.judge(["naive-p"], group, since=since)
     print(f"naive 2 -> 4: {verdict.summary()}")
 
@@ -122,9 +88,9 @@ def test_loss_free_but_order_blind_increase_reorders_keys(admin: Any, make_topic
     for i in range(3):
         fleet.consumer(f"order-m{i}", topic, group, delay_ms=30 if i == 0 else 1)
     fleet.producer("order-p", topic, keys=40, rate=120)
-    _start_group(fleet, admin, group)
+    start_group(fleet, admin, group)
     fleet.start("order-p")
-    since = _warm_up(fleet, group)
+    since = warm_up(fleet, group)
     time.sleep(2.5)  # m0's backlog grows
 
     members = fleet.groups[group]
@@ -138,10 +104,10 @@ def test_loss_free_but_order_blind_increase_reorders_keys(admin: Any, make_topic
     seed = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, 0) for p in (4, 5)])]
     for future in admin.alter_consumer_group_offsets(seed).values():
         future.result(timeout=30)
-    _start_group(fleet, admin, group)
+    start_group(fleet, admin, group)
     time.sleep(1.5)  # traffic on the six partitions
     fleet.stop("order-p")
-    _drain(fleet, ["order-p"], group)
+    drain(fleet, ["order-p"], group)
     verdict = fleet.judge(["order-p"], group, since=since)
     downtime = {m: [round(d, 2) for d in fleet.downtime(m)] for m in members}
     gap = {p: processed_before[p] - committed.get(p, 0) for p in processed_before}

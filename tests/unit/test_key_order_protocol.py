@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -151,3 +152,34 @@ def test_the_marks_round_trip_through_xcom_and_show_in_the_plan_log() -> None:
     assert Plan.from_dict(_plan_of({"plain": live}).to_dict()).groups["plain"].key_order == ""
     line = [ln for ln in describe(plan) if "group plain" in ln][0]
     assert "key order: relaxed (1 of 1 live members never acknowledged" in line
+
+
+def test_a_member_already_past_the_barrier_counts_as_holding_it() -> None:
+    """A member whose group is past the barrier at once acknowledges ``released`` right after ``barrier``
+    under the same key; the controller's watch may see only the second. It counts (found live: without it
+    the switch waited its whole ack timeout, 10 s, with the producers held)."""
+    from airflow_provider_kstate.client.protocol import Ack
+    from airflow_provider_kstate.increase.key_order import KeyOrderSwitch
+
+    class Watch:
+        state = {
+            "ack-barrier/orders/g/c-0": Ack("c-0", 7, "released", group="g", topic="orders"),
+            "ack-barrier/orders/g/c-1": Ack("c-1", 7, "barrier", group="g", topic="orders"),
+            "ack-barrier/orders/g/c-2": Ack(
+                "c-2", 6, "barrier", group="g", topic="orders"
+            ),  # an older barrier's
+        }
+
+        def acks(self, prefix: str, epoch: int, states: tuple[str, ...] = ()) -> list[Ack]:
+            return [
+                a
+                for k, a in self.state.items()
+                if k.startswith(prefix) and a.epoch == epoch and (not states or a.state in states)
+            ]
+
+        def wait(self, done: Any, timeout: float, interval: float = 0.005) -> bool:
+            return bool(done())
+
+    switch = KeyOrderSwitch(_plan_of({}), None, None, None, "run", ack_timeout=0.01)  # type: ignore[arg-type]
+    assert switch._wait_members(Watch(), 7, {"g": 2}) == {}  # type: ignore[arg-type]
+    assert switch._wait_members(Watch(), 7, {"g": 3}) == {"g": (2, 3)}  # type: ignore[arg-type]

@@ -1,0 +1,234 @@
+"""Issue 25, item 4: the provider drives services no one here wrote (plain KafkaJS 2.2.4, ``support/node``),
+each group and producer by its command pair, through ``dag.test()`` of ``kstate_partition_increase``.
+
+The command pairs are the shell strings a user configures (``svc.sh stop|start|ready``), named by the
+run's params from the ``kstate_drivers`` Variable: the provider runs them. The verdicts come from the
+services' own JSON lines (what the producer logged as delivered, what the group logged as processed). The
+scenarios were first proved without the provider (``test_foreign_fleet.py``): the naive increase loses
+records at a KafkaJS latest-reset group, and a loss-free but order-blind increase reorders moved keys.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict
+from typing import Any
+
+import pytest
+from kstate_support.fleet import Fleet, drain, start_group, warm_up
+from kstate_support.traffic import GroupWatcher, wait_until
+
+from airflow_provider_kstate.client.consumer import ControlledConsumer
+
+pytestmark = pytest.mark.integration
+
+DAG_ID = "kstate_partition_increase"
+PREFIX = "safe_partition_increase."
+
+
+def _xcom(dr: Any, task: str) -> Any:
+    return dr.get_task_instance(PREFIX + task).xcom_pull(task_ids=PREFIX + task)
+
+
+def _states(dr: Any) -> dict[str, str]:
+    return {ti.task_id.removeprefix(PREFIX): ti.state for ti in dr.get_task_instances()}
+
+
+def _registry(monkeypatch: pytest.MonkeyPatch, **drivers: Any) -> None:
+    """Set the ``kstate_drivers`` Variable (as whoever deploys the DAG would): name -> command pair."""
+    value = {name: {"kind": "command", **asdict(pair)} for name, pair in drivers.items()}
+    monkeypatch.setenv("AIRFLOW_VAR_KSTATE_DRIVERS", json.dumps(value))
+
+
+def _keyed_increase(
+    fleet: Fleet, admin: Any, make_topic: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch, key_order: str
+) -> dict[str, Any]:
+    """4 -> 6 under a KafkaJS producer's keyed traffic, consumed by a KafkaJS group of three members, the
+    member of partitions 0 and 3 slower than its inflow (a backlog at the switch: see
+    ``test_foreign_fleet.test_loss_free_but_order_blind_increase_reorders_keys`` for why three); the group
+    and the producer are driven by their command pairs."""
+    topic = make_topic(f"drive-{key_order}", partitions=4)
+    group = f"{topic}-g"
+    for i in range(3):
+        fleet.consumer(f"{key_order}-m{i}", topic, group, delay_ms=30 if i == 0 else 1)
+    producer = f"{key_order}-p"
+    fleet.producer(producer, topic, keys=40, rate=120)
+    _registry(monkeypatch, consumers=fleet.group_commands(group), producer=fleet.commands(producer))
+    start_group(fleet, admin, group)
+    fleet.start(producer)
+    since = warm_up(fleet, group)
+    time.sleep(2.5)  # the slow member's backlog grows
+    dr = run_dag(
+        DAG_ID,
+        {
+            "topic": topic,
+            "partitions": 6,
+            "consumer_groups": [group],
+            "key_order": key_order,
+            "group_drivers": {group: "consumers"},
+            "producer_drivers": ["producer"],
+        },
+    )
+    assert dr.state == "success", _states(dr)
+    assert fleet.running(producer), "the producer service is not running after the run"
+    time.sleep(1.5)  # traffic on the six partitions
+    fleet.stop(producer)
+    drain(fleet, [producer], group)
+    return {
+        "group": group,
+        "verdict": fleet.judge([producer], group, since=since),
+        "plan": _xcom(dr, "plan")["groups"][group],
+        "window": _xcom(dr, "pause_window"),
+        "started": _xcom(dr, "start_producers"),
+        "verify": _xcom(dr, "verify")["key_order"],
+    }
+
+
+def test_kafkajs_services_driven_by_command_pairs_lose_nothing_relax_reorders_and_the_drain_does_not(
+    fleet: Fleet, admin: Any, make_topic: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``relax`` (the scenario proves itself): nothing lost, moved keys reordered. ``preserve`` with the
+    producers named: the group cannot hold at a barrier, so the plan drains it: the producer service is
+    stopped before the create and started once the group consumed the old partitions to where it stopped:
+    nothing lost, no key reordered, the cost reported."""
+    relax = _keyed_increase(fleet, admin, make_topic, run_dag, monkeypatch, "relax")
+    print("relax:", relax["verdict"].summary(), relax["window"]["drivers"])
+    assert not relax["verdict"].lost, relax["verdict"].summary()
+    assert relax["verdict"].keys_out_of_order > 0, f"relax reordered nothing: {relax['verdict'].summary()}"
+    assert relax["plan"]["key_order"] == "relaxed" and relax["plan"]["driver"]["name"] == "consumers"
+    assert relax["window"]["drivers"]["stopped_groups"] == [relax["group"]]
+    assert relax["window"]["drivers"]["started_groups"] == [relax["group"]]
+    assert not relax["started"], "relax drains nothing: the producers were never stopped"
+
+    drained = _keyed_increase(fleet, admin, make_topic, run_dag, monkeypatch, "preserve")
+    verdict, window, started = drained["verdict"], drained["window"], drained["started"]
+    print("drain:", verdict.summary(), window["drivers"], started)
+    assert not verdict.lost, verdict.summary()
+    assert verdict.keys_out_of_order == 0, verdict.summary()
+    assert drained["plan"]["key_order"] == "drained", drained["plan"]
+    assert window["drivers"]["producers_stopped"]["services"] == ["producer"]
+    assert window["switch"]["drain"]["groups"] == [drained["group"]]
+    assert window["switch"]["drain"]["backlog"][drained["group"]] > 0, "no backlog at the switch"
+    assert started["services"] == ["producer"] and not started["start_failures"], started
+    assert started["producer_downtime_s"] > 0 and started["backlog_at_switch"] > 0, started
+    assert drained["verify"]["groups"][drained["group"]]["plan"] == "drained", drained["verify"]
+
+
+class ClientPieceGroup:
+    """Two ControlledConsumers of one group polling in threads (they count what they read)."""
+
+    def __init__(self, config: dict[str, Any], topic: str, group: str, name: str) -> None:
+        self.read = 0
+        self._halt = threading.Event()
+        settings = {**config, "group.id": group, "auto.offset.reset": "latest"}
+        self._consumers = [
+            ControlledConsumer({**settings, "client.id": f"{name}-{i}"}, [topic], check_interval=0.1)
+            for i in range(2)
+        ]
+        self._threads = [threading.Thread(target=self._loop, args=(c,), daemon=True) for c in self._consumers]
+        for thread in self._threads:
+            thread.start()
+
+    def _loop(self, consumer: Any) -> None:
+        while not self._halt.is_set():
+            msg = consumer.poll(0.1)
+            if msg is not None and not msg.error():
+                self.read += 1
+        consumer.close()
+
+    def stop(self) -> None:
+        self._halt.set()
+        for thread in self._threads:
+            thread.join(30)
+
+
+def _out_of_group(watcher: GroupWatcher, after: float, partitions: int) -> float | None:
+    """Seconds from the group's first sample not STABLE after ``after`` to it holding ``partitions`` again."""
+    left = watcher.left_at(after)
+    back = watcher.back_at(left, partitions) if left is not None else None
+    return None if back is None else back - left
+
+
+def test_a_mixed_fleet_each_group_by_its_driver_no_group_held_hostage(
+    fleet: Fleet,
+    admin: Any,
+    kafka_config: dict[str, Any],
+    make_topic: Any,
+    run_dag: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Measured 1 of the issue, with what the plan knows: a topic read by a KafkaJS group and a
+    ControlledConsumer group.
+
+    1. No driver for the KafkaJS group: the plan fails before anything is paused, naming it; the
+       ControlledConsumer group never leaves.
+    2. A driver whose stop does not stop: the window waits for the KafkaJS group alone, fails without a
+       retry, and starts it again; the ControlledConsumer group never leaves.
+    3. A real driver, whose stop takes 3 s: the ControlledConsumer group is out of its group no longer than
+       a plain restart of it (measured in the same test), not for the KafkaJS group's slow stop; the KafkaJS
+       group loses nothing.
+    """
+    topic = make_topic("drive-mixed", partitions=2)
+    kjs, cc = f"{topic}-kjs", f"{topic}-cc"
+    for i in range(2):
+        fleet.consumer(f"mix-m{i}", topic, kjs)
+    fleet.producer("mix-p", topic, keys=100, rate=100)
+    pair = fleet.group_commands(kjs)
+    slow = type(pair)(stop=f"sleep 3; {pair.stop}", start=pair.start, ready=pair.ready)
+    stuck = type(pair)(stop="true", start=pair.start, ready=pair.ready)
+    _registry(monkeypatch, kjs=slow, stuck=stuck)
+    start_group(fleet, admin, kjs)
+    fleet.start("mix-p")
+    watcher = GroupWatcher(kafka_config, cc, topic, interval=0.02)
+    piece = ClientPieceGroup(kafka_config, topic, cc, "cc-a")
+    watcher.start()
+    try:
+        assert wait_until(lambda: watcher.back_at(0, 2) is not None and piece.read > 20, 30), "cc never ran"
+        since = warm_up(fleet, kjs)
+        began = time.monotonic()
+        piece.stop()
+        piece = ClientPieceGroup(kafka_config, topic, cc, "cc-b")
+        assert wait_until(lambda: _out_of_group(watcher, began, 2) is not None, 30), "the restart never ended"
+        restart = _out_of_group(watcher, began, 2)
+
+        conf = {"topic": topic, "partitions": 4, "consumer_groups": [kjs, cc]}
+        calm = time.monotonic()
+        refused = run_dag(DAG_ID, conf)
+        never_left = run_dag(
+            DAG_ID,
+            {**conf, "group_drivers": {kjs: "stuck"}},
+            overrides={PREFIX + "pause_window": {"empty_timeout": 6.0}},
+        )
+        assert watcher.left_at(calm) is None, "the ControlledConsumer group left its group in runs 1 or 2"
+        assert wait_until(lambda: fleet.ready(*fleet.groups[kjs]), 30), "the KafkaJS group is not running"
+        window_start = time.monotonic()
+        done = run_dag(DAG_ID, {**conf, "group_drivers": {kjs: "kjs"}})
+        assert wait_until(lambda: _out_of_group(watcher, window_start, 4) is not None, 30), "cc never back"
+        downtime = _out_of_group(watcher, window_start, 4)
+    finally:
+        piece.stop()
+        watcher.stop()
+    fleet.stop("mix-p")
+    drain(fleet, ["mix-p"], kjs)
+    verdict = fleet.judge(["mix-p"], kjs, since=since)
+    window = _xcom(done, "pause_window")
+    print(f"mixed: cc out {downtime:.3f} s, plain restart {restart:.3f} s; window {window['timings']}")
+    print(f"mixed: kjs {verdict.summary()}")
+
+    refused_states = _states(refused)
+    assert refused.state == "failed" and refused_states["plan"] == "failed", refused_states
+    assert refused_states["pause_window"] == "upstream_failed", refused_states
+    stuck_states = _states(never_left)
+    assert never_left.state == "failed" and stuck_states["pause_window"] == "failed", stuck_states
+    stuck_ti = never_left.get_task_instance(PREFIX + "pause_window")
+    assert stuck_ti.try_number == 1, "a wait that ran out for a member that never left was retried"
+
+    assert done.state == "success", _states(done)
+    assert window["drivers"]["stopped_groups"] == [kjs] and window["timings"]["command_stop_s"] >= 3.0
+    assert restart is not None and downtime is not None
+    assert downtime <= max(1.5 * restart, restart + 0.5), (
+        f"the ControlledConsumer group was out {downtime:.3f} s, a plain restart {restart:.3f} s"
+    )
+    assert not verdict.lost, verdict.summary()
