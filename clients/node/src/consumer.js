@@ -1,0 +1,468 @@
+'use strict'
+// ControlledConsumer: a KafkaJS consumer that honours the kstate control protocol
+// (docs/control-protocol.md, sections 4 and 5a).
+//
+// The application supplies `eachMessage`; the wrapper runs the inner KafkaJS consumer with `eachBatch` and
+// hands the batch's records to it one at a time, so every record is checked against the key-order barrier
+// *before* it reaches the application, and the offset of a record is resolved (and later committed) only
+// after the application has processed it. Commands are applied by the control follower, serially: a pause
+// waits for the record in progress, commits, and leaves the group by disconnecting the inner consumer; a
+// resume creates a new inner consumer.
+
+const os = require('os')
+const { Barriers, barrierOffset, passed } = require('./barrier')
+const { ControlChannel, ControlTail, Follower } = require('./control')
+const { createKafka, commitWithoutMembership, sleep } = require('./kafka')
+const protocol = require('./protocol')
+
+const PAUSED_FAST_MS = 10000 // look every pausedCheckIntervalMs for this long after a pause
+const PENDING_FAST_MS = 30000 // ... and after a barrier is announced
+const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID'])
+
+function defaultLog (level, message) {
+  if (level !== 'debug') process.stderr.write(`kstate-control ${level}: ${message}\n`)
+}
+
+/** The client id: the option, else the KafkaJS clientId, else host-pid; the two must not differ. */
+function resolveClientId (clientId, kafkaConfig) {
+  if (clientId && kafkaConfig.clientId && clientId !== kafkaConfig.clientId) {
+    throw new Error(`clientId ${clientId} differs from the KafkaJS clientId ${kafkaConfig.clientId}: the plan matches members by it`)
+  }
+  return clientId || kafkaConfig.clientId || `${os.hostname()}-${process.pid}`
+}
+
+const tpKey = (topic, partition) => `${topic}\u0000${partition}`
+const splitKey = key => {
+  const [topic, partition] = key.split('\u0000')
+  return { topic, partition: Number(partition) }
+}
+
+function byTopic (entries) {
+  const out = new Map()
+  for (const { topic, partition, offset } of entries) {
+    if (!out.has(topic)) out.set(topic, [])
+    out.get(topic).push({ partition, offset: String(offset) })
+  }
+  return [...out].map(([topic, partitions]) => ({ topic, partitions }))
+}
+
+class ControlledConsumer {
+  /**
+   * @param {object} options
+   * @param {object} options.kafka the options of `new Kafka(...)` (brokers, ssl, sasl, clientId, ...)
+   * @param {string} options.groupId the controlled group
+   * @param {string[]} options.topics the topics to subscribe to
+   * @param {(payload: {topic, partition, message, heartbeat}) => Promise<void>} options.eachMessage
+   * @param {string} [options.clientId] the id acknowledgements are keyed by; also the KafkaJS clientId
+   *   (default: kafka.clientId, else host-pid)
+   * @param {object} [options.consumer] further options of `kafka.consumer(...)` (sessionTimeout, ...)
+   * @param {boolean} [options.fromBeginning=false] where a partition without a committed offset starts
+   * @param {string} [options.controlTopic='_kstate_control']
+   * @param {number} [options.checkIntervalMs=200] look at the control topic this often (wall clock)
+   * @param {number} [options.pausedCheckIntervalMs=10] ... while paused or a barrier is announced
+   * @param {number} [options.autoCommitInterval=1000] commit processed offsets at least this often (ms);
+   *   also at the end of every batch, at a barrier and before leaving the group
+   * @param {boolean} [options.ensureControlTopic=true] create the control topic if it is missing
+   * @param {number} [options.timeoutMs=30000] bound for start-up reads and the commit after leaving
+   * @param {(state: string) => void} [options.onStateChange] called with 'running' / 'paused'
+   * @param {(consumer: ControlledConsumer) => Promise<void>} [options.onPause] called on a pause before
+   *   the commit (flush a batch the application keeps)
+   * @param {(assignment: Object<string, number[]>) => void} [options.onAssign] called with
+   *   {topic: partitions} after every join of the group
+   * @param {(level: string, message: string) => void} [options.log]
+   */
+  constructor (options) {
+    const { kafka: kafkaConfig = {}, groupId, topics, eachMessage } = options
+    if (!groupId) throw new Error('ControlledConsumer needs a groupId')
+    if (!Array.isArray(topics) || topics.length === 0) throw new Error('ControlledConsumer needs topics')
+    if (typeof eachMessage !== 'function') throw new Error('ControlledConsumer needs eachMessage')
+    this.group = groupId
+    this.topics = [...topics]
+    this.clientId = resolveClientId(options.clientId, kafkaConfig)
+    this.eachMessage = eachMessage
+    this.consumerOptions = { ...(options.consumer || {}) }
+    delete this.consumerOptions.groupId
+    this.fromBeginning = Boolean(options.fromBeginning)
+    this.controlTopic = options.controlTopic || protocol.DEFAULT_CONTROL_TOPIC
+    this.checkIntervalMs = options.checkIntervalMs || 200
+    this.autoCommitInterval = options.autoCommitInterval == null ? 1000 : options.autoCommitInterval
+    this.ensureControlTopic = options.ensureControlTopic !== false
+    this.timeoutMs = options.timeoutMs || 30000
+    this.onStateChange = options.onStateChange || (() => {})
+    this.onPause = options.onPause || null
+    this.onAssign = options.onAssign || (() => {})
+    this.log = options.log || defaultLog
+
+    const { kafka, newCluster } = createKafka({ ...kafkaConfig, clientId: this.clientId })
+    this.kafka = kafka
+    this.cluster = newCluster({ metadataMaxAge: 60000 }) // the tail's, and the commit without membership
+    this.channel = new ControlChannel(kafka, this.controlTopic)
+    this.admin = kafka.admin()
+    this.barriers = new Barriers(this.group, this.topics)
+    this.follower = new Follower({
+      tail: new ControlTail(this.cluster, this.controlTopic, this.timeoutMs),
+      intervalMs: this.checkIntervalMs,
+      fastIntervalMs: options.pausedCheckIntervalMs || 10,
+      onRecords: records => this._onRecords(records),
+      onTick: async () => {
+        await this._reconcile()
+        await this._releaseCheck()
+      },
+      log: this.log
+    })
+    this.epoch = 0
+    this.inner = null
+    this.assignment = new Map() // topic -> partitions, from the latest join
+    this._key = protocol.keys.command(this.group)
+    this._next = new Map() // tpKey -> the offset after the last record processed (this membership)
+    this._committed = new Map() // tpKey -> the offset this membership committed last
+    this._lastCommit = 0
+    this._leaving = false
+    this._busy = 0
+    this._idleWaiters = []
+    this._nextReleaseCheck = 0
+    this._wanted = null // 'paused' / 'running' until the last command is applied
+    this._closed = false
+  }
+
+  get state () {
+    return this.inner === null ? 'paused' : 'running'
+  }
+
+  get paused () {
+    return this.inner === null
+  }
+
+  /** The key-order barriers this consumer went through (or keeps now), oldest first. */
+  get passages () {
+    return this.barriers.passages
+  }
+
+  /** {topic: [partitions]} held here at a key-order barrier. */
+  heldPartitions () {
+    const out = {}
+    for (const [topic, held] of this.barriers.held) if (held.size) out[topic] = [...held].sort((a, b) => a - b)
+    return out
+  }
+
+  // -- start and stop ------------------------------------------------------------------------------------
+
+  /** Read the control topic to its end, then join the group unless its latest command is pause. */
+  async start () {
+    if (this.ensureControlTopic) await this.channel.ensure()
+    await this.admin.connect()
+    let latest = null
+    for (const [key, record] of await this.follower.tail.catchUp()) {
+      if (record !== null && (record.kind === 'barrier' || record.kind === 'release')) {
+        await this._barrierRecord(record, false)
+      } else if (key === this._key) {
+        if (record === null) latest = null // a tombstone deletes the instruction
+        else if (record.kind === 'command' && record.group === this.group) {
+          latest = latest === null || record.epoch > latest.epoch ? record : latest
+        }
+      }
+    }
+    this.epoch = latest === null ? 0 : latest.epoch
+    if (latest !== null && latest.command === 'pause') {
+      this.log('info', `group ${this.group} is paused (epoch ${latest.epoch}): starting without joining`)
+      this.follower.hurry(PAUSED_FAST_MS)
+      this.onStateChange('paused')
+      await this._ack('paused')
+    } else {
+      await this._join()
+      await this._ack('running') // the presence acknowledgement, also without any command (epoch 0)
+    }
+    this.follower.start()
+    return this
+  }
+
+  /** Stop following the control topic, commit what was processed and leave the group. */
+  async close () {
+    if (this._closed) return
+    this._closed = true
+    await this.follower.stop()
+    if (this.inner !== null) await this._leave(false)
+    await this.channel.close()
+    await this.admin.disconnect()
+  }
+
+  // -- control records -----------------------------------------------------------------------------------
+
+  async _onRecords (records) {
+    for (const [key, record] of records) {
+      if (record === null) continue
+      if (key === this._key && record.kind === 'command') await this._apply(record)
+      else if (record.kind === 'barrier' || record.kind === 'release') await this._barrierRecord(record, true)
+    }
+  }
+
+  async _apply (command) {
+    if (command.group !== this.group || command.epoch <= this.epoch) {
+      this.log('debug', `ignoring stale command ${JSON.stringify(command)} (applied epoch ${this.epoch})`)
+      return
+    }
+    this.epoch = command.epoch
+    this._wanted = command.command === 'pause' ? 'paused' : 'running'
+    await this._reconcile()
+  }
+
+  /** Bring the membership to the last command applied (again on every look, after a failure), then ack. */
+  async _reconcile () {
+    if (this._wanted === null) return
+    try {
+      if (this._wanted === 'paused' && this.inner !== null) await this._leave(true)
+      if (this._wanted === 'running' && this.inner === null) await this._join()
+    } catch (e) {
+      this.log('warn', `group ${this.group}: could not apply ${this._wanted} (epoch ${this.epoch}), retrying: ${e.message}`)
+      return
+    }
+    const state = this._wanted
+    this._wanted = null
+    await this._ack(state)
+  }
+
+  async _barrierRecord (record, ack) {
+    if (record.kind === 'release') {
+      if (!this.barriers.onRelease(record)) return
+      this._resume(this.barriers.end(record.topic, 'controller'))
+      if (ack) await this._ack('released', record.epoch, record.topic)
+      return
+    }
+    const { action, ended } = this.barriers.onBarrier(record)
+    this._resume(ended)
+    if (action === 'pending') {
+      this.follower.hurry(PENDING_FAST_MS)
+      if (ack) await this._ack('pending', record.epoch, record.topic)
+    } else if (action === 'hold') {
+      this.log('info', `group ${this.group}: key-order barrier of ${record.topic} (epoch ${record.epoch}): holding at ${JSON.stringify(record.offsets)}`)
+      this._nextReleaseCheck = 0
+      if (this.inner !== null) await this._holdReached(this.inner, record.topic, this.assignment.get(record.topic) || [])
+      if (ack) await this._ack('barrier', record.epoch, record.topic)
+    }
+  }
+
+  /** Resume the partitions a barrier held here ({barrier, held} from Barriers.end, or null). */
+  _resume (ended) {
+    if (ended === null || ended.held.length === 0 || this.inner === null) return
+    this.inner.resume([{ topic: ended.barrier.topic, partitions: ended.held }])
+    this.log('info', `group ${this.group}: passed the key-order barrier of ${ended.barrier.topic} (epoch ${ended.barrier.epoch})`)
+  }
+
+  /** Every checkIntervalMs while a barrier is kept: release it once the group committed past it. */
+  async _releaseCheck () {
+    if (this.barriers.active.size === 0 || this.inner === null || Date.now() < this._nextReleaseCheck) return
+    this._nextReleaseCheck = Date.now() + this.checkIntervalMs
+    for (const [topic, barrier] of [...this.barriers.active]) {
+      const committed = await this._committedOffsets(topic)
+      if (committed !== null && passed(barrier, committed)) {
+        this._resume(this.barriers.end(topic, 'committed'))
+        await this._ack('released', barrier.epoch, topic)
+      }
+    }
+  }
+
+  async _committedOffsets (topic) {
+    try {
+      const [t] = await this.admin.fetchOffsets({ groupId: this.group, topics: [topic] })
+      const out = {}
+      for (const { partition, offset } of t.partitions) if (Number(offset) >= 0) out[partition] = Number(offset)
+      return out
+    } catch (e) {
+      this.log('debug', `committed offsets of ${this.group}: ${e.message}`)
+      return null
+    }
+  }
+
+  async _ack (state, epoch = this.epoch, topic = '') {
+    const record = protocol.ack({ client: this.clientId, epoch, state, group: this.group, topic })
+    try {
+      await this.channel.publish(record)
+    } catch (e) {
+      this.log('warn', `group ${this.group}: could not acknowledge ${state}: ${e.message}`)
+    }
+  }
+
+  // -- membership ----------------------------------------------------------------------------------------
+
+  async _join () {
+    this._next.clear()
+    this._committed.clear()
+    this._lastCommit = Date.now()
+    const inner = this.kafka.consumer({ ...this.consumerOptions, groupId: this.group })
+    inner.on(inner.events.GROUP_JOIN, event => this._onGroupJoin(inner, event.payload.memberAssignment))
+    try {
+      await inner.connect()
+      await inner.subscribe({ topics: this.topics, fromBeginning: this.fromBeginning })
+      this.inner = inner
+      await inner.run({
+        autoCommit: false, // the wrapper commits what the application processed (see _eachBatch)
+        eachBatchAutoResolve: false,
+        eachBatch: payload => this._eachBatch(inner, payload)
+      })
+    } catch (e) {
+      this.inner = null
+      await inner.disconnect().catch(() => {})
+      throw e
+    }
+    this.follower.hurry(0)
+    this.onStateChange('running')
+  }
+
+  /**
+   * Leave the group: stop handing out records, wait for the one in progress, commit what was processed
+   * (in the batch, as a member), disconnect (LeaveGroup). If that commit failed (the group was
+   * rebalancing: another member left first), commit the same offsets without membership once the broker
+   * accepts it (the group is EMPTY).
+   */
+  async _leave (pausing) {
+    this._leaving = true
+    try {
+      if (pausing && this.onPause !== null) await this.onPause(this)
+      await this._idle()
+      const inner = this.inner
+      const leftover = this._uncommitted()
+      this.inner = null
+      this.assignment = new Map()
+      this.barriers.forgetHeld()
+      await inner.disconnect().catch(e => this.log('warn', `group ${this.group}: disconnect: ${e.message}`))
+      if (leftover.length) await this._commitAfterLeaving(leftover)
+    } finally {
+      this._leaving = false
+    }
+    if (pausing) {
+      this.follower.hurry(PAUSED_FAST_MS)
+      this.onStateChange('paused')
+    }
+  }
+
+  _idle () {
+    return this._busy === 0 ? Promise.resolve() : new Promise(resolve => this._idleWaiters.push(resolve))
+  }
+
+  _uncommitted () {
+    const out = []
+    for (const [key, offset] of this._next) {
+      if (offset > (this._committed.get(key) ?? -1)) out.push({ ...splitKey(key), offset })
+    }
+    return out
+  }
+
+  async _commitAfterLeaving (offsets) {
+    const deadline = Date.now() + this.timeoutMs
+    for (;;) {
+      try {
+        const ahead = []
+        for (const topic of new Set(offsets.map(o => o.topic))) {
+          const committed = (await this._committedOffsets(topic)) || {}
+          ahead.push(...offsets.filter(o => o.topic === topic && o.offset > (committed[o.partition] ?? -1)))
+        }
+        if (ahead.length) await commitWithoutMembership(this.cluster, this.group, ahead)
+        this.log('info', `group ${this.group}: committed ${JSON.stringify(ahead)} after leaving`)
+        return
+      } catch (e) {
+        if (Date.now() > deadline) {
+          this.log('warn', `group ${this.group}: could not commit ${JSON.stringify(offsets)} after leaving: ${e.message}`)
+          return
+        }
+        await sleep(5) // the broker takes it once the group is EMPTY: within milliseconds of the last leave
+      }
+    }
+  }
+
+  // -- records -------------------------------------------------------------------------------------------
+
+  async _eachBatch (inner, payload) {
+    const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload
+    const { topic, partition } = batch
+    const commit = swallow => this._commit(commitOffsetsIfNecessary, swallow)
+    this._busy++
+    try {
+      for (const message of batch.messages) {
+        if (this._leaving || inner !== this.inner || !isRunning() || isStale()) break
+        if (this.barriers.isHeld(topic, partition)) break
+        const offset = Number(message.offset)
+        const limit = this.barriers.limit(topic, partition)
+        if (offset >= limit) { // never hand out a record at or past the barrier
+          this._hold(inner, topic, [partition])
+          break
+        }
+        await this.eachMessage({ topic, partition, message, heartbeat })
+        resolveOffset(message.offset)
+        this._next.set(tpKey(topic, partition), offset + 1)
+        if (offset + 1 >= limit) { // the last record before the barrier: hold, commit
+          this._hold(inner, topic, [partition])
+          await commit(false)
+          break
+        }
+        if (Date.now() - this._lastCommit >= this.autoCommitInterval) await commit(false)
+        await heartbeat()
+      }
+      await commit(this._leaving)
+    } catch (e) {
+      if (!REBALANCE_ERRORS.has(e.type)) await commit(true) // keep what was processed before the error
+      throw e
+    } finally {
+      this._busy--
+      if (this._busy === 0) this._idleWaiters.splice(0).forEach(resolve => resolve())
+    }
+  }
+
+  /** Commit the processed offsets this membership has not committed; with `swallow`, one attempt. */
+  async _commit (commitOffsets, swallow) {
+    const offsets = this._uncommitted()
+    if (offsets.length === 0) return
+    try {
+      await commitOffsets({ topics: byTopic(offsets) })
+      for (const { topic, partition, offset } of offsets) this._committed.set(tpKey(topic, partition), offset)
+      this._lastCommit = Date.now()
+    } catch (e) {
+      if (!swallow) throw e
+      this.log('info', `group ${this.group}: commit before leaving failed (${e.type || e.message}); committing once EMPTY`)
+    }
+  }
+
+  _hold (inner, topic, partitions) {
+    const fresh = this.barriers.hold(topic, partitions)
+    if (fresh.length) inner.pause([{ topic, partitions: fresh }])
+  }
+
+  // -- assignment ----------------------------------------------------------------------------------------
+
+  _onGroupJoin (inner, memberAssignment) {
+    this.assignment = new Map(Object.entries(memberAssignment || {}).map(([t, ps]) => [t, [...ps]]))
+    this.onAssign(Object.fromEntries(this.assignment))
+    for (const [topic, partitions] of this.assignment) {
+      const barrier = this.barriers.active.get(topic)
+      if (barrier === undefined) continue
+      // new partitions (B = 0) at once; the others once their committed offsets are known
+      this._hold(inner, topic, partitions.filter(p => barrierOffset(barrier, p) === 0))
+      setImmediate(() => this._holdReached(inner, topic, partitions).catch(e => this.log('warn', `barrier: ${e.message}`)))
+    }
+  }
+
+  /**
+   * Pause those of `partitions` whose position (the offset after the last record processed, else the
+   * committed offset) is at or past the barrier. A partition with neither starts where fromBeginning puts
+   * it: when that is at the barrier it is paused and that offset committed, so the group can pass.
+   */
+  async _holdReached (inner, topic, partitions) {
+    const barrier = this.barriers.active.get(topic)
+    if (barrier === undefined || partitions.length === 0 || inner !== this.inner) return
+    const committed = (await this._committedOffsets(topic)) || {}
+    const position = p => this._next.get(tpKey(topic, p)) ?? committed[p]
+    const unknown = partitions.filter(p => position(p) === undefined)
+    const starts = {}
+    if (unknown.length) {
+      for (const { partition, low, high } of await this.admin.fetchTopicOffsets(topic)) {
+        if (unknown.includes(partition)) starts[partition] = Number(this.fromBeginning ? low : high)
+      }
+    }
+    const at = partitions.filter(p => (position(p) ?? starts[p]) >= barrierOffset(barrier, p))
+    if (inner !== this.inner || this.barriers.active.get(topic) !== barrier) return
+    this._hold(inner, topic, at)
+    const seed = at.filter(p => position(p) === undefined && starts[p] !== undefined)
+    if (seed.length) await inner.commitOffsets(seed.map(p => ({ topic, partition: p, offset: String(starts[p]) })))
+  }
+}
+
+module.exports = { ControlledConsumer, resolveClientId }

@@ -1,0 +1,127 @@
+'use strict'
+// Unit tests without a broker: murmur2, the records this client writes (validated against
+// docs/schemas/control with ajv), what a reader ignores, and the barrier bookkeeping.
+
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const kafkajsMurmur2 = require('kafkajs/src/producer/partitioners/default/murmur2')
+const { murmur2, partitionFor } = require('../src/murmur2')
+const protocol = require('../src/protocol')
+const { Barriers, passed } = require('../src/barrier')
+const { ControlledConsumer } = require('../src/consumer')
+const { ControlledProducer } = require('../src/producer')
+
+// Kafka's org.apache.kafka.common.utils.UtilsTest#testMurmur2
+const KAFKA_VECTORS = {
+  21: -973932308,
+  foobar: -790332482,
+  'a-little-bit-long-string': -985981536,
+  'a-little-bit-longer-string': -1486304829,
+  lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8: -58897971,
+  abc: 479470107
+}
+
+test('murmur2 is Kafka Utils.murmur2', () => {
+  for (const [key, expected] of Object.entries(KAFKA_VECTORS)) assert.equal(murmur2(key), expected, key)
+})
+
+test('partitionFor over the full count equals KafkaJS DefaultPartitioner', () => {
+  for (let i = 0; i < 2000; i++) {
+    const key = Buffer.from(`order-${i}-ключ`)
+    assert.equal(partitionFor(key, 7), (kafkajsMurmur2(key) & 0x7fffffff) % 7)
+  }
+  assert.throws(() => partitionFor('k', 0), RangeError)
+})
+
+/** Capture what a client would publish on the control topic. */
+function recorder () {
+  const records = []
+  return { records, publish: async (...r) => { records.push(...r) } }
+}
+
+test('every acknowledgement the consumer and the producer write validates', async () => {
+  const channel = recorder()
+  const consumer = { clientId: 'svc-0', group: 'g1', epoch: 0, channel, log: () => {} }
+  const ack = ControlledConsumer.prototype._ack
+  await ack.call(consumer, 'running') // presence, before any command
+  consumer.epoch = 1700000000001
+  await ack.call(consumer, 'paused')
+  await ack.call(consumer, 'running')
+  for (const state of ['pending', 'barrier', 'released']) await ack.call(consumer, state, 1700000000002, 'orders')
+  const producer = { clientId: 'api-0', channel, log: () => {} }
+  const layout = protocol.layout({ topic: 'orders', partitions: 4, epoch: 1700000000003 })
+  for (const state of ['layout', 'held']) await ControlledProducer.prototype._ack.call(producer, layout, state)
+  assert.deepEqual(channel.records.map(r => [protocol.recordKey(r), r.state, r.epoch]), [
+    ['ack/g1/svc-0', 'running', 0],
+    ['ack/g1/svc-0', 'paused', 1700000000001],
+    ['ack/g1/svc-0', 'running', 1700000000001],
+    ['ack-barrier/orders/g1/svc-0', 'pending', 1700000000002],
+    ['ack-barrier/orders/g1/svc-0', 'barrier', 1700000000002],
+    ['ack-barrier/orders/g1/svc-0', 'released', 1700000000002],
+    ['ack-layout/orders/api-0', 'layout', 1700000000003],
+    ['ack-layout/orders/api-0', 'held', 1700000000003]
+  ])
+  for (const record of channel.records) {
+    assert.equal(protocol.errors(record), null, JSON.stringify(record))
+    assert.deepEqual(protocol.decode(protocol.encode(record)), record)
+  }
+})
+
+test('every record builder writes a valid record', () => {
+  const records = [
+    protocol.command({ group: 'g', command: 'pause', epoch: 1 }),
+    protocol.layout({ topic: 't', partitions: 2, epoch: 1, hold: true, holdUntil: 5 }),
+    protocol.barrier({ topic: 't', epoch: 1, offsets: [3, 0], groups: ['g'] }),
+    protocol.release({ topic: 't', group: 'g', epoch: 1 })
+  ]
+  for (const record of records) assert.equal(protocol.errors(record), null, JSON.stringify(record))
+})
+
+test('a reader ignores what it must ignore and keeps unknown fields', () => {
+  const valid = { v: 1, kind: 'command', group: 'g', command: 'pause', epoch: 5 }
+  const ignored = [
+    null,
+    'not json',
+    '[1, 2]',
+    JSON.stringify({ ...valid, v: 2 }),
+    JSON.stringify({ ...valid, kind: 'shout' }),
+    JSON.stringify({ ...valid, command: 'stop' }),
+    JSON.stringify({ ...valid, epoch: '5' }),
+    JSON.stringify({ v: 1, kind: 'command', group: 'g', command: 'pause' }),
+    JSON.stringify({ v: 1, kind: 'layout', topic: 't', partitions: 0, epoch: 1 }),
+    JSON.stringify({ v: 1, kind: 'barrier', topic: 't', epoch: 1, offsets: [-1] })
+  ]
+  for (const value of ignored) assert.equal(protocol.decode(value === null ? null : Buffer.from(value)), null, value)
+  const read = protocol.decode(Buffer.from(JSON.stringify({ ...valid, future: { x: 1 } })))
+  assert.deepEqual(read, { ...valid, topic: '', issued_at: 0, issuer: '', future: { x: 1 } })
+  const barrier = protocol.decode(Buffer.from(JSON.stringify({ v: 1, kind: 'barrier', topic: 't', epoch: 3 })))
+  assert.deepEqual([barrier.state, barrier.offsets, barrier.groups], ['hold', [], []])
+})
+
+test('barriers: hold, limits, newer records, releases', () => {
+  const b = new Barriers('g', ['t'])
+  const hold = protocol.barrier({ topic: 't', epoch: 10, offsets: [5, 7], groups: ['g'] })
+  assert.equal(b.onBarrier(protocol.barrier({ topic: 't', epoch: 9, state: 'pending', groups: ['g'] })).action, 'pending')
+  assert.equal(b.onBarrier(hold).action, 'hold')
+  assert.equal(b.onBarrier(hold).action, '', 'not newer: ignored')
+  assert.equal(b.onBarrier({ ...hold, topic: 'other', epoch: 11 }).action, '', 'another topic')
+  assert.deepEqual([b.limit('t', 0), b.limit('t', 1), b.limit('t', 2), b.limit('u', 0)], [5, 7, 0, Infinity])
+  assert.deepEqual(b.hold('t', [2, 0]), [2, 0])
+  assert.deepEqual(b.hold('t', [0]), [])
+  assert.equal(passed(hold, { 0: 5, 1: 6 }), false)
+  assert.equal(passed(hold, { 0: 5, 1: 7 }), true)
+  assert.equal(passed(hold, { 1: 7 }), false, 'no committed offset is not past')
+  assert.equal(b.onRelease(protocol.release({ topic: 't', group: 'other', epoch: 10 })), false)
+  assert.equal(b.onRelease(protocol.release({ topic: 't', group: 'g', epoch: 9 })), false, 'an older release')
+  assert.equal(b.onRelease(protocol.release({ topic: 't', group: 'g', epoch: 10 })), true)
+  assert.deepEqual(b.end('t', 'controller').held, [0, 2])
+  assert.equal(b.limit('t', 0), Infinity)
+
+  const c = new Barriers('g', ['t'])
+  c.onRelease(protocol.release({ topic: 't', group: 'g', epoch: 20 }))
+  assert.equal(c.onBarrier({ ...hold, epoch: 20 }).action, 'off', 'released before it arrived')
+  assert.equal(c.onBarrier({ ...hold, epoch: 21 }).action, 'hold')
+  const ended = c.onBarrier(protocol.barrier({ topic: 't', epoch: 22, groups: ['someone-else'] }))
+  assert.equal(ended.action, 'off', 'a newer barrier that does not name the group ends its hold')
+  assert.equal(ended.ended.barrier.epoch, 21)
+})
