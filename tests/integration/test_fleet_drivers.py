@@ -43,7 +43,13 @@ def _registry(monkeypatch: pytest.MonkeyPatch, **drivers: Any) -> None:
 
 
 def _keyed_increase(
-    fleet: Fleet, admin: Any, make_topic: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch, key_order: str
+    fleet: Fleet,
+    admin: Any,
+    make_topic: Any,
+    run_dag: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    key_order: str,
+    dag_id: str = DAG_ID,
 ) -> dict[str, Any]:
     """4 -> 6 under a KafkaJS producer's keyed traffic, consumed by a KafkaJS group of three members, the
     member of partitions 0 and 3 slower than its inflow (a backlog at the switch: see
@@ -61,7 +67,7 @@ def _keyed_increase(
     since = warm_up(fleet, group)
     time.sleep(2.5)  # the slow member's backlog grows
     dr = run_dag(
-        DAG_ID,
+        dag_id,
         {
             "topic": topic,
             "partitions": 6,
@@ -76,11 +82,14 @@ def _keyed_increase(
     time.sleep(1.5)  # traffic on the six partitions
     fleet.stop(producer)
     drain(fleet, [producer], group)
+    single = dag_id == DAG_ID
     return {
         "group": group,
         "verdict": fleet.judge([producer], group, since=since),
         "plan": _xcom(dr, "plan")["groups"][group],
-        "window": _xcom(dr, "pause_window"),
+        "paused": _xcom(dr, "pause_window" if single else "pause_consumers"),
+        "switch": _xcom(dr, "pause_window")["switch"] if single else _xcom(dr, "scale_producers"),
+        "resumed": _xcom(dr, "resume_consumers") if not single else None,
         "started": _xcom(dr, "start_producers"),
         "verify": _xcom(dr, "verify")["key_order"],
     }
@@ -89,28 +98,33 @@ def _keyed_increase(
 def test_kafkajs_services_driven_by_command_pairs_lose_nothing_relax_reorders_and_the_drain_does_not(
     fleet: Fleet, admin: Any, make_topic: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``relax`` (the scenario proves itself): nothing lost, moved keys reordered. ``preserve`` with the
-    producers named: the group cannot hold at a barrier, so the plan drains it: the producer service is
-    stopped before the create and started once the group consumed the old partitions to where it stopped:
-    nothing lost, no key reordered, the cost reported."""
+    """``relax`` (the scenario proves itself), in the one-window DAG: nothing lost, moved keys reordered.
+    ``preserve`` with the producers named, in the per-step DAG (the pause and resume steps run the command
+    pairs, the drain's wait is a deferrable sensor): the group cannot hold at a barrier, so the plan drains
+    it: the producer service is stopped before the create and started once the group consumed the old
+    partitions to where it stopped: nothing lost, no key reordered, the cost reported."""
     relax = _keyed_increase(fleet, admin, make_topic, run_dag, monkeypatch, "relax")
-    print("relax:", relax["verdict"].summary(), relax["window"]["drivers"])
+    drivers = relax["paused"]["drivers"]
+    print("relax:", relax["verdict"].summary(), drivers)
     assert not relax["verdict"].lost, relax["verdict"].summary()
     assert relax["verdict"].keys_out_of_order > 0, f"relax reordered nothing: {relax['verdict'].summary()}"
     assert relax["plan"]["key_order"] == "relaxed" and relax["plan"]["driver"]["name"] == "consumers"
-    assert relax["window"]["drivers"]["stopped_groups"] == [relax["group"]]
-    assert relax["window"]["drivers"]["started_groups"] == [relax["group"]]
+    assert drivers["stopped_groups"] == [relax["group"]] and drivers["started_groups"] == [relax["group"]]
     assert not relax["started"], "relax drains nothing: the producers were never stopped"
 
-    drained = _keyed_increase(fleet, admin, make_topic, run_dag, monkeypatch, "preserve")
-    verdict, window, started = drained["verdict"], drained["window"], drained["started"]
-    print("drain:", verdict.summary(), window["drivers"], started)
+    drained = _keyed_increase(
+        fleet, admin, make_topic, run_dag, monkeypatch, "preserve", "kstate_partition_increase_per_step"
+    )
+    verdict, switch, started = drained["verdict"], drained["switch"], drained["started"]
+    print("drain:", verdict.summary(), drained["paused"], started)
     assert not verdict.lost, verdict.summary()
     assert verdict.keys_out_of_order == 0, verdict.summary()
     assert drained["plan"]["key_order"] == "drained", drained["plan"]
-    assert window["drivers"]["producers_stopped"]["services"] == ["producer"]
-    assert window["switch"]["drain"]["groups"] == [drained["group"]]
-    assert window["switch"]["drain"]["backlog"][drained["group"]] > 0, "no backlog at the switch"
+    assert drained["paused"]["producers_stopped"]["services"] == ["producer"]
+    assert drained["paused"]["stopped_groups"] == [drained["group"]]
+    assert drained["resumed"]["started_groups"] == [drained["group"]]
+    assert switch["drain"]["groups"] == [drained["group"]]
+    assert switch["drain"]["backlog"][drained["group"]] > 0, "no backlog at the switch"
     assert started["services"] == ["producer"] and not started["start_failures"], started
     assert started["producer_downtime_s"] > 0 and started["backlog_at_switch"] > 0, started
     assert drained["verify"]["groups"][drained["group"]]["plan"] == "drained", drained["verify"]
