@@ -96,6 +96,11 @@ def report_location(base: str, topic: str, owner: str, step: str) -> str:
     return f"{(base or default_report_base()).rstrip('/')}/{topic}/{safe_owner}/{step}.jsonl.gz"
 
 
+def progress_location(base: str, topic: str, owner: str) -> str:
+    """Return the URI of a run's progress document: ``BASE/TOPIC/OWNER/progress.json``."""
+    return re.sub(r"\.jsonl\.gz$", ".json", report_location(base, topic, owner, "progress"))
+
+
 def is_local(uri: str) -> bool:
     """Whether ``uri`` is a path on this machine's disk (no scheme, or ``file://``)."""
     return urlparse(uri).scheme in ("", "file")

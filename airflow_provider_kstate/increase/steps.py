@@ -28,6 +28,7 @@ from airflow_provider_kstate.errors import (
 )
 from airflow_provider_kstate.increase.checks import groups_empty
 from airflow_provider_kstate.increase.drivers import CommandPairs, CommandResult, DriverKind
+from airflow_provider_kstate.increase.events import GroupState, NoEvents, ProducerState, RunEvents
 from airflow_provider_kstate.increase.fleet import commands_of, live_groups, producer_commands
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, KeyOrderPort, KeyOrderSwitch
 from airflow_provider_kstate.increase.plan import Plan
@@ -129,6 +130,8 @@ class SafeIncreaseSteps:
     producers_stopped: dict[str, Any] | None = None
     #: Start or readiness commands that failed (logged; the broker's view of the group decides what follows).
     start_failures: list[CommandResult] = field(default_factory=list)
+    #: Where the run reports its step and each group's state (the run's progress file, metrics).
+    events: RunEvents = field(default_factory=NoEvents)
     #: ``time.monotonic()`` when the control pause was sent: the live groups' downtime starts there.
     paused_at: float | None = None
     #: Seconds the command-driven groups took to stop and become EMPTY (None: none was stopped).
@@ -166,16 +169,21 @@ class SafeIncreaseSteps:
         (:meth:`undo_before_create`).
         """
         self.lease_check()
+        self.events.step("pause")
         groups = self.plan.where("pause") if groups is None else groups
         if self.drains and self.producers_stopped is None:
             self.stop_producers()
         self._stop_command_groups(groups)
         self.paused_at = time.monotonic()
         epoch = self.control.pause(groups, self.topic, issuer=self.owner)
+        self.events.groups(
+            [g for g in self.plan.where("wait") if g not in self.stopped_groups], GroupState.STOPPING
+        )
         self.log.info("PAUSE groups %s: pause command sent (epoch %s)", names(groups), epoch)
         original = self.plan.original_partitions
         if not self.drains:  # a drain's hold already pins them to the current count
             layout = self.control.set_layout(self.topic, original, issuer=self.owner)
+            self.events.producers(ProducerState.PINNED)
             self.log.info(
                 "PAUSE producers of %s pinned to the current %s partitions (epoch %s)",
                 self.topic,
@@ -195,6 +203,7 @@ class SafeIncreaseSteps:
             return
         started = time.monotonic()
         self.stopped_groups = list(dict.fromkeys([*self.stopped_groups, *live]))
+        self.events.groups(live, GroupState.STOPPING)
         self.commands.stop(commands_of(self.plan, live), "group")
         self.wait_empty(self.empty_timeout, groups=live)
         self.stop_s = round(time.monotonic() - started, 3)
@@ -210,6 +219,7 @@ class SafeIncreaseSteps:
         services = producer_commands(self.plan)
         self.producers_stopped = {**held, "services": sorted(services)}
         self.commands.stop(services, "producer")
+        self.events.producers(ProducerState.STOPPED)
         return self.producers_stopped
 
     def undo_before_create(self) -> None:
@@ -223,6 +233,8 @@ class SafeIncreaseSteps:
         self.log.warning("UNDO producers of %s on the current layout (epoch %s)", self.topic, layout)
         if self.producers_stopped is not None:
             self.start_failures += self.commands.start(producer_commands(self.plan), "producer")
+        self.events.groups(groups, GroupState.RESUMED)
+        self.events.producers(ProducerState.RUNNING)
 
     def key_order_switch(self) -> KeyOrderSwitch:
         """The switch of the producers, through the key-order barrier with ``key_order="preserve"``."""
@@ -243,6 +255,7 @@ class SafeIncreaseSteps:
         while True:
             result = groups_empty(self.admin, self.topic, groups)
             if result.ok:
+                self.events.groups([g for g in groups if g in self.plan.where("wait")], GroupState.PAUSED)
                 self.log.info("WAIT groups %s are EMPTY", names(groups))
                 return {"groups": len(groups)}
             if time.monotonic() > deadline:
@@ -254,6 +267,7 @@ class SafeIncreaseSteps:
     def increase(self, timeout: float) -> dict[str, Any]:
         """Grow the topic to the target (validate first); a no-op when it is already there (a retry, a repair)."""
         original, target = self.plan.original_partitions, self.plan.target_partitions
+        self.events.step("increase")
         current = self.admin.partition_count(self.topic)
         if current == target:
             self.log.info(
@@ -295,6 +309,7 @@ class SafeIncreaseSteps:
         result = SeedResult(self.admin.partition_count(self.topic))
         if not groups:
             return result
+        self.events.step("seed")
         self._check_empty(groups)
         self.lease_check()
         before = self._committed(groups, result.partitions)
@@ -307,6 +322,7 @@ class SafeIncreaseSteps:
             result.groups[group] = self._record(group, before[group], gaps[group], starts, exceptions, report)
             self.known[group] = result.partitions
         exceptions.close(self.plan.report_uri or "of this step")
+        self.events.groups(groups, GroupState.SEEDED)
         return result
 
     def _check_empty(self, groups: list[str]) -> None:
@@ -390,10 +406,16 @@ class SafeIncreaseSteps:
         if missing:
             raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
         self.lease_check()
+        self.events.step("switch")
         target = self.plan.target_partitions
         if self.drains:
-            return self.key_order_switch().drain_barrier(live or [])
+            drained = self.key_order_switch().drain_barrier(live or [])
+            self.events.groups(drained["held_groups"], GroupState.AT_BARRIER)
+            self.events.groups(drained["drain"]["groups"], GroupState.DRAINING)
+            return drained
         out: dict[str, Any] = self.key_order_switch().switch(live or [])
+        self.events.groups(out.get("held_groups", []), GroupState.AT_BARRIER)
+        self.events.producers(ProducerState.SWITCHED)
         self.log.info(
             "SCALE producers of %s: layout of %s partitions is live (epoch %s)",
             self.topic,
@@ -418,6 +440,7 @@ class SafeIncreaseSteps:
         if missing:
             raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
         self.lease_check()
+        self.events.step("resume")
         epoch = self.control.resume(groups, self.topic, issuer=self.owner)
         self.log.info(
             "RESUME groups %s: each has a committed offset on every partition; resume sent (epoch %s)",
@@ -426,7 +449,9 @@ class SafeIncreaseSteps:
         )
         self.resumed_at = time.monotonic()
         started = [g for g in live_groups(self.plan, DriverKind.COMMAND) if g in groups]
+        self.events.groups([g for g in groups if g not in started], GroupState.RESUMED)
         failed = self.commands.start(commands_of(self.plan, started), "group")
+        self.events.groups(started, GroupState.RESUMED)
         self.start_failures += failed
         if started:
             self.start_s = round(time.monotonic() - self.resumed_at, 3)
@@ -448,8 +473,11 @@ class SafeIncreaseSteps:
         if missing:
             raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
         self.lease_check()
+        self.events.step("start_producers")
+        self.events.groups(drain.get("groups") or [], GroupState.DRAINED)
         epoch = self.control.set_layout(self.topic, self.plan.target_partitions, issuer=self.owner)
         failed = self.commands.start(producer_commands(self.plan), "producer")
+        self.events.producers(ProducerState.SWITCHED)
         self.start_failures += failed
         downtime = round((time.time() * 1000 - int(drain.get("stopped_at") or 0)) / 1000.0, 3)
         backlog = sum(int(v) for v in (drain.get("backlog") or {}).values())

@@ -9,9 +9,10 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
 from airflow_provider_kstate.exceptions import TranslatesDomainErrors
+from airflow_provider_kstate.increase.events import Events, ProgressFile
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.increase.plan import Plan
-from airflow_provider_kstate.increase.report import report_location
+from airflow_provider_kstate.increase.report import progress_location, report_location
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 from airflow_provider_kstate.lease import LeaseKeeper, run_owner
 
@@ -118,8 +119,16 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
             self.log,
             keeper.owner,
             lease_check=lambda: keeper.renew(plan),
+            events=self.events(context),
             **options,
         )
+
+    def events(self, context: Any) -> Events:
+        """Where this task reports the run's step and each group's state: the run's progress document
+        (``progress.json`` in its report folder, which the kstate page watches)."""
+        plan, owner = self.typed_plan, run_owner(context)
+        uri = progress_location(plan.report_uri, plan.topic, owner)
+        return Events([ProgressFile(self.report_storage, uri, plan, owner)], self.log)
 
     def post_execute(self, context: Any, result: Any = None) -> None:
         """Drop this task's Kafka clients when it ends, so none outlives the task (and its broker)."""

@@ -51,6 +51,7 @@ class KStateFailureGuardOperator(KStateStepOperator):
         plan, keeper = self.typed_plan, self.keeper(context)
         owner = keeper.owner
         self._check_lease(keeper)
+        self.events(context).finish("failed")
         current = self.admin.partition_count(self.topic)
         if plan.mode == PlanMode.INCREASE and current == plan.original_partitions:
             self._resume(plan.where("pause"), owner)

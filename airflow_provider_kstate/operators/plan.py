@@ -75,6 +75,7 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
     :param lease_ttl: seconds the lease lives without renewal (running steps renew it).
     :param report_uri: where the per-group, per-partition reports go: a local folder or any URI Airflow's
         ``ObjectStoragePath`` reaches (``s3://bucket/kstate``); empty: ``$AIRFLOW_HOME/kstate-reports``.
+    :param report_conn_id: the Airflow connection whose credentials reach ``report_uri`` (object storage).
     :param spark_group_prefixes: group-id prefixes of Spark Structured Streaming sources (left alone).
     :param request_timeout: seconds to wait for each request to the cluster.
     """
@@ -117,6 +118,7 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         lease_topic: str = DEFAULT_LEASE_TOPIC,
         lease_ttl: float = DEFAULT_LEASE_TTL,
         report_uri: str = "",
+        report_conn_id: str | None = None,
         spark_group_prefixes: tuple[str, ...] = DEFAULT_SPARK_PREFIXES,
         request_timeout: float = 30.0,
         **kwargs: Any,
@@ -141,6 +143,7 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         self.lease_topic = lease_topic
         self.lease_ttl = lease_ttl
         self.report_uri = report_uri
+        self.report_conn_id = report_conn_id
         self.spark_group_prefixes = spark_group_prefixes
         self.request_timeout = request_timeout
 
@@ -171,7 +174,18 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
             self.log.info("PLAN dry run: stopping after the plan; nothing was changed and no lease was taken")
             return plan.to_dict()
         self._take_lease(hook, keeper, plan)
+        self._planned(plan, keeper.owner)
         return plan.to_dict()
+
+    def _planned(self, plan: Plan, owner: str) -> None:
+        """Start the run's progress document (the kstate page shows the run from here on)."""
+        from airflow_provider_kstate.hooks.reports import ObjectStorageReports
+        from airflow_provider_kstate.increase.events import Events, ProgressFile
+        from airflow_provider_kstate.increase.report import progress_location
+
+        uri = progress_location(plan.report_uri, plan.topic, owner)
+        storage = ObjectStorageReports(self.report_conn_id)
+        Events([ProgressFile(storage, uri, plan, owner)], self.log).step("planned")
 
     def _build(self, hook: KStateLeaseHook, topic: str, target: int) -> Plan:
         groups = as_str_list("consumer_groups", self.consumer_groups)

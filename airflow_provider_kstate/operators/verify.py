@@ -158,6 +158,7 @@ class KStateVerifyOperator(KStateStepOperator):
             rows = report.rows
         problems.close(uri)
         cautions.close(uri)
+        self._report_progress(context, barrier, problems.count)
         summary = {
             "topic": self.topic,
             "ok": not problems.count,
@@ -195,6 +196,16 @@ class KStateVerifyOperator(KStateStepOperator):
             )
         finally:
             self.control.close()
+
+    def _report_progress(self, context: Any, order: dict[str, Any], problems: int) -> None:
+        """The groups past the barrier (or drained) are ``passed``; the run ends here."""
+        from airflow_provider_kstate.increase.events import GroupState
+
+        events = self.events(context)
+        events.step("verify")
+        passed = [g for g, e in order.get("groups", {}).items() if "passed_after_s" in e or "drained" in e]
+        events.groups(passed, GroupState.PASSED)
+        events.finish("failed" if problems else "success")
 
     def _drained(self, plan: Any, order: dict[str, Any]) -> dict[str, Any]:
         """Add each drained group to the key-order summary: the producers waited until it had consumed

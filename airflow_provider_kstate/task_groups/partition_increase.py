@@ -219,6 +219,7 @@ def _plan(
         own_tasks=options.steps.own_consumer_tasks,
         dry_run=dry_run,
         report_uri=options.connection.report_uri,
+        report_conn_id=options.connection.report_conn_id,
         **_common(options),
     )
 

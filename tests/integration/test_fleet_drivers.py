@@ -14,6 +14,7 @@ import json
 import threading
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -241,6 +242,13 @@ def test_a_mixed_fleet_each_group_by_its_driver_no_group_held_hostage(
 
     assert done.state == "success", _states(done)
     assert window["drivers"]["stopped_groups"] == [kjs] and window["timings"]["command_stop_s"] >= 3.0
+    progress = json.loads((Path(window["report_uri"]).parent / "progress.json").read_text())
+    groups = progress["groups"]
+    assert progress["outcome"] == "success" and progress["step"] == "verify", progress
+    assert groups[kjs]["driver"] == "command kjs" and groups[cc]["driver"] == "control", groups
+    assert groups[cc]["key_order"] == "barrier" and groups[cc]["state"] == "passed", groups[cc]
+    out = {g: (e["back_at"] - e["out_since"]) / 1000.0 for g, e in groups.items()}
+    assert out[kjs] >= 3.0 > out[cc], f"downtime per group in the progress document: {out}"
     assert restart is not None and downtime is not None
     assert downtime <= max(1.5 * restart, restart + 0.5), (
         f"the ControlledConsumer group was out {downtime:.3f} s, a plain restart {restart:.3f} s"

@@ -1,0 +1,260 @@
+"""What a run of the increase tells the world while it goes: its step, each group's state and the
+producers' state.
+
+The steps report through the :class:`RunEvents` port (a no-op by default). :class:`ProgressFile` keeps the
+run's :class:`RunProgress` in its report folder (``progress.json`` beside ``seed.jsonl.gz``), written at
+every event, so the kstate page can show a run in progress from the same files the proof is read from;
+each task of the run (the window, or one task per step, then ``verify`` and the guard) continues the file
+the earlier ones wrote. Other sinks (metrics) implement the same port.
+
+A group's **downtime** is from the moment the run asked it to leave (the pause record, or its stop command)
+to the moment it was asked back (the resume record, or its start command returned ready): the time its
+consumers were out of their group because of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from airflow_provider_kstate.client.protocol import StrEnum
+from airflow_provider_kstate.errors import ReportError
+from airflow_provider_kstate.increase.report import LOCAL
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.increase.plan import Plan
+    from airflow_provider_kstate.increase.ports import ReportStorage
+
+PROGRESS_KIND = "kstate-increase-progress"
+PROGRESS_VERSION = 1
+
+
+class GroupState(StrEnum):
+    """Where a protected group stands in a run."""
+
+    PLANNED = "planned"
+    STOPPING = "stopping"  # asked to leave (pause record sent, or stop command running)
+    PAUSED = "paused"  # the broker reports it EMPTY
+    SEEDED = "seeded"  # an offset on every partition
+    RESUMED = "resumed"  # asked back (resume record sent, or start command ready)
+    AT_BARRIER = "at_barrier"  # its consumers hold at the key-order barrier
+    DRAINING = "draining"  # the producers wait for it to consume what was written before they stopped
+    DRAINED = "drained"  # it has: the producers started
+    PASSED = "passed"  # past the barrier (or drained), verified
+
+
+class ProducerState(StrEnum):
+    """Where the topic's producers stand in a run."""
+
+    RUNNING = "running"
+    PINNED = "pinned"  # on the old layout (ControlledProducers)
+    STOPPED = "stopped"  # held, or stopped by their commands, for a drain
+    SWITCHED = "switched"  # on the new layout
+
+
+#: The states in which a group's consumers are out of their group because of the run.
+OUT = (GroupState.STOPPING, GroupState.PAUSED, GroupState.SEEDED)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RunEvents(Protocol):
+    """What the steps report while they run."""
+
+    def step(self, name: str) -> None:
+        """The run entered step ``name`` (``pause``, ``increase``, ``seed``, ``resume``, ``switch`` ...)."""
+        ...
+
+    def groups(self, groups: Iterable[str], state: GroupState) -> None:
+        """``groups`` reached ``state``."""
+        ...
+
+    def producers(self, state: ProducerState) -> None:
+        """The producers reached ``state``."""
+        ...
+
+    def finish(self, outcome: str) -> None:
+        """The run ended: ``success`` or ``failed``."""
+        ...
+
+
+class NoEvents:
+    """The default sink: nothing is reported."""
+
+    def step(self, name: str) -> None:
+        pass
+
+    def groups(self, groups: Iterable[str], state: GroupState) -> None:
+        pass
+
+    def producers(self, state: ProducerState) -> None:
+        pass
+
+    def finish(self, outcome: str) -> None:
+        pass
+
+
+@dataclass
+class GroupProgress:
+    """One group in a run: its state, driver and key-order mark, and when it was out of its group."""
+
+    state: str = GroupState.PLANNED
+    driver: str = ""
+    key_order: str = ""
+    out_since: int | None = None
+    back_at: int | None = None
+
+    def downtime_s(self, now: int) -> float | None:
+        """Seconds out of its group because of the run (so far, while it is out); None: never out."""
+        if self.out_since is None:
+            return None
+        return round(((self.back_at or now) - self.out_since) / 1000.0, 3)
+
+
+@dataclass
+class RunProgress:
+    """A run's progress document (``progress.json``): JSON, with its kind and version.
+
+    :ivar run: the run's owner (``dag_id/run_id``).
+    :ivar step: the step the run is in (the last one reported).
+    :ivar outcome: empty while it runs; ``success`` or ``failed`` once it ended.
+    """
+
+    topic: str
+    run: str
+    original_partitions: int
+    target_partitions: int
+    step: str = "plan"
+    started_at: int = field(default_factory=now_ms)
+    updated_at: int = field(default_factory=now_ms)
+    outcome: str = ""
+    producers: str = ProducerState.RUNNING
+    producers_since: int = field(default_factory=now_ms)
+    groups: dict[str, GroupProgress] = field(default_factory=dict)
+    kind: str = PROGRESS_KIND
+    v: int = PROGRESS_VERSION
+
+    @classmethod
+    def of_plan(cls, plan: Plan, run: str) -> RunProgress:
+        groups = {
+            g: GroupProgress(driver=plan.groups[g].driver.describe(), key_order=str(plan.groups[g].key_order))
+            for g in plan.where("seed")
+        }
+        return cls(plan.topic, run, plan.original_partitions, plan.target_partitions, groups=groups)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunProgress:
+        """Read a progress document; anything else is :class:`ReportError` naming what is wrong."""
+        try:
+            raw = json.loads(text)
+            if raw.get("kind") != PROGRESS_KIND or raw.get("v") != PROGRESS_VERSION:
+                raise ValueError(f"not a {PROGRESS_KIND} v{PROGRESS_VERSION} document")
+            groups = {str(g): GroupProgress(**e) for g, e in raw.pop("groups").items()}
+            return cls(**raw, groups=groups)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ReportError(f"not a run progress document: {exc}") from exc
+
+    def summary(self, now: int | None = None) -> dict[str, Any]:
+        """The document with each group's downtime (so far): what the kstate page shows."""
+        at = now or now_ms()
+        out = asdict(self)
+        for name, group in self.groups.items():
+            out["groups"][name]["downtime_s"] = group.downtime_s(at)
+        out["running"] = not self.outcome
+        return out
+
+
+class ProgressFile:
+    """Keeps a run's :class:`RunProgress` at ``uri``, written at every event (small: a few KB with 100
+    groups). A task of a run continues the document the earlier tasks of the same run wrote.
+
+    :param storage: where the run's reports live.
+    :param uri: the document's URI (the run's report folder, ``progress.json``).
+    :param plan: the run's plan.
+    :param run: the run's owner.
+    """
+
+    def __init__(self, storage: ReportStorage | None, uri: str, plan: Plan, run: str) -> None:
+        self.storage = storage or LOCAL
+        self.uri = uri
+        self.progress = self._load(plan, run)
+
+    def _load(self, plan: Plan, run: str) -> RunProgress:
+        try:
+            with self.storage.open(self.uri, "r") as handle:
+                found = RunProgress.from_json(handle.read())
+        except (OSError, ReportError):
+            return RunProgress.of_plan(plan, run)
+        return found if found.run == run else RunProgress.of_plan(plan, run)
+
+    def _write(self) -> None:
+        self.progress.updated_at = now_ms()
+        try:
+            with self.storage.open(self.uri, "w") as handle:
+                handle.write(self.progress.to_json().encode())
+        except OSError as exc:  # progress is for watching: a failed write never fails the run
+            raise ReportError(f"progress {self.uri}: {exc}") from exc
+
+    def step(self, name: str) -> None:
+        self.progress.step = name
+        self._write()
+
+    def groups(self, groups: Iterable[str], state: GroupState) -> None:
+        at = now_ms()
+        for name in groups:
+            group = self.progress.groups.setdefault(name, GroupProgress())
+            if state in OUT and group.out_since is None:
+                group.out_since, group.back_at = at, None
+            if state == GroupState.RESUMED and group.out_since is not None and group.back_at is None:
+                group.back_at = at
+            group.state = state
+        self._write()
+
+    def producers(self, state: ProducerState) -> None:
+        self.progress.producers, self.progress.producers_since = state, now_ms()
+        self._write()
+
+    def finish(self, outcome: str) -> None:
+        self.progress.outcome = outcome
+        self._write()
+
+
+class Events:
+    """Several sinks as one; a sink that fails is logged and dropped (watching never fails a run).
+
+    :param log: the task's logger.
+    """
+
+    def __init__(self, sinks: Sequence[RunEvents], log: Any) -> None:
+        self.sinks = list(sinks)
+        self.log = log
+
+    def _each(self, name: str, *args: Any) -> None:
+        for sink in list(self.sinks):
+            try:
+                getattr(sink, name)(*args)
+            except Exception as exc:  # noqa: BLE001 - a broken sink must not fail the change it watches
+                self.log.warning(
+                    "progress sink %s failed (%s): dropped for this task", type(sink).__name__, exc
+                )
+                self.sinks.remove(sink)
+
+    def step(self, name: str) -> None:
+        self._each("step", name)
+
+    def groups(self, groups: Iterable[str], state: GroupState) -> None:
+        self._each("groups", list(groups), state)
+
+    def producers(self, state: ProducerState) -> None:
+        self._each("producers", state)
+
+    def finish(self, outcome: str) -> None:
+        self._each("finish", outcome)
