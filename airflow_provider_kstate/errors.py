@@ -51,6 +51,10 @@ class UnsupportedGroupTypeError(KStateError):
     application not acknowledged, a group whose type the client cannot tell)."""
 
 
+class InvalidChoiceError(KStateError, ValueError):
+    """A value is not one of its choices (a mode, a key order, a group role ...); the message names them."""
+
+
 class InvalidDriverError(KStateError):
     """A driver (a group's or a producer service's) is malformed or names nothing the run knows."""
 

@@ -20,7 +20,7 @@ from typing import Any
 from airflow.exceptions import AirflowException
 
 from airflow_provider_kstate import errors
-from airflow_provider_kstate.utils.compat import AirflowFailException
+from airflow_provider_kstate.compat import AirflowFailException
 
 
 class KStateError(AirflowException, errors.KStateError):
@@ -134,6 +134,10 @@ class UnsupportedGroupTypeError(KStateFatalError, errors.UnsupportedGroupTypeErr
     application not acknowledged, a group whose type the client cannot tell)."""
 
 
+class InvalidChoiceError(KStateConfigError, errors.InvalidChoiceError):
+    """A value is not one of its choices (a mode, a key order, a group role ...); the message names them."""
+
+
 class InvalidDriverError(KStateFatalError, errors.InvalidDriverError):
     """A driver (a group's or a producer service's) is malformed or names nothing the run knows."""
 
@@ -167,6 +171,7 @@ FACES: dict[type, type[KStateError]] = {
     errors.ReportError: ReportError,
     errors.TopicChangedError: TopicChangedError,
     errors.UnsupportedGroupTypeError: UnsupportedGroupTypeError,
+    errors.InvalidChoiceError: InvalidChoiceError,
     errors.InvalidDriverError: InvalidDriverError,
     errors.UndrivableGroupError: UndrivableGroupError,
     errors.GroupNeverLeftError: GroupNeverLeftError,

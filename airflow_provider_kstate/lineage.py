@@ -309,21 +309,10 @@ def _guarded(build: Any) -> Any:
 
 
 def step_kind(operator: Any) -> str | None:
-    """Return the lineage kind of a safe-increase operator (None for pause, resume, scale and guard)."""
-    from airflow_provider_kstate.operators.partitions import KStateIncreasePartitionsOperator
-    from airflow_provider_kstate.operators.plan import KStatePlanOperator
-    from airflow_provider_kstate.operators.seed import KStateSeedOffsetsOperator
-    from airflow_provider_kstate.operators.verify import KStateVerifyOperator
-    from airflow_provider_kstate.operators.window import KStatePauseWindowOperator
-
-    kinds = (
-        (KStatePlanOperator, "plan"),
-        (KStateIncreasePartitionsOperator, "increase"),
-        (KStateSeedOffsetsOperator, "seed"),
-        (KStatePauseWindowOperator, "window"),
-        (KStateVerifyOperator, "verify"),
-    )
-    return next((kind for cls, kind in kinds if isinstance(operator, cls)), None)
+    """Return the lineage kind an operator declares (``lineage_kind``: ``plan``, ``increase``, ``seed``,
+    ``window``, ``verify``; None for the steps that neither read nor change the topic's data)."""
+    kind = getattr(operator, "lineage_kind", None)
+    return str(kind) if kind else None
 
 
 @_guarded
@@ -357,8 +346,6 @@ def store_lineage(operator: Any, task_instance: Any = None, complete: bool = Fal
     :param task_instance: the running task instance (its XCom holds the report on completion).
     :param complete: add what the run found (the report).
     """
-    from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
-
     report = (task_result(task_instance) if complete else None) or {}
     changelog = topic_dataset(bootstrap_servers(operator.kafka_config_id), str(operator.topic))
     snapshot = snapshot_dataset(str(operator.snapshot_uri))
@@ -370,7 +357,7 @@ def store_lineage(operator: Any, task_instance: Any = None, complete: bool = Fal
         log_facets[FACET_KEY] = _kstate_facet(store_facet(report, "changelog"))
         snap_facets[FACET_KEY] = _kstate_facet(store_facet(report, "snapshot"))
         _standard_facets(report, snap_facets, log_io, snap_io)
-    if isinstance(operator, KStateRebuildOperator):
+    if getattr(operator, "writes_snapshot", False):
         return _lineage(
             [_dataset("input", changelog, log_facets, log_io)],
             [_dataset("output", snapshot, snap_facets, snap_io)],

@@ -52,11 +52,11 @@ group to be EMPTY (or STABLE on resume), acknowledgements only make the wait obs
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 from typing import Any
+
+from airflow_provider_kstate.enums import StrEnum
 
 PROTOCOL_VERSION = 1
 DEFAULT_CONTROL_TOPIC = "_kstate_control"
@@ -82,16 +82,6 @@ BARRIER_PENDING = "pending"
 BARRIER_HOLD = "hold"
 BARRIER_OFF = "off"
 BARRIER_STATES = (BARRIER_PENDING, BARRIER_HOLD, BARRIER_OFF)
-
-if sys.version_info >= (3, 11):
-    from enum import StrEnum
-else:  # Python 3.10: the same, by hand (members equal their values and print as them)
-
-    class StrEnum(str, Enum):
-        """A string enum: each member equals its value, so params, XCom and templates keep working."""
-
-        def __str__(self) -> str:
-            return str(self.value)
 
 
 class KeyOrder(StrEnum):

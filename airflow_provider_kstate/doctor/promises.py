@@ -7,7 +7,7 @@ promise it needs is broken, unless the user accepts that one deviation by name
 
 from __future__ import annotations
 
-from airflow_provider_kstate.client.protocol import StrEnum
+from airflow_provider_kstate.enums import StrEnum
 
 #: ApiVersions lists CreatePartitions (key 37): the increase itself.
 API_CREATE_PARTITIONS = "api.create_partitions"

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
-from airflow_provider_kstate.client.protocol import StrEnum
+from airflow_provider_kstate.enums import StrEnum, choice
 from airflow_provider_kstate.errors import DriverCommandError, InvalidDriverError
 
 #: Seconds each command of a command pair may run (and the ready check may keep failing) by default.
@@ -84,10 +84,7 @@ class Driver:
             return ControlDriver(name=label)
         if kind == DriverKind.TASK:
             return TaskDriver(name=label)
-        if kind != DriverKind.COMMAND:
-            raise InvalidDriverError(
-                f"driver {label or '?'!r}: kind must be one of control, command, task, got {kind!r}"
-            )
+        choice(f"driver {label or '?'!r}: kind", kind, DriverKind, InvalidDriverError)
         unknown = sorted(set(data) - {"kind", "name", "stop", "start", "ready", "timeout"})
         if unknown:
             raise InvalidDriverError(f"driver {label!r}: unknown fields {unknown}")

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_provider_kstate.client.protocol import StrEnum
+from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import ReportError
 from airflow_provider_kstate.increase.report import LOCAL
 

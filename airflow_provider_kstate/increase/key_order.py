@@ -23,7 +23,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_kstate.client.protocol import (
-    KEY_ORDERS,
     PRESERVE,
     STATE_BARRIER,
     STATE_HELD,
@@ -37,6 +36,7 @@ from airflow_provider_kstate.client.protocol import (
     layout_key,
     now_ms,
 )
+from airflow_provider_kstate.enums import choice
 from airflow_provider_kstate.increase.plan import KeyOrderMark, Plan
 
 if TYPE_CHECKING:
@@ -89,10 +89,9 @@ class KeyOrderPort(Protocol):
 
 
 def check_key_order(value: str) -> KeyOrder:
-    """Return ``value`` as a :class:`KeyOrder`, else raise ``ValueError`` naming the choices."""
-    if value not in KEY_ORDERS:
-        raise ValueError(f"key_order must be one of {', '.join(KEY_ORDERS)}, got {value!r}")
-    return KeyOrder(value)
+    """Return ``value`` as a :class:`KeyOrder`, else raise :class:`InvalidChoiceError` (fatal in a task;
+    also a ``ValueError``) naming the choices."""
+    return choice("key_order", value, KeyOrder)
 
 
 #: How a protected group goes through the switch, as the plan sees it (``GroupPlan.key_order``): the

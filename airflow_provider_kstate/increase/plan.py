@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow_provider_kstate.client.protocol import StrEnum
+from airflow_provider_kstate import enums
+from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import (
     InternalTopicError,
     InvalidPartitionCountError,
@@ -114,13 +115,9 @@ UNSUPPORTED = (GroupClass.SHARE, GroupClass.STREAMS, GroupClass.UNKNOWN_TYPE, Gr
 
 
 def choice(what: str, value: str, choices: type[_Choice]) -> _Choice:
-    """Return ``value`` as a member of ``choices``, else raise :class:`InvalidPlanError` naming them (an
-    empty member reads ``or empty``)."""
-    if value not in tuple(choices):
-        named = ", ".join(str(c) for c in choices if str(c))
-        empty = " or empty" if "" in tuple(choices) else ""
-        raise InvalidPlanError(f"{what} must be one of {named}{empty}, got {value!r}")
-    return choices(value)
+    """Return ``value`` as a member of ``choices``, else raise :class:`InvalidPlanError` naming them (the
+    one coercer, :func:`airflow_provider_kstate.enums.choice`, with the plan's error)."""
+    return enums.choice(what, value, choices, InvalidPlanError)
 
 
 def group_class(value: str) -> GroupClass:

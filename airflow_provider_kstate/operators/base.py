@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
@@ -42,6 +42,9 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
 
     template_fields: tuple[str, ...] = ("plan",)
     ui_color = "#fdf1e3"
+    #: What the step is to lineage (:func:`airflow_provider_kstate.lineage.increase_lineage`): the topic
+    #: it reads (``plan``, ``verify``) or changes (``increase``, ``seed``, ``window``); None: neither.
+    lineage_kind: ClassVar[str | None] = None
 
     def __init__(
         self,

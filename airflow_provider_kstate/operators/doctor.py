@@ -10,7 +10,7 @@ from airflow_provider_kstate.doctor.cache import DEFAULT_TTL
 from airflow_provider_kstate.doctor.promises import NEEDS, Needs, check_names
 from airflow_provider_kstate.exceptions import KStateConfigError
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
-from airflow_provider_kstate.utils.coerce import as_bool, as_str_list
+from airflow_provider_kstate.params import as_bool, as_str_list
 
 
 class KStateBrokerDoctorOperator(BaseOperator):

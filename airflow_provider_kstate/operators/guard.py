@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_kstate.compat import AirflowSkipException
 from airflow_provider_kstate.exceptions import KStateError, LeaseHeldError, UnsafeResumeError
 from airflow_provider_kstate.increase.drivers import CommandPairs, DriverKind
 from airflow_provider_kstate.increase.fleet import commands_of, live_groups, producer_commands
@@ -13,7 +14,6 @@ from airflow_provider_kstate.increase.safety import partial_increase_runbook, un
 from airflow_provider_kstate.increase.steps import names
 from airflow_provider_kstate.lease import LeaseKeeper
 from airflow_provider_kstate.operators.base import KStateStepOperator
-from airflow_provider_kstate.utils.compat import AirflowSkipException
 
 
 class KStateFailureGuardOperator(KStateStepOperator):

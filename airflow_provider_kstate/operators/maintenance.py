@@ -11,11 +11,11 @@ from typing import Any
 from airflow.providers.standard.operators.branch import BaseBranchOperator
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kstate.client.protocol import StrEnum
+from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.exceptions import StateCheckFailed
+from airflow_provider_kstate.params import as_choice
 from airflow_provider_kstate.store.fast_check import partial_scope
 from airflow_provider_kstate.store.results import CheckReport
-from airflow_provider_kstate.utils.coerce import as_choice
 
 
 class RebuildMode(StrEnum):

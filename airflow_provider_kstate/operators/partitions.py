@@ -14,5 +14,7 @@ class KStateIncreasePartitionsOperator(KStateStepOperator):
     shows the new count. If the topic already has the target count (a retry), it does nothing.
     """
 
+    lineage_kind = "increase"
+
     def execute(self, context: Any) -> dict[str, Any]:
         return self.steps(context).increase(self.request_timeout)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC, DRAIN, PRESERVE
+from airflow_provider_kstate.compat import AirflowSkipException
 from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
 from airflow_provider_kstate.exceptions import KStateConfigError, TopicChangedError, TranslatesDomainErrors
 from airflow_provider_kstate.increase.fleet import DriverChoice, check_drivable, drive
@@ -21,8 +22,7 @@ from airflow_provider_kstate.increase.plan import (
 )
 from airflow_provider_kstate.lease import LeaseKeeper
 from airflow_provider_kstate.operators.doctor import allowed_deviations
-from airflow_provider_kstate.utils.coerce import as_bool, as_int, as_mapping, as_str_list, as_topic
-from airflow_provider_kstate.utils.compat import AirflowSkipException
+from airflow_provider_kstate.params import as_bool, as_int, as_mapping, as_str_list, as_topic
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.hooks.lease import KStateLeaseHook
@@ -96,6 +96,8 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         "report_uri",
     )
     ui_color = "#e3f2fd"
+    #: The plan reads the topic (:func:`airflow_provider_kstate.lineage.increase_lineage`).
+    lineage_kind = "plan"
 
     def __init__(
         self,

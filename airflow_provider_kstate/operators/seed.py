@@ -17,6 +17,8 @@ class KStateSeedOffsetsOperator(KStateStepOperator):
     seeded or kept, log start at seed time) goes to the seed report; XCom gets a summary and its URI.
     """
 
+    lineage_kind = "seed"
+
     def execute(self, context: Any) -> dict[str, Any]:
         steps = self.steps(context)
         uri = self.report_uri(context, "seed")

@@ -39,11 +39,11 @@ from airflow_provider_kstate.operators.spark_app import (
     _app_file,
     spark_app_path,
 )
+from airflow_provider_kstate.params import as_optional_count, as_partitions, as_str_list
 from airflow_provider_kstate.store import results
 from airflow_provider_kstate.store.contract import OFFSET_BOUNDS
 from airflow_provider_kstate.store.layout import DEFAULT_KEEP_VERSIONS
 from airflow_provider_kstate.store.results import CheckReport
-from airflow_provider_kstate.utils.coerce import as_optional_count, as_partitions, as_str_list
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -61,12 +61,12 @@ __all__ = [
 
 
 def parse_partitions(value: Any) -> list[int] | None:
-    """Normalize a partition list (see :func:`~airflow_provider_kstate.utils.coerce.as_partitions`)."""
+    """Normalize a partition list (see :func:`~airflow_provider_kstate.params.as_partitions`)."""
     return as_partitions("partitions", value)
 
 
 def parse_count(value: Any, name: str = "partitions") -> int | None:
-    """Normalize an optional partition count (see :func:`~airflow_provider_kstate.utils.coerce.as_optional_count`)."""
+    """Normalize an optional partition count (see :func:`~airflow_provider_kstate.params.as_optional_count`)."""
     return as_optional_count(name, value)
 
 
@@ -330,6 +330,9 @@ class KStateRebuildOperator(_StoreSparkOperator):
     :param lease_ttl: seconds a crashed run's snapshot lease lasts; renewed every third of it.
     :param kwargs: see :class:`KStateSparkApplicationOperator` and ``SparkSubmitOperator``.
     """
+
+    #: A rebuild writes the snapshot (lineage: changelog in, snapshot out; the checks read both).
+    writes_snapshot = True
 
     template_fields = (*_StoreSparkOperator.template_fields, "partitions", "only_partitions", "keep_versions")
     app_name = "rebuild.py"

@@ -10,6 +10,7 @@ from typing import Any
 from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.errors import ReportError
 from airflow_provider_kstate.exceptions import VerificationError
+from airflow_provider_kstate.failpoints import failpoint
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, check_key_order, watch_release
 from airflow_provider_kstate.increase.plan import PlanMode
 from airflow_provider_kstate.increase.report import (
@@ -23,7 +24,6 @@ from airflow_provider_kstate.increase.report import (
 )
 from airflow_provider_kstate.lease import run_owner
 from airflow_provider_kstate.operators.base import KStateStepOperator
-from airflow_provider_kstate.utils.failpoints import failpoint
 
 
 def judge(row: dict[str, Any]) -> str:
@@ -117,6 +117,8 @@ class KStateVerifyOperator(KStateStepOperator):
         :class:`~airflow_provider_kstate.operators.producers.KStateStartProducersOperator`: each drained
         group is reported ``drained`` with the producers' downtime and the backlog it consumed.
     """
+
+    lineage_kind = "verify"
 
     template_fields: tuple[str, ...] = ("plan", "seed_report", "key_order", "producers_started")
 

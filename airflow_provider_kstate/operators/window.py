@@ -6,12 +6,12 @@ import time
 from typing import Any
 
 from airflow_provider_kstate.client.protocol import PRESERVE
+from airflow_provider_kstate.failpoints import failpoint
 from airflow_provider_kstate.increase.key_order import check_key_order
 from airflow_provider_kstate.increase.plan import GroupClass, PlanMode
 from airflow_provider_kstate.increase.report import ReportWriter, write_report
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps, SeedResult
 from airflow_provider_kstate.operators.base import KStateStepOperator
-from airflow_provider_kstate.utils.failpoints import failpoint
 
 
 class KStatePauseWindowOperator(KStateStepOperator):
@@ -41,6 +41,8 @@ class KStatePauseWindowOperator(KStateStepOperator):
     :param key_order: ``preserve``, ``drain`` or ``relax`` (templated).
     :param drain_timeout: seconds the drain may last (the ControlledProducers' hold outlives it).
     """
+
+    lineage_kind = "window"
 
     template_fields: tuple[str, ...] = ("plan", "key_order")
 

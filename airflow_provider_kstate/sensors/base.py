@@ -9,11 +9,11 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 
 from airflow_provider_kstate import errors
+from airflow_provider_kstate.compat import AirflowSensorTimeout, conf
 from airflow_provider_kstate.exceptions import KStateError, TranslatesDomainErrors
 from airflow_provider_kstate.increase.checks import CHECKS, CheckResult
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
 from airflow_provider_kstate.increase.plan import Plan
-from airflow_provider_kstate.utils.compat import AirflowSensorTimeout, conf
 
 
 class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):

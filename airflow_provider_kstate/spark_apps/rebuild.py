@@ -66,9 +66,9 @@ ROW_GROUP_BYTES = 16 * 1024 * 1024
 
 def failpoint(name: str) -> None:
     """Crash tests: SIGKILL the driver at ``name`` when ``KSTATE_FAILPOINT_FILE`` arms it (see
-    :mod:`airflow_provider_kstate.utils.failpoints`; imported only then, it is not shipped to clusters)."""
+    :mod:`airflow_provider_kstate.failpoints`; imported only then, it is not shipped to clusters)."""
     if os.environ.get("KSTATE_FAILPOINT_FILE"):
-        from airflow_provider_kstate.utils.failpoints import failpoint as fire
+        from airflow_provider_kstate.failpoints import failpoint as fire
 
         fire(name)
 

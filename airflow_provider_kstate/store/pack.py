@@ -28,8 +28,9 @@ from pathlib import Path
 
 #: What the applications import on executors besides the standard library and pyspark.
 EXECUTOR_REQUIREMENTS = ("confluent-kafka", "pyarrow", "numpy", "xxhash")
-#: The package folders executors need (the rest imports Airflow).
+#: The package folders executors need (the rest imports Airflow), and the plain modules they import.
 _SHIPPED = ("store", "spark_apps", "client")
+_SHIPPED_MODULES = ("errors.py", "enums.py")
 
 
 def _package_root() -> Path:
@@ -46,6 +47,8 @@ def provider_zip(dest_dir: str) -> str:
     path = os.path.join(dest_dir, "airflow_provider_kstate.zip")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("airflow_provider_kstate/__init__.py", "")
+        for module in _SHIPPED_MODULES:
+            zf.write(root / module, str(Path("airflow_provider_kstate") / module))
         for folder in _SHIPPED:
             for file in sorted((root / folder).rglob("*.py")):
                 zf.write(file, str(Path("airflow_provider_kstate") / file.relative_to(root)))

@@ -1,4 +1,4 @@
-"""Unit tests of utils/coerce.py: parameters as Airflow renders them, checked with errors naming the argument."""
+"""Unit tests of params.py: parameters as Airflow renders them, checked with errors naming the argument."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kstate.exceptions import KStateConfigError
-from airflow_provider_kstate.utils.coerce import as_bool, as_int, as_str_list, as_topic
+from airflow_provider_kstate.params import as_bool, as_int, as_str_list, as_topic
 
 
 @pytest.mark.parametrize("value,expected", [(3, 3), ("4", 4), (" 5 ", 5)])

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from airflow_provider_kstate import errors, exceptions
+from airflow_provider_kstate.compat import AirflowFailException
 from airflow_provider_kstate.increase.plan import InvalidPlanError
 from airflow_provider_kstate.operators.base import KStateStepOperator
-from airflow_provider_kstate.utils.compat import AirflowFailException
 
 
 def test_every_domain_error_has_an_airflow_face_of_its_name() -> None:

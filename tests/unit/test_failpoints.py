@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-CODE = "from airflow_provider_kstate.utils.failpoints import failpoint; failpoint('after_create'); print('alive')"
+CODE = "from airflow_provider_kstate.failpoints import failpoint; failpoint('after_create'); print('alive')"
 
 
 def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -31,8 +31,8 @@ def test_template_fields_are_tuples_and_constructors_are_keyword_only() -> None:
 def test_the_dry_run_gate_reads_the_plan_from_its_xcom() -> None:
     from kstate_support.fakes import PLAN
 
+    from airflow_provider_kstate.compat import AirflowSkipException
     from airflow_provider_kstate.operators.plan import KStateDryRunGateOperator
-    from airflow_provider_kstate.utils.compat import AirflowSkipException
 
     assert KStateDryRunGateOperator(task_id="g", plan=PLAN).execute({}) is None
     with pytest.raises(AirflowSkipException, match="dry run"):

@@ -30,8 +30,8 @@ def test_sensors_follow_airflows_default_deferrable() -> None:
     import subprocess
     import sys
 
+    from airflow_provider_kstate.compat import conf
     from airflow_provider_kstate.sensors.groups import KStateGroupsEmptySensor
-    from airflow_provider_kstate.utils.compat import conf
 
     default = conf.getboolean("operators", "default_deferrable", fallback=False)
     assert KStateGroupsEmptySensor(task_id="e", plan=PLAN).deferrable is default

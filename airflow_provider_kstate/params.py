@@ -1,4 +1,5 @@
-"""Turn templated or UI-given values into typed ones, with errors that name the argument."""
+"""Operator parameters: templated or UI-given values turned into typed ones, with errors (Airflow faces,
+fatal) that name the argument."""
 
 from __future__ import annotations
 
@@ -6,18 +7,16 @@ import json
 from enum import Enum
 from typing import Any, TypeVar
 
-from airflow_provider_kstate.exceptions import KStateConfigError
+from airflow_provider_kstate.enums import choice
+from airflow_provider_kstate.exceptions import InvalidChoiceError, KStateConfigError
 
 E = TypeVar("E", bound=Enum)
 
 
 def as_choice(name: str, value: Any, choices: type[E]) -> E:
-    """Return ``value`` as a member of the string enum ``choices`` or raise KStateConfigError naming them."""
-    try:
-        return choices(str(value).strip())
-    except ValueError:
-        names = ", ".join(str(c.value) for c in choices)
-        raise KStateConfigError(f"{name} must be one of {names}, got {value!r}") from None
+    """Return ``value`` as a member of the string enum ``choices`` or raise :class:`InvalidChoiceError` (a
+    :class:`KStateConfigError`) naming them: the one coercer, :func:`airflow_provider_kstate.enums.choice`."""
+    return choice(name, value, choices, InvalidChoiceError)
 
 
 def as_int(name: str, value: Any, minimum: int = 1) -> int:
