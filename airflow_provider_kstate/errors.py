@@ -51,7 +51,11 @@ class UnsupportedGroupTypeError(KStateError):
     application not acknowledged, a group whose type the client cannot tell)."""
 
 
-class InvalidChoiceError(KStateError, ValueError):
+class InvalidArgumentError(KStateError, ValueError):
+    """An argument is malformed or out of its range; the message names it."""
+
+
+class InvalidChoiceError(InvalidArgumentError):
     """A value is not one of its choices (a mode, a key order, a group role ...); the message names them."""
 
 
@@ -74,3 +78,38 @@ class DriverCommandError(KStateError):
 
 class DrainTimeoutError(KStateError):
     """A drained group did not commit past the old partitions' end offsets before the drain's deadline."""
+
+
+class SnapshotError(KStateError):
+    """A snapshot, its manifest or its pointer is missing, unreadable or malformed (``store/``)."""
+
+
+class SparkAppInputError(KStateError):
+    """A Spark application refused its input (config, snapshot, topic): a retry cannot change it."""
+
+
+class ChangelogReadError(KStateError):
+    """A changelog could not be read to its bound: broker unreachable, topic missing, a read timed out."""
+
+
+class NotCompactedChangelogError(ChangelogReadError):
+    """The changelog is not compacted and retention moved its log start: a snapshot from it lacks state."""
+
+
+class BrokerUnavailableError(KStateError):
+    """The cluster, or one of its listeners, did not answer (the broker doctor's probes)."""
+
+
+class BrokerDeviationError(KStateError):
+    """The broker breaks a Kafka promise the run relies on (the doctor's verdict, or a read that disagrees
+    with the broker's own offsets)."""
+
+
+class KafkaRequestError(KStateError):
+    """A Kafka request failed with an error the step does not handle itself (a raw ``KafkaException``,
+    translated where a task ends): retryable when Kafka says the error is."""
+
+
+class KafkaRequestRefusedError(KafkaRequestError):
+    """A Kafka request failed with an error Kafka says is not retriable (authorization, an invalid
+    request ...): a retry cannot fix it."""

@@ -13,6 +13,7 @@ operator and sensor that reaches the domain mixes in :class:`TranslatesDomainErr
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -47,7 +48,7 @@ class InvalidPartitionCountError(KStateFatalError, errors.InvalidPartitionCountE
     """The target partition count is not an increase over the current one."""
 
 
-class BrokerUnavailableError(KStateError):
+class BrokerUnavailableError(KStateError, errors.BrokerUnavailableError):
     """The cluster could not be reached within the timeout."""
 
 
@@ -87,7 +88,7 @@ class StateCheckFailed(KStateError):
     """A state store disagrees with its changelog."""
 
 
-class SnapshotError(KStateError):
+class SnapshotError(KStateError, errors.SnapshotError):
     """A snapshot or its manifest is missing, unreadable or malformed."""
 
 
@@ -99,7 +100,7 @@ class SparkApplicationError(KStateError):
     """A kstate Spark application failed; the message is its own error line."""
 
 
-class NotCompactedChangelogError(KStateFatalError):
+class NotCompactedChangelogError(KStateFatalError, errors.NotCompactedChangelogError):
     """The changelog is not compacted and retention moved its log start: a snapshot from it lacks state
     (acknowledge with ``allow_non_compacted_changelog=True`` to accept the risk)."""
 
@@ -120,7 +121,7 @@ class TopicChangedError(KStateFatalError, errors.TopicChangedError):
     """The topic's partition count changed under the run (another tool or run grew it)."""
 
 
-class BrokerDeviationError(KStateFatalError):
+class BrokerDeviationError(KStateFatalError, errors.BrokerDeviationError):
     """The broker breaks a Kafka promise the run relies on (the doctor's verdict names which); nothing was
     changed. Accept a named deviation with ``allow_broker_deviation`` (logged as RISK ACCEPTED)."""
 
@@ -134,7 +135,11 @@ class UnsupportedGroupTypeError(KStateFatalError, errors.UnsupportedGroupTypeErr
     application not acknowledged, a group whose type the client cannot tell)."""
 
 
-class InvalidChoiceError(KStateConfigError, errors.InvalidChoiceError):
+class InvalidArgumentError(KStateConfigError, errors.InvalidArgumentError):
+    """An argument is malformed or out of its range; the message names it."""
+
+
+class InvalidChoiceError(InvalidArgumentError, errors.InvalidChoiceError):
     """A value is not one of its choices (a mode, a key order, a group role ...); the message names them."""
 
 
@@ -159,6 +164,22 @@ class DrainTimeoutError(KStateFatalError, errors.DrainTimeoutError):
     """A drained group did not commit past the old partitions' end offsets before the drain's deadline."""
 
 
+class SparkAppInputError(KStateFatalError, errors.SparkAppInputError):
+    """A Spark application refused its input (config, snapshot, topic): a retry cannot change it."""
+
+
+class ChangelogReadError(KStateError, errors.ChangelogReadError):
+    """A changelog could not be read to its bound (broker unreachable, topic missing, a read timed out)."""
+
+
+class KafkaRequestError(KStateError, errors.KafkaRequestError):
+    """A Kafka request failed with an error Kafka says is retriable: the task is retried."""
+
+
+class KafkaRequestRefusedError(KStateFatalError, errors.KafkaRequestRefusedError):
+    """A Kafka request failed with an error Kafka says is not retriable: the task fails at once."""
+
+
 #: The Airflow face of each domain error.
 FACES: dict[type, type[KStateError]] = {
     errors.KStateError: KStateError,
@@ -171,7 +192,16 @@ FACES: dict[type, type[KStateError]] = {
     errors.ReportError: ReportError,
     errors.TopicChangedError: TopicChangedError,
     errors.UnsupportedGroupTypeError: UnsupportedGroupTypeError,
+    errors.InvalidArgumentError: InvalidArgumentError,
     errors.InvalidChoiceError: InvalidChoiceError,
+    errors.SnapshotError: SnapshotError,
+    errors.SparkAppInputError: SparkAppInputError,
+    errors.ChangelogReadError: ChangelogReadError,
+    errors.NotCompactedChangelogError: NotCompactedChangelogError,
+    errors.BrokerUnavailableError: BrokerUnavailableError,
+    errors.BrokerDeviationError: BrokerDeviationError,
+    errors.KafkaRequestError: KafkaRequestError,
+    errors.KafkaRequestRefusedError: KafkaRequestRefusedError,
     errors.InvalidDriverError: InvalidDriverError,
     errors.UndrivableGroupError: UndrivableGroupError,
     errors.GroupNeverLeftError: GroupNeverLeftError,
@@ -191,9 +221,25 @@ def airflow_error(exc: errors.KStateError) -> KStateError:
     return face(*exc.args)
 
 
+def kafka_error(exc: BaseException) -> errors.KafkaRequestError | None:
+    """Return a raw ``confluent_kafka.KafkaException`` as a domain error naming the Kafka error (None for
+    anything else); Kafka's own ``retriable()`` decides whether a retry may help. confluent-kafka is not
+    imported here (this module loads at DAG parse): an exception of it exists only once it was imported."""
+    kafka = sys.modules.get("confluent_kafka")
+    if kafka is None or not isinstance(exc, kafka.KafkaException):
+        return None
+    err: Any = exc.args[0] if exc.args else None
+    name = err.name() if hasattr(err, "name") else type(exc).__name__
+    text = err.str() if hasattr(err, "str") else str(exc)
+    retriable = bool(err.retriable()) if hasattr(err, "retriable") else True
+    cls = errors.KafkaRequestError if retriable else errors.KafkaRequestRefusedError
+    return cls(f"a Kafka request failed: {name}: {text}")
+
+
 @contextmanager
 def airflow_errors() -> Iterator[None]:
-    """Let a domain error leave the block (or the decorated function) as its Airflow face.
+    """Let a domain error (or a raw ``KafkaException``) leave the block (or the decorated function) as its
+    Airflow face.
 
     The face keeps the domain error's message, traceback and cause, so the task log reads as if the
     domain had raised it.
@@ -205,16 +251,22 @@ def airflow_errors() -> Iterator[None]:
         if face is exc:
             raise
         raise face.with_traceback(exc.__traceback__) from exc.__cause__
+    except Exception as exc:
+        domain = kafka_error(exc)
+        if domain is None:
+            raise
+        raise airflow_error(domain).with_traceback(exc.__traceback__) from exc
 
 
 class TranslatesDomainErrors:
-    """Mixin of the operators and sensors that reach the domain: the ``execute`` and ``execute_complete``
-    each class defines run inside :func:`airflow_errors`, so the task fails with the named Airflow error
-    (fatal or retryable as named), never with a plain domain error."""
+    """Mixin of the operators and sensors that reach the domain: the ``execute``, ``execute_complete``,
+    ``choose_branch`` and ``poke`` each class defines run inside :func:`airflow_errors`, so the task fails
+    with the named Airflow error (fatal or retryable as named), never with a plain domain error or a raw
+    ``KafkaException``."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for name in ("execute", "execute_complete"):
+        for name in ("execute", "execute_complete", "choose_branch", "poke"):
             method = cls.__dict__.get(name)
             if callable(method):
                 setattr(cls, name, airflow_errors()(method))

@@ -8,6 +8,7 @@ from typing import Any
 from airflow_provider_kstate.doctor.cache import DEFAULT_CACHE_TOPIC, DEFAULT_TTL, VerdictCache
 from airflow_provider_kstate.doctor.probe import Probe, cheap_checks, cluster_id
 from airflow_provider_kstate.doctor.verdict import Verdict
+from airflow_provider_kstate.errors import BrokerUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def diagnose(
     return behaviour.merged(Verdict(behaviour.cluster, 0.0, cheap)), cached is not None
 
 
-class ClusterUnreachable(Exception):
+class ClusterUnreachable(BrokerUnavailableError):
     """Neither the cheap nor the behavioural checks reached the cluster (domain error)."""
 
 

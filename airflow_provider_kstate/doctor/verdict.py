@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_kstate.doctor.promises import ALL_PROMISES, DESCRIPTIONS
+from airflow_provider_kstate.errors import BrokerDeviationError
 
 
-class BrokerDeviation(Exception):
+class BrokerDeviation(BrokerDeviationError):
     """A promise the job needs is broken by the broker (domain error; the hook turns it into Airflow's)."""
 
     def __init__(self, message: str, promises: tuple[str, ...]) -> None:

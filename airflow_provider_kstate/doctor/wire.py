@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_kstate.errors import BrokerUnavailableError
+
 API_FETCH = 1
 API_LIST_OFFSETS = 2
 API_OFFSET_COMMIT = 8
@@ -33,7 +35,7 @@ API_CONSUMER_GROUP_DESCRIBE = 69
 CLIENT_ID = "kstate-doctor"
 
 
-class WireUnavailable(Exception):
+class WireUnavailable(BrokerUnavailableError):
     """The wire client cannot talk to this listener (its security settings, or no answer)."""
 
 

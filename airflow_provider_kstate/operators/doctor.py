@@ -8,12 +8,12 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.doctor.cache import DEFAULT_TTL
 from airflow_provider_kstate.doctor.promises import NEEDS, Needs, check_names
-from airflow_provider_kstate.exceptions import KStateConfigError
+from airflow_provider_kstate.exceptions import KStateConfigError, TranslatesDomainErrors
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
 from airflow_provider_kstate.params import as_bool, as_str_list
 
 
-class KStateBrokerDoctorOperator(BaseOperator):
+class KStateBrokerDoctorOperator(TranslatesDomainErrors, BaseOperator):
     """Check that the cluster keeps the Kafka promises the run relies on; fail before anything changes.
 
     The cheap checks (ApiVersions lists every API the run needs) run every time; the behavioural checks

@@ -12,7 +12,7 @@ from airflow.providers.standard.operators.branch import BaseBranchOperator
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.enums import StrEnum
-from airflow_provider_kstate.exceptions import StateCheckFailed
+from airflow_provider_kstate.exceptions import StateCheckFailed, TranslatesDomainErrors
 from airflow_provider_kstate.params import as_choice
 from airflow_provider_kstate.store.fast_check import partial_scope
 from airflow_provider_kstate.store.results import CheckReport
@@ -70,7 +70,7 @@ def read_report(xcom: Any, check: str = "deep") -> CheckReport | None:
     return CheckReport.from_json(xcom, check=check) if xcom else None
 
 
-class KStateChooseDeepCheckOperator(BaseBranchOperator):
+class KStateChooseDeepCheckOperator(TranslatesDomainErrors, BaseBranchOperator):
     """Branch to the deep check when the ``deep`` param is set and there is a snapshot to check.
 
     :param fast_check_task_id: the fast check's task id.
@@ -93,7 +93,7 @@ class KStateChooseDeepCheckOperator(BaseBranchOperator):
         return self.deep_task_id if deep else self.otherwise_task_id
 
 
-class KStateStoreVerdictOperator(BaseBranchOperator):
+class KStateStoreVerdictOperator(TranslatesDomainErrors, BaseBranchOperator):
     """Branch on the checks and the ``rebuild`` param; push the partitions of a partial rebuild as XCom
     ``only_partitions`` (comma-separated, empty for a full rebuild).
 
@@ -127,7 +127,7 @@ class KStateStoreVerdictOperator(BaseBranchOperator):
         return branch
 
 
-class KStateStoreBadOperator(BaseOperator):
+class KStateStoreBadOperator(TranslatesDomainErrors, BaseOperator):
     """Fail the run: the store is bad and the ``rebuild`` param is ``never``. The error names what failed.
 
     :param report_task_ids: the check tasks whose reports to quote.

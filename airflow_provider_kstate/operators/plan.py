@@ -310,7 +310,7 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         return increase_lineage(self, task_instance, complete=True)
 
 
-class KStateDryRunGateOperator(BaseOperator):
+class KStateDryRunGateOperator(TranslatesDomainErrors, BaseOperator):
     """Stop the run after the plan when it was a dry run: this task is skipped, and so is everything after it.
 
     :param plan: the plan (XCom of :class:`KStatePlanOperator`).

@@ -28,6 +28,7 @@ from airflow_provider_kstate.exceptions import (
     SnapshotError,
     SparkApplicationError,
     StateCheckFailed,
+    TranslatesDomainErrors,
 )
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook, check_uri
@@ -94,7 +95,7 @@ def _finish_check(
     return doc
 
 
-class KStateFastCheckOperator(BaseOperator):
+class KStateFastCheckOperator(TranslatesDomainErrors, BaseOperator):
     """Check a snapshot's manifest against the changelog's offsets and layout, in the worker, O(partitions).
 
     Pushes the report (``ok``, ``problems``, ``failed_partitions``, per-partition offsets) to XCom.

@@ -27,6 +27,7 @@ from airflow_provider_kstate.exceptions import (
     NotCompactedChangelogError,
     SnapshotError,
     SparkApplicationError,
+    TranslatesDomainErrors,
 )
 from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
 from airflow_provider_kstate.store import contract
@@ -72,7 +73,7 @@ class Submission:
     conf: dict[str, str] = field(default_factory=dict)
 
 
-class KStateSparkApplicationOperator(SparkSubmitOperator):
+class KStateSparkApplicationOperator(TranslatesDomainErrors, SparkSubmitOperator):
     """Submit a PySpark application that reads the Kafka config from a file and writes a JSON report.
 
     The application is called as ``APP --kafka-config-file CFG --report-file R [application_args]``; the

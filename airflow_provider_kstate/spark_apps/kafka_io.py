@@ -19,6 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from airflow_provider_kstate.errors import (
+    BrokerDeviationError,
+    ChangelogReadError,
+    NotCompactedChangelogError,
+)
 from airflow_provider_kstate.store.contract import NOT_COMPACTED, OFFSET_BOUNDS, live_config
 
 DEFAULT_TIMEOUT = 120.0
@@ -29,11 +34,11 @@ _M = np.uint32(0x5BD1E995)
 _SEED = 0x9747B28C
 
 
-class KafkaReadError(RuntimeError):
+class KafkaReadError(ChangelogReadError, RuntimeError):
     """The changelog could not be read: broker unreachable, topic missing, read timed out."""
 
 
-class OffsetBoundError(KafkaReadError):
+class OffsetBoundError(KafkaReadError, BrokerDeviationError):
     """The end offsets that bound a read disagree with what a read reaches: the broker's ListOffsets and
     its fetches tell two stories (issue 17: Tansu's "latest" is the last batch's base offset + 1, its last
     stable offset is 0 while a transaction is open), so a fold bounded by them would be silently short.
@@ -42,7 +47,7 @@ class OffsetBoundError(KafkaReadError):
     """
 
 
-class NotCompactedError(KafkaReadError):
+class NotCompactedError(KafkaReadError, NotCompactedChangelogError):
     """The changelog is not compacted and retention has moved its log start: the state of the keys whose
     only records were deleted is gone, so a rebuild or check from it would be silently incomplete."""
 

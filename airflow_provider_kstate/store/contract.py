@@ -23,6 +23,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from airflow_provider_kstate.errors import SparkAppInputError
 from airflow_provider_kstate.store import uri as uris
 
 #: The report field listing the partitions a check found bad.
@@ -33,7 +34,7 @@ CALLBACK_KEYS = ("oauth_cb", "error_cb", "throttle_cb", "stats_cb", "logger")
 DEFAULT_TIMEOUT = 120.0
 
 
-class AppError(RuntimeError):
+class AppError(SparkAppInputError, RuntimeError):
     """An application input is wrong (config, snapshot, topic); the message is the report's ``error``."""
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_kstate.errors import InvalidArgumentError, SnapshotError
 from airflow_provider_kstate.store.manifest import MANIFEST_NAME
 from airflow_provider_kstate.store.uri import filesystem, join
 
@@ -44,7 +45,7 @@ PARQUET_MAGIC = b"PAR1"
 _VERSION_RE = re.compile(r"^v-\d{8}T\d{6}-[0-9a-f]{6,}$")
 
 
-class SnapshotUnreadable(ValueError):
+class SnapshotUnreadable(SnapshotError, ValueError):
     """The snapshot cannot be used: its pointer or manifest is unreadable, corrupt or invalid."""
 
 
@@ -125,7 +126,7 @@ def pointer_bytes(version: str, history: Iterable[str] = (), **extra: Any) -> by
     :param extra: more fields (e.g. ``writer``); never secrets.
     """
     if not is_version_name(version):
-        raise ValueError(f"{version!r} is not a version name (v-<yyyymmddThhmmss>-<hex>)")
+        raise PointerError(f"{version!r} is not a version name (v-<yyyymmddThhmmss>-<hex>)")
     doc = {
         "format": POINTER_FORMAT,
         "version": version,
@@ -250,7 +251,7 @@ def to_prune(names: Iterable[str], current: str, history: Iterable[str], keep: i
     :param keep: how many versions to keep, the current one included (>= 1).
     """
     if keep < 1:
-        raise ValueError(f"keep_versions must be at least 1, got {keep}")
+        raise InvalidArgumentError(f"keep_versions must be at least 1, got {keep}")
     kept = {current, *list(history)[: keep - 1]}
     return [v for v in versions(names) if v < current and v not in kept]
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_provider_kstate.errors import SnapshotError
 from airflow_provider_kstate.store.uri import filesystem as uri_filesystem
 from airflow_provider_kstate.store.uri import join
 
@@ -39,7 +40,7 @@ _P5 = 2870177450012600261
 _HEX16 = re.compile(r"^[0-9a-f]{16}$")
 
 
-class ManifestError(ValueError):
+class ManifestError(SnapshotError, ValueError):
     """The manifest is missing, unreadable, not JSON, or not a valid ``kstate-snapshot/1`` manifest."""
 
 

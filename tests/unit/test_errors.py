@@ -60,3 +60,41 @@ def test_a_step_operator_fails_with_the_face_of_what_the_domain_raised() -> None
         step.execute({})
     with pytest.raises(exceptions.GroupNotEmptyError, match="c1@host"):
         step.execute_complete({}, {})
+
+
+def test_a_raw_kafka_exception_leaves_a_task_as_a_named_error_retried_only_when_kafka_says_so() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    with pytest.raises(exceptions.KafkaRequestError, match="a Kafka request failed: _TIMED_OUT") as retried:
+        with exceptions.airflow_errors():
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True))
+    assert not isinstance(retried.value, exceptions.KStateFatalError)
+    with pytest.raises(exceptions.KafkaRequestRefusedError, match="TOPIC_AUTHORIZATION_FAILED") as refused:
+        with exceptions.airflow_errors():
+            raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "not allowed"))
+    assert isinstance(refused.value, exceptions.KStateFatalError)
+    assert isinstance(refused.value.__cause__, KafkaException)
+
+
+def test_the_store_the_spark_apps_and_the_doctor_raise_domain_errors_with_faces() -> None:
+    from airflow_provider_kstate.doctor.doctor import ClusterUnreachable
+    from airflow_provider_kstate.doctor.verdict import BrokerDeviation
+    from airflow_provider_kstate.doctor.wire import WireUnavailable
+    from airflow_provider_kstate.store.contract import AppError
+    from airflow_provider_kstate.store.layout import PointerError, SnapshotAbsent, pointer_bytes
+    from airflow_provider_kstate.store.manifest import ManifestError
+
+    faces = {
+        PointerError("garbled"): exceptions.SnapshotError,
+        SnapshotAbsent("none"): exceptions.SnapshotError,
+        ManifestError("not JSON"): exceptions.SnapshotError,
+        AppError("bad config"): exceptions.SparkAppInputError,
+        ClusterUnreachable("down"): exceptions.BrokerUnavailableError,
+        WireUnavailable("SASL"): exceptions.BrokerUnavailableError,
+        BrokerDeviation("ListOffsets lies", ("list_offsets",)): exceptions.BrokerDeviationError,
+    }
+    for error, face in faces.items():
+        assert isinstance(exceptions.airflow_error(error), face), error
+    with pytest.raises(exceptions.SnapshotError, match="is not a version name"):
+        with exceptions.airflow_errors():
+            pointer_bytes("latest")
