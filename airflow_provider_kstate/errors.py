@@ -113,3 +113,19 @@ class KafkaRequestError(KStateError):
 class KafkaRequestRefusedError(KafkaRequestError):
     """A Kafka request failed with an error Kafka says is not retriable (authorization, an invalid
     request ...): a retry cannot fix it."""
+
+
+class TopicNotFoundError(KStateError):
+    """The topic does not exist on the cluster."""
+
+
+class SeedError(KStateError):
+    """Committing the seed offsets failed for one or more partitions."""
+
+
+class BrokerUnsupportedError(BrokerDeviationError):
+    """The broker cannot perform an operation the run needs (for example it does not serve CreatePartitions)."""
+
+
+class LeaseHeldError(KStateError):
+    """Another run holds the lease on the topic (or the snapshot)."""

@@ -36,7 +36,7 @@ class KStateConfigError(KStateFatalError):
     """A connection or argument is missing or malformed."""
 
 
-class TopicNotFoundError(KStateFatalError):
+class TopicNotFoundError(KStateFatalError, errors.TopicNotFoundError):
     """The topic does not exist on the cluster."""
 
 
@@ -60,7 +60,7 @@ class GroupNotStableError(KStateError):
     """A consumer group did not come back STABLE with every partition assigned in time."""
 
 
-class SeedError(KStateError):
+class SeedError(KStateError, errors.SeedError):
     """Committing the seed offsets failed for one or more partitions."""
 
 
@@ -72,7 +72,7 @@ class VerificationError(KStateFatalError):
     """The post-increase verification found a partition whose messages a group would skip."""
 
 
-class LeaseHeldError(KStateFatalError):
+class LeaseHeldError(KStateFatalError, errors.LeaseHeldError):
     """Another run holds the lease on the topic."""
 
 
@@ -126,7 +126,7 @@ class BrokerDeviationError(KStateFatalError, errors.BrokerDeviationError):
     changed. Accept a named deviation with ``allow_broker_deviation`` (logged as RISK ACCEPTED)."""
 
 
-class BrokerUnsupportedError(BrokerDeviationError):
+class BrokerUnsupportedError(BrokerDeviationError, errors.BrokerUnsupportedError):
     """The broker cannot perform an operation the run needs (for example it does not serve CreatePartitions)."""
 
 
@@ -202,6 +202,10 @@ FACES: dict[type, type[KStateError]] = {
     errors.BrokerDeviationError: BrokerDeviationError,
     errors.KafkaRequestError: KafkaRequestError,
     errors.KafkaRequestRefusedError: KafkaRequestRefusedError,
+    errors.TopicNotFoundError: TopicNotFoundError,
+    errors.LeaseHeldError: LeaseHeldError,
+    errors.SeedError: SeedError,
+    errors.BrokerUnsupportedError: BrokerUnsupportedError,
     errors.InvalidDriverError: InvalidDriverError,
     errors.UndrivableGroupError: UndrivableGroupError,
     errors.GroupNeverLeftError: GroupNeverLeftError,

@@ -329,3 +329,80 @@ class LeaseKeeper:
                 self.lease_log.acquire(self.key, self.owner, self.ttl)
             except Exception as exc:  # noqa: BLE001 - keep running; the write stays safe until the TTL ends
                 self.log.warning("LEASE %s: renewal failed: %s", self.name, exc)
+
+
+class LeaseTransport(Protocol):
+    """Where lease records are kept (:class:`~airflow_provider_kstate.cluster.lease_log.KafkaLeaseLog`)."""
+
+    def append(self, record: dict[str, Any]) -> int: ...
+
+    def read(self, topic: str, upto: int | None) -> list[tuple[int, dict[str, Any]]]: ...
+
+
+class LeaseRecords:
+    """The lease verbs over a log of records (:class:`LeaseLog`): each writes a record, then replays the
+    log up to it (:func:`replay`) for the verdict, so concurrent runs are decided by log order.
+
+    :param transport: where the records are kept.
+    """
+
+    def __init__(self, transport: LeaseTransport) -> None:
+        self.transport = transport
+
+    def current(self, topic: str) -> Lease | None:
+        """Return the live lease on ``topic``, or None when it is free."""
+        holder = replay(self.transport.read(topic, None))
+        if holder is not None and holder.expires <= int(time.time() * 1000):
+            return None
+        return holder
+
+    def acquire(
+        self, topic: str, owner: str, ttl_seconds: float, plan: dict[str, Any] | None = None
+    ) -> Lease:
+        """Take (or renew) the lease on ``topic`` for ``owner``.
+
+        :raises LeaseHeldError: another owner holds an unexpired lease.
+        """
+        record = {
+            "op": "acquire",
+            "topic": topic,
+            "owner": owner,
+            "ttl_ms": int(ttl_seconds * 1000),
+            "plan": plan or {},
+        }
+        offset = self.transport.append(record)
+        holder = replay(self.transport.read(topic, offset))
+        if holder is None or holder.owner != owner:
+            desc = holder.describe() if holder else "unknown"
+            raise LeaseHeldError(
+                f"topic {topic!r} is being changed by another run ({desc}); this run changed nothing. "
+                "Wait for it to finish, or, if it died, for its lease to expire."
+            )
+        return holder
+
+    def take_over(
+        self, topic: str, owner: str, from_owner: str, ttl_seconds: float, plan: dict[str, Any] | None = None
+    ) -> Lease:
+        """Take the lease on ``topic`` from ``from_owner`` (a run that is no longer running).
+
+        :raises LeaseHeldError: the lease is no longer ``from_owner``'s (another run took it first).
+        """
+        record = {
+            "op": "takeover",
+            "topic": topic,
+            "owner": owner,
+            "from_owner": from_owner,
+            "ttl_ms": int(ttl_seconds * 1000),
+            "plan": plan or {},
+        }
+        holder = replay(self.transport.read(topic, self.transport.append(record)))
+        if holder is None or holder.owner != owner:
+            raise LeaseHeldError(
+                f"topic {topic!r}: could not take the lease over from {from_owner} "
+                f"({holder.describe() if holder else 'free'}); this run changed nothing."
+            )
+        return holder
+
+    def release(self, topic: str, owner: str) -> None:
+        """Give up ``owner``'s lease on ``topic`` (a no-op if it does not hold it)."""
+        self.transport.append({"op": "release", "topic": topic, "owner": owner})

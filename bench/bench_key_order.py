@@ -9,7 +9,7 @@ switch, so the old partitions hold them unprocessed), the orders run in the same
 other, on fresh topics: a keyed ControlledProducer (200 keys, ``rate`` msg/s after the burst), two
 ControlledConsumers (1 ms per record, offsets stored after processing), and the controller's switch
 (:class:`~airflow_provider_kstate.increase.key_order.KeyOrderSwitch`, the same code the DAG runs) over
-light adapters of the admin and control ports (no Airflow). The barrier holds the producers for about one
+the provider's own admin verbs and controller (``cluster/``: no Airflow). The barrier holds the producers for about one
 control round trip and the consumers at ``B`` until the backlog is consumed; the drain stops the producers
 before the create (a service without the client piece cannot hold at a barrier) and starts them once the
 group consumed everything written before. Measured:
@@ -36,109 +36,25 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import NewPartitions, NewTopic
 from kstate_support import broker as embedded_broker
 from kstate_support.key_order import KeyedProducer, OrderChecker, SlowFleet
 from kstate_support.traffic import wait_until
 
-from airflow_provider_kstate.client.channel import ControlChannel
-from airflow_provider_kstate.client.protocol import (
-    BARRIER_HOLD,
-    BARRIER_PENDING,
-    Barrier,
-    Layout,
-    Release,
-    now_ms,
-)
-from airflow_provider_kstate.hooks.control import ControlWatch
+from airflow_provider_kstate.cluster.admin import ClusterAdmin
+from airflow_provider_kstate.cluster.control import Controller
 from airflow_provider_kstate.increase.key_order import KeyOrderSwitch
 from airflow_provider_kstate.increase.plan import GroupPlan, Plan
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-class Admin:
-    """The admin port over a plain AdminClient (what the hook does, without Airflow)."""
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.config = config
-        self.client = AdminClient(config)
-
-    def partition_count(self, topic: str) -> int:
-        return len(self.client.list_topics(topic, timeout=10).topics[topic].partitions)
-
-    def watermarks(self, topic: str, partitions: Any) -> dict[int, tuple[int, int]]:
-        probe = Consumer({**self.config, "group.id": "bench-probe"})
-        try:
-            return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in partitions}
-        finally:
-            probe.close()
-
-    def describe_groups(self, groups: list[str], topic: str) -> dict[str, Any]:
-        if not groups:
-            return {}
-        return {g: f.result(10) for g, f in self.client.describe_consumer_groups(groups).items()}
-
-    def committed_offsets_many(self, groups: list[str], topic: str, partitions: int) -> Any:
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
-        for group in groups:
-            request = [
-                ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
-            ]
-            result = self.client.list_consumer_group_offsets(request)[group].result(10)
-            yield group, {tp.partition: tp.offset for tp in result.topic_partitions if tp.offset >= 0}
-
-
-class Control:
-    """The control port over a ControlChannel (what the hook does, without Airflow)."""
-
-    def __init__(self, config: dict[str, Any], topic: str) -> None:
-        self.config, self.topic = config, topic
-        self.channel = ControlChannel(config, topic)
-        self.channel.ensure()
-
-    def announce_barrier(self, topic: str, groups: list[str], issuer: str) -> int:
-        epoch = now_ms()
-        self.channel.publish(
-            Barrier(topic=topic, epoch=epoch, state=BARRIER_PENDING, groups=groups, issuer=issuer)
-        )
-        return epoch
-
-    def hold_producers(self, topic: str, partitions: int, hold_s: float, issuer: str) -> int:
-        epoch = now_ms()
-        layout = Layout(
-            topic, partitions, epoch, issuer=issuer, hold=True, hold_until=epoch + int(hold_s * 1000)
-        )
-        self.channel.publish(layout)
-        return epoch
-
-    def set_barrier(self, topic: str, offsets: list[int], groups: list[str], issuer: str) -> int:
-        epoch = now_ms()
-        self.channel.publish(
-            Barrier(
-                topic=topic, epoch=epoch, state=BARRIER_HOLD, offsets=offsets, groups=groups, issuer=issuer
-            )
-        )
-        return epoch
-
-    def set_layout(self, topic: str, partitions: int, issuer: str) -> int:
-        epoch = now_ms()
-        self.channel.publish(Layout(topic, partitions, epoch, issuer=issuer))
-        return epoch
-
-    def release_group(self, topic: str, group: str, epoch: int, issuer: str) -> None:
-        self.channel.publish(Release(topic=topic, group=group, epoch=epoch, issuer=issuer))
-
-    def watch(self) -> ControlWatch:
-        return ControlWatch(self.config, self.topic)
-
-
 def one_run(
     config: dict[str, Any], control_topic: str, partitions: int, backlog: int, order: str, rate: float
 ) -> dict[str, Any]:
-    admin, control = Admin(config), Control(config, control_topic)
+    admin = ClusterAdmin(config)
+    control = Controller(admin, control_topic)
+    control.channel()  # creates the control topic
     topic = f"bench-order-{uuid.uuid4().hex[:8]}"
     admin.client.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     group = f"{topic}-g"
@@ -195,7 +111,7 @@ def one_run(
     held = [p.held_s for p in passages if p.held_s is not None]
     blocked = max((h.blocked_s for h in holds), default=0.0)
     admin.client.delete_topics([topic])
-    control.channel.close()
+    control.close()
     return {
         "order": order,
         "partitions": f"{partitions}->{2 * partitions}",
@@ -214,14 +130,14 @@ def one_run(
     }
 
 
-def _lag(admin: Admin, group: str, topic: str, partitions: int) -> int:
+def _lag(admin: ClusterAdmin, group: str, topic: str, partitions: int) -> int:
     """Records the group has not committed yet: the backlog when the producers stop (or are held)."""
     ends = admin.watermarks(topic, range(partitions))
     committed = dict(admin.committed_offsets_many([group], topic, partitions))[group]
     return sum(max(ends[p][1] - committed.get(p, 0), 0) for p in range(partitions))
 
 
-def _drained(admin: Admin, group: str, topic: str, offsets: list[int]) -> bool:
+def _drained(admin: ClusterAdmin, group: str, topic: str, offsets: list[int]) -> bool:
     """The group committed at or past ``offsets`` on every old partition (the check of the drain)."""
     committed = dict(admin.committed_offsets_many([group], topic, len(offsets)))[group]
     return all(committed.get(p, -1) >= b for p, b in enumerate(offsets))

@@ -32,21 +32,17 @@ stayed in the group until ``max.poll.interval.ms`` (300 s) in another. ``close()
 
 from __future__ import annotations
 
-import collections
 import logging
-import os
-import socket
-import threading
 import time
-import uuid
-import weakref
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from airflow_provider_kstate.client.barrier import PENDING_FAST_SECONDS, BarrierKeeper, Passage
-from airflow_provider_kstate.client.channel import ControlChannel, base_config, end_offset
+from airflow_provider_kstate.client.channel import ControlChannel
+from airflow_provider_kstate.client.config import connection_config, default_client_id
+from airflow_provider_kstate.client.follower import ControlFollower, ControlTail
 from airflow_provider_kstate.client.protocol import (
     DEFAULT_CONTROL_TOPIC,
     PAUSE,
@@ -58,10 +54,8 @@ from airflow_provider_kstate.client.protocol import (
     Ack,
     Barrier,
     Command,
-    Record,
     Release,
     command_key,
-    decode,
 )
 
 log = logging.getLogger(__name__)
@@ -81,252 +75,12 @@ PAUSED_FAST_SECONDS = 10.0
 POLL_SLICE = 0.01
 
 
-def default_client_id(config: dict[str, Any]) -> str:
-    """Return the id a client acknowledges under: ``client.id`` from ``config``, else ``host-pid``.
-
-    :param config: the librdkafka settings of the wrapped client.
-    """
-    configured = config.get("client.id")
-    if configured:
-        return str(configured)
-    return f"{socket.gethostname()}-{os.getpid()}"
-
-
 def _deadline(timeout: float | None) -> float | None:
     return None if timeout is None or timeout < 0 else _monotonic() + timeout
 
 
 def _poll_one(consumer: Consumer, timeout: float) -> Message | None:
     return consumer.poll(timeout)
-
-
-_CONSUMER_ONLY_PREFIXES = ("queued.", "fetch.", "group.", "enable.auto.", "auto.", "partition.assignment")
-_CONSUMER_ONLY = {
-    "session.timeout.ms",
-    "heartbeat.interval.ms",
-    "max.poll.interval.ms",
-    "enable.partition.eof",
-    "check.crcs",
-    "isolation.level",
-    "on_commit",
-    "consume.callback.max.messages",
-    "coordinator.query.interval.ms",
-    "group.instance.id",
-}
-
-
-def connection_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Return the part of a consumer/producer config that a helper client of another role can use."""
-    return {
-        k: v
-        for k, v in base_config(config).items()
-        if k not in _CONSUMER_ONLY and not k.startswith(_CONSUMER_ONLY_PREFIXES) and k != "client.id"
-    }
-
-
-#: Producer-only librdkafka settings: a producer's config handed to the control tail must not carry them
-#: (librdkafka warns ``CONFWARN ... is a producer property and will be ignored``).
-_PRODUCER_ONLY = (
-    "acks",
-    "request.required.acks",
-    "linger.ms",
-    "queue.buffering.max.ms",
-    "batch.size",
-    "batch.num.messages",
-    "compression.type",
-    "compression.codec",
-    "enable.idempotence",
-    "transactional.id",
-    "message.timeout.ms",
-    "delivery.timeout.ms",
-    "message.send.max.retries",
-    "retries",
-    "sticky.partitioning.linger.ms",
-)
-_PRODUCER_ONLY_PREFIXES = ("queue.buffering.", "compression.")
-
-
-def tail_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Return the part of a consumer's or producer's config the control tail's consumer can use."""
-    return {
-        k: v
-        for k, v in connection_config(config).items()
-        if k not in _PRODUCER_ONLY and not k.startswith(_PRODUCER_ONLY_PREFIXES)
-    }
-
-
-class ControlTail:
-    """Follow the one-partition control topic without a consumer group, cheaply.
-
-    The partition is *not* kept assigned: :meth:`fetch_new` asks the broker for the end offset (one
-    ListOffsets request) and assigns/reads/unassigns only when it moved. A continuously fetching consumer at
-    the end of a log costs a steady trickle of fetch requests (on a broker that answers empty fetches at
-    once, a busy loop: 30-50% of a core measured), which the throughput budget cannot afford; ``pause()``/
-    ``resume()`` instead of (un)assign delays the first fetch after a resume by 0.5-1 s in librdkafka.
-
-    :param config: librdkafka settings of the cluster (bootstrap, SASL/SSL); client roles are dropped.
-    :param topic: the control topic.
-    :param timeout: bound for reads to the end of the topic.
-    """
-
-    def __init__(
-        self, config: dict[str, Any], topic: str = DEFAULT_CONTROL_TOPIC, timeout: float = 30.0
-    ) -> None:
-        self.topic = topic
-        self._tp = TopicPartition(topic, 0)
-        self._timeout = timeout
-        self._position = 0
-        # group.id is mandatory for a confluent-kafka Consumer; with assign() and no commits it never joins.
-        self._consumer: Consumer | None = Consumer(
-            {
-                **tail_config(config),
-                "group.id": f"kstate-tail-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "enable.partition.eof": False,
-                "auto.offset.reset": "earliest",
-                "client.id": "kstate-control-tail",
-            }
-        )
-
-    def catch_up(self) -> list[tuple[str, Record | None]]:
-        """Read the topic from the beginning to its current end.
-
-        :return: ``(key, record)`` in log order; ``record`` is None for tombstones and unknown records.
-        """
-        consumer = self._require()
-        high = end_offset(consumer, self.topic, self._timeout)
-        consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
-        return self._read_to(high)
-
-    def fetch_new(self) -> list[tuple[str, Record | None]]:
-        """Return the records appended since the last call ([] after one cheap end-offset request)."""
-        consumer = self._require()
-        high = consumer.get_watermark_offsets(self._tp, timeout=self._timeout)[1]
-        if high <= self._position:
-            return []
-        consumer.assign([TopicPartition(self.topic, 0, self._position)])
-        return self._read_to(high)
-
-    def _read_to(self, high: int) -> list[tuple[str, Record | None]]:
-        consumer = self._require()
-        records: list[tuple[str, Record | None]] = []
-        deadline = _monotonic() + self._timeout
-        try:
-            while self._position < high:
-                if _monotonic() > deadline:
-                    raise KafkaException(
-                        f"control topic {self.topic}: read timed out at {self._position}/{high}"
-                    )
-                # ask for exactly what is missing: consume() waits its whole timeout for a fuller batch
-                for msg in consumer.consume(min(500, high - self._position), 0.02):
-                    if msg.error():
-                        continue
-                    self._position = max(self._position, (msg.offset() or 0) + 1)
-                    records.append((((msg.key() or b"").decode(errors="replace")), decode(msg.value())))
-                # compaction can leave gaps: trust the consumer's position too
-                self._position = max(self._position, consumer.position([self._tp])[0].offset or 0)
-        finally:
-            consumer.unassign()
-        return records
-
-    def _require(self) -> Consumer:
-        if self._consumer is None:
-            raise RuntimeError("control tail is closed")
-        return self._consumer
-
-    def close(self) -> None:
-        """Stop following."""
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
-
-
-class ControlFollower(threading.Thread):
-    """A daemon thread that looks at the control topic through ``tail`` on every tick and hands new records
-    to its owner: it queues them, calls ``owner._interrupt()`` (which sets ``owner._due = True`` and routes
-    the owner's ``poll`` back through the wrapper) and wakes :meth:`wait`. The owner's hot paths test that
-    flag only, or nothing at all (no clock read, no I/O: ``time.monotonic()`` alone costs ~0.2 µs on some
-    VMs, a few percent of a ``poll``); the owner's thread applies the records.
-
-    Ticks fall on the multiples of the interval on the wall clock (``time.time()``), so followers in
-    different processes and hosts (with synchronised clocks) look at the same instants. :meth:`hurry`
-    switches to ``fast_interval`` for a while.
-
-    It holds its owner weakly and ends with it or on :meth:`stop`; it owns ``tail`` from :meth:`start` on.
-
-    :param owner: the consumer that applies the records.
-    :param tail: the reader of the control topic.
-    :param interval: seconds between two looks normally.
-    :param fast_interval: seconds between two looks while hurried.
-    """
-
-    def __init__(self, owner: Any, tail: ControlTail, interval: float, fast_interval: float = 0.01) -> None:
-        super().__init__(name="kstate-control-follower", daemon=True)
-        self._owner = weakref.ref(owner)
-        self._tail = tail
-        self._interval = interval
-        self._fast_interval = min(fast_interval, interval)
-        self._fast_until = 0.0
-        self._stopping = False
-        self._tick = threading.Event()  # set to cut a sleep short: stop or hurry
-        self._wakeup = threading.Event()
-        self._inbox: collections.deque[tuple[str, Record | None]] = collections.deque()
-
-    def run(self) -> None:
-        try:
-            while True:
-                self._tick.wait(self._next_delay())
-                self._tick.clear()
-                if self._stopping or not self._look():
-                    return
-        finally:
-            self._tail.close()
-
-    def _next_delay(self) -> float:
-        """Seconds to the next multiple of the current interval on the wall clock."""
-        interval = self._fast_interval if _monotonic() < self._fast_until else self._interval
-        return interval - time.time() % interval
-
-    def hurry(self, seconds: float) -> None:
-        """Look every ``fast_interval`` for the next ``seconds`` (0: back to ``interval`` now)."""
-        self._fast_until = _monotonic() + seconds if seconds > 0 else 0.0
-        if seconds > 0:
-            self._tick.set()
-
-    def _look(self) -> bool:
-        try:
-            records = self._tail.fetch_new()
-        except (KafkaException, RuntimeError) as exc:
-            log.debug("control topic %s: %s", self._tail.topic, exc)
-            return True
-        owner = self._owner()
-        if owner is None:
-            return False
-        if records:
-            self._inbox.extend(records)
-            owner._interrupt()
-            self._wakeup.set()
-        return True
-
-    def take(self) -> list[tuple[str, Record | None]]:
-        """Return and forget the queued records (owner's thread)."""
-        self._wakeup.clear()
-        out = []
-        while self._inbox:
-            out.append(self._inbox.popleft())
-        return out
-
-    def wait(self, timeout: float) -> None:
-        """Block up to ``timeout`` seconds until records are queued."""
-        self._wakeup.wait(timeout)
-
-    def stop(self) -> None:
-        """End the thread (it closes the tail) and wait a little for it."""
-        self._stopping = True
-        self._tick.set()
-        if self.is_alive() and threading.current_thread() is not self:
-            self.join(timeout=self._interval + self._tail._timeout)
 
 
 class _PendingCommit:
@@ -436,7 +190,7 @@ class ControlledConsumer:
             self._channel.ensure(timeout)
         tail = ControlTail(config, control_topic, timeout)
         self._due = False
-        self._follower = ControlFollower(self, tail, check_interval, paused_check_interval)
+        self._follower = ControlFollower(self._interrupt, tail, check_interval, paused_check_interval)
         self._start(tail)
         self._follower.start()
 

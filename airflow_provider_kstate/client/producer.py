@@ -24,12 +24,8 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from airflow_provider_kstate.client.channel import ControlChannel
-from airflow_provider_kstate.client.consumer import (
-    ControlFollower,
-    ControlTail,
-    connection_config,
-    default_client_id,
-)
+from airflow_provider_kstate.client.config import connection_config, default_client_id
+from airflow_provider_kstate.client.follower import ControlFollower, ControlTail
 from airflow_provider_kstate.client.murmur2 import partition_for
 from airflow_provider_kstate.client.protocol import (
     DEFAULT_CONTROL_TOPIC,
@@ -122,7 +118,7 @@ class ControlledProducer:
         self._retry_at = 0.0
         self._absorb(tail.catch_up())
         self._due = False
-        self._follower = ControlFollower(self, tail, check_interval)
+        self._follower = ControlFollower(self._interrupt, tail, check_interval)
         self._follower.start()
         for topic in topics or []:
             self.partitions(topic)

@@ -2,45 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
-from queue import Empty, SimpleQueue
-from typing import Any, TypeVar
+from typing import Any
 
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, OffsetSpec
+from confluent_kafka.admin import AdminClient
 
-from airflow_provider_kstate.client.channel import ensure_topic
-from airflow_provider_kstate.doctor import wire
-from airflow_provider_kstate.exceptions import (
-    BrokerUnavailableError,
-    BrokerUnsupportedError,
-    InvalidPartitionCountError,
-    SeedError,
-    TopicNotFoundError,
-)
+from airflow_provider_kstate.cluster.admin import MAX_IN_FLIGHT, ClusterAdmin
+from airflow_provider_kstate.exceptions import airflow_errors
 from airflow_provider_kstate.hooks.kafka_config import connection_config
-from airflow_provider_kstate.increase.model import (
-    CLASSIC,
-    DEAD,
-    EMPTY,
-    STABLE,
-    UNKNOWN_TYPE,
-    GroupInfo,
-    Member,
-)
+from airflow_provider_kstate.increase.model import DEAD, EMPTY, STABLE, GroupInfo, Member
 
 __all__ = ["DEAD", "EMPTY", "STABLE", "GroupInfo", "KStateAdminHook", "Member"]
-
-K = TypeVar("K")
-
-#: Partitions per offsets request. librdkafka's admin offset calls cost O(n^2) in the partitions of one
-#: request (measured: one 4,096-partition commit 50-60 ms of client CPU; the same as 16 requests of 256,
-#: 3.5 ms), so large groups are split into requests of this size, sent concurrently.
-OFFSETS_CHUNK = 256
-#: Requests in flight at once (bounded concurrency of the per-group calls).
-MAX_IN_FLIGHT = 64
 
 
 class KStateAdminHook(KafkaBaseHook):
@@ -48,9 +22,12 @@ class KStateAdminHook(KafkaBaseHook):
 
     Reuses the ``kafka`` connection type of ``apache-airflow-providers-apache-kafka``: the connection's
     extras are the librdkafka config (``bootstrap.servers``, ``security.protocol``, ``sasl.*``, ``ssl.*``).
+    The verbs are :class:`~airflow_provider_kstate.cluster.admin.ClusterAdmin`'s (no Airflow), made on
+    the connection's AdminClient; they raise the named Airflow errors.
 
     :param kafka_config_id: the Airflow connection id.
     :param timeout: seconds to wait for each admin request.
+    :param max_in_flight: requests in flight at once (the per-group calls of large runs).
     """
 
     hook_name = "Kafka State (kstate)"
@@ -84,333 +61,105 @@ class KStateAdminHook(KafkaBaseHook):
         """Create the client (the seam the Kafka provider's hooks override; tests swap it)."""
         return AdminClient(config)
 
+    @cached_property
+    def cluster(self) -> ClusterAdmin:
+        """The admin verbs on this connection's client (no Airflow: raises the domain's errors)."""
+        return ClusterAdmin(
+            self.client_config(),
+            self.timeout,
+            self.max_in_flight,
+            client=self.get_conn,
+            name=f"connection {self.kafka_config_id!r}",
+        )
+
     def test_connection(self) -> tuple[bool, str]:
         """Test the connection from the UI with the config the hook uses (its extra is never shown)."""
         try:
-            self._metadata()
+            self.cluster.metadata()
         except Exception as exc:  # noqa: BLE001 - the UI shows the reason
             return False, str(exc)
         return True, "Connection successful."
 
-    # -- topics -------------------------------------------------------------------------------------
+    # -- the verbs: ClusterAdmin's, with the Airflow faces of its errors ------------------------------
 
-    def _metadata(self, topic: str | None = None) -> Any:
-        try:
-            return self.get_conn.list_topics(topic=topic, timeout=self.timeout)
-        except KafkaException as exc:
-            raise BrokerUnavailableError(
-                f"Kafka connection {self.kafka_config_id!r}: cluster unreachable within {self.timeout}s "
-                f"({exc.args[0].str() if exc.args else exc})"
-            ) from exc
+    def metadata(self, topic: str | None = None) -> Any:
+        """The cluster's metadata (of ``topic``, or of every topic)."""
+        with airflow_errors():
+            return self.cluster.metadata(topic)
 
     def ensure_internal_topic(self, topic: str, config: dict[str, str]) -> None:
         """Create one of the provider's own one-partition topics (lease, control) unless it exists."""
-        if topic in self._metadata().topics:
-            return
-        try:
-            ensure_topic(self.get_conn, topic, config, self.timeout)
-        except KafkaException as exc:
-            raise BrokerUnavailableError(
-                f"could not create {topic!r}: {exc.args[0].str() if exc.args else exc}"
-            ) from exc
+        with airflow_errors():
+            self.cluster.ensure_internal_topic(topic, config)
 
     def list_topics(self) -> list[str]:
         """Return the names of all topics."""
-        return sorted(self._metadata().topics)
+        with airflow_errors():
+            return self.cluster.list_topics()
 
     def partition_count(self, topic: str) -> int:
         """Return the partition count of ``topic``; raise TopicNotFoundError when it does not exist."""
-        meta = self._metadata().topics.get(topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            raise TopicNotFoundError(f"topic {topic!r} does not exist on the cluster")
-        return len(meta.partitions)
+        with airflow_errors():
+            return self.cluster.partition_count(topic)
 
     def topic_config(self, topic: str) -> dict[str, str]:
         """Return the topic's effective configuration."""
-        futures = self.get_conn.describe_configs(
-            [ConfigResource(ConfigResource.Type.TOPIC, topic)], request_timeout=self.timeout
-        )
-        entries = _result(next(iter(futures.values())), self.timeout, f"describe configs of {topic!r}")
-        return {name: entry.value for name, entry in entries.items()}
+        with airflow_errors():
+            return self.cluster.topic_config(topic)
 
     def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
-        """Grow ``topic`` to ``total`` partitions (``validate_only``: ask the broker without changing).
-
-        :raises BrokerUnsupportedError: the broker does not serve CreatePartitions.
-        """
-        futures = self.get_conn.create_partitions(
-            [NewPartitions(topic, total)], validate_only=validate_only, request_timeout=self.timeout
-        )
-        try:
-            next(iter(futures.values())).result(timeout=self.timeout)
-        except KafkaException as exc:
-            err = exc.args[0]
-            if err.name() == "INVALID_PARTITIONS":
-                raise InvalidPartitionCountError(f"topic {topic!r}: {err.str()}") from exc
-            if err.name() == "UNKNOWN_TOPIC_OR_PART":
-                raise TopicNotFoundError(f"topic {topic!r} does not exist on the cluster") from exc
-            if err.name() == "_UNSUPPORTED_FEATURE":
-                raise BrokerUnsupportedError(
-                    f"the broker cannot add partitions to {topic!r}: {err.str()} (CreatePartitions, API 37, is "
-                    "missing from its ApiVersions). Nothing was changed."
-                ) from exc
-            raise
+        """Grow ``topic`` to ``total`` partitions (``validate_only``: ask the broker without changing)."""
+        with airflow_errors():
+            self.cluster.increase_partitions(topic, total, validate_only)
 
     def watermarks(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
-        """Return ``{partition: (log_start, high_watermark)}``: batched ListOffsets requests, sent concurrently."""
-        wanted = sorted(set(partitions))
-        if not wanted:
-            return {}
-        low = self._list_offsets(topic, wanted, OffsetSpec.earliest())
-        high = self._list_offsets(topic, wanted, OffsetSpec.latest())
-        return {p: (low[p], high[p]) for p in wanted}
+        """Return ``{partition: (log_start, high_watermark)}``."""
+        with airflow_errors():
+            return self.cluster.watermarks(topic, partitions)
 
     def log_starts(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
-        """Return ``{partition: log_start}`` (one ListOffsets pass, without the high watermarks)."""
-        wanted = sorted(set(partitions))
-        return self._list_offsets(topic, wanted, OffsetSpec.earliest()) if wanted else {}
-
-    def _list_offsets(self, topic: str, partitions: list[int], spec: Any) -> dict[int, int]:
-        def request(chunk: list[int]) -> Callable[[], Any]:
-            return lambda: self.get_conn.list_offsets(
-                {TopicPartition(topic, p): spec for p in chunk}, request_timeout=self.timeout
-            )
-
-        out: dict[int, int] = {}
-        calls = ((i, request(chunk)) for i, chunk in enumerate(_chunks(partitions, OFFSETS_CHUNK)))
-        for _key, futures in self._bounded(calls, f"list offsets of {topic!r}"):
-            for tp, future in futures.items():
-                out[tp.partition] = _result(future, self.timeout, f"list offsets of {topic!r}").offset
-        return out
-
-    def _bounded(self, calls: Iterable[tuple[K, Callable[[], Any]]], what: str) -> Iterator[tuple[K, Any]]:
-        """Send the requests ``calls`` makes, at most ``max_in_flight`` at once; yield ``(key, answer)`` as
-        each is answered.
-
-        Each call returns either one future or a dict of futures (confluent-kafka's admin calls); the
-        answer is the future's result, or the dict of futures, all of which are done. Completions arrive
-        through a done-callback queue: O(1) per future, however many requests are in flight.
-        """
-        done: SimpleQueue[Any] = SimpleQueue()
-        remaining: dict[int, list[Any]] = {}  # id(answer) -> [key, answer, futures not done yet]
-        source = iter(calls)
-
-        def fill() -> None:
-            while len(remaining) < self.max_in_flight:
-                nxt = next(source, None)
-                if nxt is None:
-                    return
-                key, call = nxt
-                answer = call()
-                futures = _futures(answer)
-                ident = id(answer)
-                remaining[ident] = [key, answer, len(futures)]
-                for future in futures:
-                    future.add_done_callback(lambda _f, a=ident: done.put(a))
-
-        fill()
-        while remaining:
-            try:
-                entry = remaining[done.get(timeout=self.timeout)]
-            except Empty:
-                raise BrokerUnavailableError(f"{what}: no answer within {self.timeout}s") from None
-            entry[2] -= 1
-            if not entry[2]:
-                del remaining[id(entry[1])]
-                yield entry[0], entry[1]
-            fill()
-
-    # -- consumer groups ----------------------------------------------------------------------------
+        """Return ``{partition: log_start}``."""
+        with airflow_errors():
+            return self.cluster.log_starts(topic, partitions)
 
     def list_groups(self) -> list[str]:
         """Return the ids of all consumer groups the cluster knows."""
-        result = _result(
-            self.get_conn.list_consumer_groups(request_timeout=self.timeout),
-            self.timeout,
-            "list groups",
-        )
-        return sorted(g.group_id for g in result.valid)
+        with airflow_errors():
+            return self.cluster.list_groups()
 
     def group_types(self) -> dict[str, str]:
-        """Return ``{group: TYPE}`` of every group the cluster lists (``CLASSIC``, ``CONSUMER``, ``SHARE``,
-        ``STREAMS``; ``UNKNOWN`` where the client cannot tell).
-
-        confluent-kafka names only classic and consumer groups and lists every other type as UNKNOWN, so
-        the types are read from ListGroups v5 on every broker where the wire client reaches them (PLAINTEXT,
-        SSL, SASL/PLAIN listeners of Kafka 3.8+); elsewhere they stay as confluent-kafka reports them.
-        """
-        result = _result(
-            self.get_conn.list_consumer_groups(request_timeout=self.timeout),
-            self.timeout,
-            "list groups",
-        )
-        types = {g.group_id: getattr(getattr(g, "type", None), "name", CLASSIC) for g in result.valid}
-        config = self.client_config()
-        try:
-            typed = wire.api_versions(config, self.timeout).get(wire.API_LIST_GROUPS, (0, 0))[1] >= 5
-        except wire.WireUnavailable:
-            typed = True  # unknown: a group confluent-kafka cannot type stays UNKNOWN
-        if not typed:
-            # A broker before ListGroups v5 (Kafka 3.8) has only classic groups; it reports no type at all.
-            return {g: CLASSIC if t == UNKNOWN_TYPE else t for g, t in types.items()}
-        brokers = [(b.host, b.port) for b in self._metadata().brokers.values()]
-        try:
-            listings = wire.list_groups(config, brokers, self.timeout)
-        except wire.WireUnavailable as exc:
-            self.log.info("GROUPS group types from the client only (ListGroups v5 not read: %s)", exc)
-            return types
-        types.update({g.group_id: (g.type or "classic").upper() for g in listings})
-        return types
+        """Return ``{group: TYPE}`` of every group the cluster lists."""
+        with airflow_errors():
+            return self.cluster.group_types()
 
     def committed_offsets(self, group: str, topic: str, partitions: int | None = None) -> dict[int, int]:
-        """Return the group's committed offsets on ``topic`` (partitions without one are absent).
-
-        :param partitions: the topic's partition count, when known (saves a metadata request).
-        """
-        return dict(self.committed_offsets_many([group], topic, partitions)).get(group, {})
+        """Return the group's committed offsets on ``topic`` (partitions without one are absent)."""
+        with airflow_errors():
+            return self.cluster.committed_offsets(group, topic, partitions)
 
     def committed_offsets_many(
         self, groups: Iterable[str], topic: str, partitions: int | None = None
     ) -> Iterator[tuple[str, dict[int, int]]]:
-        """Yield ``(group, {partition: offset})`` for each group's committed offsets on ``topic``.
-
-        Every group's request goes out at once (bounded by ``max_in_flight``), each split into requests of
-        :data:`OFFSETS_CHUNK` partitions; a group is yielded as soon as all its answers are in.
-
-        :param partitions: the topic's partition count, when known (saves a metadata request).
-        """
-        count = self.partition_count(topic) if partitions is None else partitions
-        chunks = list(_chunks(list(range(count)), OFFSETS_CHUNK))
-        remaining: dict[str, int] = {}
-        found: dict[str, dict[int, int]] = {}
-
-        def request(group: str, chunk: list[int]) -> Callable[[], Any]:
-            request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in chunk])
-            return lambda: self.get_conn.list_consumer_group_offsets([request], request_timeout=self.timeout)
-
-        def calls() -> Iterator[tuple[str, Callable[[], Any]]]:
-            for group in dict.fromkeys(groups):
-                remaining[group] = len(chunks)
-                found[group] = {}
-                for chunk in chunks:
-                    yield group, request(group, chunk)
-
-        for group, futures in self._bounded(calls(), f"committed offsets on {topic!r}"):
-            result = _result(futures[group], self.timeout, f"committed offsets of group {group!r}")
-            found[group].update(
-                (tp.partition, tp.offset)
-                for tp in result.topic_partitions
-                if tp.topic == topic and tp.offset >= 0
-            )
-            remaining[group] -= 1
-            if not remaining[group]:
-                yield group, found.pop(group)
+        """Yield ``(group, {partition: offset})`` for each group's committed offsets on ``topic``."""
+        with airflow_errors():
+            yield from self.cluster.committed_offsets_many(groups, topic, partitions)
 
     def groups_on_topic(self, topic: str, partitions: int | None = None) -> list[str]:
-        """Return the groups at risk on ``topic``: those with committed offsets on it, and those whose live
-        members are assigned some of its partitions (a group that has not committed yet).
-
-        One ListGroups, one DescribeGroups and every group's offsets concurrently: the number of round
-        trips does not grow with the number of groups.
-        """
-        names = self.list_groups()
-        assigned = {g for g, info in self.describe_groups(names, topic).items() if info.assigned()}
-        committed = {g for g, offsets in self.committed_offsets_many(names, topic, partitions) if offsets}
-        return [g for g in names if g in assigned or g in committed]
+        """Return the groups at risk on ``topic`` (committed offsets on it, or live members assigned it)."""
+        with airflow_errors():
+            return self.cluster.groups_on_topic(topic, partitions)
 
     def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
         """Describe ``groups``, keeping of each member only its partitions of ``topic``."""
-        if not groups:
-            return {}
-        futures = self.get_conn.describe_consumer_groups(groups, request_timeout=self.timeout)
-        return {
-            g: _group_info(_result(f, self.timeout, f"describe group {g!r}"), topic)
-            for g, f in futures.items()
-        }
+        with airflow_errors():
+            return self.cluster.describe_groups(groups, topic)
 
     def seed_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
-        """Commit ``offsets`` for ``group`` on ``topic``; the broker accepts them only while the group is EMPTY.
-
-        :raises SeedError: naming each partition the broker refused.
-        """
-        self.seed_offsets_many(topic, {group: offsets})
+        """Commit ``offsets`` for ``group`` on ``topic`` (only while the group is EMPTY)."""
+        with airflow_errors():
+            self.cluster.seed_offsets(group, topic, offsets)
 
     def seed_offsets_many(self, topic: str, offsets: Mapping[str, Mapping[int, int]]) -> None:
-        """Commit ``{group: {partition: offset}}`` on ``topic``: every group's requests go out at once
-        (bounded), each split into requests of :data:`OFFSETS_CHUNK` partitions.
-
-        :raises SeedError: naming each group and partition the broker refused (the others are committed).
-        """
-
-        def request(group: str, chunk: list[int]) -> Callable[[], Any]:
-            request = ConsumerGroupTopicPartitions(
-                group, [TopicPartition(topic, p, offsets[group][p]) for p in chunk]
-            )
-            return lambda: self.get_conn.alter_consumer_group_offsets([request], request_timeout=self.timeout)
-
-        calls = (
-            (group, request(group, chunk))
-            for group, wanted in offsets.items()
-            for chunk in _chunks(sorted(wanted), OFFSETS_CHUNK)
-        )
-        refused: dict[str, dict[int, str]] = {}
-        for group, futures in self._bounded(calls, f"commit offsets on {topic!r}"):
-            result = _result(futures[group], self.timeout, f"commit offsets of group {group!r}")
-            for tp in result.topic_partitions:
-                if tp.error is not None:
-                    refused.setdefault(group, {})[tp.partition] = tp.error.str()
-        if refused:
-            raise SeedError(f"on {topic!r} the broker refused offsets: {_describe_refused(refused)}")
-
-
-def _chunks(items: list[int], size: int) -> Iterator[list[int]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def _futures(answer: Any) -> list[Any]:
-    return list(answer.values()) if isinstance(answer, dict) else [answer]
-
-
-def _describe_refused(refused: dict[str, dict[int, str]], cap: int = 10) -> str:
-    parts = []
-    for group, errors in list(refused.items())[:cap]:
-        sample = dict(list(errors.items())[:cap])
-        more = f" and {len(errors) - cap} more partitions" if len(errors) > cap else ""
-        parts.append(f"group {group!r}: {sample}{more}")
-    more_groups = f"; and {len(refused) - cap} more groups" if len(refused) > cap else ""
-    return "; ".join(parts) + more_groups
-
-
-def _result(future: Any, timeout: float, what: str) -> Any:
-    try:
-        return future.result(timeout=timeout)
-    except KafkaException as exc:
-        err: Any = exc.args[0] if exc.args else exc
-        if getattr(err, "name", lambda: "")() in ("_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN"):
-            raise BrokerUnavailableError(f"{what}: cluster unreachable ({err.str()})") from exc
-        raise
-    except TimeoutError as exc:
-        raise BrokerUnavailableError(f"{what}: no answer within {timeout}s") from exc
-
-
-def _group_info(desc: Any, topic: str) -> GroupInfo:
-    members = tuple(
-        Member(
-            member_id=m.member_id,
-            client_id=m.client_id,
-            host=m.host,
-            partitions=tuple(
-                sorted(tp.partition for tp in m.assignment.topic_partitions if tp.topic == topic)
-            ),
-        )
-        for m in desc.members
-    )
-    return GroupInfo(
-        group=desc.group_id,
-        state=desc.state.name,
-        type=getattr(getattr(desc, "type", None), "name", "CLASSIC"),
-        protocol_type="" if desc.is_simple_consumer_group else "consumer",
-        members=members,
-        assignor=str(getattr(desc, "partition_assignor", "") or ""),
-    )
+        """Commit ``{group: {partition: offset}}`` on ``topic``."""
+        with airflow_errors():
+            self.cluster.seed_offsets_many(topic, offsets)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
+
+from airflow.sdk import BaseHook
 
 from airflow_provider_kstate.doctor.cache import DEFAULT_CACHE_TOPIC, DEFAULT_TTL
 from airflow_provider_kstate.doctor.doctor import ClusterUnreachable, diagnose, last_verdict
@@ -12,7 +15,7 @@ from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
 
 
-class KStateDoctorHook(KStateAdminHook):
+class KStateDoctorHook(BaseHook):
     """Check that the cluster of a ``kafka`` connection keeps the promises the provider relies on.
 
     The cheap checks (ApiVersions) run on every call; the behavioural checks (a private probe topic, a
@@ -32,8 +35,15 @@ class KStateDoctorHook(KStateAdminHook):
         timeout: float = 20.0,
         cache_topic: str = DEFAULT_CACHE_TOPIC,
     ) -> None:
-        super().__init__(kafka_config_id=kafka_config_id, timeout=timeout)
+        super().__init__()
+        self.admin = KStateAdminHook(kafka_config_id=kafka_config_id, timeout=timeout)
+        self.kafka_config_id = kafka_config_id
+        self.timeout = timeout
         self.cache_topic = cache_topic
+
+    def client_config(self) -> dict[str, Any]:
+        """The librdkafka config of the connection (holds secrets: never log it)."""
+        return self.admin.client_config()
 
     def verdict(self, refresh: bool = False, ttl: float = DEFAULT_TTL) -> Verdict:
         """Return the cluster's verdict (behavioural checks from the cache unless ``refresh`` or expired)."""

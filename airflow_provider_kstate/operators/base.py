@@ -17,8 +17,8 @@ from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 from airflow_provider_kstate.lease import LeaseKeeper, run_owner
 
 if TYPE_CHECKING:  # the hooks import confluent-kafka: load them when a task runs, not when a DAG is parsed
+    from airflow_provider_kstate.cluster.control import Controller
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
-    from airflow_provider_kstate.hooks.control import KStateControlHook
     from airflow_provider_kstate.hooks.lease import KStateLeaseHook
     from airflow_provider_kstate.hooks.reports import ObjectStorageReports
 
@@ -74,12 +74,13 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
         return KStateAdminHook(kafka_config_id=self.kafka_config_id, timeout=self.request_timeout)
 
     @cached_property
-    def control(self) -> KStateControlHook:
+    def control(self) -> Controller:
+        """The controller of the control channel on this step's connection (closed after the task)."""
         from airflow_provider_kstate.hooks.control import KStateControlHook
 
         return KStateControlHook(
             self.kafka_config_id, control_topic=self.control_topic, timeout=self.request_timeout
-        )
+        ).get_conn
 
     @cached_property
     def lease(self) -> KStateLeaseHook:
@@ -98,7 +99,8 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
 
     @property
     def typed_plan(self) -> Plan:
-        return Plan.from_dict(self.plan)
+        """The plan, parsed from its (rendered) XCom once per task: the one place a step parses it."""
+        return parsed_plan(self)
 
     @property
     def topic(self) -> str:
@@ -157,3 +159,13 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
         from airflow_provider_kstate.lineage import increase_lineage
 
         return increase_lineage(self, task_instance, complete=True)
+
+
+def parsed_plan(task: Any) -> Plan:
+    """Return ``task.plan`` parsed (:meth:`Plan.from_dict`), parsing it again only when the attribute now
+    holds another object (a re-render): every later read in the task is a dictionary lookup."""
+    cached = task.__dict__.get("_parsed_plan")
+    if cached is None or cached[0] is not task.plan:
+        cached = (task.plan, Plan.from_dict(task.plan))
+        task.__dict__["_parsed_plan"] = cached
+    return cached[1]

@@ -25,7 +25,7 @@ from airflow_provider_kstate.operators.doctor import allowed_deviations
 from airflow_provider_kstate.params import as_bool, as_int, as_mapping, as_str_list, as_topic
 
 if TYPE_CHECKING:
-    from airflow_provider_kstate.hooks.lease import KStateLeaseHook
+    from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
 
 class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
@@ -159,10 +159,11 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         hook = KStateLeaseHook(
             self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
         )
+        admin = hook.admin  # the lease hook has the connection's admin hook: the plan is built with it
         keeper = LeaseKeeper.for_topic(hook, topic, context, self.lease_ttl, self.log)
         plan = None if dry_run else self._continued_plan(keeper, target)
         if plan is None:
-            plan = self._build(hook, topic, target).with_run(
+            plan = self._build(admin, topic, target).with_run(
                 owner=keeper.owner,
                 dry_run=dry_run,
                 control_topic=self.control_topic,
@@ -175,7 +176,7 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         if dry_run:
             self.log.info("PLAN dry run: stopping after the plan; nothing was changed and no lease was taken")
             return plan.to_dict()
-        self._take_lease(hook, keeper, plan)
+        self._take_lease(admin, keeper, plan)
         self._planned(plan, keeper.owner)
         return plan.to_dict()
 
@@ -189,7 +190,7 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         storage = ObjectStorageReports(self.report_conn_id)
         Events([ProgressFile(storage, uri, plan, owner)], self.log).step("planned")
 
-    def _build(self, hook: KStateLeaseHook, topic: str, target: int) -> Plan:
+    def _build(self, hook: KStateAdminHook, topic: str, target: int) -> Plan:
         groups = as_str_list("consumer_groups", self.consumer_groups)
         excluded = as_str_list("exclude_groups", self.exclude_groups)
         both = sorted(set(groups) & set(excluded))
@@ -220,7 +221,7 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
             )
         return self._mark_key_order(hook, plan)
 
-    def _mark_key_order(self, hook: KStateLeaseHook, plan: Plan) -> Plan:
+    def _mark_key_order(self, hook: KStateAdminHook, plan: Plan) -> Plan:
         """Give each protected group its driver and mark its key order (barrier / drained / relaxed /
         offline) from its live members and the client-piece consumers seen on the control topic; log each
         group that is drained or relaxed."""
@@ -286,7 +287,7 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         self.log.info("PLAN continuing the plan this run stored with its lease (%s)", lease.describe())
         return plan
 
-    def _take_lease(self, hook: KStateLeaseHook, keeper: LeaseKeeper, plan: Plan) -> None:
+    def _take_lease(self, hook: KStateAdminHook, keeper: LeaseKeeper, plan: Plan) -> None:
         """Take the topic's lease (or take it over from a run that has ended), storing the plan with it."""
         keeper.acquire(plan.to_dict())
         current = hook.partition_count(plan.topic)

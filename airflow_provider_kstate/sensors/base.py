@@ -14,6 +14,7 @@ from airflow_provider_kstate.exceptions import KStateError, TranslatesDomainErro
 from airflow_provider_kstate.increase.checks import CHECKS, CheckResult
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
 from airflow_provider_kstate.increase.plan import Plan
+from airflow_provider_kstate.operators.base import parsed_plan
 
 
 class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):
@@ -52,8 +53,8 @@ class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):
 
     @property
     def typed_plan(self) -> Plan:
-        """The plan, read from its (rendered) XCom: the one place a sensor parses it."""
-        return Plan.from_dict(self.plan)
+        """The plan, read from its (rendered) XCom once per task: the one place a sensor parses it."""
+        return parsed_plan(self)
 
     def check_arguments(self) -> dict[str, Any]:
         """Return the JSON-safe keyword arguments of the check, from the plan."""

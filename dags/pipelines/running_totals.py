@@ -164,7 +164,8 @@ def barrier_ends(
     """
     from confluent_kafka.admin import AdminClient
 
-    from airflow_provider_kstate.client.consumer import ControlTail, tail_config
+    from airflow_provider_kstate.client.config import tail_config
+    from airflow_provider_kstate.client.follower import ControlTail
     from airflow_provider_kstate.client.protocol import Barrier, Release, barrier_key, release_key
 
     if control_topic not in AdminClient(tail_config(cfg)).list_topics(timeout=30).topics:

@@ -14,8 +14,9 @@ from confluent_kafka.admin import NewPartitions
 from kstate_support.kafka import partition_count, task_states
 
 from airflow_provider_kstate.client.channel import ControlChannel
-from airflow_provider_kstate.client.protocol import PAUSE, RESUME, command_key
+from airflow_provider_kstate.client.protocol import PAUSE, RESUME, Ack, command_key
 from airflow_provider_kstate.exceptions import BrokerUnavailableError, GroupNotEmptyError, UnsafeResumeError
+from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 from airflow_provider_kstate.increase.plan import build_plan
 from airflow_provider_kstate.increase.report import read_report
@@ -38,7 +39,13 @@ def _group_with_offsets(
     producer.produce(topic, value=b"x")
     producer.flush(30)
     consumer = Consumer(
-        {**config, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        {
+            **config,
+            "group.id": group,
+            "client.id": f"{group}-0",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
     )
     consumer.subscribe([topic])
     deadline = time.monotonic() + 30
@@ -51,6 +58,15 @@ def _group_with_offsets(
         return consumer
     consumer.close()
     return None
+
+
+def _claims_the_client_piece(config: dict[str, Any], group: str) -> None:
+    """Acknowledge on the control topic as ``_group_with_offsets``'s member would if it ran the client piece
+    (its presence): the plan then drives the group by the control protocol, which this member ignores."""
+    channel = ControlChannel(config)
+    channel.ensure()
+    channel.publish(Ack(client=f"{group}-0", epoch=0, state="running", group=group))
+    channel.close()
 
 
 def _latest_command(config: dict[str, Any], group: str) -> str | None:
@@ -114,7 +130,7 @@ def test_broker_unreachable(admin: Any, make_topic: Any, run_dag: Any, monkeypat
     assert time.monotonic() - started < 60
     assert partition_count(admin, topic) == 1
     with pytest.raises(BrokerUnavailableError, match="unreachable"):
-        build_plan(KStateLeaseHook("kafka_unreachable", timeout=2.0), topic, 2, [])
+        build_plan(KStateAdminHook("kafka_unreachable", timeout=2.0), topic, 2, [])
 
 
 @pytest.mark.parametrize(
@@ -133,11 +149,16 @@ def test_live_group_never_empties(
     waiter: str,
     override: dict[str, Any],
 ) -> None:
-    """A consumer that ignores the pause keeps its group non-EMPTY: the wait fails, nothing changes."""
+    """A consumer that ignores the pause keeps its group non-EMPTY: the wait fails, nothing changes.
+
+    It claims the client piece (it acknowledged its presence once) but does not honour the pause, so the
+    plan drives it by the control protocol (a member that never acknowledged would be refused at plan
+    time: ``test_fleet_drivers.py``)."""
     topic = make_topic("stubborn", partitions=1)
     group = f"{topic}-g"
     consumer = _group_with_offsets(kafka_config, topic, group, live=True)
     assert consumer is not None
+    _claims_the_client_piece(kafka_config, group)
     try:
         dr = run_dag(
             dag_id,
@@ -166,14 +187,14 @@ def test_seed_refuses_group_that_is_not_empty(
     consumer = _group_with_offsets(kafka_config, topic, group, live=True)
     assert consumer is not None
     try:
-        plan = build_plan(KStateLeaseHook(), topic, 3, [group])
+        plan = build_plan(KStateAdminHook(), topic, 3, [group])
         assert plan.groups[group].cls == "active"
         for future in admin.create_partitions([NewPartitions(topic, 3)]).values():
             future.result(timeout=30)
         seed = KStateSeedOffsetsOperator(task_id="seed", plan=plan)
         with pytest.raises(GroupNotEmptyError, match="not EMPTY"):
             seed.execute(_context("faults", "seed-live"))
-        committed = KStateLeaseHook().committed_offsets(group, topic)
+        committed = KStateAdminHook().committed_offsets(group, topic)
     finally:
         consumer.close()
     assert set(committed) <= {0}, f"seed wrote offsets for new partitions: {committed}"

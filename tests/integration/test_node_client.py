@@ -67,8 +67,8 @@ def brokers(kafka_config: dict[str, Any]) -> list[str]:
 
 @pytest.fixture
 def control(unique: Callable[[str], str], admin: Any) -> Any:
-    """The controller's hook on a control topic of this test's own."""
-    hook = KStateControlHook(control_topic=unique("node-control"))
+    """The controller (the control hook's connection) on a control topic of this test's own."""
+    hook = KStateControlHook(control_topic=unique("node-control")).get_conn
     hook.channel()  # creates the control topic
     yield hook
     hook.close()
@@ -79,7 +79,7 @@ def control(unique: Callable[[str], str], admin: Any) -> Any:
             pass
 
 
-def acks(hook: KStateControlHook, prefix: str, epoch: int) -> dict[str, str]:
+def acks(hook: Any, prefix: str, epoch: int) -> dict[str, str]:
     """``{client: state}`` of the acknowledgements of ``epoch`` under ``prefix``."""
     watch = hook.watch()
     try:

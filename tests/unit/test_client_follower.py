@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from airflow_provider_kstate.client.consumer import ControlFollower, ControlledConsumer
+from airflow_provider_kstate.client.consumer import ControlledConsumer
+from airflow_provider_kstate.client.follower import ControlFollower
 
 
 class _Owner:
@@ -17,7 +18,7 @@ class _Owner:
 
 class _Tail:
     topic = "control"
-    _timeout = 1.0
+    timeout = 1.0
 
     def __init__(self) -> None:
         self.looks: list[float] = []
@@ -38,7 +39,7 @@ def _phase(t: float, interval: float) -> float:
 
 
 def test_next_tick_is_a_multiple_of_the_interval_on_the_wall_clock() -> None:
-    follower = ControlFollower(_Owner(), _Tail(), interval=0.2, fast_interval=0.01)  # type: ignore[arg-type]
+    follower = ControlFollower(_Owner()._interrupt, _Tail(), interval=0.2, fast_interval=0.01)  # type: ignore[arg-type]
     for _ in range(20):
         delay = follower._next_delay()
         assert 0 < delay <= 0.2
@@ -46,7 +47,7 @@ def test_next_tick_is_a_multiple_of_the_interval_on_the_wall_clock() -> None:
 
 
 def test_hurry_switches_to_the_fast_interval_for_a_while_and_back() -> None:
-    follower = ControlFollower(_Owner(), _Tail(), interval=0.2, fast_interval=0.01)  # type: ignore[arg-type]
+    follower = ControlFollower(_Owner()._interrupt, _Tail(), interval=0.2, fast_interval=0.01)  # type: ignore[arg-type]
     follower.hurry(0.05)
     assert follower._next_delay() <= 0.01
     time.sleep(0.06)
@@ -59,7 +60,7 @@ def test_hurry_switches_to_the_fast_interval_for_a_while_and_back() -> None:
 def test_followers_look_at_the_same_instants_and_stop_at_once() -> None:
     tails = [_Tail(), _Tail()]
     owner = _Owner()
-    followers = [ControlFollower(owner, t, interval=0.05) for t in tails]  # type: ignore[arg-type]
+    followers = [ControlFollower(owner._interrupt, t, interval=0.05) for t in tails]  # type: ignore[arg-type]
     for f in followers:
         f.start()
     time.sleep(0.32)

@@ -71,7 +71,7 @@ def test_every_kind_has_a_schema_with_id_title_and_version() -> None:
 
 
 def test_every_record_the_controller_hook_writes_validates() -> None:
-    hook = KStateControlHook()
+    hook = KStateControlHook().get_conn  # the controller
     recorder = Recorder()
     hook._channel = recorder  # type: ignore[assignment]  # channel() returns it: no control topic needed
     hook.pause(["g1", "g2"], "orders", issuer="kstate/run-1")

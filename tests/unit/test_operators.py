@@ -37,3 +37,20 @@ def test_the_dry_run_gate_reads_the_plan_from_its_xcom() -> None:
     assert KStateDryRunGateOperator(task_id="g", plan=PLAN).execute({}) is None
     with pytest.raises(AirflowSkipException, match="dry run"):
         KStateDryRunGateOperator(task_id="d", plan={**PLAN, "dry_run": True}).execute({})
+
+
+def test_a_step_parses_its_plan_once_per_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``typed_plan`` is read many times a step (three times per ``steps()``): it parses the XCom once,
+    and again only when the plan attribute holds another object (a re-render)."""
+    from kstate_support.fakes import PLAN
+
+    from airflow_provider_kstate.increase import plan as plans
+    from airflow_provider_kstate.operators.seed import KStateSeedOffsetsOperator
+
+    calls: list[object] = []
+    parse = plans.Plan.from_dict.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(plans.Plan, "from_dict", classmethod(lambda cls, d: calls.append(d) or parse(cls, d)))
+    step = KStateSeedOffsetsOperator(task_id="seed", plan=dict(PLAN))
+    assert step.typed_plan is step.typed_plan and step.topic == "orders" and len(calls) == 1
+    step.plan = dict(PLAN)  # rendered again
+    assert step.typed_plan.topic == "orders" and len(calls) == 2
