@@ -14,6 +14,7 @@ skipped.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import shutil
 import signal
@@ -67,6 +68,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # Destroy the Kafka clients of finished fixtures and dag.test() runs while the broker still answers.
     session_broker.close(_SIGTERM)
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+    # py4j's ClientServer (an in-process SparkSession's gateway) closes its connections in __del__ at
+    # interpreter exit and logs that at INFO, after pytest closed the stream the log handler writes to:
+    # "--- Logging error ---" and a traceback after the summary. Nothing py4j says at exit is needed.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")
