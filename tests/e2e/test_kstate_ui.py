@@ -108,6 +108,7 @@ def test_page_api_refuses_without_the_login(api: Any) -> None:
         "/kstate/api/topics",
         "/kstate/api/plan?topic=x",
         "/kstate/api/runs",
+        "/kstate/api/runs/orders/some_run/progress",
         "/kstate/api/snapshots",
     ):
         api.cookies.clear()
@@ -210,6 +211,43 @@ def test_page_api_pages_a_runs_proof(api: Any) -> None:
     ]
     for name in ("%2E%2E", "..%2F..%2Fetc"):
         escape = api.get(f"/kstate/api/runs/orders/{name}", cookies=_cookie())
+        assert escape.status_code in (400, 404), (name, escape.status_code, escape.text)
+
+
+def test_page_api_shows_a_run_in_progress(api: Any) -> None:
+    """A run's progress document as the steps write it (ProgressFile): the list shows the run in progress
+    with its step, the progress route each group's state and downtime so far; a torn document answers
+    200 "unreadable"; a folder name that leaves the report base is refused."""
+    from airflow_provider_kstate.increase.events import GroupState, ProgressFile
+    from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, Plan
+    from airflow_provider_kstate.increase.report import progress_location
+
+    base = api.report_base
+    live = GroupPlan(cls=GroupClass.ACTIVE, state="STABLE", pause=True, seed=True, wait=True)
+    plan = Plan("payments", 2, 4, {"billing": live})
+    doc = ProgressFile(
+        None, progress_location(str(base), "payments", "increase/live__1"), plan, "increase/live__1"
+    )
+    doc.step("pause")
+    doc.groups(["billing"], GroupState.STOPPING)
+    time.sleep(0.05)
+    runs = api.get("/kstate/api/runs", params={"topic": "payments"}, cookies=_cookie()).json()
+    assert [(r["run"], r["progress"]) for r in runs["runs"]] == [
+        ("increase_live__1", {"phase": "running", "step": "pause", "outcome": ""})
+    ]
+    answer = api.get("/kstate/api/runs/payments/increase_live__1/progress", cookies=_cookie())
+    assert answer.status_code == 200, answer.text
+    shown = answer.json()
+    assert (shown["phase"], shown["step"], shown["airflow"]) == ("running", "pause", None)
+    [billing] = shown["groups"]
+    assert billing["state"] == "stopping" and billing["ticking"] and billing["downtime_s"] >= 0.05
+    torn = base / "payments" / "increase_torn"
+    torn.mkdir()
+    (torn / "progress.json").write_text('{"kind": "kstate-increase-progress", "v": 1, "gro')
+    unreadable = api.get("/kstate/api/runs/payments/increase_torn/progress", cookies=_cookie())
+    assert unreadable.status_code == 200 and unreadable.json()["phase"] == "unreadable", unreadable.text
+    for name in ("%2E%2E", "..%2F..%2Fetc"):
+        escape = api.get(f"/kstate/api/runs/payments/{name}/progress", cookies=_cookie())
         assert escape.status_code in (400, 404), (name, escape.status_code, escape.text)
 
 
