@@ -144,7 +144,7 @@ async function loadRuns(offset = 0) {
     const sel = $("run-topic");
     if (!sel.options.length) { sel.innerHTML = '<option value="">choose a topic</option>' + d.topics.map((t) => `<option>${esc(t)}</option>`).join(""); sel.value = topic; sel.onchange = () => loadRuns(0); }
     if (!topic) { el.innerHTML = d.topics.length ? '<p class="muted">Choose a topic.</p>' : '<p class="muted">No increase run has written a report yet.</p>'; return; }
-    const rows = d.runs.map((r) => `<tr><td><a href="#" data-run="${esc(r.run)}">${esc(r.run)}</a></td><td>${runLink(r.airflow)}</td>
+    const rows = d.runs.map((r) => `<tr data-row="${esc(r.run)}"><td><a href="#" data-run="${esc(r.run)}">${esc(r.run)}</a></td><td>${runLink(r.airflow)}</td>
       <td>${r.verdict ? (r.verdict.ok ? '<span class="ok">proved</span>' : '<span class="bad">' + num(r.verdict.problems) + " partitions would skip</span>") : (r.verify_report ? "see proof" : '<span class="muted">no verify report</span>')}</td>
       <td class="n">${r.verdict ? num(r.verdict.partitions) : ""}</td><td class="n">${r.verdict ? num(r.verdict.groups) : ""}</td><td class="progress">${phasePill(r.progress)}</td><td>${esc(new Date(1000 * r.modified).toISOString().replace(".000", ""))}</td></tr>`).join("");
     const more = d.total > offset + d.limit ? `<button class="go" id="runs-more">next ${d.limit}</button>` : "";
@@ -157,7 +157,7 @@ async function loadRuns(offset = 0) {
   } catch (e) { fail(el, e); }
 }
 function phasePill(p) {
-  if (!p) return '<span class="muted">not recorded</span>';
+  if (!p || p.phase === "absent") return '<span class="muted">not recorded</span>';
   const at = `<span class="muted">at step</span> <code class="step">${esc(p.step)}</code>`;
   if (p.phase === "running") return `<span class="pill ph-running">in progress</span> ${at}`;
   if (p.phase === "ended") return `<span class="pill ph-${p.outcome === "success" ? "success" : "failed"}">${esc(p.outcome)}</span> ${at}`;
@@ -175,17 +175,20 @@ async function pollRun(w) {
   try { d = await get(`api/runs/${enc(w.topic)}/${enc(w.run)}/progress`); w.errors = 0; }
   catch (e) { w.errors += 1; if (watching === w) { if (w.seen && $("live-note")) $("live-note").textContent = `refresh failed (${e.message || e}): trying again`; else fail($("live"), e); } }
   if (watching !== w) return;  // another run was opened meanwhile
-  if (d) { d.fetched = performance.now(); renderLive(d); }
+  if (d) { d.fetched = performance.now(); renderLive(d); listRow(w.run, d); }
   if (d && d.running) w.seen = true;
   if (d ? d.running : (w.seen && w.errors < 5)) { w.timer = setTimeout(() => pollRun(w), POLL_MS); return; }
   proof(w.topic, w.run, 0);
   if (w.seen) loadRuns(listOffset);  // it ended while watched: the list shows its outcome
 }
+function listRow(run, d) {  // the run's row in the list says what its view says
+  document.querySelectorAll("#run-table tr[data-row]").forEach((tr) => { if (tr.dataset.row === run) tr.querySelector("td.progress").innerHTML = phasePill(d); });
+}
 function liveRow(g, tick) {
   const back = g.back_at ? esc(clock(g.back_at)) : (g.still_out ? '<span class="bad">no resume recorded</span>' : "");
   const down = g.downtime_s === null ? '<span class="muted">never out</span>' : secs(g.downtime_s);
   return `<tr data-group="${esc(g.group)}"><td>${esc(g.group)}</td><td class="state"><span class="pill st-${esc(g.state)}">${esc(g.state.replace("_", " "))}</span></td>
-    <td>${esc(g.driver)}</td><td>${esc(g.key_order)}</td><td>${esc(clock(g.out_since))}</td><td>${back}</td>
+    <td class="driver">${esc(g.driver)}</td><td class="order">${esc(g.key_order)}</td><td>${esc(clock(g.out_since))}</td><td>${back}</td>
     <td class="n downtime" ${g.ticking ? tick(g.downtime_s) : ""}>${down}</td></tr>`;
 }
 function renderLive(d) {
@@ -195,9 +198,9 @@ function renderLive(d) {
   const tick = (base) => `data-tick="${Number(base)}" data-at="${d.fetched}"`;
   const head = d.running
     ? `<span class="pill ph-running">in progress</span> step <code id="live-step">${esc(d.step)}</code> for <span ${tick(d.elapsed_s)}>${secs(d.elapsed_s)}</span>; ${num(d.groups_out)} group(s) out of their group now. <span class="muted" id="live-note">Refreshes every ${POLL_MS / 1000} s.</span>`
-    : `${phasePill(d)}: ended ${esc(clock(d.updated_at))} UTC after ${secs(d.elapsed_s)}. Below, each group's final downtime${d.phase === "ended" ? "; then what the run proved" : ""}.`;
+    : `${phasePill(d)}. Ended ${esc(clock(d.updated_at))} UTC, ${secs(d.elapsed_s)} after its plan; longest downtime: ${d.max_downtime_s === null ? "none" : secs(d.max_downtime_s)}. Below, each group's final downtime${d.phase === "ended" ? ", then what the run proved" : ""}.`;
   el.innerHTML = `<h2>Run ${esc(d.run)}</h2><div class="box" id="live-summary"><b>${esc(d.topic)}</b> ${num(d.original_partitions)} &rarr; ${num(d.target_partitions)} partitions: ${head}<br>
-    Producers: <span class="pill" id="live-producers">${esc(d.producers)}</span> since ${esc(clock(d.producers_since))} UTC. Longest downtime: ${d.max_downtime_s === null ? "none" : secs(d.max_downtime_s)}. Airflow run: ${runLink(d.airflow)}</div>
+    Producers: <span class="pill" id="live-producers">${esc(d.producers)}</span> since ${esc(clock(d.producers_since))} UTC. Airflow run: ${runLink(d.airflow)}</div>
     <table id="live-groups"><thead><tr><th>group</th><th>state</th><th>driver</th><th>key order</th><th>out since (UTC)</th><th>back at (UTC)</th><th>downtime</th></tr></thead>
     <tbody>${d.groups.map((g) => liveRow(g, tick)).join("") || '<tr><td colspan="7" class="muted">no protected group</td></tr>'}</tbody></table>`;
 }
