@@ -130,11 +130,11 @@ class RunProgress:
     original_partitions: int
     target_partitions: int
     step: str = "plan"
-    started_at: int = field(default_factory=now_ms)
-    updated_at: int = field(default_factory=now_ms)
+    started_at: int = field(default_factory=lambda: now_ms())  # the module clock, read when made
+    updated_at: int = field(default_factory=lambda: now_ms())
     outcome: str = ""
     producers: str = ProducerState.RUNNING
-    producers_since: int = field(default_factory=now_ms)
+    producers_since: int = field(default_factory=lambda: now_ms())
     groups: dict[str, GroupProgress] = field(default_factory=dict)
     kind: str = PROGRESS_KIND
     v: int = PROGRESS_VERSION

@@ -2,7 +2,7 @@
 
 Every route sits behind Airflow's own auth dependencies (the UI's login: its JWT cookie, or a bearer
 token): the page needs website access, the topic plan connection read access, the runs DAG-run read
-access and the snapshots asset read access. Everything is read-only (GET only), and nothing returned
+access (a run's progress too) and the snapshots asset read access. Everything is read-only (GET only), and nothing returned
 carries a connection's extras.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
-from airflow_provider_kstate.plugins import views
+from airflow_provider_kstate.plugins import views, watch
 from airflow_provider_kstate.plugins.page import PAGE
 
 #: The prefix the app is mounted at (the external view's ``href``).
@@ -130,6 +130,7 @@ def _run_routes(app: FastAPI, dependencies: list[Any]) -> None:
         for run in page["runs"]:
             run["airflow"] = by_folder.get(run["run"])
             run["verdict"] = verdicts.get(run["run"])
+            run["progress"] = watch.run_status(base, topic, run["run"], (run["airflow"] or {}).get("state"))
         return {"topics": topics, **page}
 
     @app.get("/api/runs/{topic}/{run}", dependencies=dependencies)
@@ -140,3 +141,11 @@ def _run_routes(app: FastAPI, dependencies: list[Any]) -> None:
             raise HTTPException(status_code=400, detail=str(exc)) from exc
         proof["airflow"] = views.dag_runs_by_folder().get(run)
         return proof
+
+    @app.get("/api/runs/{topic}/{run}/progress", dependencies=dependencies)
+    def run_progress(topic: str, run: str) -> dict[str, Any]:
+        """The run's step, each group's state and downtime so far (the page polls it while it runs)."""
+        try:
+            return watch.progress_view(views.report_base(), topic, run, airflow=watch.dag_run)
+        except ValueError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from exc

@@ -2,9 +2,19 @@
 
 Query parameters preselect what it shows: ``?tab=topics&conn_id=kafka_default&topic=orders&partitions=12``,
 ``?tab=runs&topic=orders&run=<folder>``, ``?tab=snapshots``.
+
+A run's view polls its progress (``api/runs/<topic>/<folder>/progress``) every :data:`POLL_MS` ms while the
+run goes, and ticks each out group's downtime between two answers (from the server's clock, so a skewed
+browser clock does not matter); it stops polling once the run ended and shows the proof below the final
+downtimes. The run list refreshes every :data:`LIST_POLL_MS` ms while it shows a run in progress.
 """
 
 from __future__ import annotations
+
+#: How often a run's view asks for the run's progress while it goes (ms).
+POLL_MS = 1500
+#: How often the run list refreshes while it shows a run in progress (ms).
+LIST_POLL_MS = 5000
 
 PAGE = r"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>kstate</title>
@@ -32,6 +42,9 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .ok { color: var(--ok); font-weight: 600; } .bad { color: var(--bad); font-weight: 600; } .muted { color: var(--muted); }
 .box { border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; margin: 8px 0; background: #fcfdff; }
 .err { border-color: #feb2b2; background: #fff5f5; color: var(--bad); }
+.ph-running { background: #ebf8ff; color: #2a4365; } .ph-success { background: #c6f6d5; color: #22543d; } .ph-failed { background: #fed7d7; color: #742a2a; }
+.st-planned { color: var(--muted); } .st-stopping, .st-paused, .st-seeded { background: #feebc8; color: #7b341e; }
+.st-resumed, .st-at_barrier, .st-draining { background: #e6fffa; color: #234e52; } .st-drained, .st-passed { background: #c6f6d5; color: #22543d; }
 code { background: #f1f5f9; padding: 0 4px; border-radius: 3px; }
 a { color: var(--accent); }
 </style></head>
@@ -53,7 +66,7 @@ a { color: var(--accent); }
 
 <section id="runs">
   <form id="runs-form"><label>Topic<select id="run-topic"></select></label></form>
-  <div id="run-list"></div><div id="proof"></div>
+  <div id="run-list"></div><div id="live"></div><div id="proof"></div>
 </section>
 
 <section id="snapshots"><div id="snaps"></div></section>
@@ -70,6 +83,14 @@ async function get(path) {
   return body;
 }
 function fail(el, e) { el.innerHTML = `<div class="box err">${esc(e.message || e)}</div>`; }
+const POLL_MS = __POLL_MS__, LIST_POLL_MS = __LIST_POLL_MS__;
+const enc = encodeURIComponent;
+const secs = (s) => (s === null || s === undefined) ? "" : Number(s).toFixed(1) + " s";
+const clock = (ms) => ms ? new Date(ms).toISOString().slice(11, 23) : "";
+let watching = null, listTimer = null, listOffset = 0;
+// the downtime so far of each group still out, and the run's age, count up between two answers
+setInterval(() => document.querySelectorAll("[data-tick]").forEach((e) => {
+  e.textContent = secs(Number(e.dataset.tick) + (performance.now() - Number(e.dataset.at)) / 1000); }), 250);
 function runLink(a) { return a ? `<a target="_top" href="../dags/${encodeURIComponent(a.dag_id)}/runs/${encodeURIComponent(a.run_id)}">${esc(a.dag_id)} / ${esc(a.run_id)}</a> <span class="muted">${esc(a.state)}</span>` : '<span class="muted">not in this Airflow</span>'; }
 
 function show(tab) {
@@ -123,15 +144,65 @@ async function loadRuns(offset = 0) {
     const sel = $("run-topic");
     if (!sel.options.length) { sel.innerHTML = '<option value="">choose a topic</option>' + d.topics.map((t) => `<option>${esc(t)}</option>`).join(""); sel.value = topic; sel.onchange = () => loadRuns(0); }
     if (!topic) { el.innerHTML = d.topics.length ? '<p class="muted">Choose a topic.</p>' : '<p class="muted">No increase run has written a report yet.</p>'; return; }
-    const rows = d.runs.map((r) => `<tr><td><a href="#" data-run="${esc(r.run)}">${esc(r.run)}</a></td><td>${runLink(r.airflow)}</td>
+    const rows = d.runs.map((r) => `<tr data-row="${esc(r.run)}"><td><a href="#" data-run="${esc(r.run)}">${esc(r.run)}</a></td><td>${runLink(r.airflow)}</td>
       <td>${r.verdict ? (r.verdict.ok ? '<span class="ok">proved</span>' : '<span class="bad">' + num(r.verdict.problems) + " partitions would skip</span>") : (r.verify_report ? "see proof" : '<span class="muted">no verify report</span>')}</td>
-      <td class="n">${r.verdict ? num(r.verdict.partitions) : ""}</td><td class="n">${r.verdict ? num(r.verdict.groups) : ""}</td><td>${esc(new Date(1000 * r.modified).toISOString().replace(".000", ""))}</td></tr>`).join("");
+      <td class="n">${r.verdict ? num(r.verdict.partitions) : ""}</td><td class="n">${r.verdict ? num(r.verdict.groups) : ""}</td><td class="progress">${phasePill(r.progress)}</td><td>${esc(new Date(1000 * r.modified).toISOString().replace(".000", ""))}</td></tr>`).join("");
     const more = d.total > offset + d.limit ? `<button class="go" id="runs-more">next ${d.limit}</button>` : "";
-    el.innerHTML = `<h2>Runs of ${esc(topic)} (${num(d.total)})</h2><table id="run-table"><thead><tr><th>report folder</th><th>Airflow run</th><th>verdict</th><th>partitions</th><th>groups</th><th>written</th></tr></thead><tbody>${rows}</tbody></table>${more}`;
-    el.querySelectorAll("a[data-run]").forEach((a) => a.onclick = (e) => { e.preventDefault(); proof(topic, a.dataset.run, 0); });
+    el.innerHTML = `<h2>Runs of ${esc(topic)} (${num(d.total)})</h2><table id="run-table"><thead><tr><th>report folder</th><th>Airflow run</th><th>verdict</th><th>partitions</th><th>groups</th><th>progress</th><th>written</th></tr></thead><tbody>${rows}</tbody></table>${more}`;
+    el.querySelectorAll("a[data-run]").forEach((a) => a.onclick = (e) => { e.preventDefault(); openRun(topic, a.dataset.run); });
     if ($("runs-more")) $("runs-more").onclick = () => loadRuns(offset + d.limit);
-    if (q.get("run") && offset === 0 && !$("proof").innerHTML) proof(topic, q.get("run"), 0);
+    listOffset = offset; clearTimeout(listTimer);
+    if (d.runs.some((r) => r.progress && r.progress.phase === "running")) listTimer = setTimeout(() => { if ($("runs").classList.contains("on")) loadRuns(listOffset); }, LIST_POLL_MS);
+    if (q.get("run") && offset === 0 && !watching) openRun(topic, q.get("run"));
   } catch (e) { fail(el, e); }
+}
+function phasePill(p) {
+  if (!p || p.phase === "absent") return '<span class="muted">not recorded</span>';
+  const at = `<span class="muted">at step</span> <code class="step">${esc(p.step)}</code>`;
+  if (p.phase === "running") return `<span class="pill ph-running">in progress</span> ${at}`;
+  if (p.phase === "ended") return `<span class="pill ph-${p.outcome === "success" ? "success" : "failed"}">${esc(p.outcome)}</span> ${at}`;
+  if (p.phase === "interrupted") return `<span class="pill ph-failed" title="its Airflow run ended before the run recorded an outcome">interrupted</span> ${at}`;
+  return `<span class="pill ph-failed" title="${esc(p.problem)}">unreadable</span>`;
+}
+function openRun(topic, run) {
+  if (watching) clearTimeout(watching.timer);
+  const w = watching = {topic, run, timer: null, errors: 0, seen: false};
+  $("live").innerHTML = '<p class="muted">Reading the run\'s progress ...</p>'; $("proof").innerHTML = "";
+  pollRun(w);
+}
+async function pollRun(w) {
+  let d = null;
+  try { d = await get(`api/runs/${enc(w.topic)}/${enc(w.run)}/progress`); w.errors = 0; }
+  catch (e) { w.errors += 1; if (watching === w) { if (w.seen && $("live-note")) $("live-note").textContent = `refresh failed (${e.message || e}): trying again`; else fail($("live"), e); } }
+  if (watching !== w) return;  // another run was opened meanwhile
+  if (d) { d.fetched = performance.now(); renderLive(d); listRow(w.run, d); }
+  if (d && d.running) w.seen = true;
+  if (d ? d.running : (w.seen && w.errors < 5)) { w.timer = setTimeout(() => pollRun(w), POLL_MS); return; }
+  proof(w.topic, w.run, 0);
+  if (w.seen) loadRuns(listOffset);  // it ended while watched: the list shows its outcome
+}
+function listRow(run, d) {  // the run's row in the list says what its view says
+  document.querySelectorAll("#run-table tr[data-row]").forEach((tr) => { if (tr.dataset.row === run) tr.querySelector("td.progress").innerHTML = phasePill(d); });
+}
+function liveRow(g, tick) {
+  const back = g.back_at ? esc(clock(g.back_at)) : (g.still_out ? '<span class="bad">no resume recorded</span>' : "");
+  const down = g.downtime_s === null ? '<span class="muted">never out</span>' : secs(g.downtime_s);
+  return `<tr data-group="${esc(g.group)}"><td>${esc(g.group)}</td><td class="state"><span class="pill st-${esc(g.state)}">${esc(g.state.replace("_", " "))}</span></td>
+    <td class="driver">${esc(g.driver)}</td><td class="order">${esc(g.key_order)}</td><td>${esc(clock(g.out_since))}</td><td>${back}</td>
+    <td class="n downtime" ${g.ticking ? tick(g.downtime_s) : ""}>${down}</td></tr>`;
+}
+function renderLive(d) {
+  const el = $("live");
+  if (d.phase === "absent") { el.innerHTML = ""; return; }
+  if (d.phase === "unreadable") { el.innerHTML = `<div class="box err" id="live-summary">${esc(d.run)}: its progress is <b>unreadable</b> (${esc(d.problem)}).</div>`; return; }
+  const tick = (base) => `data-tick="${Number(base)}" data-at="${d.fetched}"`;
+  const head = d.running
+    ? `<span class="pill ph-running">in progress</span> step <code id="live-step">${esc(d.step)}</code> for <span ${tick(d.elapsed_s)}>${secs(d.elapsed_s)}</span>; ${num(d.groups_out)} group(s) out of their group now. <span class="muted" id="live-note">Refreshes every ${POLL_MS / 1000} s.</span>`
+    : `${phasePill(d)}. Ended ${esc(clock(d.updated_at))} UTC, ${secs(d.elapsed_s)} after its plan; longest downtime: ${d.max_downtime_s === null ? "none" : secs(d.max_downtime_s)}. Below, each group's final downtime${d.phase === "ended" ? ", then what the run proved" : ""}.`;
+  el.innerHTML = `<h2>Run ${esc(d.run)}</h2><div class="box" id="live-summary"><b>${esc(d.topic)}</b> ${num(d.original_partitions)} &rarr; ${num(d.target_partitions)} partitions: ${head}<br>
+    Producers: <span class="pill" id="live-producers">${esc(d.producers)}</span> since ${esc(clock(d.producers_since))} UTC. Airflow run: ${runLink(d.airflow)}</div>
+    <table id="live-groups"><thead><tr><th>group</th><th>state</th><th>driver</th><th>key order</th><th>out since (UTC)</th><th>back at (UTC)</th><th>downtime</th></tr></thead>
+    <tbody>${d.groups.map((g) => liveRow(g, tick)).join("") || '<tr><td colspan="7" class="muted">no protected group</td></tr>'}</tbody></table>`;
 }
 async function proof(topic, run, offset) {
   const el = $("proof"); el.innerHTML = '<p class="muted">Reading the reports ...</p>';
@@ -172,4 +243,4 @@ show(q.get("tab") || "topics");
 if (q.get("topic") && (q.get("tab") || "topics") === "topics") plan();
 </script>
 </body></html>
-"""
+""".replace("__POLL_MS__", str(POLL_MS)).replace("__LIST_POLL_MS__", str(LIST_POLL_MS))

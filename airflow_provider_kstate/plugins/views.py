@@ -4,7 +4,8 @@ snapshots. No FastAPI here (see :mod:`airflow_provider_kstate.plugins.app`); rea
 * **Topics** - the plan of a run to N partitions computed as a dry run (``build_plan``: no lease, nothing
   changed), each group's committed-offset lag, and the broker check's last verdict (never probed here).
 * **Runs** - one per report folder ``<base>/<topic>/<dag_id>_<run_id>/`` (``seed.jsonl.gz``,
-  ``verify.jsonl.gz``): the list pages through folders and reads nothing large; a run's proof is summarized
+  ``verify.jsonl.gz``, and ``progress.json`` while and after it runs: :mod:`.watch`): the list pages
+  through folders and reads nothing large; a run's proof is summarized
   per group (partition ranges) in one streaming pass over its verify report, cached by file size and
   mtime, then paged. The base is the deployment's (``[kstate] report_base``, else
   ``$AIRFLOW_HOME/kstate-reports``), never a path from the request.

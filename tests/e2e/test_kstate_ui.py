@@ -9,7 +9,12 @@ and a finished run's proof, and never a connection's extras.
 * ``test_kstate_page_in_the_browser`` (``browser``, ``deployment``): the session's ``airflow standalone``;
   an increase of a real topic with two groups runs to success; headless Chromium logs in on the UI's
   login page, opens kstate from the navigation (the page in its iframe), asks for the plan to 4
-  partitions and opens the run's proof. Screenshots to ``artifacts/`` (and to ``$KSTATE_DOCS_IMAGES``).
+  partitions and opens the run's proof (with each group's final downtime above it). Screenshots to
+  ``artifacts/`` (and to ``$KSTATE_DOCS_IMAGES``).
+* ``test_a_run_watched_live_in_the_browser`` (``browser``, ``deployment``): the same deployment; a real
+  increase of a topic read by a live KafkaJS group whose command-pair driver stops it in ``STOP_S`` s,
+  watched on the page while it runs (step, group ``stopping``, downtime growing without a reload) and
+  until it ends (success, the group resumed, its final downtime, the proof).
 """
 
 from __future__ import annotations
@@ -108,6 +113,7 @@ def test_page_api_refuses_without_the_login(api: Any) -> None:
         "/kstate/api/topics",
         "/kstate/api/plan?topic=x",
         "/kstate/api/runs",
+        "/kstate/api/runs/orders/some_run/progress",
         "/kstate/api/snapshots",
     ):
         api.cookies.clear()
@@ -213,6 +219,43 @@ def test_page_api_pages_a_runs_proof(api: Any) -> None:
         assert escape.status_code in (400, 404), (name, escape.status_code, escape.text)
 
 
+def test_page_api_shows_a_run_in_progress(api: Any) -> None:
+    """A run's progress document as the steps write it (ProgressFile): the list shows the run in progress
+    with its step, the progress route each group's state and downtime so far; a torn document answers
+    200 "unreadable"; a folder name that leaves the report base is refused."""
+    from airflow_provider_kstate.increase.events import GroupState, ProgressFile
+    from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, Plan
+    from airflow_provider_kstate.increase.report import progress_location
+
+    base = api.report_base
+    live = GroupPlan(cls=GroupClass.ACTIVE, state="STABLE", pause=True, seed=True, wait=True)
+    plan = Plan("payments", 2, 4, {"billing": live})
+    doc = ProgressFile(
+        None, progress_location(str(base), "payments", "increase/live__1"), plan, "increase/live__1"
+    )
+    doc.step("pause")
+    doc.groups(["billing"], GroupState.STOPPING)
+    time.sleep(0.05)
+    runs = api.get("/kstate/api/runs", params={"topic": "payments"}, cookies=_cookie()).json()
+    assert [(r["run"], r["progress"]) for r in runs["runs"]] == [
+        ("increase_live__1", {"phase": "running", "step": "pause", "outcome": ""})
+    ]
+    answer = api.get("/kstate/api/runs/payments/increase_live__1/progress", cookies=_cookie())
+    assert answer.status_code == 200, answer.text
+    shown = answer.json()
+    assert (shown["phase"], shown["step"], shown["airflow"]) == ("running", "pause", None)
+    [billing] = shown["groups"]
+    assert billing["state"] == "stopping" and billing["ticking"] and billing["downtime_s"] >= 0.05
+    torn = base / "payments" / "increase_torn"
+    torn.mkdir()
+    (torn / "progress.json").write_text('{"kind": "kstate-increase-progress", "v": 1, "gro')
+    unreadable = api.get("/kstate/api/runs/payments/increase_torn/progress", cookies=_cookie())
+    assert unreadable.status_code == 200 and unreadable.json()["phase"] == "unreadable", unreadable.text
+    for name in ("%2E%2E", "..%2F..%2Fetc"):
+        escape = api.get(f"/kstate/api/runs/payments/{name}/progress", cookies=_cookie())
+        assert escape.status_code in (400, 404), (name, escape.status_code, escape.text)
+
+
 def test_page_api_shows_a_snapshot(api: Any, tmp_path: Path) -> None:
     """A versioned snapshot (pointer with history, manifest in the current version) and two check XComs:
     the view names the version, the history, rows and offsets, the last fast and deep check and the
@@ -285,18 +328,7 @@ def test_kstate_page_in_the_browser(
         run = deployment.wait_for_run(INCREASE, run_id, timeout=240)
         assert run["state"] == "success", deployment.failure_report(INCREASE, run_id)
 
-        # Log in on the UI's login page, then open kstate from the navigation.
-        browser.get(f"{deployment.base_url}/plugin/kstate")
-        _visible(browser, "input[name=username]", "login form").send_keys(deployment.username)
-        _visible(browser, "input[name=password]", "password field").send_keys(deployment.password)
-        _visible(browser, "button[type=submit]", "sign-in button").click()
-        _wait(browser, lambda d: "/auth/login" not in d.current_url, "redirect after login")
-        if "/plugin/kstate" not in browser.current_url:
-            browser.get(f"{deployment.base_url}/plugin/kstate")
-        frame = _wait(
-            browser, lambda d: d.find_elements("css selector", "iframe[src*='kstate']"), "the page's iframe"
-        )[0]
-        browser.switch_to.frame(frame)
+        frame = _open_kstate(browser, deployment)
 
         # Topics: the plan of a run to 4 partitions (the run above grew the topic to 3).
         _visible(browser, "#topic", "topic field").send_keys(topic)
@@ -333,16 +365,186 @@ def test_kstate_page_in_the_browser(
         assert "Proved" in proof.text and "3 partitions" in proof.text, proof.text
         proof_rows = browser.find_elements("css selector", "#proof-table tbody tr")
         assert len(proof_rows) == 2 and all("no message skipped" in r.text for r in proof_rows)
+        # above the proof: the run's progress, ended, with each group's final downtime
+        live = [r.text for r in browser.find_elements("css selector", "#live-groups tbody tr")]
+        assert len(live) == 2 and all("resumed" in t and t.endswith(" s") for t in live), live
+        assert "success" in browser.find_element("css selector", "#live-summary").text
         browser.switch_to.default_content()
         _shot(browser, artifacts_dir / "kstate-ui-runs.png")
     finally:
         delete_topics(admin, [topic])
 
 
-def _shot(driver: Any, path: Path) -> None:
+def _open_kstate(browser: Any, deployment: Any) -> Any:
+    """Log in on the UI's login page, open kstate from the navigation and switch into its iframe."""
+    browser.get(f"{deployment.base_url}/plugin/kstate")
+    _visible(browser, "input[name=username]", "login form").send_keys(deployment.username)
+    _visible(browser, "input[name=password]", "password field").send_keys(deployment.password)
+    _visible(browser, "button[type=submit]", "sign-in button").click()
+    _wait(browser, lambda d: "/auth/login" not in d.current_url, "redirect after login")
+    if "/plugin/kstate" not in browser.current_url:
+        browser.get(f"{deployment.base_url}/plugin/kstate")
+    frame = _wait(
+        browser, lambda d: d.find_elements("css selector", "iframe[src*='kstate']"), "the page's iframe"
+    )[0]
+    browser.switch_to.frame(frame)
+    return frame
+
+
+def _shot(driver: Any, path: Path, docs: bool = True) -> None:
     time.sleep(0.5)  # let the table render
     driver.save_screenshot(str(path))
     assert path.stat().st_size > 10_000, "screenshot looks empty"
-    docs = os.environ.get("KSTATE_DOCS_IMAGES")
-    if docs:
-        shutil.copy2(path, Path(docs) / path.name)
+    folder = os.environ.get("KSTATE_DOCS_IMAGES")
+    if folder and docs:
+        shutil.copy2(path, Path(folder) / path.name)
+
+
+# ------------------------------------------------------------------------ browser: a run watched live
+
+#: The live test's stop command sleeps this long before it stops the service: the pause window to watch.
+STOP_S = 8
+DRIVER = "kstate-ui-live"
+
+
+def _set_variable(deployment: Any, key: str, value: Any) -> None:
+    """Set an Airflow Variable through the deployment's REST API (as whoever deploys the DAG would)."""
+    deployment.api.delete(f"/api/v2/variables/{key}")
+    r = deployment.api.post("/api/v2/variables", json={"key": key, "value": json.dumps(value)})
+    assert r.status_code in (200, 201), r.text
+
+
+def _wait_file(path: Path, deployment: Any, run_id: str, timeout: float = 120) -> None:
+    """Wait until the run wrote ``path``; fail at once, with the tasks' logs, when the run failed."""
+    deadline = time.monotonic() + timeout
+    while not path.is_file():
+        run = deployment.get_json(f"/api/v2/dags/{INCREASE}/dagRuns/{run_id}")
+        assert run["state"] != "failed", deployment.failure_report(INCREASE, run_id)
+        assert time.monotonic() < deadline, f"no {path} after {timeout}s"
+        time.sleep(0.5)
+
+
+def _text(browser: Any, css: str) -> str:
+    """The text of ``css`` now (the run's view is redrawn at each answer: a stale element is looked up
+    again)."""
+    return str(_wait(browser, lambda d: d.find_element("css selector", css).text or " ", css))
+
+
+def _cell(group: str, column: str) -> str:
+    return f"#live-groups tr[data-group='{group}'] td.{column}"
+
+
+def _downtime(browser: Any, group: str) -> tuple[float, bool]:
+    """The group's downtime as the page shows it now, and whether it is ticking (counted to now)."""
+
+    def read(d: Any) -> tuple[float, bool]:
+        cell = d.find_element("css selector", _cell(group, "downtime"))
+        return float(cell.text.split()[0]), cell.get_attribute("data-tick") is not None
+
+    return tuple(_wait(browser, read, "the group's downtime"))  # type: ignore[return-value]
+
+
+def _open_run_in_progress(browser: Any, topic: str, folder: str) -> None:
+    """On the Runs tab: the run's topic, the run listed in progress, then its view."""
+    from selenium.webdriver.support.ui import Select
+
+    browser.find_element("css selector", "nav button[data-tab=runs]").click()
+    _wait(
+        browser,
+        lambda d: [o for o in d.find_elements("css selector", "#run-topic option") if o.text == topic],
+        "the run's topic",
+    )
+    Select(browser.find_element("css selector", "#run-topic")).select_by_visible_text(topic)
+    row = _wait(
+        browser,
+        lambda d: [
+            t.text for t in d.find_elements("css selector", "#run-table tbody tr") if folder in t.text
+        ],
+        "the run in the list",
+    )[0]
+    assert "in progress" in row, row
+    # the list refreshes itself while a run goes: a link found just before may be replaced; look again
+    link = f"#run-table a[data-run='{folder}']"
+    _wait(browser, lambda d: d.find_element("css selector", link).click() or True, "the run's link")
+
+
+@pytest.mark.browser
+@pytest.mark.deployment
+@pytest.mark.timeout(420)
+@pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+def test_a_run_watched_live_in_the_browser(
+    deployment: Any,
+    browser: Any,
+    admin: Any,
+    kafka_config: dict[str, Any],
+    artifacts_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """Issue 27, item 2: a real increase of a topic read by a live KafkaJS group whose driver's stop
+    command takes STOP_S s; the page, opened while the run goes, shows it in progress with its step and
+    the group stopping, its downtime growing between two reads without a reload, then the run ending:
+    the group resumed (or passed), its final downtime, the outcome and the proof."""
+    from kstate_support.fleet import Fleet, FleetError, start_group
+
+    if set(kafka_config) - {"bootstrap.servers"}:
+        pytest.skip("the KafkaJS services take a bootstrap address only")
+    try:
+        fleet = Fleet(tmp_path / "fleet", kafka_config["bootstrap.servers"])
+    except FleetError as exc:
+        pytest.skip(str(exc))
+    tag = uuid.uuid4().hex[:8]
+    topic, group = f"kstate-live-{tag}", f"kstate-live-{tag}-kjs"
+    create_topic(admin, topic, 2)
+    try:
+        fleet.consumer("live-m0", topic, group)
+        pair = fleet.group_commands(group)
+        slow = {"kind": "command", "stop": f"sleep {STOP_S}; {pair.stop}", "start": pair.start}
+        _set_variable(deployment, "kstate_drivers", {DRIVER: {**slow, "ready": pair.ready, "timeout": 60}})
+        start_group(fleet, admin, group)
+        frame = _open_kstate(browser, deployment)
+        browser.execute_script("window.kstateWatched = 'no reload'")
+        conf = {"topic": topic, "partitions": 3, "consumer_groups": [], "group_drivers": {group: DRIVER}}
+        r = deployment.trigger(INCREASE, {**conf, "key_order": "relax"})
+        assert r.status_code == 200, r.text
+        run_id = r.json()["dag_run_id"]
+        folder = views.owner_folder(INCREASE, run_id)
+        _wait_file(deployment.home / "kstate-reports" / topic / folder / "progress.json", deployment, run_id)
+
+        # While it runs: the step, the group out of its group, its downtime counting up (no reload).
+        _open_run_in_progress(browser, topic, folder)
+        _wait(
+            browser,
+            lambda d: d.find_element("css selector", _cell(group, "state")).text == "stopping",
+            "the group stopping",
+            timeout=STOP_S + 60,
+        )
+        summary = _text(browser, "#live-summary")
+        assert "in progress" in summary and "step pause" in summary, summary
+        assert _text(browser, _cell(group, "driver")) == f"command {DRIVER}"
+        first, ticking = _downtime(browser, group)
+        time.sleep(1.6)
+        second, still = _downtime(browser, group)
+        assert ticking and still and second >= first + 1.0, (first, second, ticking, still)
+        browser.switch_to.default_content()
+        _shot(browser, artifacts_dir / "kstate-ui-live.png")
+
+        # It ends: the page stops polling and shows the outcome, the final downtime and the proof.
+        browser.switch_to.frame(frame)
+        _wait(browser, lambda d: d.find_elements("css selector", "#proof-summary"), "the proof", timeout=240)
+        summary = _text(browser, "#live-summary")
+        assert "success" in summary and "in progress" not in summary, summary
+        assert _text(browser, _cell(group, "state")) in ("resumed", "passed")
+        final, ticking = _downtime(browser, group)
+        assert not ticking and final >= STOP_S, (final, ticking)
+        assert "Proved" in browser.find_element("css selector", "#proof-summary").text
+        assert "success" in _text(browser, f"#run-table tr[data-row='{folder}'] td.progress")
+        assert browser.execute_script("return window.kstateWatched") == "no reload"
+        browser.switch_to.default_content()
+        _shot(browser, artifacts_dir / "kstate-ui-live-ended.png", docs=False)
+        run = deployment.wait_for_run(INCREASE, run_id, timeout=60)
+        assert run["state"] == "success", deployment.failure_report(INCREASE, run_id)
+        assert fleet.running("live-m0"), "the driver's start command did not start the service again"
+    finally:
+        fleet.close()
+        deployment.api.delete("/api/v2/variables/kstate_drivers")
+        delete_topics(admin, [topic])
