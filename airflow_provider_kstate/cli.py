@@ -2,13 +2,24 @@
 
 kstate doctor --bootstrap-servers broker:9092 [--config JSON|@file] [--needs increase|state|all]
               [--allow promise,...] [--refresh] [--json]
+kstate plan TOPIC --partitions N --bootstrap-servers broker:9092 [--config JSON|@file]
+            [--groups g1,g2] [--exclude g3] [--key-order preserve|drain|relax]
+            [--control-topic T] [--json]
+
+``kstate plan`` prints what a run of the increase to N partitions would do (the same plan as the kstate
+page: each group's class, driver, key-order mark and lag, the broker check's last verdict), takes no lease
+and changes nothing. Exit codes: 0 a run could go, 3 a run would be refused (named), 4 the cluster did
+not answer, 2 bad arguments.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
+from typing import Any
 
-COMMANDS = ("doctor",)
+COMMANDS = ("doctor", "plan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,9 +28,79 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help") or args[0] not in COMMANDS:
         print(__doc__.strip(), file=sys.stderr if args and args[0] not in ("-h", "--help") else sys.stdout)
         return 0 if args and args[0] in ("-h", "--help") else 2
+    if args[0] == "plan":
+        return plan(args[1:])
     from airflow_provider_kstate.doctor.__main__ import main as doctor
 
     return doctor(args[1:])
+
+
+def _plan_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kstate plan", description="What an increase would do; changes nothing."
+    )
+    parser.add_argument("topic")
+    parser.add_argument(
+        "--partitions", type=int, default=None, help="the target count (default: the current)"
+    )
+    parser.add_argument("--bootstrap-servers", default="")
+    parser.add_argument("--config", default="", help="librdkafka settings as JSON, or @file")
+    parser.add_argument(
+        "--groups", default="", help="comma-separated groups to protect (default: every group at risk)"
+    )
+    parser.add_argument("--exclude", default="", help="comma-separated groups left alone (RISK ACCEPTED)")
+    parser.add_argument("--key-order", choices=["preserve", "drain", "relax"], default="preserve")
+    parser.add_argument("--control-topic", default="_kstate_control")
+    parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON (the page's document)")
+    return parser
+
+
+def plan(argv: list[str]) -> int:
+    """``kstate plan``: preview an increase (no Airflow, no lease, nothing changed)."""
+    from airflow_provider_kstate.doctor.__main__ import cluster_config
+
+    parser = _plan_parser()
+    args = parser.parse_args(argv)
+    if args.partitions is not None and args.partitions < 1:
+        parser.error("--partitions must be at least 1")
+    try:
+        document, lines = _preview(args, cluster_config(args))
+    except Exception as exc:  # noqa: BLE001 - a refusal or an unreachable cluster, named, is the answer
+        return _refused(exc)
+    print(json.dumps(document, indent=2, default=str) if args.json else "\n".join(lines))
+    return 3 if document["cannot_drive"] else 0
+
+
+def _preview(args: argparse.Namespace, config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    from airflow_provider_kstate.cluster.admin import ClusterAdmin
+    from airflow_provider_kstate.cluster.control import Controller
+    from airflow_provider_kstate.doctor.doctor import last_verdict
+    from airflow_provider_kstate.increase.preview import preview, preview_lines, preview_plan
+
+    admin = ClusterAdmin(config, timeout=args.timeout, name=str(config.get("bootstrap.servers")))
+    present = Controller(admin, args.control_topic).client_piece_clients()
+    plan = preview_plan(
+        admin,
+        args.topic,
+        args.partitions,
+        present,
+        key_order=args.key_order,
+        groups=[g for g in args.groups.split(",") if g],
+        exclude_groups=[g for g in args.exclude.split(",") if g],
+    )
+    verdict = last_verdict(config, args.timeout)
+    document = preview(admin, plan, {"checked": False} if verdict is None else verdict.shown())
+    return document, preview_lines(document, plan)
+
+
+def _refused(exc: Exception) -> int:
+    from airflow_provider_kstate.errors import BrokerUnavailableError, KStateError
+
+    if not isinstance(exc, KStateError):
+        raise exc
+    print(f"REFUSED: {exc}", file=sys.stderr)
+    return 4 if isinstance(exc, BrokerUnavailableError) else 3
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from airflow_provider_kstate.doctor.promises import NEEDS, Needs, check_names
 from airflow_provider_kstate.doctor.verdict import BrokerDeviation
 
 
-def _config(args: argparse.Namespace) -> dict[str, Any]:
+def cluster_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The librdkafka settings the command names: ``--config`` (JSON or @file) with ``--bootstrap-servers``."""
     extra = args.config or "{}"
     if extra.startswith("@"):
         with open(extra[1:], encoding="utf-8") as handle:
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         allow = check_names(args.allow, "--allow")
     except ValueError as exc:
         parser.error(str(exc))
-    verdict, cached = diagnose(_config(args), refresh=args.refresh, ttl=args.ttl)
+    verdict, cached = diagnose(cluster_config(args), refresh=args.refresh, ttl=args.ttl)
     if args.json:
         print(json.dumps({**verdict.to_dict(), "cached": cached}, indent=2))
     else:

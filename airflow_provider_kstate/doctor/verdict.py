@@ -107,6 +107,10 @@ class Verdict:
             )
         return out
 
+    def shown(self) -> dict[str, Any]:
+        """The verdict as the kstate page and ``kstate plan`` show it: checked, the broken promises, the rest."""
+        return {"checked": True, "broken": list(self.broken()), **self.to_dict()}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "cluster": self.cluster,

@@ -48,18 +48,6 @@ def _page(offset: int, limit: int) -> tuple[int, int]:
 # --------------------------------------------------------------------------------------------- topics
 
 
-def group_lag(admin: Any, topic: str, groups: list[str], count: int) -> dict[str, dict[str, Any]]:
-    """Return, per group, its committed-offset lag on ``topic`` and how many partitions hold no offset."""
-    if not groups or not count:
-        return {}
-    ends = {p: high for p, (_low, high) in admin.watermarks(topic, range(count)).items()}
-    out: dict[str, dict[str, Any]] = {}
-    for group, committed in admin.committed_offsets_many(groups, topic, count):
-        lag = sum(max(ends[p] - o, 0) for p, o in committed.items() if p in ends)
-        out[group] = {"lag": lag, "without_offset": count - len(committed)}
-    return out
-
-
 def broker_verdict(conn_id: str) -> dict[str, Any]:
     """Return the broker check's last verdict for the connection, or ``{"checked": False}`` ("not
     checked yet": no doctor module, or no cached verdict). Never probes the broker."""
@@ -70,7 +58,7 @@ def broker_verdict(conn_id: str) -> dict[str, Any]:
     verdict = KStateDoctorHook(conn_id).last_verdict()
     if verdict is None:
         return {"checked": False}
-    return {"checked": True, "broken": list(verdict.broken()), **verdict.to_dict()}
+    return verdict.shown()
 
 
 def client_piece_clients(conn_id: str) -> dict[str, set[str]]:
@@ -82,55 +70,16 @@ def client_piece_clients(conn_id: str) -> dict[str, set[str]]:
 
 
 def topic_view(admin: Any, conn_id: str, topic: str, target: int | None) -> dict[str, Any]:
-    """Return the live plan of ``topic`` as a dry run to ``target`` partitions (None: the current count).
+    """Return the live plan of ``topic`` as a dry run to ``target`` partitions (None: the current count):
+    the document ``kstate plan`` prints too (:mod:`airflow_provider_kstate.increase.preview`).
 
     :param admin: a :class:`~airflow_provider_kstate.hooks.admin.KStateAdminHook` (or anything with its
         verbs).
     """
-    from airflow_provider_kstate.increase.fleet import DriverChoice, drive
-    from airflow_provider_kstate.increase.plan import build_plan
+    from airflow_provider_kstate.increase.preview import preview, preview_plan
 
-    current = admin.partition_count(topic)
-    plan = build_plan(admin, topic, int(target or current))
-    plan = drive(plan, admin, client_piece_clients(conn_id), DriverChoice(), "preserve")
-    lags = group_lag(admin, topic, plan.where("seed"), current)
-    groups = []
-    for name, entry in plan.groups.items():
-        groups.append(
-            {
-                "group": name,
-                "class": entry.cls,
-                "type": entry.type,
-                "state": entry.state,
-                "member_count": entry.member_count,
-                "members": list(entry.members),
-                "pause": entry.pause,
-                "seed": entry.seed,
-                "wait": entry.wait,
-                "driver": entry.driver.describe() if entry.seed else "",
-                "driver_problem": entry.driver_problem,
-                "key_order": str(entry.key_order),
-                "key_order_reason": entry.key_order_reason,
-                **lags.get(name, {}),
-            }
-        )
-    new = plan.new_partitions
-    return {
-        "topic": topic,
-        "conn_id": conn_id,
-        "partitions": current,
-        "target": plan.target_partitions,
-        "mode": plan.mode,
-        "new_partitions": ranges(new) if len(new) else "none",
-        "groups": groups,
-        "would_pause": plan.where("pause"),
-        "would_seed": plan.where("seed"),
-        "would_wait": plan.where("wait"),
-        "left_alone": [g["group"] for g in groups if not g["seed"]],
-        "cannot_drive": {g: e.driver_problem for g, e in plan.groups.items() if e.driver_problem},
-        "planned_at": plan.planned_at,
-        "broker_check": broker_verdict(conn_id),
-    }
+    plan = preview_plan(admin, topic, target, client_piece_clients(conn_id))
+    return {**preview(admin, plan, broker_verdict(conn_id)), "conn_id": conn_id}
 
 
 # ----------------------------------------------------------------------------------------------- runs

@@ -44,3 +44,85 @@ def test_airflow_dags_test_cli(kafka_config: dict[str, Any], admin: Any, make_to
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
     assert KStateAdminHook().committed_offsets(group, topic) == {0: 1, 1: 0, 2: 0}
+
+
+def test_kstate_plan_prints_the_page_s_plan_takes_no_lease_and_imports_no_airflow(
+    kafka_config: dict[str, Any], admin: Any, make_topic: Any
+) -> None:
+    """Issue 27, item 5: ``kstate plan TOPIC --partitions N`` prints the plan the kstate page shows (each
+    group's class, driver, key-order mark, lag; the broker check's verdict), in a Python where Airflow
+    cannot be imported, takes no lease and changes nothing; a group it could not drive makes it exit 3."""
+    import threading
+
+    from airflow_provider_kstate.client.consumer import ControlledConsumer
+    from airflow_provider_kstate.hooks.admin import KStateAdminHook
+    from airflow_provider_kstate.hooks.lease import KStateLeaseHook
+    from airflow_provider_kstate.plugins.views import topic_view
+
+    topic = make_topic("cli-plan", partitions=2)
+    held, plain = f"{topic}-held", f"{topic}-plain"
+    settings = {**kafka_config, "auto.offset.reset": "earliest"}
+    members = [
+        ControlledConsumer(
+            {**settings, "group.id": held, "client.id": f"{held}-0"}, [topic], check_interval=0.1
+        ),
+        Consumer({**settings, "group.id": plain, "client.id": f"{plain}-0"}),
+    ]
+    members[1].subscribe([topic])
+    halt = threading.Event()
+    threads = [threading.Thread(target=_poll, args=(m, halt), daemon=True) for m in members]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _both_assigned(admin, [held, plain]):
+            time.sleep(0.2)
+        code = (
+            "import sys\n"
+            "class Missing:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'airflow':\n"
+            "            raise ModuleNotFoundError(name)\n"
+            "sys.meta_path.insert(0, Missing())\n"
+            "from airflow_provider_kstate.cli import main\n"
+            "code = main(sys.argv[1:])\n"
+            "assert not [m for m in sys.modules if m.split('.')[0] == 'airflow'], 'airflow imported'\n"
+            "sys.exit(code)\n"
+        )
+        servers = ["--bootstrap-servers", kafka_config["bootstrap.servers"]]
+        cmd = [sys.executable, "-c", code, "plan", topic, "--partitions", "4", *servers]
+        as_json = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=120)
+        as_text = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        page = topic_view(KStateAdminHook(), "kafka_default", topic, 4)
+    finally:
+        halt.set()
+        for thread in threads:
+            thread.join(30)
+    assert as_json.returncode == 3, as_json.stderr[-2000:]  # the plain group cannot be driven
+    document = json.loads(as_json.stdout)
+    groups = {g["group"]: g for g in document["groups"]}
+    assert groups[held]["driver"] == "control" and groups[held]["key_order"] == "barrier"
+    assert plain in document["cannot_drive"] and f"{plain}-0" in document["cannot_drive"][plain]
+    assert document["partitions"] == 2 and document["target"] == 4 and document["new_partitions"] == "2-3"
+    same = ("groups", "would_pause", "would_seed", "would_wait", "left_alone", "cannot_drive", "target")
+    assert {k: document[k] for k in same} == {k: page[k] for k in same}, "the page shows another plan"
+    assert as_text.returncode == 3 and f"REFUSED: group {plain}" in as_text.stdout, as_text.stdout
+    assert f"group {held}: active" in as_text.stdout and "driver: control" in as_text.stdout
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 2, (
+        "the plan changed the topic"
+    )
+    assert KStateLeaseHook().current(topic) is None, "the plan took a lease"
+
+
+def _poll(consumer: Any, halt: Any) -> None:
+    while not halt.is_set():
+        consumer.poll(0.05)
+    consumer.close()
+
+
+def _both_assigned(admin: Any, groups: list[str]) -> bool:
+    described = admin.describe_consumer_groups(groups)
+    return all(
+        f.result(30).members and all(m.assignment.topic_partitions for m in f.result(30).members)
+        for f in described.values()
+    )
