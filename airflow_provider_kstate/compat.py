@@ -3,11 +3,15 @@
 Task SDK 1.2 (Airflow 3.2) moved ``AirflowFailException``, ``AirflowSkipException`` and
 ``AirflowSensorTimeout`` to ``airflow.sdk.exceptions``; Airflow 3.1 (task SDK 1.1) has them only in
 ``airflow.exceptions``. ``conf`` (Airflow's configuration) is ``airflow.sdk.conf`` where the task SDK has
-it, else ``airflow.configuration.conf``. These are the only shims the provider needs for 3.1 (``make
-compat`` proves it).
+it, else ``airflow.configuration.conf``. Airflow's ``Stats`` (the metrics path) is
+``airflow.sdk.observability.stats.Stats`` from task SDK 1.2 on, and ``airflow.stats.Stats`` on 3.1 (3.2+
+keep that module only as a deprecated shim): :func:`airflow_stats`. These are the only shims the provider
+needs for 3.1 (``make compat`` proves it).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 try:
     from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
@@ -23,4 +27,15 @@ try:
 except ImportError:  # Airflow 3.1
     from airflow.configuration import conf  # type: ignore[no-redef,assignment]
 
-__all__ = ["AirflowFailException", "AirflowSensorTimeout", "AirflowSkipException", "conf"]
+
+def airflow_stats() -> Any:
+    """Return Airflow's ``Stats``: the metrics path the deployment's ``[metrics]`` section configures
+    (StatsD, DogStatsD, OpenTelemetry, or nothing). Imported when first used, not when a DAG is parsed."""
+    try:
+        from airflow.sdk.observability.stats import Stats
+    except ImportError:  # Airflow 3.1
+        from airflow.stats import Stats  # type: ignore[no-redef]
+    return Stats
+
+
+__all__ = ["AirflowFailException", "AirflowSensorTimeout", "AirflowSkipException", "airflow_stats", "conf"]

@@ -15,6 +15,7 @@ from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.increase.report import progress_location, report_location
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 from airflow_provider_kstate.lease import LeaseKeeper, run_owner
+from airflow_provider_kstate.metrics import RunMetrics
 
 if TYPE_CHECKING:  # the hooks import confluent-kafka: load them when a task runs, not when a DAG is parsed
     from airflow_provider_kstate.cluster.control import Controller
@@ -130,10 +131,12 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
 
     def events(self, context: Any) -> Events:
         """Where this task reports the run's step and each group's state: the run's progress document
-        (``progress.json`` in its report folder, which the kstate page watches)."""
+        (``progress.json`` in its report folder, which the kstate page watches), then the metrics read from
+        it (each live group's downtime, :class:`~airflow_provider_kstate.metrics.RunMetrics`)."""
         plan, owner = self.typed_plan, run_owner(context)
         uri = progress_location(plan.report_uri, plan.topic, owner)
-        return Events([ProgressFile(self.report_storage, uri, plan, owner)], self.log)
+        progress = ProgressFile(self.report_storage, uri, plan, owner)
+        return Events([progress, RunMetrics(progress, plan)], self.log)
 
     def post_execute(self, context: Any, result: Any = None) -> None:
         """Drop this task's Kafka clients when it ends, so none outlives the task (and its broker)."""

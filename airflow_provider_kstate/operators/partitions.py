@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 
@@ -17,4 +18,6 @@ class KStateIncreasePartitionsOperator(KStateStepOperator):
     lineage_kind = "increase"
 
     def execute(self, context: Any) -> dict[str, Any]:
-        return self.steps(context).increase(self.request_timeout)
+        result = self.steps(context).increase(self.request_timeout)
+        METRICS_OUT.created(self.typed_plan, result)
+        return result

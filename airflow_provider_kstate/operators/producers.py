@@ -6,6 +6,7 @@ from typing import Any
 
 from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.increase.key_order import check_key_order, drain_of
+from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 
@@ -34,9 +35,11 @@ class KStateScaleProducersOperator(KStateStepOperator):
         steps = self.steps(context)
         steps.key_order = check_key_order(self.key_order)
         try:
-            return steps.scale(baseline=True)
+            switch = steps.scale(baseline=True)
         finally:
             self.control.close()
+        METRICS_OUT.switched(self.topic, switch)
+        return switch
 
 
 class KStateStartProducersOperator(KStateStepOperator):
@@ -61,6 +64,8 @@ class KStateStartProducersOperator(KStateStepOperator):
             self.log.info("SCALE %s: no group is drained: the producers switched with the window", self.topic)
             return {}
         try:
-            return {"drained_groups": drain["groups"], **self.steps(context).start_producers(drain)}
+            started = self.steps(context).start_producers(drain)
         finally:
             self.control.close()
+        METRICS_OUT.drained(self.topic, started)
+        return {"drained_groups": drain["groups"], **started}

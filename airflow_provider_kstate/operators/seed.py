@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_kstate.increase.report import write_report
+from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 
@@ -25,4 +26,5 @@ class KStateSeedOffsetsOperator(KStateStepOperator):
         with write_report(uri, self.report_storage, evidence=True) as report:
             result = steps.seed(None, report)
             rows = report.rows
+        METRICS_OUT.seeded(self.topic, result.summary())
         return {"topic": self.topic, **result.summary(), "report_uri": uri, "report_rows": rows}

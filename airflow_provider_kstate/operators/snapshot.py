@@ -15,6 +15,7 @@ bad. The checks' logic and report text live in :mod:`airflow_provider_kstate.sto
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook, check_uri
 from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
 from airflow_provider_kstate.lease import LeaseKeeper
+from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.spark_app import (
     DEFAULT_SPARK_CONF,
     KStateSparkApplicationOperator,
@@ -87,6 +89,7 @@ def _finish_check(
         (operator.log.warning if warning else operator.log.info)("%s", text)
     doc = report.to_json()
     annotate_outlets(operator.outlets, context, doc)
+    METRICS_OUT.checked(operator.topic, kind, report.ok, report.failed_partitions)
     if operator.fail_on_bad and not report.ok:
         raise StateCheckFailed(
             f"{kind} check of {operator.snapshot_uri!r} against {operator.topic!r} failed "
@@ -428,6 +431,7 @@ class KStateRebuildOperator(_StoreSparkOperator):
         accepted = self.trust_broker()  # BrokerDeviationError before Spark starts: nothing published
         args = [*self.rebuild_args(self._base_args(accepted), target, only), "--keep-versions", str(keep)]
         with self.snapshot_lease(context, root):
+            started = time.monotonic()
             report = self.submit(hook, context, args)
         if not report.get("ok"):
             raise SnapshotError(
@@ -445,4 +449,5 @@ class KStateRebuildOperator(_StoreSparkOperator):
             report.get("previous"),
         )
         annotate_outlets(self.outlets, context, report)
+        METRICS_OUT.rebuilt(self.topic, report, time.monotonic() - started)
         return report

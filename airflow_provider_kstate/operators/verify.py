@@ -23,6 +23,7 @@ from airflow_provider_kstate.increase.report import (
     write_report,
 )
 from airflow_provider_kstate.lease import run_owner
+from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 
@@ -161,6 +162,7 @@ class KStateVerifyOperator(KStateStepOperator):
         problems.close(uri)
         cautions.close(uri)
         self._report_progress(context, barrier, problems.count)
+        METRICS_OUT.verified(self.topic, not problems.count)
         summary = {
             "topic": self.topic,
             "ok": not problems.count,

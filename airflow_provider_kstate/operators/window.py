@@ -11,6 +11,7 @@ from airflow_provider_kstate.increase.key_order import check_key_order
 from airflow_provider_kstate.increase.plan import GroupClass, PlanMode
 from airflow_provider_kstate.increase.report import ReportWriter, write_report
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps, SeedResult
+from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 
@@ -74,6 +75,7 @@ class KStatePauseWindowOperator(KStateStepOperator):
         finally:
             self.control.close()
         summary.update(report_uri=uri, report_rows=rows)
+        METRICS_OUT.window(steps.plan, summary)
         timings = summary["timings"]
         self.log.info(
             "WINDOW %s: live groups out for %.3f s; every group seeded and resumed after %.3f s; report %s (%s rows)",
