@@ -10,6 +10,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import NewPartitions
+from kstate_support.statsd_listener import (
+    INCREASE,
+    StatsdListener,
+    airflow_statsd,
+    received_increase,
+    recorded_increase,
+)
 from kstate_support.traffic import live_traffic, loss, wait_until, warm_up
 
 pytestmark = pytest.mark.integration
@@ -41,17 +48,28 @@ def test_safe_increase_loses_nothing_over_rounds(
     kafka_config: dict[str, Any], admin: Any, make_topic: Any, run_dag: Any, dag_id: str
 ) -> None:
     """The DAG's safe order, 1 -> 2 -> 4 -> 8 under the same live traffic, loses no message: in one pause
-    window (the default) and with one task per step."""
+    window (the default) and with one task per step.
+
+    Each run's metrics go through Airflow's own metrics path (``[metrics] statsd_on``, Airflow's ``Stats``)
+    to a StatsD server here, and must equal what the run recorded: partitions created, offsets seeded, the
+    group's downtime (``progress.json``), the barrier's hold, verify passed."""
     topic = make_topic("safe", partitions=1)
     group = f"{topic}-g"
-    with live_traffic(kafka_config, topic, group, n=2, controlled=True) as (producer, fleet):
+    with (
+        live_traffic(kafka_config, topic, group, n=2, controlled=True) as (producer, fleet),
+        StatsdListener() as listener,
+        airflow_statsd(listener),
+    ):
         since = warm_up(producer, fleet)
         for target in (2, 4, 8):
+            listener.clear()
             dr = run_dag(
                 dag_id, {"topic": topic, "partitions": target, "consumer_groups": [group], "dry_run": False}
             )
             assert dr.state == "success", {ti.task_id: ti.state for ti in dr.get_task_instances()}
             assert admin.list_topics(topic, timeout=10).topics[topic].partitions.keys() == set(range(target))
+            assert listener.wait(lambda got: bool(got.named(f"{INCREASE}verify.ok")))
+            assert received_increase(listener, topic, group) == recorded_increase(dr, group), target
         wait_until(lambda: set(producer.placed.values()) == set(range(8)), 15)
         producer.stop()
         lost = loss(producer, fleet, since, drain_timeout=30)

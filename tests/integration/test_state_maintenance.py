@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from kstate_support.statsd_listener import StatsdListener, airflow_statsd
 
 from airflow_provider_kstate.client.murmur2 import partition_for
 from airflow_provider_kstate.store import layout
@@ -39,6 +40,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 MAINTENANCE = "kstate_state_maintenance"
 PIPELINE = "kstate_example_pipeline"
 LOG_PARTITIONS = 4
+STORE = "airflow.kstate.store."
 
 
 # -- Kafka helpers --------------------------------------------------------------------------------------
@@ -333,7 +335,9 @@ def test_dropped_rows_aborted_write_and_stale_manifest_are_found_and_repaired(
     stats["digest"] = "0123456789abcdef"
     write_manifest_json(store.uri, man)
 
-    dr = run_dag(MAINTENANCE, store.conf(deep=True, rebuild="auto"))
+    with StatsdListener() as listener, airflow_statsd(listener):  # Airflow's own metrics path (StatsD)
+        dr = run_dag(MAINTENANCE, store.conf(deep=True, rebuild="auto"))
+        listener.wait(lambda got: len(got.samples(f"{STORE}check.")) >= 8)
     assert str(dr.state) == "success"
     assert xcom(dr, "fast_check")["ok"]  # nothing the manifest-and-offsets check can see
     deep = xcom(dr, "deep_check")
@@ -349,6 +353,34 @@ def test_dropped_rows_aborted_write_and_stale_manifest_are_found_and_repaired(
     assert manifest(str(local_path(rebuilt["previous"]))) == man  # the bad snapshot is kept aside, untouched
     assert ti_state(dr, "recheck_fast") == "success" and ti_state(dr, "recheck_deep") == "success"
     assert_snapshot_is_truth(store.uri, kafka_config, store.log)
+    assert_store_metrics(listener, dr, store.log, damaged=3)
+
+
+def assert_store_metrics(listener: StatsdListener, dr: Any, topic: str, damaged: int) -> None:
+    """The run's store metrics as StatsD received them: the fast check and both re-checks ok, the deep
+    check failed with its damaged partitions, the rebuild's rows and its Spark application's wall time."""
+    verdicts = sorted(
+        (s.name.removeprefix(STORE), s.value, s.kind) for s in listener.samples(f"{STORE}check.")
+    )
+    assert verdicts == [
+        ("check.failed", 1, "c"),  # deep_check
+        (f"check.failed.{topic}.deep", 1, "c"),
+        ("check.ok", 1, "c"),  # fast_check, recheck_fast, recheck_deep
+        ("check.ok", 1, "c"),
+        ("check.ok", 1, "c"),
+        (f"check.ok.{topic}.deep", 1, "c"),
+        (f"check.ok.{topic}.fast", 1, "c"),
+        (f"check.ok.{topic}.fast", 1, "c"),
+    ], verdicts
+    gauges = [s.value for s in listener.named(f"{STORE}damaged_partitions.{topic}.deep")]
+    assert gauges == [damaged, 0]  # the deep check, then the re-check after the rebuild
+    rebuilt = xcom(dr, "rebuild")
+    (rows,) = listener.named(f"{STORE}rebuild.rows")
+    assert (rows.value, rows.kind) == (rebuilt["rows"], "g")
+    (took,) = listener.named(f"{STORE}rebuild.duration.{topic}")
+    (ti,) = [t for t in dr.get_task_instances() if t.task_id == "rebuild"]
+    task_ms = (ti.end_date - ti.start_date).total_seconds() * 1000
+    assert took.kind == "ms" and rebuilt["seconds"] * 1000 < took.value < task_ms  # JVM start-up included
 
 
 def test_recreated_changelog_fails_with_never_and_is_rebuilt_with_auto(
