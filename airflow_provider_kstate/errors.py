@@ -70,3 +70,8 @@ class DriverCommandError(KStateError):
 
 class DrainTimeoutError(KStateError):
     """A drained group did not commit past the old partitions' end offsets before the drain's deadline."""
+
+
+class PlanChangedError(KStateError):
+    """The cluster changed between the plan and its approval (another partition count, a new group at risk, a
+    group handled differently): the approved plan no longer says what the run would do."""

@@ -155,6 +155,14 @@ class DrainTimeoutError(KStateFatalError, errors.DrainTimeoutError):
     """A drained group did not commit past the old partitions' end offsets before the drain's deadline."""
 
 
+class PlanChangedError(KStateFatalError, errors.PlanChangedError):
+    """The cluster changed between the plan and its approval: the run stops before anyone is paused."""
+
+
+class ApprovalTimeoutError(KStateFatalError):
+    """Nobody answered the approval request before its deadline: nothing was changed, the lease released."""
+
+
 #: The Airflow face of each domain error.
 FACES: dict[type, type[KStateError]] = {
     errors.KStateError: KStateError,
@@ -172,6 +180,7 @@ FACES: dict[type, type[KStateError]] = {
     errors.GroupNeverLeftError: GroupNeverLeftError,
     errors.DriverCommandError: DriverCommandError,
     errors.DrainTimeoutError: DrainTimeoutError,
+    errors.PlanChangedError: PlanChangedError,
 }
 
 
