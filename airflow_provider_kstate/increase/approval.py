@@ -105,7 +105,8 @@ class DowntimeHistory:
     :param runs: how many earlier runs were read.
     :param last_run: the newest one (``dag_id/run_id``).
     :param window: from the first group out to the last group back, per run.
-    :param groups: per group, its own downtime.
+    :param groups: per group, its own downtime (the prompt shows it for the groups with live members: a
+        group without any has nobody to keep out).
     """
 
     runs: int = 0
@@ -172,7 +173,7 @@ def _row(name: str, entry: GroupPlan, history: DowntimeHistory) -> str:
     why = entry.key_order in (KeyOrderMark.RELAXED, KeyOrderMark.DRAINED) and entry.key_order_reason
     order = f"{entry.key_order}" + (f": {_cut(entry.key_order_reason, 100)}" if why else "")
     driver = entry.driver.describe() if entry.seed else "-"
-    past = history.groups.get(name)
+    past = history.groups.get(name) if entry.cls == GroupClass.ACTIVE else None
     downtime = past.describe() if past else ("no earlier run" if entry.cls == GroupClass.ACTIVE else "-")
     cells = [f"`{name}`", f"{entry.cls}{members}", driver, order or "-", what_happens(entry), downtime]
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
@@ -256,7 +257,7 @@ def approval_prompt(
     lines = [
         f"Topic `{plan.topic}`: {change}. Planned {plan.planned_at or 'now'} by run `{plan.owner}`.",
         "",
-        f"{len(plan.groups)} group{'s' * (len(plan.groups) != 1)} read the topic; "
+        f"{len(plan.groups)} group{' reads' if len(plan.groups) == 1 else 's read'} the topic; "
         f"{len(plan.where('seed'))} protected (seeded), {len(live)} with live members (out of their group "
         f"from before the create until seeded), {len(plan.groups) - len(plan.where('seed'))} left alone.",
         "",
