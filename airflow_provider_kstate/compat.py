@@ -7,6 +7,11 @@ it, else ``airflow.configuration.conf``. Airflow's ``Stats`` (the metrics path) 
 ``airflow.sdk.observability.stats.Stats`` from task SDK 1.2 on, and ``airflow.stats.Stats`` on 3.1 (3.2+
 keep that module only as a deprecated shim): :func:`airflow_stats`. These are the only shims the provider
 needs for 3.1 (``make compat`` proves it).
+
+Human-in-the-loop (the approval step): on Airflow 3.3 the standard provider's HITL operators park the task
+in the ``awaiting_input`` state (``TaskAwaitingInput``: no trigger; the scheduler's timeout sweep, every
+``[scheduler] trigger_timeout_check_interval``, ends an unanswered request); on 3.1 and 3.2 they defer to
+``HITLTrigger`` in the triggerer (polling every 5 s). ``HITL_AWAITS_INPUT`` says which.
 """
 
 from __future__ import annotations
@@ -38,4 +43,17 @@ def airflow_stats() -> Any:
     return Stats
 
 
-__all__ = ["AirflowFailException", "AirflowSensorTimeout", "AirflowSkipException", "airflow_stats", "conf"]
+try:
+    # What the installed standard provider decides on (its HITLOperator.execute tests the same flag).
+    from airflow.providers.standard.version_compat import AIRFLOW_V_3_3_PLUS as HITL_AWAITS_INPUT
+except ImportError:  # a standard provider from before the awaiting_input state: it always defers
+    HITL_AWAITS_INPUT = False
+
+__all__ = [
+    "HITL_AWAITS_INPUT",
+    "AirflowFailException",
+    "AirflowSensorTimeout",
+    "AirflowSkipException",
+    "airflow_stats",
+    "conf",
+]

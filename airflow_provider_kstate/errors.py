@@ -129,3 +129,8 @@ class BrokerUnsupportedError(BrokerDeviationError):
 
 class LeaseHeldError(KStateError):
     """Another run holds the lease on the topic (or the snapshot)."""
+
+
+class PlanChangedError(KStateError):
+    """The cluster changed between the plan and its approval (another partition count, a new group at risk, a
+    group handled differently): the approved plan no longer says what the run would do."""

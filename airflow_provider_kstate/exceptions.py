@@ -180,6 +180,14 @@ class KafkaRequestRefusedError(KStateFatalError, errors.KafkaRequestRefusedError
     """A Kafka request failed with an error Kafka says is not retriable: the task fails at once."""
 
 
+class PlanChangedError(KStateFatalError, errors.PlanChangedError):
+    """The cluster changed between the plan and its approval: the run stops before anyone is paused."""
+
+
+class ApprovalTimeoutError(KStateFatalError):
+    """Nobody answered the approval request before its deadline: nothing was changed, the lease released."""
+
+
 #: The Airflow face of each domain error.
 FACES: dict[type, type[KStateError]] = {
     errors.KStateError: KStateError,
@@ -211,6 +219,7 @@ FACES: dict[type, type[KStateError]] = {
     errors.GroupNeverLeftError: GroupNeverLeftError,
     errors.DriverCommandError: DriverCommandError,
     errors.DrainTimeoutError: DrainTimeoutError,
+    errors.PlanChangedError: PlanChangedError,
 }
 
 

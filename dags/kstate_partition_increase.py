@@ -26,6 +26,12 @@ refuses it before anything is paused.
    `dry_run` it stops here. A target equal to the current count is a **repair**: nothing is created, every
    gap (a protected group without an offset on a partition) is seeded: it finishes a crashed run, or a
    topic grown outside the tool.
+   With `require_approval`, `approve_plan` then asks a human to approve the plan (the run's **Required
+   actions**): the prompt shows the partitions, each group with its class, driver, key order and what the
+   run will do to it, the broker check and the downtime of earlier runs. Approve: the cluster is checked
+   against the plan again (a changed partition count or a new group at risk fails the run before anyone is
+   paused). Reject: nothing changes, the rest is skipped. No answer by `approval_timeout`: nothing changes,
+   the run fails. Either way the lease is released.
 2. `pause_window`: the steps during which consumers are out of their groups, back-to-back in one task so
    that their downtime is the work itself and not the scheduler's latency between tasks:
    - pause: services with the kstate client leave their groups; it waits until the broker reports every
@@ -143,6 +149,20 @@ def _params() -> dict[str, Param]:
             title="Dry run",
             description="Plan only: show what would happen, change nothing.",
         ),
+        "require_approval": Param(
+            False,
+            type="boolean",
+            title="Require approval",
+            description="Ask a human to approve the plan (Required actions in the UI, or the REST API) before anyone is paused. Approve: the run goes on, unless the cluster changed since the plan. Reject, or no answer in time: nothing is changed.",
+        ),
+        "approval_timeout": Param(
+            3600,
+            type="integer",
+            minimum=5,
+            maximum=604800,
+            title="Approval deadline (seconds)",
+            description="How long the approval request waits for an answer; none by then: nothing is changed, the lease is released and the run fails.",
+        ),
     }
 
 
@@ -171,6 +191,8 @@ for dag_id, single_window in (
             allow_broker_deviation="{{ params.allow_broker_deviation }}",
             refresh_broker_check="{{ params.refresh_broker_check }}",
             dry_run="{{ params.dry_run }}",
+            require_approval="{{ params.require_approval }}",
+            approval_timeout="{{ params.approval_timeout }}",
             key_order="{{ params.key_order }}",
             group_drivers="{{ params.group_drivers }}",
             producer_drivers="{{ params.producer_drivers }}",

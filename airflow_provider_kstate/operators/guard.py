@@ -31,16 +31,27 @@ class KStateFailureGuardOperator(KStateStepOperator):
     groups that were live at plan time (start commands are idempotent).
 
     The guard always fails the run: something upstream failed. It reads the plan from the plan task's
-    XCom itself, so it skips quietly when the plan step failed (then nothing was changed).
+    XCom itself, so it skips quietly when the plan step failed (then nothing was changed), and, with an
+    approval step, when the run was not approved (the request expired, or the cluster changed since the
+    plan: nobody was paused; the lease is released).
 
     :param plan_task_id: the task id of the plan step.
+    :param approval_task_id: the task id of the approval step, if the run has one.
     """
 
     template_fields: tuple[str, ...] = ()
 
-    def __init__(self, *, plan_task_id: str, trigger_rule: str = "one_failed", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        plan_task_id: str,
+        approval_task_id: str | None = None,
+        trigger_rule: str = "one_failed",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(plan=None, trigger_rule=trigger_rule, **kwargs)
         self.plan_task_id = plan_task_id
+        self.approval_task_id = approval_task_id
 
     def execute(self, context: Any) -> None:
         self.plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
@@ -49,6 +60,12 @@ class KStateFailureGuardOperator(KStateStepOperator):
                 "the plan step did not finish: this run changed nothing, no guard needed"
             )
         plan, keeper = self.typed_plan, self.keeper(context)
+        if not self._approved(context):
+            keeper.release()  # a no-op unless this run still holds it (the approval step releases it)
+            raise AirflowSkipException(
+                "the run was not approved (the request expired, or the cluster changed since the plan): "
+                "nobody was paused and nothing was changed; no guard needed"
+            )
         owner = keeper.owner
         self._check_lease(keeper)
         self.events(context).finish("failed")
@@ -78,6 +95,13 @@ class KStateFailureGuardOperator(KStateStepOperator):
             "Producers may still be pinned to the old layout: clear the failed steps of this run, or run "
             "again with the same target, to finish."
         )
+
+    def _approved(self, context: Any) -> bool:
+        """Whether the run got past its approval step (True without one): its XCom says ``approved``."""
+        if not self.approval_task_id:
+            return True
+        answer = context["ti"].xcom_pull(task_ids=self.approval_task_id)
+        return isinstance(answer, dict) and bool(answer.get("approved"))
 
     def _check_lease(self, keeper: LeaseKeeper) -> None:
         holder = keeper.current()

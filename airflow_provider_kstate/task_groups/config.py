@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC, KeyOrder
+from airflow_provider_kstate.increase.approval import DEFAULT_APPROVAL_TIMEOUT
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 
 if TYPE_CHECKING:
@@ -142,6 +143,21 @@ class KeyOrderConfig:
 
 
 @dataclass(frozen=True)
+class ApprovalConfig:
+    """A human approves the plan before anyone is paused (plan, approve, apply): the ``approve_plan`` task,
+    between ``stop_if_dry_run`` and the pause, built on the standard provider's HITL ``ApprovalOperator``.
+
+    :param require_approval: ``False`` (the default) adds no task; ``True`` or a template (a DAG param)
+        adds ``approve_plan``, which returns at once when it renders false (templated).
+    :param approval_timeout: seconds (or a ``timedelta``) the request waits for an answer; none by then:
+        nothing is changed, the lease is released and the task fails (templated).
+    """
+
+    require_approval: bool | str = False
+    approval_timeout: float | str | timedelta = DEFAULT_APPROVAL_TIMEOUT
+
+
+@dataclass(frozen=True)
 class StepsConfig:
     """How the steps are laid out, and your own tasks in place of the built-in signals.
 
@@ -184,6 +200,7 @@ class IncreaseOptions:
     waits: WaitConfig = WaitConfig()
     ordering: KeyOrderConfig = KeyOrderConfig()
     steps: StepsConfig = StepsConfig()
+    approval: ApprovalConfig = ApprovalConfig()
 
     @classmethod
     def build(cls, flat: dict[str, Any], **configs: Any) -> IncreaseOptions:

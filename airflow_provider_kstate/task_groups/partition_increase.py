@@ -8,6 +8,7 @@ from airflow.sdk import BaseOperator, TaskGroup, chain
 
 from airflow_provider_kstate.assets import topic_alias
 from airflow_provider_kstate.doctor.promises import Needs
+from airflow_provider_kstate.operators.approval import KStateApprovalOperator
 from airflow_provider_kstate.operators.consumers import (
     KStatePauseConsumersOperator,
     KStateResumeConsumersOperator,
@@ -32,6 +33,7 @@ from airflow_provider_kstate.sensors.partitions import KStateNewPartitionsWritte
 from airflow_provider_kstate.task_groups.config import (
     DEFAULT_RETRIES,
     DEFAULT_RETRY_DELAY,
+    ApprovalConfig,
     BrokerCheckConfig,
     ConnectionConfig,
     FleetConfig,
@@ -45,6 +47,7 @@ from airflow_provider_kstate.task_groups.config import (
 __all__ = [
     "DEFAULT_RETRIES",
     "DEFAULT_RETRY_DELAY",
+    "ApprovalConfig",
     "BrokerCheckConfig",
     "ConnectionConfig",
     "FleetConfig",
@@ -69,6 +72,7 @@ def safe_partition_increase(
     waits: WaitConfig | None = None,
     ordering: KeyOrderConfig | None = None,
     steps: StepsConfig | None = None,
+    approval: ApprovalConfig | None = None,
     **flat: Any,
 ) -> TaskGroup:
     """Build the task group: check the broker, plan, pause, wait EMPTY, increase, seed, scale, resume, wait
@@ -87,6 +91,10 @@ def safe_partition_increase(
     scheme, ``kafka://<first bootstrap server>/<topic>``, through ``verify``'s outlet alias
     ``kstate-topic-increased``: a DAG scheduled on that Asset runs once the topic has grown safely.
 
+    With ``require_approval``, ``approve_plan`` (after ``stop_if_dry_run``, before the pause) asks a human
+    to approve the plan through Airflow's human-in-the-loop UI and API, and checks the cluster still matches
+    it before anyone is paused (:class:`~airflow_provider_kstate.operators.approval.KStateApprovalOperator`).
+
     A guard task runs when any step fails: it resumes consumers when that is safe and otherwise fails
     loudly, leaving them paused (see :class:`KStateFailureGuardOperator`).
 
@@ -102,8 +110,9 @@ def safe_partition_increase(
     :param waits: how the run waits for the groups and the producers (:class:`WaitConfig`).
     :param ordering: per-key order at the producers' switch (:class:`KeyOrderConfig`).
     :param steps: the layout of the steps and your own tasks in their place (:class:`StepsConfig`).
+    :param approval: a human approves the plan before anyone is paused (:class:`ApprovalConfig`).
     :param flat: any field of those config objects as a flat keyword argument (``kafka_config_id=...``,
-        ``consumer_groups=...``, ``key_order=...``, ``single_window=...``), overriding the object's field.
+        ``consumer_groups=...``, ``key_order=...``, ``require_approval=...``), overriding the object's field.
     """
     options = IncreaseOptions.build(
         flat,
@@ -114,12 +123,14 @@ def safe_partition_increase(
         waits=waits,
         ordering=ordering,
         steps=steps,
+        approval=approval,
     )
     single_window = options.single_window()
     with TaskGroup(group_id=group_id, tooltip="Safe Kafka partition increase (KAFKA-12261)") as group:
         doctor = _check_broker(options)
         plan = _plan(options, topic=topic, partitions=partitions, dry_run=dry_run)
         gate = KStateDryRunGateOperator(task_id="stop_if_dry_run", plan=plan.output)
+        approve = _approve(options, plan)
         middle, seed_report, switch = _window(options, plan) if single_window else _per_step(options, plan)
         stable = KStateGroupsStableSensor(
             task_id="wait_groups_stable",
@@ -148,9 +159,12 @@ def safe_partition_increase(
             **_stepping(options),
         )
         guard = KStateFailureGuardOperator(
-            task_id="failure_guard", plan_task_id=plan.task_id, **{**_common(options), "retries": 0}
+            task_id="failure_guard",
+            plan_task_id=plan.task_id,
+            approval_task_id=approve.task_id if approve else None,
+            **{**_common(options), "retries": 0},
         )
-        chain(doctor, plan, gate, *middle, stable, drained, start, verify)
+        chain(doctor, plan, gate, *([approve] if approve else []), *middle, stable, drained, start, verify)
         # verify stays a leaf beside the guard, so a failure anywhere fails the run; by verify's turn
         # consumers are resumed and seeded, so a failing verify has nothing left for the guard to decide.
         for step in [*middle, stable, drained, start]:
@@ -221,6 +235,22 @@ def _plan(
         report_uri=options.connection.report_uri,
         report_conn_id=options.connection.report_conn_id,
         **_common(options),
+    )
+
+
+def _approve(options: IncreaseOptions, plan: BaseOperator) -> BaseOperator | None:
+    """The approval step, or None when ``require_approval`` is the literal False (no task, no cost)."""
+    if options.approval.require_approval is False:
+        return None
+    return KStateApprovalOperator(
+        task_id="approve_plan",
+        plan=plan.output,
+        require_approval=options.approval.require_approval,
+        approval_timeout=options.approval.approval_timeout,
+        exclude_groups=options.groups.exclude_groups,
+        acknowledge_streams_groups=options.groups.acknowledge_streams_groups,
+        key_order=options.ordering.key_order,
+        **{**_stepping(options), "retries": 0},
     )
 
 

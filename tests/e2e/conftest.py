@@ -56,6 +56,9 @@ def deployment(bootstrap: str, artifacts_dir: Path) -> Iterator[AirflowDeploymen
         # would also stop every asset-triggered run (kstate_snapshot_consumer never ran under it).
         "KSTATE_MAINTENANCE_SCHEDULE": "",
         "KSTATE_FAILPOINT_FILE": str(FAILPOINT_FILE),
+        # How often the scheduler ends the human-in-the-loop requests past their deadline (Airflow 3.3; 15 s
+        # by default): test_approval's deadline of a few seconds is then seen within 3 s.
+        "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "3",
     }
     dags = os.environ.get("KSTATE_E2E_DAGS_FOLDER", str(ROOT / "dags"))
     with airflow_deployment(dags, env=env, save_log_to=artifacts_dir / "e2e-standalone.log") as dep:

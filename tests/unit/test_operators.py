@@ -6,11 +6,20 @@ import pytest
 
 
 def _all_operator_classes() -> list[type]:
-    from airflow_provider_kstate.operators import consumers, guard, partitions, plan, producers, seed, verify
+    from airflow_provider_kstate.operators import (
+        approval,
+        consumers,
+        guard,
+        partitions,
+        plan,
+        producers,
+        seed,
+        verify,
+    )
     from airflow_provider_kstate.sensors import groups
     from airflow_provider_kstate.sensors import partitions as psensors
 
-    mods = [consumers, guard, partitions, plan, producers, seed, verify, groups, psensors]
+    mods = [approval, consumers, guard, partitions, plan, producers, seed, verify, groups, psensors]
     return [
         obj
         for m in mods

@@ -150,3 +150,78 @@ def test_config_objects_and_flat_arguments_build_the_same_task_group() -> None:
     assert _shape(mixed)["plan"][3]["kafka_config_id"] == "kafka_prod"
     with DAG("unit_configs_typo", schedule=None), pytest.raises(TypeError, match="'kafka_conn_id'"):
         safe_partition_increase(topic="t", partitions=3, kafka_conn_id="kafka_prod")
+
+
+def test_the_approval_step_sits_between_the_gate_and_the_pause_only_when_asked_for() -> None:
+    from airflow.sdk import DAG
+
+    from airflow_provider_kstate.task_groups.partition_increase import ApprovalConfig, safe_partition_increase
+
+    with DAG("unit_approval", schedule=None):
+        off = safe_partition_increase(topic="t", partitions=3, group_id="off", require_approval=False)
+        window = safe_partition_increase(
+            topic="t", partitions=3, group_id="window", require_approval="{{ params.require_approval }}"
+        )
+        steps = safe_partition_increase(
+            topic="t",
+            partitions=3,
+            group_id="steps",
+            single_window=False,
+            approval=ApprovalConfig(require_approval=True, approval_timeout=30),
+        )
+        flat = safe_partition_increase(
+            topic="t",
+            partitions=3,
+            group_id="flat",
+            single_window=False,
+            require_approval=True,
+            approval_timeout=30,
+        )
+    assert "off.approve_plan" not in off.children and len(off.children) == 9, "off: no task, no cost"
+    shape = _shape(window)
+    assert len(shape) == 10
+    kind, upstream, downstream, stored = shape["approve_plan"]
+    assert (kind, upstream, downstream) == (
+        "KStateApprovalOperator",
+        ["plan", "stop_if_dry_run"],  # the plan's XCom, and after the dry-run gate
+        ["pause_window"],
+    )
+    assert (
+        stored["require_approval"] == "{{ params.require_approval }}" and stored["approval_timeout"] == 3600.0
+    )
+    assert stored["retries"] == 0 and stored["execution_timeout"] is None
+    assert shape["failure_guard"][3]["approval_task_id"] == "approve_plan"
+    assert shape["pause_window"][1] == ["approve_plan", "plan"]
+    assert _shape(off)["failure_guard"][3]["approval_task_id"] is None
+    per_step = _shape(steps)
+    assert len(per_step) == 15 and per_step["approve_plan"][2] == ["pause_consumers"]
+    assert per_step["approve_plan"][3]["approval_timeout"] == 30
+    assert per_step == _shape(flat)
+
+
+def test_both_shipped_dags_ask_for_an_approval_when_the_param_says_so() -> None:
+    from pathlib import Path
+
+    from kstate_support.airflow_compat import dag_bag
+
+    bag = dag_bag(str(Path(__file__).resolve().parents[2] / "dags"))
+    assert not bag.import_errors, bag.import_errors
+    for dag_id, then in (
+        ("kstate_partition_increase", "pause_window"),
+        ("kstate_partition_increase_per_step", "pause_consumers"),
+    ):
+        dag = bag.get_dag(dag_id)
+        params = dag.params
+        assert (
+            params["require_approval"] is False
+            and params.get_param("require_approval").schema["type"] == "boolean"
+        )
+        assert (
+            params["approval_timeout"] == 3600 and params.get_param("approval_timeout").schema["minimum"] == 5
+        )
+        approve = dag.get_task("safe_partition_increase.approve_plan")
+        assert approve.upstream_task_ids == {
+            f"safe_partition_increase.{t}" for t in ("plan", "stop_if_dry_run")
+        }
+        assert approve.downstream_task_ids == {f"safe_partition_increase.{then}"}
+        assert approve.require_approval == "{{ params.require_approval }}"

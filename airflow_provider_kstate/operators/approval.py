@@ -1,0 +1,300 @@
+"""The approval step of the safe partition increase, like a production change: plan, approve, apply.
+
+Built on the standard provider's human-in-the-loop :class:`~airflow.providers.standard.operators.hitl.ApprovalOperator`
+(Airflow 3.1+): the request appears under the run's *Required actions* in the UI, and in the REST API
+(``/api/v2/dags/{dag_id}/dagRuns/{run_id}/hitlDetails``; answered by ``PATCH
+.../taskInstances/{task_id}/-1/hitlDetails`` with ``{"chosen_options": ["Approve"]}``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+
+from airflow_provider_kstate import errors
+from airflow_provider_kstate.client.protocol import PRESERVE
+from airflow_provider_kstate.compat import HITL_AWAITS_INPUT
+from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
+from airflow_provider_kstate.exceptions import ApprovalTimeoutError, KStateConfigError
+from airflow_provider_kstate.increase.approval import (
+    APPROVED,
+    AWAITING_APPROVAL,
+    DEFAULT_APPROVAL_TIMEOUT,
+    EXPIRED,
+    PLAN_CHANGED,
+    REJECTED,
+    BrokerCheck,
+    DowntimeHistory,
+    approval_prompt,
+    approval_subject,
+    downtime_history,
+    plan_changes,
+)
+from airflow_provider_kstate.increase.drivers import DriverKind
+from airflow_provider_kstate.increase.events import RunProgress
+from airflow_provider_kstate.increase.fleet import DriverChoice, drive
+from airflow_provider_kstate.increase.key_order import check_key_order
+from airflow_provider_kstate.increase.plan import DEFAULT_SPARK_PREFIXES, Plan, build_plan
+from airflow_provider_kstate.increase.report import is_local, progress_location
+from airflow_provider_kstate.lease import LeaseKeeper, run_owner
+from airflow_provider_kstate.operators.base import KStateStepOperator
+from airflow_provider_kstate.params import as_bool, as_str_list
+
+#: Seconds the topic's lease outlives the approval deadline while the run waits (an answer can land a little
+#: after the deadline, before the scheduler's timeout sweep ends the request).
+WAIT_LEASE_MARGIN = 300.0
+#: Earlier runs of the topic whose progress documents the prompt reads, at most (the newest).
+HISTORY_RUNS = 20
+
+
+class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
+    """Ask a human to approve the plan before anyone is paused; with ``require_approval`` off, go on at once.
+
+    The prompt (Markdown, from the typed plan) shows the partitions now and after, each group with its
+    class, driver, key-order mark and what the run will do to it, the broker doctor's last verdict and the
+    downtime this topic's earlier runs measured (their ``progress.json``). While it waits, the run's
+    progress document says ``awaiting_approval`` and the topic's lease is held until the deadline.
+
+    * **Approve**: the plan is made again as a dry run (discovery, drivers and key order; no lease) and
+      compared with the approved one. A different partition count, a new group at risk, or a group gone or
+      handled differently fails the task with :class:`~airflow_provider_kstate.exceptions.PlanChangedError`
+      naming each change, before anyone is paused (the lease released).
+    * **Reject**: nothing is changed, the lease is released and every later task of the run is skipped
+      (this task succeeds: the decision was made; the run ends like a dry run).
+    * **No answer before** ``approval_timeout``: the same, but the task fails with
+      :class:`~airflow_provider_kstate.exceptions.ApprovalTimeoutError` (nobody decided: alerts fire).
+
+    On Airflow 3.3 the task waits in the ``awaiting_input`` state (no triggerer; the scheduler's timeout
+    sweep, every ``[scheduler] trigger_timeout_check_interval``, ends an unanswered request); on 3.1 and 3.2
+    it is deferred to the triggerer. Either way it holds no worker slot while it waits.
+
+    :param plan: the plan (XCom of :class:`~airflow_provider_kstate.operators.plan.KStatePlanOperator`).
+    :param require_approval: ask for an approval; off, the task returns at once (templated).
+    :param approval_timeout: seconds (or a ``timedelta``) to wait for an answer (templated).
+    :param exclude_groups: the plan's ``exclude_groups``, for the plan made again (templated).
+    :param acknowledge_streams_groups: the plan's ``acknowledge_streams_groups`` (templated).
+    :param key_order: the run's ``key_order``, for the plan made again (templated).
+    :param history_runs: earlier runs of the topic whose downtime the prompt shows, at most.
+    """
+
+    template_fields: tuple[str, ...] = (
+        "plan",
+        "require_approval",
+        "approval_timeout",
+        "exclude_groups",
+        "acknowledge_streams_groups",
+        "key_order",
+    )
+    ui_color = "#fff8e1"
+
+    def __init__(
+        self,
+        *,
+        plan: Any,
+        require_approval: bool | str = False,
+        approval_timeout: float | str | timedelta = DEFAULT_APPROVAL_TIMEOUT,
+        exclude_groups: list[str] | str | None = None,
+        acknowledge_streams_groups: list[str] | str | None = None,
+        key_order: str = PRESERVE,
+        history_runs: int = HISTORY_RUNS,
+        **kwargs: Any,
+    ) -> None:
+        # The wait's deadline is approval_timeout: a step-wide execution_timeout (default_args) would race it
+        # (the HITL operator would even take it for the response timeout).
+        kwargs.pop("execution_timeout", None)
+        super().__init__(
+            plan=plan,
+            subject="Approve the partition increase",
+            ignore_downstream_trigger_rules=True,
+            **kwargs,
+        )
+        self.require_approval = require_approval
+        self.approval_timeout = approval_timeout
+        self.exclude_groups = exclude_groups
+        self.acknowledge_streams_groups = acknowledge_streams_groups
+        self.key_order = key_order
+        self.history_runs = history_runs
+
+    @property
+    def serialized_params(self) -> dict[str, dict[str, Any]]:
+        """The request asks for no input but the choice. (On Airflow 3.1 a Param does not record whether it
+        is the DAG's or the task's, so the HITL form would show every DAG param: apache/airflow#57498.)"""
+        return {}
+
+    def execute(self, context: Any) -> Any:
+        if not as_bool("require_approval", self.require_approval):
+            self.log.info("APPROVE not required (require_approval is off): the run goes on with the plan")
+            return {"required": False, "approved": True}
+        plan, timeout = self.typed_plan, self._timeout()
+        self.response_timeout = timeout
+        self.subject = approval_subject(plan)
+        self.body = approval_prompt(
+            plan,
+            broker=self._broker_check(),
+            history=self._history(plan, run_owner(context)),
+            deadline=(datetime.now(timezone.utc) + timeout).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        )
+        wait_ttl = max(self.lease_ttl, timeout.total_seconds() + WAIT_LEASE_MARGIN)
+        LeaseKeeper.for_topic(self.lease, plan.topic, context, wait_ttl, self.log).renew(plan.to_dict())
+        self.events(context).step(AWAITING_APPROVAL)
+        self.log.info(
+            "APPROVE waiting up to %s s for an answer (%s); the lease on %s is held until then",
+            f"{timeout.total_seconds():.0f}",
+            "awaiting_input" if HITL_AWAITS_INPUT else "deferred to the triggerer",
+            plan.topic,
+        )
+        return super().execute(context)
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        plan = self.typed_plan
+        if event.get("error_type") == "timeout":
+            self._end(context, EXPIRED, EXPIRED)
+            raise ApprovalTimeoutError(
+                f"nobody answered the approval of {plan.topic!r} before its deadline: nothing was changed and "
+                "the lease is released. Trigger the run again to ask again."
+            )
+        chosen, by = list(event.get("chosen_options") or []), _responder(event)
+        if "error" not in event and chosen != [self.APPROVE]:
+            self._end(context, REJECTED, REJECTED)
+            self.log.warning(
+                "APPROVE rejected by %s: nothing was changed, the lease is released, the run's later tasks "
+                "are skipped",
+                by,
+            )
+        super().execute_complete(context, event)  # validates; a Reject skips every later task from here
+        if chosen != [self.APPROVE]:  # rejected, with no later task to skip
+            return {"required": True, "approved": False, "responded_by": by}
+        self.log.info("APPROVE approved by %s: checking the cluster still matches the plan", by)
+        self._check_unchanged(context, plan)
+        self.events(context).step(APPROVED)
+        return {"required": True, "approved": True, "responded_by": by}
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    def _timeout(self) -> timedelta:
+        value = self.approval_timeout
+        try:
+            seconds = value.total_seconds() if isinstance(value, timedelta) else float(str(value).strip())
+        except ValueError:
+            seconds = 0.0
+        if seconds <= 0:
+            raise KStateConfigError(f"approval_timeout must be a positive number of seconds, got {value!r}")
+        return timedelta(seconds=seconds)
+
+    def _end(self, context: Any, step: str, outcome: str) -> None:
+        """The run stops here: release the topic's lease, record the outcome in the progress document."""
+        self.keeper(context).release()
+        events = self.events(context)
+        events.step(step)
+        events.finish(outcome)
+
+    def _check_unchanged(self, context: Any, approved: Plan) -> None:
+        """Fail, before anyone is paused, when the cluster no longer matches the approved plan."""
+        self.keeper(context).renew(approved.to_dict())  # back to the steps' TTL; fails if another run took it
+        now, refused = self._replan(approved)
+        changes = plan_changes(approved, now, refused)
+        if not changes:
+            self.log.info("APPROVE the cluster matches the approved plan: going on")
+            return
+        for line in changes.lines():
+            self.log.error("APPROVE changed since the plan: %s", line)
+        self._end(context, PLAN_CHANGED, "failed")
+        changes.refuse(approved.topic)
+
+    def _replan(self, approved: Plan) -> tuple[Plan, str]:
+        """The plan of the same request now, as a dry run (``build_plan`` + ``drive``: no lease), and why it
+        was refused ("" when it was not)."""
+        current = self.admin.partition_count(approved.topic)
+        try:
+            now = build_plan(
+                self.admin,
+                approved.topic,
+                max(approved.target_partitions, current),
+                (),
+                DEFAULT_SPARK_PREFIXES,
+                exclude_groups=as_str_list("exclude_groups", self.exclude_groups),
+                acknowledge_streams_groups=as_str_list(
+                    "acknowledge_streams_groups", self.acknowledge_streams_groups
+                ),
+            )
+        except errors.KStateError as exc:  # e.g. a share group appeared: the topic is refused as it stands
+            return Plan(approved.topic, current, approved.target_partitions, dict(approved.groups)), str(exc)
+        present = self.control.client_piece_clients()
+        return drive(
+            now, self.admin, present, approved_choice(approved, now), check_key_order(self.key_order)
+        ), ""
+
+    def _broker_check(self) -> BrokerCheck | None:
+        """The broker doctor's cached verdict (never probes); None when there is none or it cannot be read."""
+        from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
+
+        try:
+            verdict = KStateDoctorHook(self.kafka_config_id, timeout=self.request_timeout).last_verdict()
+        except Exception as exc:  # noqa: BLE001 - the prompt goes out without it
+            self.log.warning("APPROVE the broker doctor's verdict could not be read: %s", exc)
+            return None
+        if verdict is None:
+            return None
+        broken = tuple(p for p in verdict.broken() if p in INCREASE_NEEDS)
+        return BrokerCheck(verdict.cluster, verdict.checked_at, broken)
+
+    def _history(self, plan: Plan, owner: str) -> DowntimeHistory:
+        """The downtime of the topic's earlier runs, from their progress documents (never fails the step)."""
+        own = progress_location(plan.report_uri, plan.topic, owner)
+        folder = own.rsplit("/", 2)[0]  # BASE/TOPIC
+        try:
+            texts = _progress_texts(folder, own.rsplit("/", 2)[1], self.report_conn_id, self.history_runs)
+        except (OSError, ValueError) as exc:
+            self.log.warning("APPROVE the topic's earlier runs could not be read under %s: %s", folder, exc)
+            return DowntimeHistory()
+        runs = []
+        for text in texts:
+            try:
+                runs.append(RunProgress.from_json(text))
+            except errors.ReportError:
+                continue  # not a progress document (another version, a partial write): not counted
+        return downtime_history(runs)
+
+
+def approved_choice(approved: Plan, now: Plan) -> DriverChoice:
+    """The drivers of the approved plan, for the plan made again (the registry may have changed since: the
+    approved drivers are the ones the run will use)."""
+    commands = {
+        g: e.driver
+        for g, e in approved.groups.items()
+        if e.seed and e.driver.kind == DriverKind.COMMAND and g in now.groups
+    }
+    own_tasks = any(e.seed and e.driver.kind == DriverKind.TASK for e in approved.groups.values())
+    return DriverChoice(groups=commands, producers=dict(approved.producers), own_tasks=own_tasks)
+
+
+def _responder(event: dict[str, Any]) -> str:
+    user = event.get("responded_by_user") or {}
+    return str(user.get("name") or user.get("id") or "nobody (the default)")
+
+
+def _progress_texts(folder: str, own: str, conn_id: str | None, limit: int) -> list[bytes]:
+    """The newest ``limit`` progress documents of the run folders under ``folder`` but ``own``."""
+    if is_local(folder):
+        root = Path(urlparse(folder).path if folder.startswith("file:") else folder)
+        found = [d / "progress.json" for d in root.iterdir() if d.name != own] if root.is_dir() else []
+        files = sorted((f for f in found if f.is_file()), key=lambda f: f.stat().st_mtime, reverse=True)
+        return [f.read_bytes() for f in files[:limit]]
+    from airflow.sdk import ObjectStoragePath
+
+    remote = ObjectStoragePath(folder, conn_id=conn_id) if conn_id else ObjectStoragePath(folder)
+    texts: list[bytes] = []
+    for run in sorted((d for d in remote.iterdir() if d.name != own), key=lambda d: d.name, reverse=True):
+        doc = run / "progress.json"
+        if doc.exists():
+            texts.append(doc.read_bytes())
+        if len(texts) >= limit:
+            break
+    return texts
+
+
+__all__ = ["KStateApprovalOperator", "approved_choice"]
