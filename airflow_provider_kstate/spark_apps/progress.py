@@ -18,7 +18,7 @@ partition whose task finished (its accumulator update) and says once that no liv
 last one when it ends)::
 
     PROGRESS rebuild orders: 0 of 10,000,000 offsets (0.0%) in 16 partitions, starting
-    PROGRESS rebuild orders: 1,234,567 of 10,000,000 offsets (12.3%), 45,000 offsets/s, 3 of 16 partitions done, about 3 min 15 s left
+    PROGRESS rebuild orders: 1,234,567 of 10,000,000 offsets (12.3%), 45,000 offsets/s, 3 of 16 partitions read, about 3 min 15 s left
     PROGRESS rebuild orders: 10,000,000 of 10,000,000 offsets (100.0%), 44,000 offsets/s, done in 3 min 47 s: 9,871,012 records
 
 and hands the same numbers, as a document (:data:`DOC_FORMAT`), to a ``publish`` callback (the rebuild
@@ -85,16 +85,20 @@ def format_duration(seconds: float) -> str:
 class Reading:
     """Where one changelog read stands: ``read`` of ``total`` offsets after ``elapsed`` seconds.
 
+    The rate is the average since the first offsets came in (``reading`` seconds ago; the Spark job's
+    start-up before that does not count), and the time left is what remains at that rate.
+
     :param kind: the application (``rebuild``, ``deep check``).
     :param topic: the changelog topic.
     :param read: offsets read so far.
     :param total: offsets to read (the sum of the partitions' offset ranges).
-    :param elapsed: seconds since the read started.
+    :param elapsed: seconds since the read started (0: the first line).
     :param partitions: the changelog partitions read.
-    :param partitions_done: of them, the ones read to their end.
+    :param partitions_read: of them, the ones read to their end.
     :param label: which read, when an application reads more than once (``resolving strays``).
     :param final: the read has ended (the last line).
     :param records: the records the read returned (known at the end).
+    :param reading: seconds since the first offsets came in (None: as ``elapsed``).
     """
 
     kind: str
@@ -103,10 +107,11 @@ class Reading:
     total: int
     elapsed: float
     partitions: int = 0
-    partitions_done: int = 0
+    partitions_read: int = 0
     label: str = ""
     final: bool = False
     records: int | None = None
+    reading: float | None = None
 
     @property
     def percent(self) -> float:
@@ -115,8 +120,9 @@ class Reading:
 
     @property
     def rate(self) -> float:
-        """Offsets read per second, on average since the read started (0 before any time has passed)."""
-        return self.read / self.elapsed if self.elapsed > 0 else 0.0
+        """Offsets read per second, on average since the first offsets came in (0 before any did)."""
+        seconds = self.elapsed if self.reading is None else self.reading
+        return self.read / seconds if seconds > 0 else 0.0
 
     @property
     def eta(self) -> float | None:
@@ -135,11 +141,16 @@ class Reading:
             return f"{head}, {format_count(self.rate)} offsets/s, done in {format_duration(self.elapsed)}{records}"
         if self.elapsed <= 0:
             return f"{head} in {self.partitions} partitions, starting"
+        done = f"{self.partitions_read} of {self.partitions} partitions read"
+        return f"{head}, {format_count(self.rate)} offsets/s, {done}, {self._left()}"
+
+    def _left(self) -> str:
         eta = self.eta
-        left = "time left unknown" if eta is None else f"about {format_duration(eta)} left"
-        left = "under 1 s left" if eta is not None and eta < 1 else left
-        done = f"{self.partitions_done} of {self.partitions} partitions done"
-        return f"{head}, {format_count(self.rate)} offsets/s, {done}, {left}"
+        if self.read >= self.total:
+            return "all read, finishing"  # the tasks still write or hand over their results
+        if eta is None:
+            return "time left unknown"
+        return "under 1 s left" if eta < 1 else f"about {format_duration(eta)} left"
 
     def to_json(self) -> dict[str, Any]:
         """Return the numbers of the progress document (see :meth:`DriverProgress.document`)."""
@@ -154,7 +165,7 @@ class Reading:
             "rate": round(self.rate, 1),
             "eta_seconds": None if eta is None else round(eta, 1),
             "partitions": self.partitions,
-            "partitions_done": self.partitions_done,
+            "partitions_read": self.partitions_read,
             "records": self.records,
             "line": self.line(),
         }
@@ -192,6 +203,7 @@ class Tracker:
         self.total = sum(max(0, hi - lo) for lo, hi in self.ranges.values())
         self.positions: dict[int, int] = {}
         self.reports = 0
+        self.first_at: float | None = None  # when the first report came (monotonic)
         self._lock = threading.Lock()
 
     def update(self, partition: int, position: int) -> None:
@@ -200,6 +212,7 @@ class Tracker:
             if partition in self.ranges:
                 self.positions[partition] = max(position, self.positions.get(partition, position))
                 self.reports += 1
+                self.first_at = time.monotonic() if self.first_at is None else self.first_at
 
     def progress(self, finished: set[int]) -> tuple[int, int]:
         """Return ``(offsets read, partitions read to their end)``.
@@ -341,6 +354,8 @@ class _Read:
     started: float = field(default_factory=time.monotonic)
     started_at: str = ""
     lines: int = 0
+    first_seen: float | None = None  # when offsets read first showed (without live reports)
+    all_read: float | None = None  # when the last offset showed read (the rate stops there)
 
 
 def utc_iso(epoch: float | None = None) -> str:
@@ -524,18 +539,25 @@ class DriverProgress:
     def reading_of(self, read: _Read, final: bool = False) -> Reading:
         """Return where ``read`` stands now."""
         assert read.tracker is not None
+        now = time.monotonic()
         done_read, done = read.tracker.progress(_finished(read.ctx))
+        if done_read and read.first_seen is None:
+            read.first_seen = now
+        if done_read >= read.tracker.total and read.all_read is None:
+            read.all_read = now
+        begun = read.tracker.first_at or read.first_seen
         return Reading(
             self.kind,
             self.topic,
             done_read,
             read.tracker.total,
-            time.monotonic() - read.started if read.lines or final else 0.0,  # the first line: starting
+            now - read.started if read.lines or final else 0.0,  # the first line: starting
             partitions=len(read.tracker.ranges),
-            partitions_done=done,
+            partitions_read=done,
             label=read.label,
             final=final,
             records=_records(read.ctx) if final else None,
+            reading=None if begun is None else (read.all_read or now) - begun,
         )
 
     def _emit(self, read: _Read, final: bool = False) -> None:

@@ -38,16 +38,29 @@ def test_durations_read_like_a_person_would_say_them(seconds: float, text: str) 
 
 def test_rate_percent_and_time_left() -> None:
     now = Reading(
-        "rebuild", "orders", read=1_234_567, total=10_000_000, elapsed=27.4, partitions=16, partitions_done=3
+        "rebuild",
+        "orders",
+        read=1_234_567,
+        total=10_000_000,
+        elapsed=31.4,  # 4 s of the Spark job's start-up before the first offsets came in ...
+        reading=27.4,  # ... do not count in the rate
+        partitions=16,
+        partitions_read=3,
     )
     assert now.rate == pytest.approx(45_057.2, abs=0.1)
     assert now.percent == pytest.approx(12.34567)
     assert now.eta == pytest.approx((10_000_000 - 1_234_567) / now.rate)  # 194.5 s at the average rate
     assert now.line() == (
         "PROGRESS rebuild orders: 1,234,567 of 10,000,000 offsets (12.3%), 45,057 offsets/s, "
-        "3 of 16 partitions done, about 3 min 15 s left"
+        "3 of 16 partitions read, about 3 min 15 s left"
     )
     assert format_count(10_000_000) == "10,000,000"
+    unknown_start = Reading("rebuild", "orders", read=1_000, total=2_000, elapsed=4.0)  # no first-data time
+    assert unknown_start.rate == 250.0 and unknown_start.eta == 4.0
+    writing = Reading(
+        "rebuild", "orders", read=700, total=700, elapsed=9.0, reading=5.0, partitions=6, partitions_read=6
+    )
+    assert writing.line().endswith("140 offsets/s, 6 of 6 partitions read, all read, finishing")
 
 
 def test_first_unknown_and_last_lines() -> None:
@@ -56,7 +69,7 @@ def test_first_unknown_and_last_lines() -> None:
     waiting = Reading(
         "rebuild", "orders", read=0, total=700, elapsed=12.0, partitions=6, label="resolving strays"
     )
-    assert waiting.eta is None and waiting.line().endswith("0 of 6 partitions done, time left unknown")
+    assert waiting.eta is None and waiting.line().endswith("0 of 6 partitions read, time left unknown")
     assert "(resolving strays)" in waiting.line()
     last = Reading(
         "rebuild", "orders", read=700, total=700, elapsed=3.5, partitions=6, final=True, records=651
@@ -66,8 +79,8 @@ def test_first_unknown_and_last_lines() -> None:
         last.line()
         == "PROGRESS rebuild orders: 700 of 700 offsets (100.0%), 200 offsets/s, done in 4 s: 651 records"
     )
-    nearly = Reading("rebuild", "orders", read=699, total=700, elapsed=7.0, partitions=6, partitions_done=5)
-    assert nearly.line().endswith("100 offsets/s, 5 of 6 partitions done, under 1 s left")
+    nearly = Reading("rebuild", "orders", read=699, total=700, elapsed=7.0, partitions=6, partitions_read=5)
+    assert nearly.line().endswith("100 offsets/s, 5 of 6 partitions read, under 1 s left")
     empty = Reading("rebuild", "orders", read=0, total=0, elapsed=1.0)
     assert empty.percent == 100.0 and empty.eta == 0
     doc = last.to_json()
@@ -130,7 +143,7 @@ def test_driver_reports_live_positions_sent_by_task_reporters_over_its_listener(
             first(100)  # within the reporter's throttle: sent by close()
             first.close()
             second.close()
-            _wait_for(lambda: "2 of 2 partitions done" in lines[-1])
+            _wait_for(lambda: "2 of 2 partitions read" in lines[-1])
         progress.finish("done", version="v-x")
     finally:
         progress.close()
