@@ -490,10 +490,11 @@ class DriverProgress:
         :param state: the application's outcome.
         :param extra: more fields (``version``, ``error`` ...).
         """
-        if not self.enabled or self.publish is None or self.last is None:
+        if not self.enabled or self.publish is None:
             return
-        with self._lock:
-            doc = {**self.last, **self.extra, **extra, "state": state, "updated_at": utc_iso()}
+        unread = {"format": DOC_FORMAT, "app": self.kind, "topic": self.topic, "interval": self.interval}
+        with self._lock:  # before any read (a failure early on): what is known
+            doc = {**(self.last or unread), **self.extra, **extra, "state": state, "updated_at": utc_iso()}
             self._publish(doc)
 
     def close(self) -> None:

@@ -173,6 +173,11 @@ def test_a_report_with_another_token_is_dropped_and_off_reports_nothing() -> Non
             assert progress.reading_of(progress._reads[ctx.progress.token]).read == 0
     finally:
         progress.close()
+    early: list[dict[str, Any]] = []  # a rebuild that fails before it reads: its document says so
+    DriverProgress("rebuild", "orders", publish=early.append).finish("failed", error="no such topic")
+    assert [(d["state"], d["error"], d["format"], d.get("line")) for d in early] == [
+        ("failed", "no such topic", DOC_FORMAT, None)
+    ]
     off = DriverProgress.off()
     quiet = ReadContext({}, "orders", [0], {0: (0, 10)}, 1)
     with off.reading():
