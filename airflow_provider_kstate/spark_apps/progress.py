@@ -498,11 +498,15 @@ class DriverProgress:
             self._publish(doc)
 
     def close(self) -> None:
-        """Stop the listener."""
-        if self._listener is not None:
-            self._listener.shutdown()
-            self._listener.server_close()
-            self._listener = None
+        """Stop the listener (in the background: the application does not wait for it)."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+
+            def stop() -> None:
+                listener.shutdown()
+                listener.server_close()
+
+            threading.Thread(target=stop, name="kstate-progress-stop", daemon=True).start()
 
     # -- inside ---------------------------------------------------------------------------------------
 
