@@ -153,7 +153,7 @@ class Reading:
         return "under 1 s left" if eta < 1 else f"about {format_duration(eta)} left"
 
     def to_json(self) -> dict[str, Any]:
-        """Return the numbers of the progress document (see :meth:`DriverProgress.document`)."""
+        """Return the numbers of the progress document (see :class:`DriverProgress`)."""
         eta = self.eta
         return {
             "app": self.kind,
@@ -342,6 +342,7 @@ class _Handler(socketserver.StreamRequestHandler):
 class _Listener(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
+    receive: Callable[[bytes], None]  # set by the DriverProgress that owns it
 
 
 @dataclass
@@ -522,7 +523,7 @@ class DriverProgress:
                     f"{PREFIX} {self.kind} {self.topic}: no live progress (cannot listen on {self.bind}: {exc})"
                 )
                 return None
-            self._listener.receive = self._receive  # type: ignore[attr-defined]
+            self._listener.receive = self._receive
             threading.Thread(target=self._listener.serve_forever, args=(0.1,), daemon=True).start()
         if self._listener is None:
             return None
