@@ -370,9 +370,12 @@ def progress_publisher(spark: SparkSession, root: str) -> Any:
     local = uris.local_path(root)
 
     def publish(doc: dict[str, Any]) -> None:
-        if local is not None:
-            os.makedirs(str(local), exist_ok=True)
-        replace_file(spark, target, json.dumps(doc, indent=1).encode(), durable=False)
+        try:
+            if local is not None:
+                os.makedirs(str(local), exist_ok=True)
+            replace_file(spark, target, json.dumps(doc, indent=1).encode(), durable=False)
+        except Exception as exc:  # noqa: BLE001 - Py4J errors: their first line (the caller reports it)
+            raise OSError(f"{target}: {first_line(exc)}") from exc
 
     return publish
 
