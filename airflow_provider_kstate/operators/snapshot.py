@@ -43,6 +43,7 @@ from airflow_provider_kstate.operators.spark_app import (
     spark_app_path,
 )
 from airflow_provider_kstate.params import as_optional_count, as_partitions, as_str_list
+from airflow_provider_kstate.spark_apps.progress import DEFAULT_INTERVAL
 from airflow_provider_kstate.store import results
 from airflow_provider_kstate.store.contract import OFFSET_BOUNDS
 from airflow_provider_kstate.store.layout import DEFAULT_KEEP_VERSIONS
@@ -169,6 +170,10 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
     :class:`~airflow_provider_kstate.exceptions.BrokerDeviationError` unless ``allow_broker_deviation``
     names it. The applications also cross-check the bounds of every read with where a fetch ends; a
     disagreement is a ``BrokerDeviationError`` too, and nothing is published.
+
+    While the application reads the changelog its driver logs a ``PROGRESS`` line every
+    ``progress_interval`` seconds (offsets read of the total, percent, rate, time left), which the Spark
+    provider's hook copies into the task log; 0 turns them off.
     """
 
     template_fields = (
@@ -187,6 +192,7 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
         storage_conn_id: str | None = None,
         allow_non_compacted_changelog: bool = False,
         allow_broker_deviation: list[str] | str | None = None,
+        progress_interval: float = DEFAULT_INTERVAL,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("application", _app_file(self.app_name))
@@ -196,6 +202,11 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
         self.storage_conn_id = storage_conn_id
         self.allow_non_compacted_changelog = allow_non_compacted_changelog
         self.allow_broker_deviation = allow_broker_deviation
+        if not float(progress_interval) >= 0:
+            raise KStateConfigError(
+                f"progress_interval must be 0 (off) or more seconds, got {progress_interval!r}"
+            )
+        self.progress_interval = float(progress_interval)
 
     def allowed_deviations(self) -> tuple[str, ...]:
         """Return ``allow_broker_deviation`` (a list, a rendered list ``"['x']"`` or ``"x,y"``) as promise
@@ -247,6 +258,7 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
 
     def _base_args(self, accepted: list[str] | None = None) -> list[str]:
         args = ["--topic", self.topic, "--snapshot-uri", self.snapshot_uri]
+        args += ["--progress-interval", f"{self.progress_interval:g}"]
         bounds = [p for p in accepted or [] if p in BOUND_DEVIATIONS]
         if bounds:  # the app then bounds a disagreeing partition's read by where its fetch ends
             args += ["--allow-broker-deviation", ",".join(bounds)]
@@ -283,6 +295,7 @@ class KStateDeepCheckOperator(_StoreSparkOperator):
     :param snapshot_uri: the snapshot's directory. (templated)
     :param sample_keys: how many example keys to report per kind of problem.
     :param fail_on_bad: raise StateCheckFailed when the store is bad (else only report it).
+    :param progress_interval: seconds between two ``PROGRESS`` lines of the changelog read (0: none).
     :param kwargs: see :class:`KStateSparkApplicationOperator` and ``SparkSubmitOperator``.
     """
 
@@ -332,6 +345,8 @@ class KStateRebuildOperator(_StoreSparkOperator):
     :param keep_versions: how many versions to keep, the current one included (>= 1).
     :param lease_topic: the lease log topic (shared with the partition increase).
     :param lease_ttl: seconds a crashed run's snapshot lease lasts; renewed every third of it.
+    :param progress_interval: seconds between two ``PROGRESS`` lines of the changelog read (0: none); the
+        same numbers are kept in ``<snapshot_uri>/_kstate_progress.json`` for the kstate page.
     :param kwargs: see :class:`KStateSparkApplicationOperator` and ``SparkSubmitOperator``.
     """
 

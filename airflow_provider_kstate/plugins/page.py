@@ -220,6 +220,13 @@ async function proof(topic, run, offset) {
   } catch (e) { fail(el, e); }
 }
 
+function progressHtml(p) {
+  if (!p) return "";
+  if (p.problem) return `<br>Rebuild: <span class="bad">${esc(p.problem)}</span>`;
+  const state = p.stale ? `<span class="bad">no update for ${num(Math.round(p.age_seconds))} s: stopped?</span>` : p.state === "failed" ? `<span class="bad">failed: ${esc(p.error)}</span>` : p.state === "done" ? `<span class="ok">done</span>${p.version ? " <code>" + esc(p.version) + "</code>" : ""}` : "<b>running</b>";
+  return `<br>Rebuild: ${state} <progress max="100" value="${Number(p.percent) || 0}"></progress> <span class="kstate-progress">${esc(String(p.line || "").replace(/^PROGRESS /, ""))}</span> <span class="muted">updated ${esc(p.updated_at)}</span>`;
+}
+let snapTimer = null;
 async function loadSnapshots() {
   const el = $("snaps"); el.innerHTML = '<p class="muted">Reading manifests ...</p>';
   try {
@@ -231,9 +238,11 @@ async function loadSnapshots() {
       return `<div class="box"><b>${esc(s.uri)}</b>${s.readable ? ` &middot; changelog <code>${esc(s.topic)}</code> &middot; version <code>${esc(s.version || "legacy layout")}</code> &middot; ${num(s.rows)} rows in ${num(s.partitions)} partitions &middot; written ${esc(s.written_at)}` : ` <span class="bad">${esc(s.problem)}</span>`}
         <br>History: ${s.history && s.history.length ? s.history.map((v) => "<code>" + esc(v) + "</code>").join(" ") : '<span class="muted">none</span>'}
         <br>Last fast check: ${check(s.last_fast_check)}<br>Last deep check: ${check(s.last_deep_check)}
-        <br>Damaged partitions: ${s.damaged_partitions.length ? '<span class="bad">' + s.damaged_partitions.join(", ") + "</span>" : '<span class="ok">none</span>'}
+        <br>Damaged partitions: ${s.damaged_partitions.length ? '<span class="bad">' + s.damaged_partitions.join(", ") + "</span>" : '<span class="ok">none</span>'}${progressHtml(s.progress)}
         ${parts ? `<table><thead><tr><th>partition</th><th>start offset</th><th>end offset</th><th>rows</th><th></th></tr></thead><tbody>${parts}</tbody></table>` : ""}</div>`;
     }).join("");
+    clearTimeout(snapTimer);  // a running rebuild: read again, while this tab shows
+    if (d.snapshots.some((s) => s.progress && s.progress.state === "running" && !s.progress.stale)) snapTimer = setTimeout(() => { if ($("snapshots").classList.contains("on")) loadSnapshots(); }, 10000);
   } catch (e) { fail(el, e); }
 }
 

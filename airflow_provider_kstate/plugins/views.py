@@ -11,7 +11,7 @@ snapshots. No FastAPI here (see :mod:`airflow_provider_kstate.plugins.app`); rea
   ``$AIRFLOW_HOME/kstate-reports``), never a path from the request.
 * **Snapshots** - the ``kstate-snapshot`` Assets' URIs: current version and history from the pointer,
   rows and offsets from the manifest, the last fast and deep check (their XComs) and the partitions they
-  found damaged.
+  found damaged, and a running (or the last) rebuild's progress (:mod:`.progress`).
 
 No secret is returned: connections are used, never shown (only the first bootstrap server names a
 cluster).
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_kstate.increase.report import default_report_base, ranges, read_report
+from airflow_provider_kstate.plugins.progress import snapshot_progress
 from airflow_provider_kstate.store.results import CheckReport
 
 #: Runs per page, at most.
@@ -466,6 +467,7 @@ def snapshot_view(uri: str, checks: list[dict[str, Any]]) -> dict[str, Any]:
         last = next(((c, r) for c, r in mine if r.check == kind), None)
         out[f"last_{kind}_check"] = _check_summary(*last) if last else None
     out["damaged_partitions"] = mine[0][1].failed_partitions if mine else []
+    out["progress"] = snapshot_progress(uri)  # a running (or the last) rebuild's, see .progress
     return out
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.spark_apps import kafka_io
+from airflow_provider_kstate.spark_apps.progress import Address, task_reporter
 from airflow_provider_kstate.store.manifest import digest_hex, digest_sum
 from airflow_provider_kstate.store.results import EMPTY_DIGEST
 
@@ -46,6 +47,8 @@ class ReadContext:
     :param full: emit every final state (tombstones and strays too) for cross-partition resolution.
     :param timeout: read timeout per partition, see :func:`.kafka_io.read_batches`.
     :param stats_only: emit one :data:`STATS_DDL` row per source partition instead of its rows.
+    :param progress: where the tasks report their position (set by
+        :meth:`.progress.DriverProgress.attach`; None: no reports).
     """
 
     kafka_config: dict[str, Any]
@@ -57,6 +60,7 @@ class ReadContext:
     timeout: float = kafka_io.DEFAULT_TIMEOUT
     accumulators: dict[str, Any] = field(default_factory=dict)
     stats_only: bool = False
+    progress: Address | None = None
 
     def totals(self) -> dict[str, int]:
         """Return ``records``, ``null_keys`` and ``strays`` summed over the sources read so far."""
@@ -113,7 +117,10 @@ def _fold_batches(ctx: ReadContext, source: int) -> Iterator[pa.RecordBatch]:
     import pyarrow as pa
 
     start, end = ctx.ranges[source]
-    fold = kafka_io.fold_partition(ctx.kafka_config, ctx.topic, source, start, end, ctx.timeout)
+    with task_reporter(ctx.progress, source) as report:
+        fold = kafka_io.fold_partition(ctx.kafka_config, ctx.topic, source, start, end, ctx.timeout, report)
+        if report is not None:
+            report(end)  # read to its end: the last report
     keys, value_list, offset_list = fold.columns()
     fold.latest.clear()
     values = pa.array(value_list, pa.binary())

@@ -24,6 +24,9 @@ The changelog's end offsets are cross-checked with where a read_committed fetch 
 read, and a read that ends short of its bound fails: a broker whose ListOffsets and fetches disagree
 cannot be checked against (exit 2, ``OffsetBoundError``), never a passed check.
 
+While the changelog is read the driver prints a ``PROGRESS`` line every ``--progress-interval`` seconds
+(see :mod:`.progress`); the check writes nothing next to the snapshot.
+
 Exit code 0 when the check ran (``ok`` says whether it passed); 2 with one ``kstate-deep-check: error:``
 line on stderr when it could not run.
 """
@@ -34,7 +37,7 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +52,7 @@ from airflow_provider_kstate.spark_apps.changelog import (
     resolve_strays,
 )
 from airflow_provider_kstate.spark_apps.kafka_io import compaction_guard
+from airflow_provider_kstate.spark_apps.progress import DriverProgress, add_progress_argument
 from airflow_provider_kstate.spark_apps.runtime import (
     first_line,
     read_manifest_spark,
@@ -94,6 +98,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = app_parser("deep_check.py", "Check a kstate snapshot against its changelog.")
     parser.add_argument("--sample-keys", type=int, default=5, help="sample keys per kind and partition")
     kafka_io.add_deviation_argument(parser)
+    add_progress_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -251,6 +256,7 @@ class Truth:
     ctx: ReadContext
     stats: dict[int, tuple[int, str]]
     records: int
+    progress: DriverProgress = field(default_factory=DriverProgress.off)
 
 
 def changelog_truth(
@@ -260,15 +266,24 @@ def changelog_truth(
     ranges: dict[int, tuple[int, int]],
     layout: int,
     timeout: float,
+    progress: DriverProgress | None = None,
 ) -> Truth:
-    """Fold the changelog up to the manifest's offsets and return its stats per partition."""
+    """Fold the changelog up to the manifest's offsets and return its stats per partition.
+
+    :param progress: reports the reads (none when None).
+    """
+    progress = progress or DriverProgress.off()
     sources = sorted(ranges)
     ctx = ReadContext(kafka_config, topic, sources, ranges, layout, timeout=timeout)
-    stats = changelog_stats(spark, ctx)  # only rows and digests leave the Python workers
+    with progress.reading():
+        progress.attach(ctx)
+        stats = changelog_stats(spark, ctx)  # only rows and digests leave the Python workers
     if ctx.totals()["strays"]:
         ctx = ReadContext(kafka_config, topic, sources, ranges, layout, full=True, timeout=timeout)
-        stats = partition_stats(resolve_strays(changelog_frame(spark, ctx)))
-    return Truth(ctx, stats, ctx.totals()["records"])
+        with progress.reading("resolving strays"):
+            progress.attach(ctx)
+            stats = partition_stats(resolve_strays(changelog_frame(spark, ctx)))
+    return Truth(ctx, stats, ctx.totals()["records"], progress)
 
 
 def truth_frame(spark: SparkSession, truth: Truth, partitions: list[int]) -> DataFrame:
@@ -280,12 +295,14 @@ def truth_frame(spark: SparkSession, truth: Truth, partitions: list[int]) -> Dat
         ctx = ReadContext(
             base.kafka_config, base.topic, base.sources, base.ranges, base.layout, True, base.timeout
         )
+        truth.progress.attach(ctx)
         df = resolve_strays(changelog_frame(spark, ctx))
     else:
         sources = [p for p in partitions if p in base.ranges]
         ctx = ReadContext(
             base.kafka_config, base.topic, sources, base.ranges, base.layout, False, base.timeout
         )
+        truth.progress.attach(ctx)
         df = changelog_frame(spark, ctx)
     return df.filter(F.col("partition").isin(partitions)).select(
         "partition", "key", F.col("value").alias("cv")
@@ -342,12 +359,14 @@ def add_details(
     bad = sorted(p for p, r in results.items() if r.needs_detail)
     if not bad:
         return
-    diff = differences(spark, uri, truth, layout, bad, files)
-    group = Window.partitionBy("partition", "kind")
-    ranked = diff.withColumn("n", F.count(F.lit(1)).over(group)).withColumn(
-        "rank", F.row_number().over(group.orderBy("key"))
-    )
-    for row in ranked.filter(F.col("rank") <= max(sample, 1)).collect():
+    with truth.progress.reading("details of mismatched partitions"):
+        diff = differences(spark, uri, truth, layout, bad, files)
+        group = Window.partitionBy("partition", "kind")
+        ranked = diff.withColumn("n", F.count(F.lit(1)).over(group)).withColumn(
+            "rank", F.row_number().over(group.orderBy("key"))
+        )
+        found = ranked.filter(F.col("rank") <= max(sample, 1)).collect()
+    for row in found:
         res = results[int(row["partition"])]
         res.counts[row["kind"]] = int(row["n"])
         if int(row["rank"]) <= sample:
@@ -457,9 +476,16 @@ def readable_stats(
 
 
 def check(
-    spark: SparkSession, args: argparse.Namespace, kafka_config: dict[str, Any], count: int
+    spark: SparkSession,
+    args: argparse.Namespace,
+    kafka_config: dict[str, Any],
+    count: int,
+    progress: DriverProgress | None = None,
 ) -> dict[str, Any]:
-    """Run the deep check and return the report (without ``seconds``)."""
+    """Run the deep check and return the report (without ``seconds``).
+
+    :param progress: reports the changelog reads (none when None).
+    """
     warnings = compaction_guard(kafka_config, args.topic, args.allow_non_compacted)  # refuse before reading
     try:
         resolved = resolve_spark(spark, args.snapshot_uri)  # the pointer's version, or the legacy root
@@ -487,7 +513,7 @@ def check(
         warnings=warnings,
     )
     ranges = plan_ranges(manifest, count, current, results)
-    truth = changelog_truth(spark, kafka_config, args.topic, ranges, layout, args.timeout)
+    truth = changelog_truth(spark, kafka_config, args.topic, ranges, layout, args.timeout, progress)
     for p, res in results.items():
         rows, digest = truth.stats.get(p, (0, EMPTY_DIGEST))
         res.changelog = Side(rows, digest)
@@ -517,8 +543,12 @@ def main(argv: list[str] | None = None) -> int:
         kafka_config = load_kafka_config(args.kafka_config_file)
         count = kafka_io.topic_partition_count(kafka_config, args.topic)
         spark = spark_session("kstate-deep-check")
+        progress = DriverProgress.for_spark(spark, "deep check", args.topic, args.progress_interval)
         started = time.monotonic()  # records/s measure the job's work, not JVM start-up
-        report = check(spark, args, kafka_config, count)
+        try:
+            report = check(spark, args, kafka_config, count, progress)
+        finally:
+            progress.close()
     except (AppError, ManifestError, kafka_io.KafkaReadError) as exc:
         return fail(args.report_file, str(exc), to_stderr, PREFIX)
     except Exception as exc:  # noqa: BLE001 - Spark/Py4J errors: one line, not a stack trace

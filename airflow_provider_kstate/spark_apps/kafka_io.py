@@ -13,7 +13,7 @@ No Spark and no Airflow imports here: the functions run inside Spark's Python wo
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -508,6 +508,7 @@ def fold_partition(
     start: int,
     end: int,
     timeout: float = DEFAULT_TIMEOUT,
+    on_batch: Callable[[int], None] | None = None,
 ) -> FoldResult:
     """Fold a partition's records in ``[start, end)`` to the latest record (value or tombstone) per key.
 
@@ -521,12 +522,16 @@ def fold_partition(
     :param start: the first offset.
     :param end: the exclusive end offset.
     :param timeout: see :func:`read_batches`.
+    :param on_batch: called after each batch with the position read up to (the offset after the batch's
+        last message), for progress reports; it must not block.
     :raises KafkaReadError: on a consumer error or a timeout.
     """
     latest: dict[Any, Any] = {}  # bytes keys; None only transiently, for a keyless record or an event
     fold = FoldResult(latest)
     for msgs in read_batches(kafka_config, topic, partition, start, end, timeout):
         last = msgs[-1]
+        if on_batch is not None:
+            on_batch((last.offset() or 0) + 1)
         if last.error() is None and last.key() is not None and last.offset() < end:
             for m in msgs:
                 latest[m.key()] = m

@@ -16,6 +16,10 @@
 4. After the commit, remove versions beyond ``--keep-versions`` (never the current one), a killed rebuild's
    leftovers, the legacy layout's files (migrated) and old ``URI.staging-*`` / ``URI.previous`` siblings.
 
+While the changelog is read the driver prints a ``PROGRESS`` line every ``--progress-interval`` seconds and
+keeps the same numbers in ``URI/_kstate_progress.json`` (see :mod:`.progress`), which says ``done`` (with
+the version) once the version is committed, or ``failed``.
+
 ``--only-partitions`` rebuilds just those partitions (layout unchanged) and carries the others' data and
 offsets over from the current version. On bad input the app exits 2 with one ``kstate-rebuild: error:``
 line on stderr and the current snapshot untouched. CFG.json holds secrets: it is never printed.
@@ -24,6 +28,7 @@ line on stderr and the current snapshot untouched. CFG.json holds secrets: it is
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -36,6 +41,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit
 from airflow_provider_kstate.spark_apps import APP_VERSION, kafka_io
 from airflow_provider_kstate.spark_apps.changelog import ReadContext, changelog_frame, resolve_strays
 from airflow_provider_kstate.spark_apps.kafka_io import compaction_guard
+from airflow_provider_kstate.spark_apps.progress import PROGRESS_NAME, DriverProgress, add_progress_argument
 from airflow_provider_kstate.spark_apps.runtime import (
     current_uri,
     first_line,
@@ -92,6 +98,7 @@ class RebuildPlan:
     keep: int = layouts.DEFAULT_KEEP_VERSIONS
     source: str | None = None
     warnings: list[str] = field(default_factory=list)
+    progress: DriverProgress = field(default_factory=DriverProgress.off)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -106,6 +113,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--keep-versions", type=int, default=layouts.DEFAULT_KEEP_VERSIONS, help="versions to keep (>= 1)"
     )
     kafka_io.add_deviation_argument(parser)
+    add_progress_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -185,6 +193,7 @@ def check_target(spark: SparkSession, uri: str) -> None:
 def _read_rows(spark: SparkSession, plan: RebuildPlan, full: bool) -> tuple[DataFrame, ReadContext]:
     sources = sorted(plan.offsets)
     ctx = ReadContext(plan.kafka_config, plan.topic, sources, dict(plan.offsets), plan.layout, full=full)
+    plan.progress.attach(ctx)  # before the frame: its tasks report their position to the driver
     df = changelog_frame(spark, ctx)
     if full:
         df = resolve_strays(df)
@@ -216,8 +225,9 @@ def write_rows(
         that wrote the rows could compute it (a full single pass), else None (then computed from staging).
     """
     full = plan.layout != plan.topic_partitions
-    rows, ctx = _read_rows(spark, plan, full)
-    _write_staging(rows, staging)
+    with plan.progress.reading():
+        rows, ctx = _read_rows(spark, plan, full)
+        _write_staging(rows, staging)
     totals = ctx.totals()
     strays = totals["strays"]
     stats = ctx.source_stats() if not full and not strays and plan.only is None else None
@@ -225,8 +235,9 @@ def write_rows(
         plan.warnings.append(
             f"{strays} keys sit outside their murmur2 home partition: resolved across partitions"
         )
-        rows, ctx = _read_rows(spark, plan, True)
-        _write_staging(rows, staging)
+        with plan.progress.reading("resolving strays"):
+            rows, ctx = _read_rows(spark, plan, True)
+            _write_staging(rows, staging)
     if plan.only is not None and strays:
         plan.warnings.append(
             "--only-partitions cannot resolve keys stored in unselected partitions: run a full rebuild"
@@ -304,20 +315,25 @@ def _names(spark: SparkSession, uri: str) -> list[str]:
 
 
 def write_pointer(spark: SparkSession, root: str, data: bytes) -> None:
-    """Write the pointer atomically: the commit of a version (see ``docs/snapshot-layout.md``).
+    """Write the pointer atomically: the commit of a version (see ``docs/snapshot-layout.md``)."""
+    replace_file(spark, layouts.pointer_uri(root), data)
 
-    Local disk: a temporary file in the root, fsync'ed, then ``os.replace``. HDFS: a temporary file, then
-    an atomic rename with overwrite. Object stores (S3A, GCS, ABFS): one small object written in one
-    ``create``; it appears whole on ``close``.
+
+def replace_file(spark: SparkSession, target: str, data: bytes, durable: bool = True) -> None:
+    """Replace a small file atomically: readers see the old content or the new, never a part.
+
+    Local disk: a temporary file beside it (fsync'ed when ``durable``), then ``os.replace``. HDFS: a
+    temporary file, then an atomic rename with overwrite. Object stores (S3A, GCS, ABFS): one small object
+    written in one ``create``; it appears whole on ``close``.
     """
-    target = layouts.pointer_uri(root)
     local = uris.local_path(target)
     if local is not None:
         temp = f"{local}.tmp-{os.getpid()}"
         with open(temp, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(temp, str(local))
         return
     fs, _ = hadoop_fs(spark, target)
@@ -345,6 +361,23 @@ def rename_into_place(spark: SparkSession, target: str, data: bytes) -> None:
     options[0] = jvm.org.apache.hadoop.fs.Options.Rename.OVERWRITE
     context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(fs.getUri(), fs.getConf())
     context.rename(temp_path, path, options)
+
+
+def progress_publisher(spark: SparkSession, root: str) -> Any:
+    """Return the ``publish`` of the rebuild's :class:`~.progress.DriverProgress`: it replaces
+    ``root/_kstate_progress.json`` with each document (the snapshot root is created when missing)."""
+    target = join(root, PROGRESS_NAME)
+    local = uris.local_path(root)
+
+    def publish(doc: dict[str, Any]) -> None:
+        try:
+            if local is not None:
+                os.makedirs(str(local), exist_ok=True)
+            replace_file(spark, target, json.dumps(doc, indent=1).encode(), durable=False)
+        except Exception as exc:  # noqa: BLE001 - Py4J errors: their first line (the caller reports it)
+            raise OSError(f"{target}: {first_line(exc)}") from exc
+
+    return publish
 
 
 def commit(spark: SparkSession, plan: RebuildPlan, version: str, manifest: Manifest) -> list[str]:
@@ -390,6 +423,7 @@ def rebuild(spark: SparkSession, plan: RebuildPlan) -> dict[str, Any]:
     check_current(spark, plan)
     version = layouts.new_version_name()
     target = join(plan.uri, version)
+    plan.progress.extra.update(snapshot_uri=plan.uri, version=version)
     try:
         records, stats = write_rows(spark, plan, target)
         if stats is None:
@@ -402,6 +436,7 @@ def rebuild(spark: SparkSession, plan: RebuildPlan) -> dict[str, Any]:
     except BaseException:
         remove(spark, target)
         raise
+    plan.progress.finish("done", rows=manifest.rows)
     failpoint("rebuild.before_prune")
     removed = clean_up(spark, plan, version, history)
     return {
@@ -423,18 +458,27 @@ def rebuild(spark: SparkSession, plan: RebuildPlan) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``spark-submit rebuild.py``; returns the exit code."""
     args = parse_args(argv)
+    progress = DriverProgress.off()
     try:
         plan = make_plan(args)
         early = list(plan.warnings)
         for warning in early:
             to_stderr(f"{PREFIX}: warning: {warning}")
         spark = spark_session("kstate-rebuild")
+        publish = progress_publisher(spark, plan.uri)
+        progress = DriverProgress.for_spark(
+            spark, "rebuild", plan.topic, args.progress_interval, publish=publish
+        )
+        plan.progress = progress
         started = time.monotonic()  # records/s measure the job's work, not JVM start-up
         report = rebuild(spark, plan)
-    except (RebuildError, ManifestError, kafka_io.KafkaReadError) as exc:
-        return fail(args.report_file, str(exc), to_stderr, PREFIX)
     except Exception as exc:  # noqa: BLE001 - Spark/Py4J errors: one line, not a stack trace
-        return fail(args.report_file, f"{type(exc).__name__}: {first_line(exc)}", to_stderr, PREFIX)
+        known = isinstance(exc, (RebuildError, ManifestError, kafka_io.KafkaReadError))
+        message = str(exc) if known else f"{type(exc).__name__}: {first_line(exc)}"
+        progress.finish("failed", error=message)
+        return fail(args.report_file, message, to_stderr, PREFIX)
+    finally:
+        progress.close()
     report["seconds"] = round(time.monotonic() - started, 3)
     write_report(args.report_file, report)
     for warning in report["warnings"][len(early) :]:

@@ -19,6 +19,7 @@ and a finished run's proof, and never a connection's extras.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -299,8 +300,93 @@ def test_page_api_shows_a_snapshot(api: Any, tmp_path: Path) -> None:
     assert view["damaged_partitions"] == [1]
     missing = views.snapshot_view(f"file://{tmp_path}/never-built", [])
     assert missing["readable"] is False and "never built" in missing["problem"]
+    assert view["progress"] is None and missing["progress"] is None  # no rebuild wrote progress there
     answer = api.get("/kstate/api/snapshots", cookies=_cookie())
     assert answer.status_code == 200 and isinstance(answer.json()["snapshots"], list)
+
+
+@contextlib.contextmanager
+def _running_rebuild(root: Path, read: int) -> Iterator[None]:
+    """While the body runs, a rebuild's driver is in the middle of a read: its tasks reported ``read`` of
+    1,000 offsets, and it keeps the progress document under ``root`` (the driver's own code,
+    :class:`DriverProgress`, its listener fed by a real task reporter; no Spark: a rebuild of the test
+    changelogs reads in about a second, too short to catch from here; the Spark tests catch a real one
+    through :func:`~airflow_provider_kstate.plugins.progress.snapshot_progress`)."""
+    from airflow_provider_kstate.spark_apps.changelog import ReadContext
+    from airflow_provider_kstate.spark_apps.progress import PROGRESS_NAME, DriverProgress, TaskReporter
+    from airflow_provider_kstate.spark_apps.rebuild import progress_publisher
+
+    publish = progress_publisher(None, str(root))  # type: ignore[arg-type] # a local root needs no Spark
+    progress = DriverProgress(
+        "rebuild", "totals-changelog", interval=0.05, publish=publish, echo=lambda _: None
+    )
+    progress.extra["version"] = "v-20260101T000000-abcdef"  # as the rebuild names the version it writes
+    ctx = ReadContext({}, "totals-changelog", [0, 1], {0: (0, 600), 1: (0, 400)}, 2)
+    try:
+        with progress.reading():
+            progress.attach(ctx)
+            assert ctx.progress is not None
+            reporter = TaskReporter(ctx.progress, 0)
+            reporter(read)
+            reporter.close()
+            deadline = time.monotonic() + 10
+            while f"{read:,} of 1,000" not in json.loads((root / PROGRESS_NAME).read_text())["line"]:
+                assert time.monotonic() < deadline, "the driver did not see the task's report"
+                time.sleep(0.02)
+            yield
+    finally:
+        progress.close()
+
+
+def test_page_api_shows_a_running_rebuilds_progress(api: Any, tmp_path: Path) -> None:
+    """A snapshot (a ``kstate-snapshot`` asset) whose rebuild is running: ``/kstate/api/snapshots`` gives
+    the driver's progress (offsets read of the total, percent, time left, updated at), the page renders
+    it; a running document not replaced for minutes is stale."""
+    from airflow.models.asset import AssetModel
+    from airflow.utils.session import create_session
+
+    from airflow_provider_kstate.assets import GROUP, snapshot_uri_of
+    from airflow_provider_kstate.spark_apps.progress import PROGRESS_NAME
+
+    root = tmp_path / "rebuilding"
+    root.mkdir()
+    uri = snapshot_uri_of(str(root))
+    with create_session() as session:
+        session.add(AssetModel(name=uri, uri=uri, group=GROUP))
+    try:
+        with _running_rebuild(root, 250):
+            answer = api.get("/kstate/api/snapshots", cookies=_cookie())
+            assert answer.status_code == 200, answer.text
+            (shown,) = [s for s in answer.json()["snapshots"] if s["uri"] == uri]
+            progress = shown["progress"]
+            assert (progress["state"], progress["read"], progress["total"], progress["percent"]) == (
+                "running",
+                250,
+                1000,
+                25.0,
+            )
+            assert progress["line"].startswith(
+                "PROGRESS rebuild totals-changelog: 250 of 1,000 offsets (25.0%), "
+            )
+            assert (
+                progress["line"].endswith(" left") and progress["eta_seconds"] > 0 and not progress["stale"]
+            )
+            assert progress["updated_at"] and progress["version"] == "v-20260101T000000-abcdef"
+            assert shown["readable"] is False  # the first build: no version committed yet
+            page = api.get("/kstate/", cookies=_cookie()).text
+            assert "function progressHtml(p)" in page and "${progressHtml(s.progress)}" in page
+
+        doc = json.loads((root / PROGRESS_NAME).read_text())
+        (root / PROGRESS_NAME).write_text(json.dumps({**doc, "updated_at": "2026-01-01T00:00:00Z"}))
+        (old,) = [
+            s
+            for s in api.get("/kstate/api/snapshots", cookies=_cookie()).json()["snapshots"]
+            if s["uri"] == uri
+        ]
+        assert old["progress"]["stale"] and old["progress"]["age_seconds"] > 60
+    finally:
+        with create_session() as session:
+            session.query(AssetModel).filter(AssetModel.uri == uri).delete()
 
 
 # ------------------------------------------------------------------------------ browser, real deployment

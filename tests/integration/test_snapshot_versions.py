@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from airflow_provider_kstate.exceptions import SnapshotLeaseHeldError
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
+from airflow_provider_kstate.spark_apps.progress import PROGRESS_NAME
 from airflow_provider_kstate.store import fast_check, layout
 from airflow_provider_kstate.store.manifest import MANIFEST_NAME
 
@@ -140,12 +141,13 @@ def test_a_rebuild_killed_at_each_publish_step_leaves_the_previous_version_curre
     assert check["ok"] and check["snapshot_version"] == current.version, json.dumps(check)[:2000]
 
     # the next run is clean: leftovers, legacy files and the old sibling removed, keep-N history only
-    doomed = {str(uri / n) for n in os.listdir(uri) if n not in (layout.POINTER_NAME, current.version)}
+    kept = (layout.POINTER_NAME, PROGRESS_NAME, current.version)  # the progress document is the last run's
+    doomed = {str(uri / n) for n in os.listdir(uri) if n not in kept}
     doomed.add(str(tmp_path / "store.previous"))
     proc, report = rebuild(cfg, topic, uri, "--keep-versions", "2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert versions(uri) == [current.version, report["snapshot_version"]]
-    assert sorted(os.listdir(uri)) == sorted([layout.POINTER_NAME, *versions(uri)])
+    assert sorted(os.listdir(uri)) == sorted([layout.POINTER_NAME, PROGRESS_NAME, *versions(uri)])
     assert not (tmp_path / "store.previous").exists()
     assert set(report["removed"]) == doomed and len(doomed) >= 2 + 1 + N + 1  # leftovers, legacy, sibling
     assert all(f"removed {where}" in proc.stderr for where in doomed)

@@ -13,9 +13,11 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import uuid
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from airflow_provider_kstate.client.murmur2 import partition_for
+from airflow_provider_kstate.plugins.progress import snapshot_progress
 from airflow_provider_kstate.spark_apps import kafka_io, rebuild
 from airflow_provider_kstate.store import layout
 from airflow_provider_kstate.store.manifest import MANIFEST_NAME, digest_rows, read_manifest
@@ -142,8 +145,13 @@ def work(tmp_path_factory: Any) -> Path:
 # -- running the applications -----------------------------------------------------------------------------
 
 
-def submit(app: str, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    """Run ``spark-submit APP ARGS`` on local[2]; return the process and the report it wrote."""
+def submit(
+    app: str, *args: str, watch: Callable[[], None] | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Run ``spark-submit APP ARGS`` on local[2]; return the process and the report it wrote.
+
+    :param watch: called every 20 ms while the application runs.
+    """
     venv_bin = str(Path(sys.executable).parent)
     env = {
         **os.environ,
@@ -164,16 +172,53 @@ def submit(app: str, *args: str) -> tuple[subprocess.CompletedProcess[str], dict
         str(APPS / app),
         *args,
     ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=560)
+    if watch is None:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=560)
+    else:
+        proc = _watched(cmd, env, watch)
     return proc, json.loads(report.read_text()) if report.exists() else {}
 
 
+def _watched(
+    cmd: list[str], env: dict[str, str], watch: Callable[[], None]
+) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` like ``subprocess.run(capture_output=True)``, calling ``watch`` while it runs."""
+    popen = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out: list[tuple[str, str]] = []
+    reader = threading.Thread(target=lambda: out.append(popen.communicate(timeout=560)))
+    reader.start()
+    while reader.is_alive():
+        watch()
+        time.sleep(0.02)
+    reader.join()
+    return subprocess.CompletedProcess(cmd, popen.returncode, *out[0])
+
+
+def progress_lines(output: str, kind: str) -> list[str]:
+    """The driver's ``PROGRESS <kind> ...`` lines in an application's output."""
+    return [line for line in output.splitlines() if line.startswith(f"PROGRESS {kind} ")]
+
+
+def assert_progress(lines: list[str], kind: str, topic: str, total: int, records: int) -> None:
+    """A first line at 0 of ``total``, never going back, a last line at ``total`` with the records read."""
+    head = f"PROGRESS {kind} {topic}: "
+    assert lines and lines[0] == f"{head}0 of {total:,} offsets (0.0%) in {N} partitions, starting", lines
+    read = [int(line[len(head) :].split(" of ")[0].replace(",", "")) for line in lines]
+    assert read == sorted(read) and all(f" of {total:,} offsets (" in line for line in lines), lines
+    assert lines[-1].startswith(f"{head}{total:,} of {total:,} offsets (100.0%), "), lines
+    assert " done in " in lines[-1] and lines[-1].endswith(f": {records:,} records"), lines
+
+
 def run_rebuild(
-    log: Changelog, uri: str, *extra: str, topic: str | None = None
+    log: Changelog,
+    uri: str,
+    *extra: str,
+    topic: str | None = None,
+    watch: Callable[[], None] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     report = f"{uri}.rebuild-report.json"
     common = ["--kafka-config-file", log.cfg_file, "--topic", topic or log.topic, "--snapshot-uri", uri]
-    return submit("rebuild.py", *common, "--report-file", report, *extra)
+    return submit("rebuild.py", *common, "--report-file", report, *extra, watch=watch)
 
 
 def run_check(log: Changelog, uri: str) -> tuple[Any, dict[str, Any]]:
@@ -260,8 +305,18 @@ def test_reader_stops_at_the_end_despite_aborted_records_and_markers(changelog: 
 @pytest.mark.integration
 @pytest.mark.spark
 def test_rebuild_equals_the_truth_and_the_deep_check_passes(changelog: Changelog, work: Path) -> None:
+    """... and both report progress from the driver: PROGRESS lines from 0 to the total of the offset
+    ranges read, and, for the rebuild, the document beside the snapshot the kstate page reads: caught
+    while the rebuild runs, then ``done`` with the version it committed."""
     snap = work / "snap"
-    proc, report = run_rebuild(changelog, str(snap))
+    seen: list[dict[str, Any]] = []
+
+    def watch() -> None:
+        doc = snapshot_progress(str(snap))
+        if doc is not None and doc["state"] == "running" and doc["line"] not in [d["line"] for d in seen]:
+            seen.append(doc)
+
+    proc, report = run_rebuild(changelog, str(snap), "--progress-interval", "0.5", watch=watch)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert report["ok"] and report["previous"] is None
     assert report["records_read"] == changelog.records
@@ -270,6 +325,17 @@ def test_rebuild_equals_the_truth_and_the_deep_check_passes(changelog: Changelog
     assert_snapshot_is_truth(snap, changelog)
     lso = kafka_io.list_offsets(changelog.kafka_config, changelog.topic, list(range(N)))
     assert read_manifest(str(data(snap))).end_offsets == {p: hi for p, (_, hi) in lso.items()}
+    total = sum(hi - lo for lo, hi in lso.values())  # offsets, markers and aborted records included
+    assert total > changelog.records
+    assert_progress(
+        progress_lines(proc.stdout, "rebuild"), "rebuild", changelog.topic, total, changelog.records
+    )
+    assert seen and all(0 <= d["read"] <= d["total"] == total and not d["stale"] for d in seen), seen
+    assert seen[0]["version"] == report["snapshot_version"]  # the page's view of the running rebuild
+    done = snapshot_progress(str(snap))
+    assert done is not None and (done["state"], done["read"], done["total"]) == ("done", total, total)
+    assert done["version"] == report["snapshot_version"] and done["rows"] == report["rows"]
+    assert done["live_reports"] >= 1  # the executors' tasks reached the driver's listener
     assert not any(snap.parent.glob("snap.staging-*"))
     assert (
         layout.is_version_name(report["snapshot_version"]) and data(snap).name == report["snapshot_version"]
@@ -279,6 +345,10 @@ def test_rebuild_equals_the_truth_and_the_deep_check_passes(changelog: Changelog
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert check["ok"], json.dumps(check, indent=1)[:3000]
     assert check["records_read"] == changelog.records
+    checked = progress_lines(proc.stdout, "deep check")
+    assert_progress(checked, "deep check", changelog.topic, total, changelog.records)
+    after = snapshot_progress(str(snap))  # a check writes no progress document
+    assert after is not None and (after["state"], after["updated_at"]) == ("done", done["updated_at"])
     for p, entry in check["partitions"].items():
         assert entry["changelog_digest"] == entry["snapshot_digest"] == entry["manifest_digest"], p
         assert entry["lag"] == 0

@@ -20,6 +20,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kstate_support.spark_standalone import StandaloneCluster, bare_python
 
+from airflow_provider_kstate.plugins.progress import snapshot_progress
+
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".kstate" / "spark-env"
 SECRET = f"kstate-secret-{uuid.uuid4().hex[:8]}"
@@ -165,6 +167,19 @@ def test_rebuild_and_deep_check_on_the_cluster_match_local(
     logged = capfd.readouterr()
     assert "kstate-rebuild: ok" in logged.out + logged.err  # the task log is here ...
     assert SECRET not in logged.out + logged.err  # ... and the connection's secret is not
+    for kind in ("rebuild", "deep check"):  # the drivers' progress, from 0 to the 2,000 offsets, logged
+        assert (
+            f"PROGRESS {kind} {store_topic}: 0 of 2,000 offsets (0.0%) in 4 partitions"
+            in logged.out + logged.err
+        )
+        assert f"PROGRESS {kind} {store_topic}: 2,000 of 2,000 offsets (100.0%)" in logged.out + logged.err
+    progress = snapshot_progress(cluster_uri)  # what the page shows: the cluster rebuild's last document
+    assert progress is not None and (progress["state"], progress["read"], progress["total"]) == (
+        "done",
+        2000,
+        2000,
+    )
+    assert progress["live_reports"] >= 1  # the executors' Python workers reached the driver's listener
 
 
 def test_without_the_archive_the_bare_executors_cannot_run_the_apps(

@@ -31,6 +31,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kstate_support.statsd_listener import StatsdListener, airflow_statsd
 
 from airflow_provider_kstate.client.murmur2 import partition_for
+from airflow_provider_kstate.spark_apps.kafka_io import list_offsets
 from airflow_provider_kstate.store import layout
 from airflow_provider_kstate.store.manifest import MANIFEST_NAME
 from airflow_provider_kstate.store.uri import local_path
@@ -258,11 +259,30 @@ def payments(seed: int, n: int) -> list[tuple[bytes, bytes]]:
     return events
 
 
+def assert_progress_logged(
+    capfd: pytest.CaptureFixture[str], store: Store, kafka_config: dict[str, Any], dr: Any
+) -> None:
+    """The rebuild's and the deep check's driver logged PROGRESS lines into the task log (through the
+    Spark provider's hook): from 0 to the total of the changelog's offset ranges, the last with the records."""
+    out, err = capfd.readouterr()
+    lso = list_offsets(kafka_config, store.log, list(range(LOG_PARTITIONS)))
+    total = sum(hi - lo for lo, hi in lso.values())
+    for kind, task in (("rebuild", "rebuild"), ("deep check", "recheck_deep")):
+        head = f"PROGRESS {kind} {store.log}: "
+        lines = [line[line.index(head) :] for line in (out + err).splitlines() if head in line]
+        assert lines and lines[0].startswith(
+            f"{head}0 of {total:,} offsets (0.0%) in {LOG_PARTITIONS} partitions"
+        )
+        records = xcom(dr, task)["records_read"]
+        assert lines[-1].startswith(f"{head}{total:,} of {total:,} offsets (100.0%), "), lines
+        assert f": {records:,} records" in lines[-1], lines
+
+
 # -- the tests ------------------------------------------------------------------------------------------
 
 
 def test_pipeline_builds_the_store_and_auto_builds_the_first_snapshot(
-    store: Store, kafka_config: dict[str, Any], run_dag: Any
+    store: Store, kafka_config: dict[str, Any], run_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     for seed in (1, 2):  # two runs: the second resumes from the offsets the first committed
         batch = payments(seed, 150)
@@ -275,8 +295,10 @@ def test_pipeline_builds_the_store_and_auto_builds_the_first_snapshot(
     assert report["payments_read"] == 150  # what the reads returned, counted (issue 17)
     assert changelog_truth(kafka_config, store.log) == expected_totals(store.events)
 
+    capfd.readouterr()
     dr = run_dag(MAINTENANCE, store.conf(deep=False, rebuild="auto"))
     assert str(dr.state) == "success"
+    assert_progress_logged(capfd, store, kafka_config, dr)
     fast = xcom(dr, "fast_check")
     assert not fast["ok"] and fast["snapshot_missing"] and "snapshot missing" in fast["problems"][0]
     assert ti_state(dr, "deep_check") == "skipped" and ti_state(dr, "store_bad") == "skipped"
