@@ -13,6 +13,8 @@ One copy here, on top of :mod:`kstate_support.broker` and :mod:`kstate_support.t
   spec, one cell format per column;
 * :func:`results_path` / :func:`write_results` — ``bench/results/<name>.json``, which the README and docs
   quote;
+* :func:`broker_cpu_s` / :func:`process_cpu_s` — CPU seconds of the embedded broker (found by its data
+  folder, not by a name another bench's broker shares) and of a process;
 * :func:`git` — the commit a result was measured at.
 """
 
@@ -205,6 +207,26 @@ def write_results(path: Path, data: Any) -> Path:
 def shown(path: Path) -> Path:
     """``path`` relative to the checkout when it is inside it (shorter in a bench's output)."""
     return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used so far (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def broker_cpu_s(data_dir: Path) -> float | None:
+    """CPU seconds the embedded broker running with ``data_dir`` has used; None when none runs (a named
+    cluster). Matched on its data folder: another bench's broker on the machine is not this one."""
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            if proc.name.isdigit() and args[0].endswith(b"noida-db") and str(data_dir).encode() in args:
+                return process_cpu_s(int(proc.name))
+    return None
 
 
 def git(*args: str) -> str:

@@ -121,3 +121,10 @@ def test_an_embedded_bench_broker_runs_in_the_bench_folder(
         pass
     assert started == [tmp_path / "bench-state", tmp_path / f"bench-client-{os.getpid()}"]
     assert [p.name for p in tmp_path.iterdir()] == ["bench-state"]
+
+
+def test_cpu_seconds_of_a_process_and_of_no_broker(tmp_path: Path) -> None:
+    """The broker is found by its data folder only: with none running there, there is no broker CPU."""
+    assert bench.process_cpu_s(os.getpid()) > 0
+    assert bench.process_cpu_s(2**22 + 1) == 0.0  # above Linux's pid_max: never a process
+    assert bench.broker_cpu_s(tmp_path / "no-broker") is None
