@@ -6,8 +6,8 @@ One copy here, on top of :mod:`kstate_support.broker` and :mod:`kstate_support.t
 
 * :func:`broker` — the named cluster (``KSTATE_BOOTSTRAP_SERVERS``), else an embedded broker in the bench's
   own data folder under ``.kstate/`` (two benches running at once must not share or wipe one folder);
-* :func:`new_topic` / :func:`scratch_topic` — uniquely named topics (``kstate-bench-<prefix>-<8 hex>``,
-  recognisable on a shared cluster), optionally with topic settings, returned once the cluster lists them;
+* :func:`new_topic` / :func:`scratch_topic` — uniquely named topics (``bench-<prefix>-<6 hex>``),
+  optionally with topic settings, returned once the cluster lists them;
 * :func:`progress` — a timestamped line on stderr, so stdout keeps only the tables;
 * :class:`Column` / :func:`table` / :func:`print_table` — aligned or markdown tables from rows and a column
   spec, one cell format per column;
@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,9 +65,14 @@ def broker(name: str, per_process: bool = False) -> Iterator[dict[str, Any]]:
 
 
 def topic_name(prefix: str) -> str:
-    """``kstate-bench-<prefix>-<8 hex>``: unique to this run, recognisable on a shared cluster (benches name
-    their consumer groups this way too)."""
-    return topics.unique_name(f"bench-{prefix}")
+    """``bench-<prefix>-<6 hex>``: unique to this run, recognisable on a shared cluster (benches name their
+    consumer groups this way too).
+
+    Not :func:`kstate_support.topics.unique_name`'s longer form: the plan, the XCom and the task logs that
+    bench_increase_scale measures carry the topic's and the groups' names, so their length is part of the
+    measurement and stays the one of the published results.
+    """
+    return f"bench-{prefix}-{uuid.uuid4().hex[:6]}"
 
 
 def new_topic(

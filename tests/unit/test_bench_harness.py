@@ -82,7 +82,7 @@ def test_results_go_under_bench_results_named_by_the_bench() -> None:
 
 def test_topic_names_are_unique_and_recognisable() -> None:
     first, second = bench.topic_name("tp"), bench.topic_name("tp")
-    assert re.fullmatch(r"kstate-bench-tp-[0-9a-f]{8}", first) and first != second
+    assert re.fullmatch(r"bench-tp-[0-9a-f]{6}", first) and first != second
 
 
 def test_the_bench_broker_is_the_named_cluster_and_leaves_no_folder(
