@@ -30,7 +30,7 @@ from pathlib import Path
 EXECUTOR_REQUIREMENTS = ("confluent-kafka", "pyarrow", "numpy", "xxhash")
 #: The package folders executors need (the rest imports Airflow), and the plain modules they import.
 _SHIPPED = ("store", "spark_apps", "client")
-_SHIPPED_MODULES = ("errors.py", "enums.py")
+_SHIPPED_MODULES = ("errors.py", "enums.py", "documents.py")
 
 
 def _package_root() -> Path:
