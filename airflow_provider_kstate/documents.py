@@ -64,19 +64,24 @@ class Document(BaseModel):
         return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=self.sort_keys)
 
     @classmethod
+    def what(cls) -> str:
+        """The document's name in messages (``Plan`` for ``PlanDocument``)."""
+        return cls.__name__.removesuffix("Document") or cls.__name__
+
+    @classmethod
     def from_dict(cls: type[D], data: Any) -> D:
         """Read (and validate) a document from its dict; ``read_error`` names what is wrong."""
         if isinstance(data, cls):
             return data
         if not isinstance(data, Mapping):
-            raise cls.read_error(f"not a {cls.__name__} document: {str(data)[:200]!r}")
+            raise cls.read_error(f"not a {cls.what()} document: {str(data)[:200]!r}")
         missing = [name for name in cls.identity if name not in data]
         if missing:
-            raise cls.read_error(f"not a valid {cls.__name__} document: {missing[0]}: Field required")
+            raise cls.read_error(f"not a valid {cls.what()} document: {missing[0]}: Field required")
         try:
             return cls.model_validate(dict(data), strict=cls.read_strict)
         except ValidationError as exc:
-            raise cls.read_error(f"not a valid {cls.__name__} document: {_first(exc)}") from None
+            raise cls.read_error(f"not a valid {cls.what()} document: {_first(exc)}") from None
 
     @classmethod
     def from_json(cls: type[D], text: str | bytes) -> D:
@@ -84,7 +89,7 @@ class Document(BaseModel):
         try:
             data = json.loads(text)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise cls.read_error(f"not a {cls.__name__} document: not JSON ({exc})") from None
+            raise cls.read_error(f"not a {cls.what()} document: not JSON ({exc})") from None
         return cls.from_dict(data)
 
     @classmethod
