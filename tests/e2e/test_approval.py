@@ -17,6 +17,7 @@ group with committed offsets.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -105,11 +106,32 @@ def _request(dep: AirflowDeployment, run_id: str, timeout: float = 180.0) -> dic
         if _states(dep, run_id).get("approve_plan") in WAITING:
             r = dep.api.get(_hitl(run_id))
             if r.status_code == 200:
+                _wait_parked(dep, run_id, deadline)
                 return dict(r.json())
         if dep.get_json(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}")["state"] in ("success", "failed"):
             raise AssertionError(f"the run ended before asking:\n{dep.failure_report(DAG_ID, run_id)}")
         time.sleep(1)
     raise DeploymentError(f"no approval request within {timeout}s: {_states(dep, run_id)}")
+
+
+def _wait_parked(dep: AirflowDeployment, run_id: str, deadline: float) -> None:
+    """Wait until the scheduler has taken in the exit of the process that parked the task.
+
+    An answer that lands before it is resumed at once, and the late executor event of the parking
+    process (same try number) then fails the resumed task as "killed externally" (Airflow 3.3.2's
+    scheduler exempts only a resume it finds still *scheduled*). A person never answers within that
+    second; a test does, so it waits for the scheduler's ``TaskInstance Finished`` line of this task.
+    """
+    ti_id = next(t["id"] for t in dep.task_instances(DAG_ID, run_id) if t["task_id"] == APPROVE)
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if any(
+                "TaskInstance Finished" in line and ti_id in line
+                for line in dep.log_path.read_text(errors="replace").splitlines()
+            ):
+                return
+        time.sleep(0.5)
+    raise DeploymentError(f"the scheduler never took in the parking of {APPROVE} ({ti_id})")
 
 
 def _answer(dep: AirflowDeployment, run_id: str, option: str) -> dict[str, Any]:
