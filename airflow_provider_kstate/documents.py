@@ -21,7 +21,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PrivateAttr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
 
 from airflow_provider_kstate.errors import KStateError
 
@@ -50,9 +57,12 @@ class Document(BaseModel):
         """The JSON-safe dict of the document (what XCom carries)."""
         return self.model_dump(mode="json", by_alias=True)
 
-    def to_json(self) -> str:
-        """The document as compact JSON text."""
-        return json.dumps(self.to_dict(), separators=(",", ":"))
+    def to_json(self, indent: int | None = None) -> str:
+        """The document as JSON text: compact, or indented by ``indent`` spaces (as ``json.dumps`` indents:
+        the files the store writes keep their layout)."""
+        if indent is None:
+            return json.dumps(self.to_dict(), separators=(",", ":"))
+        return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
     def from_dict(cls: type[D], data: Any) -> D:
@@ -86,6 +96,34 @@ class Document(BaseModel):
         }
 
 
+class OrderedDocument(Document):
+    """A document whose dict holds the fields it was read or built with, in that order, and no others (its
+    version field :attr:`first` always, first): one read and written again is the same JSON, byte for byte,
+    whichever writer ordered or left out its optional fields. A field set later (``model_copy(update=...)``)
+    comes after them."""
+
+    #: The version field: always written, first.
+    first: ClassVar[str] = "format"
+
+    _order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        document = handler(data)
+        if isinstance(data, Mapping) and isinstance(document, OrderedDocument):
+            document._order = tuple(data)
+        return document
+
+    def to_dict(self) -> dict[str, Any]:
+        values = self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        out = {self.first: getattr(self, self.first)}
+        for name in (*self._order, *values):
+            if name in values and name not in out:
+                out[name] = values[name]
+        return out
+
+
 def _first(exc: ValidationError) -> str:
     error = exc.errors()[0]
     where = ".".join(str(p) for p in error.get("loc", ())) or "document"
@@ -111,7 +149,14 @@ def documents() -> Iterator[type[Document]]:
 
 
 #: The modules that define published documents (imported by :func:`documents`).
-MODULES: tuple[str, ...] = ()
+MODULES: tuple[str, ...] = (
+    # the store and the Spark applications (docs/schemas/store/)
+    "airflow_provider_kstate.store.contract",
+    "airflow_provider_kstate.store.layout",
+    "airflow_provider_kstate.store.manifest",
+    "airflow_provider_kstate.store.results",
+    "airflow_provider_kstate.spark_apps.progress",
+)
 
 
 def schemas() -> dict[str, dict[str, Any]]:
@@ -152,4 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # run as ``python -m``: this file is ``__main__``, a module apart from the one the documents subclass
+    from airflow_provider_kstate.documents import main as _main
+
+    raise SystemExit(_main())
