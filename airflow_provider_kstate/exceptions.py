@@ -184,6 +184,18 @@ class PlanChangedError(KStateFatalError, errors.PlanChangedError):
     """The cluster changed between the plan and its approval: the run stops before anyone is paused."""
 
 
+class ControlRecordError(KStateFatalError, errors.ControlRecordError):
+    """A control record does not validate against its kind's schema (a reader ignores it)."""
+
+
+class LeaseRecordError(KStateFatalError, errors.LeaseRecordError):
+    """A record of the lease log cannot be read (malformed, or of a newer version): nothing was changed."""
+
+
+class VerdictError(KStateFatalError, errors.VerdictError):
+    """A doctor's verdict cannot be read (malformed, or of a newer version)."""
+
+
 class ApprovalTimeoutError(KStateFatalError):
     """Nobody answered the approval request before its deadline: nothing was changed, the lease released."""
 
@@ -220,6 +232,9 @@ FACES: dict[type, type[KStateError]] = {
     errors.DriverCommandError: DriverCommandError,
     errors.DrainTimeoutError: DrainTimeoutError,
     errors.PlanChangedError: PlanChangedError,
+    errors.ControlRecordError: ControlRecordError,
+    errors.LeaseRecordError: LeaseRecordError,
+    errors.VerdictError: VerdictError,
 }
 
 

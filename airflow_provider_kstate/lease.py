@@ -7,7 +7,9 @@ replays the log up to its own record (:func:`replay`): the log's order decides, 
 same verdict without a compare-and-set. Replaying, an ``acquire`` takes the lease when it is free, expired
 (at that record's broker timestamp) or already held by the same owner (a retry renews it); a ``release`` by
 the holder frees it; a ``takeover`` naming the current holder (``from_owner``) takes it over. The holder's
-first ``acquire`` carries the plan, so a rerun of a crashed step finds it again.
+first ``acquire`` carries the plan, so a rerun of a crashed step finds it again. Each record is a
+:class:`LeaseRecord` (schema ``docs/schemas/lease/record.schema.json``, version ``v``; a record written
+before the version existed reads as version 1).
 
 Two kinds of lease, one :class:`LeaseKeeper`:
 
@@ -28,11 +30,15 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
+from pydantic import ConfigDict, Field
+
+from airflow_provider_kstate.documents import Document
+from airflow_provider_kstate.errors import LeaseRecordError
 from airflow_provider_kstate.exceptions import LeaseHeldError, SnapshotLeaseHeldError
 
 #: Airflow run states in which a lease holder can no longer act.
@@ -56,24 +62,76 @@ class Lease:
         )
 
 
-def replay(records: list[tuple[int, dict[str, Any]]]) -> Lease | None:
-    """Return the holder after applying ``(timestamp_ms, record)`` pairs of one key in log order."""
+#: The fields each operation writes (a release carries no TTL nor plan).
+_WRITTEN = {
+    "acquire": ("v", "op", "topic", "owner", "ttl_ms", "plan"),
+    "takeover": ("v", "op", "topic", "owner", "from_owner", "ttl_ms", "plan"),
+    "release": ("v", "op", "topic", "owner"),
+}
+
+
+class LeaseRecord(Document):
+    """One record of the lease log, keyed by what is leased: an ``acquire``, a ``takeover`` or a ``release``
+    of the lease by ``owner``. The log's order and the records' broker timestamps decide (:func:`replay`)."""
+
+    model_config = ConfigDict(title="kstate lease record (lease log _kstate_leases, key: what is leased)")
+    schema_name: ClassVar[str] = "lease/record"
+    read_error: ClassVar[type[Exception]] = LeaseRecordError
+
+    v: Literal[1] = Field(
+        default=1, description="version; records written before it had one have none: read as 1"
+    )
+    op: Literal["acquire", "takeover", "release"]
+    topic: str = Field(
+        default="", description="what is leased (a topic, or snapshot:<uri>); the record's key"
+    )
+    owner: str = Field(description="the run (dag_id/run_id) or the task try (dag_id/run_id#tryN@nonce)")
+    from_owner: str = Field(default="", description="takeover: the holder it takes the lease over from")
+    ttl_ms: int = Field(
+        default=0, description="acquire, takeover: ms the lease lives after the record's timestamp"
+    )
+    plan: dict[str, Any] = Field(
+        default_factory=dict,
+        description="acquire, takeover: what the lease is taken for (a topic's: the increase plan)",
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as written: the fields of its operation (:data:`_WRITTEN`)."""
+        return {k: v for k, v in super().to_dict().items() if k in _WRITTEN[self.op]}
+
+
+def replay(records: Sequence[tuple[int, Mapping[str, Any] | LeaseRecord]]) -> Lease | None:
+    """Return the holder after applying ``(timestamp_ms, record)`` pairs of one key in log order.
+
+    :raises LeaseRecordError: a record cannot be read (malformed, or of a newer version): the lease cannot
+        be decided.
+    """
     holder: Lease | None = None
-    for ts, rec in records:
+    for ts, raw in records:
+        rec = _read(ts, raw)
         if holder is not None and ts >= holder.expires:
             holder = None
-        owner = rec.get("owner", "")
-        if rec.get("op") == "takeover" and holder is not None and holder.owner == rec.get("from_owner"):
+        if rec.op == "takeover" and holder is not None and holder.owner == rec.from_owner:
             holder = None
-        if rec.get("op") in ("acquire", "takeover") and (holder is None or holder.owner == owner):
-            expires = ts + int(rec.get("ttl_ms", 0))
+        if rec.op in ("acquire", "takeover") and (holder is None or holder.owner == rec.owner):
+            expires = ts + rec.ttl_ms
             if holder is None:
-                holder = Lease(rec.get("topic", ""), owner, ts, expires, rec.get("plan") or {})
+                holder = Lease(rec.topic, rec.owner, ts, expires, rec.plan)
             else:
                 holder.expires = expires
-        elif rec.get("op") == "release" and holder is not None and holder.owner == owner:
+        elif rec.op == "release" and holder is not None and holder.owner == rec.owner:
             holder = None
     return holder
+
+
+def _read(ts: int, raw: Mapping[str, Any] | LeaseRecord) -> LeaseRecord:
+    try:
+        return LeaseRecord.from_dict(raw)
+    except LeaseRecordError as exc:
+        raise LeaseRecordError(
+            f"the lease log holds a record this version cannot read (timestamp {ts}): {exc}. The lease "
+            "cannot be decided; nothing was changed."
+        ) from None
 
 
 def run_owner(context: Any) -> str:
@@ -332,7 +390,8 @@ class LeaseKeeper:
 
 
 class LeaseTransport(Protocol):
-    """Where lease records are kept (:class:`~airflow_provider_kstate.cluster.lease_log.KafkaLeaseLog`)."""
+    """Where lease records are kept (:class:`~airflow_provider_kstate.cluster.lease_log.KafkaLeaseLog`), as
+    the dicts of :class:`LeaseRecord` (read back by :func:`replay`)."""
 
     def append(self, record: dict[str, Any]) -> int: ...
 
@@ -363,14 +422,10 @@ class LeaseRecords:
 
         :raises LeaseHeldError: another owner holds an unexpired lease.
         """
-        record = {
-            "op": "acquire",
-            "topic": topic,
-            "owner": owner,
-            "ttl_ms": int(ttl_seconds * 1000),
-            "plan": plan or {},
-        }
-        offset = self.transport.append(record)
+        record = LeaseRecord(
+            op="acquire", topic=topic, owner=owner, ttl_ms=int(ttl_seconds * 1000), plan=plan or {}
+        )
+        offset = self.transport.append(record.to_dict())
         holder = replay(self.transport.read(topic, offset))
         if holder is None or holder.owner != owner:
             desc = holder.describe() if holder else "unknown"
@@ -387,15 +442,15 @@ class LeaseRecords:
 
         :raises LeaseHeldError: the lease is no longer ``from_owner``'s (another run took it first).
         """
-        record = {
-            "op": "takeover",
-            "topic": topic,
-            "owner": owner,
-            "from_owner": from_owner,
-            "ttl_ms": int(ttl_seconds * 1000),
-            "plan": plan or {},
-        }
-        holder = replay(self.transport.read(topic, self.transport.append(record)))
+        record = LeaseRecord(
+            op="takeover",
+            topic=topic,
+            owner=owner,
+            from_owner=from_owner,
+            ttl_ms=int(ttl_seconds * 1000),
+            plan=plan or {},
+        )
+        holder = replay(self.transport.read(topic, self.transport.append(record.to_dict())))
         if holder is None or holder.owner != owner:
             raise LeaseHeldError(
                 f"topic {topic!r}: could not take the lease over from {from_owner} "
@@ -405,4 +460,4 @@ class LeaseRecords:
 
     def release(self, topic: str, owner: str) -> None:
         """Give up ``owner``'s lease on ``topic`` (a no-op if it does not hold it)."""
-        self.transport.append({"op": "release", "topic": topic, "owner": owner})
+        self.transport.append(LeaseRecord(op="release", topic=topic, owner=owner).to_dict())

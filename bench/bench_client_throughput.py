@@ -23,54 +23,30 @@ The latency functions are importable: ``measure_pause_resume(config, topic, cons
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
+import functools
 import os
 import statistics
-import sys
 import threading
 import time
 import timeit
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupState, Producer
 from confluent_kafka.admin import AdminClient
-from kstate_support import topics
+from kstate_support import bench
+from kstate_support.bench import Column, delete_topics, progress
 
-ROOT = Path(__file__).resolve().parent.parent
+from airflow_provider_kstate.client.channel import ControlChannel
+from airflow_provider_kstate.client.consumer import ControlledConsumer
+from airflow_provider_kstate.client.protocol import Command, now_ms
 
-from airflow_provider_kstate.client.channel import ControlChannel  # noqa: E402
-from airflow_provider_kstate.client.consumer import ControlledConsumer  # noqa: E402
-from airflow_provider_kstate.client.protocol import Command, now_ms  # noqa: E402
-
-RESULTS = ROOT / "bench" / "results" / "client_throughput.json"
+RESULTS = bench.results_path("client_throughput")
 BATCH = 1000
 
-
-def _name(prefix: str) -> str:
-    return f"kstate-bench-{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-@contextlib.contextmanager
-def broker() -> Iterator[dict[str, Any]]:
-    """Yield the librdkafka config of ``KSTATE_BOOTSTRAP_SERVERS``, else of a fresh embedded broker."""
-    from kstate_support.broker import cluster
-
-    with cluster(ROOT / ".kstate" / f"broker-bench-client-{os.getpid()}") as config:
-        yield config
-
-
-def create_topic(config: dict[str, Any], prefix: str, partitions: int) -> str:
-    """Create a uniquely named topic with ``partitions`` partitions and return its name."""
-    return topics.create_topic(config, _name(prefix), partitions)
-
-
-def delete_topics(config: dict[str, Any], names: list[str]) -> None:
-    """Delete ``names``, best effort."""
-    topics.delete_topics(config, names)
+#: The cluster of ``KSTATE_BOOTSTRAP_SERVERS``, else a fresh embedded broker in a folder of this process.
+broker = functools.partial(bench.broker, "broker-bench-client", per_process=True)
 
 
 def produce_dataset(config: dict[str, Any], topic: str, count: int, size: int = 64) -> float:
@@ -145,7 +121,7 @@ def consumer_throughput(
     Returns ``(msgs/s, CPU µs/msg)``."""
     cfg = {
         **config,
-        "group.id": _name("tp"),
+        "group.id": bench.topic_name("tp"),
         "auto.offset.reset": "earliest",
         "queued.min.messages": 10_000_000,
         "queued.max.messages.kbytes": 2_000_000,
@@ -186,10 +162,6 @@ def _compare(runs: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
         "runs_msgs_per_s": {k: [round(r) for r, _ in v] for k, v in runs.items()},
         "runs_cpu_us_per_msg": {k: [round(c, 3) for _, c in v] for k, v in runs.items()},
     }
-
-
-def _progress(text: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
 def wait_prefetched(seconds: float) -> None:
@@ -241,7 +213,7 @@ def measure_interleaved(
     """
     cfg = {
         **config,
-        "group.id": _name("il"),
+        "group.id": bench.topic_name("il"),
         "auto.offset.reset": "earliest",
         "queued.min.messages": 10_000_000,
         "queued.max.messages.kbytes": 2_000_000,
@@ -340,11 +312,13 @@ def bench_throughput(
     config: dict[str, Any], count: int, repeats: int, partitions: int = 4, prefetch: float = 3.0
 ) -> dict[str, Any]:
     """Plain vs controlled consumer on the same pre-produced topic, alternating order; medians."""
-    topic = create_topic(config, "tp", partitions)
-    control = ControlChannel(config, _name("control"))
+    topic = bench.new_topic(config, "tp", partitions)
+    control = ControlChannel(config, bench.topic_name("control"))
     control.ensure()
     # a control topic with some unrelated traffic, as in production
-    control.publish(*(Command(group=_name("other"), command="resume", epoch=now_ms()) for _ in range(50)))
+    control.publish(
+        *(Command(group=bench.topic_name("other"), command="resume", epoch=now_ms()) for _ in range(50))
+    )
     produce_s = produce_dataset(config, topic, count)
     out: dict[str, Any] = {
         "messages": count,
@@ -359,12 +333,12 @@ def bench_throughput(
             for r in range(repeats):
                 order = ("plain", "controlled") if r % 2 == 0 else ("controlled", "plain")  # ABBA
                 for kind in order:
-                    _progress(f"throughput {mode} {kind} run {r + 1}/{repeats}")
+                    progress(f"throughput {mode} {kind} run {r + 1}/{repeats}")
                     runs[kind].append(
                         consumer_throughput(config, topic, count, kind, mode, control.topic, prefetch)
                     )
             out[mode] = _compare(runs)
-            _progress(f"throughput {mode}: interleaved blocks")
+            progress(f"throughput {mode}: interleaved blocks")
             out[mode]["interleaved"] = measure_interleaved(
                 config,
                 topic,
@@ -461,7 +435,7 @@ def measure_plain_restart(
     """Latency of the plain way: every member ``close()``s (commit + LeaveGroup) → group EMPTY, then new
     Consumers subscribe → STABLE with all members. Seconds, medians over ``rounds``."""
     admin = AdminClient(config)
-    group = _name("plain")
+    group = bench.topic_name("plain")
     cfg = {**config, "group.id": group, "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
 
     def make() -> Consumer:
@@ -497,8 +471,8 @@ def measure_pause_resume(
     """Latency of the controlled way: ``pause`` published → group EMPTY, ``resume`` published → STABLE with
     all ``consumers`` ControlledConsumers back. Seconds, medians over ``rounds``."""
     admin = AdminClient(config)
-    group = _name("ctl")
-    channel = ControlChannel(config, control_topic or _name("control"))
+    group = bench.topic_name("ctl")
+    channel = ControlChannel(config, control_topic or bench.topic_name("control"))
     channel.ensure()
     cfg = {**config, "group.id": group, "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
 
@@ -511,7 +485,7 @@ def measure_pause_resume(
     _start(workers)
     wait_group(admin, group, ConsumerGroupState.STABLE, consumers)
     # warm the control producer (an idempotent producer's first send also fetches a producer id)
-    channel.publish(Command(group=_name("warm"), command="resume", epoch=now_ms()))
+    channel.publish(Command(group=bench.topic_name("warm"), command="resume", epoch=now_ms()))
     leave: list[float | None] = []
     join: list[float | None] = []
     try:
@@ -554,12 +528,12 @@ def _summary(
 
 
 def bench_latency(config: dict[str, Any], consumer_counts: list[int], rounds: int) -> list[dict[str, Any]]:
-    topic = create_topic(config, "lat", max(consumer_counts))
+    topic = bench.new_topic(config, "lat", max(consumer_counts))
     produce_dataset(config, topic, 1000)
     rows = []
     try:
         for n in consumer_counts:
-            _progress(f"latency with {n} consumers")
+            progress(f"latency with {n} consumers")
             try:
                 rows.append(
                     {
@@ -580,6 +554,40 @@ def _pct(r: dict[str, Any], key: str) -> str:
     return f"{r[key]:+.1f}% [{q1:+.1f}, {q3:+.1f}]"
 
 
+#: The throughput table: per mode, the overhead of separate runs and of interleaved blocks.
+THROUGHPUT = [
+    Column("mode", lambda m: m["mode"], align="<"),
+    Column("separate runs (wall)", lambda m: _pct(m, "overhead_pct")),
+    Column("(process CPU)", lambda m: _pct(m, "cpu_overhead_pct")),
+    Column("interleaved (wall)", lambda m: _pct(m["interleaved"], "overhead_pct")),
+    Column("(thread CPU)", lambda m: _pct(m["interleaved"], "cpu_overhead_pct")),
+]
+#: The latency table: per consumer count, plain restart against pause / resume (seconds).
+LATENCY = [
+    Column("consumers", "consumers", align="<"),
+    Column("close->EMPTY", lambda r: r["plain"]["leave_s"], ".3f", missing="timeout"),
+    Column("pause->EMPTY", lambda r: r["controlled"]["leave_s"], ".3f", missing="timeout"),
+    Column("new->STABLE", lambda r: r["plain"]["join_s"], ".3f", missing="timeout"),
+    Column("resume->STABLE", lambda r: r["controlled"]["join_s"], ".3f", missing="timeout"),
+]
+
+
+def _runs_line(mode: str, r: dict[str, Any]) -> str:
+    """The rates behind a mode's row: separate runs' medians, the interleaved pairs."""
+    il = r["interleaved"]
+    line = (
+        f"{mode}: separate runs: plain {r['plain_msgs_per_s']:,}/s, wrapper {r['controlled_msgs_per_s']:,}/s"
+        f" (medians of {len(r['runs_msgs_per_s']['plain'])}); interleaved: {il['pairs']} pairs of"
+        f" {il['block']} messages"
+    )
+    if mode == "poll":
+        line += (
+            f"; wrapper blocks whose poll was the inner consumer's own:"
+            f" {il['wrapper_blocks_with_direct_poll']}/{il['pairs']}"
+        )
+    return line
+
+
 def print_report(result: dict[str, Any]) -> None:
     tp = result["throughput"]
     print(
@@ -587,49 +595,24 @@ def print_report(result: dict[str, Any]) -> None:
         " confluent-kafka Consumer, same calls"
     )
     print("  overhead = median of per-pair ratios (seconds per message, wrapper / plain) [quartiles]")
-    print(
-        f"{'mode':<8}{'separate runs (wall)':>26}{'(process CPU)':>26}{'interleaved (wall)':>26}{'(thread CPU)':>26}"
-    )
+    bench.print_table([{"mode": mode, **tp[mode]} for mode in ("poll", "consume")], THROUGHPUT)
     for mode in ("poll", "consume"):
-        r, il = tp[mode], tp[mode]["interleaved"]
-        cells = [
-            _pct(r, "overhead_pct"),
-            _pct(r, "cpu_overhead_pct"),
-            _pct(il, "overhead_pct"),
-            _pct(il, "cpu_overhead_pct"),
-        ]
-        print(f"{mode:<8}" + "".join(f"{c:>26}" for c in cells))
-        print(
-            f"{'':<8}separate runs: plain {r['plain_msgs_per_s']:,}/s, wrapper {r['controlled_msgs_per_s']:,}/s"
-            f" (medians of {len(r['runs_msgs_per_s']['plain'])}); interleaved: {il['pairs']} pairs of"
-            f" {il['block']} messages"
-            + (
-                f"; wrapper blocks whose poll was the inner consumer's own:"
-                f" {il['wrapper_blocks_with_direct_poll']}/{il['pairs']}"
-                if mode == "poll"
-                else ""
-            )
-        )
+        print(_runs_line(mode, tp[mode]))
     calls = tp["wrapper_ns_per_call"]
     print(
         f"\nwrapper's own cost per call (no broker, best of 15): poll {calls['poll_ns_per_call']:.0f} ns ="
         f" {tp['poll']['call_overhead_pct']:.2f}% of a plain poll's CPU per message; consume"
         f" {calls['consume_ns_per_call']:.0f} ns per batch of {BATCH} = {tp['consume']['call_overhead_pct']:.3f}%"
     )
-    print("\ngroup leave / rejoin latency in seconds (medians)")
-    print(
-        f"{'consumers':<10}{'close->EMPTY':>14}{'pause->EMPTY':>14}{'new->STABLE':>13}{'resume->STABLE':>16}"
+    rows = result["latency"]
+    bench.print_table(
+        [row for row in rows if "error" not in row],
+        LATENCY,
+        title="\ngroup leave / rejoin latency in seconds (medians)",
     )
-    for row in result["latency"]:
+    for row in rows:
         if "error" in row:
-            print(f"{row['consumers']:<10}  {row['error']}")
-            continue
-        p, c = row["plain"], row["controlled"]
-        cells = [
-            f"{x:.3f}" if x is not None else "timeout"
-            for x in (p["leave_s"], c["leave_s"], p["join_s"], c["join_s"])
-        ]
-        print(f"{row['consumers']:<10}{cells[0]:>14}{cells[1]:>14}{cells[2]:>13}{cells[3]:>16}")
+            print(f"{row['consumers']} consumers: {row['error']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -648,10 +631,8 @@ def main(argv: list[str] | None = None) -> int:
             "throughput": bench_throughput(config, args.messages, args.repeats, prefetch=args.prefetch),
             "latency": bench_latency(config, args.consumers, args.rounds),
         }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    bench.write_results(args.out, result)
     print_report(result)
-    print(f"\nwritten to {args.out}")
     return 0
 
 

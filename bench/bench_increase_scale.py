@@ -59,11 +59,13 @@ from pathlib import Path
 from typing import Any
 
 from kstate_support import airflow_env as support_airflow
+from kstate_support import bench
+from kstate_support.bench import Column, progress
 
 ROOT = Path(__file__).resolve().parent.parent
 
-RESULTS = ROOT / "bench" / "results" / "increase_scale.json"
-QUICK_RESULTS = ROOT / "bench" / "results" / "increase_scale-quick.json"
+RESULTS = bench.results_path("increase_scale")
+QUICK_RESULTS = bench.results_path("increase_scale-quick")
 DAG_ID = "kstate_partition_increase"
 GRID = ["8x1", "512x24", "4096x100", "8192x200"]
 QUICK = ["8x1", "512x24"]
@@ -84,10 +86,6 @@ TARGETS = {
     "peak_rss_mb": 300.0,
 }
 TARGET_CELL = "4096x100"
-
-
-def progress(text: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -429,59 +427,43 @@ def measure_restart(live: LiveGroups, partitions: int) -> float | None:
 def cell_traffic(config: dict[str, Any], partitions: int, groups: int) -> Iterator[dict[str, Any]]:
     """Create the cell's topic at its original count, commit the offline groups' offsets, start the producer
     and the live groups; yield them with the set-up timings; stop and delete everything afterwards."""
-    from bench_partition_increase import create_topic
-    from confluent_kafka.admin import AdminClient
     from kstate_support.traffic import SeqProducer
 
     original = max(1, partitions // 64)
     began = time.monotonic()
-    topic = create_topic(config, f"scale{partitions}x{groups}", original)
-    created = time.monotonic()
-    n_live = 1 if groups == 1 else 2
-    offline = [f"{topic}-off{i}" for i in range(groups - n_live)]
-    commit_offline_offsets(config, topic, offline, original)
-    committed = time.monotonic()
-    producer = SeqProducer(config, topic, rate=RATE)
-    producer.start()
-    live = LiveGroups(config, topic, [f"{topic}-live{i}" for i in range(n_live)])
-    setup = {
-        "topic": topic,
-        "original_partitions": original,
-        "live_groups": n_live,
-        "offline_groups": len(offline),
-        "create_topic_s": created - began,
-        "commit_offsets_s": committed - created,
-        "start_traffic_s": time.monotonic() - committed,
-    }
-    try:
-        yield {"topic": topic, "producer": producer, "live": live, "setup": setup}
-    finally:
-        with contextlib.suppress(TimeoutError):
-            live.stop()
-        setup["errors"] = live.errors
-        producer.stop()
-        for future in AdminClient(config).delete_topics([topic]).values():
-            with contextlib.suppress(Exception):
-                future.result(timeout=60)
-
-
-def broker_cpu_s(data_dir: Path) -> float | None:
-    """CPU seconds the embedded broker that runs with ``data_dir`` has used (None: not found)."""
-    for proc in Path("/proc").iterdir():
-        with contextlib.suppress(OSError):
-            args = (proc / "cmdline").read_bytes().split(b"\0")
-            if args and args[0].endswith(b"noida-db") and str(data_dir).encode() in args:
-                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return None
+    with bench.scratch_topic(config, f"scale{partitions}x{groups}", original) as topic:
+        created = time.monotonic()
+        n_live = 1 if groups == 1 else 2
+        offline = [f"{topic}-off{i}" for i in range(groups - n_live)]
+        commit_offline_offsets(config, topic, offline, original)
+        committed = time.monotonic()
+        producer = SeqProducer(config, topic, rate=RATE)
+        producer.start()
+        live = LiveGroups(config, topic, [f"{topic}-live{i}" for i in range(n_live)])
+        setup = {
+            "topic": topic,
+            "original_partitions": original,
+            "live_groups": n_live,
+            "offline_groups": len(offline),
+            "create_topic_s": created - began,
+            "commit_offsets_s": committed - created,
+            "start_traffic_s": time.monotonic() - committed,
+        }
+        try:
+            yield {"topic": topic, "producer": producer, "live": live, "setup": setup}
+        finally:
+            with contextlib.suppress(TimeoutError):
+                live.stop()
+            setup["errors"] = live.errors
+            producer.stop()
 
 
 def _cpu_during(broker_dir: Path, began: dict[str, float | None]) -> dict[str, float | None]:
     """CPU seconds of the broker and of this process (producer, consumers) since ``began``."""
-    now = broker_cpu_s(broker_dir)
-    broker = now - began["broker"] if now is not None and began["broker"] is not None else None
-    bench = sum(os.times()[:2]) - (began["bench"] or 0.0)
-    return {"broker_cpu_s": broker, "bench_cpu_s": bench}
+    now = bench.broker_cpu_s(broker_dir)
+    broker_s = now - began["broker"] if now is not None and began["broker"] is not None else None
+    own_s = sum(os.times()[:2]) - (began["bench"] or 0.0)
+    return {"broker_cpu_s": broker_s, "bench_cpu_s": own_s}
 
 
 def _safe_run(
@@ -491,7 +473,7 @@ def _safe_run(
     _warm(live)
     since = _since(live)
     started = time.monotonic()
-    cpu = {"broker": broker_cpu_s(homes["broker"]), "bench": sum(os.times()[:2])}
+    cpu = {"broker": bench.broker_cpu_s(homes["broker"]), "bench": sum(os.times()[:2])}
     run = run_dag_subprocess(homes["cell"], homes["db"], config, ctx["topic"], partitions, timeout)
     run["cpu_during_run"] = _cpu_during(homes["broker"], cpu)
     try:  # after a failed run the consumers may stay paused (failure_guard): a short bound then
@@ -534,25 +516,17 @@ def alone_run(config: dict[str, Any], cell: str, homes: dict[str, Path], timeout
     live consumers ask for about 4.5 cores of this 2-core machine for the whole run. A real broker holds an
     idle fetch for ``fetch.wait.max.ms`` and the consumers run on their own machines.
     """
-    from bench_partition_increase import create_topic
-    from confluent_kafka.admin import AdminClient
-
     partitions, groups = parse_cell(cell)
     original = max(1, partitions // 64)
-    topic = create_topic(config, f"alone{partitions}x{groups}", original)
-    try:
+    with bench.scratch_topic(config, f"alone{partitions}x{groups}", original) as topic:
         commit_offline_offsets(config, topic, [f"{topic}-off{i}" for i in range(groups)], original)
         progress(f"{cell}: the same increase alone (no traffic) {original} -> {partitions}")
-        started = broker_cpu_s(homes["broker"])
+        started = bench.broker_cpu_s(homes["broker"])
         home = homes["cell"].with_name(homes["cell"].name + "-alone")
         run = run_dag_subprocess(home, homes["db"], config, topic, partitions, timeout)
-        ended = broker_cpu_s(homes["broker"])
+        ended = bench.broker_cpu_s(homes["broker"])
         run["broker_cpu_s"] = ended - started if ended is not None and started is not None else None
         return run
-    finally:
-        for future in AdminClient(config).delete_topics([topic]).values():
-            with contextlib.suppress(Exception):
-                future.result(timeout=60)
 
 
 def summarize(row: dict[str, Any]) -> dict[str, Any]:
@@ -602,19 +576,14 @@ def base_dir() -> Path:
 
 
 def broker_dir(mode: str) -> Path:
-    return ROOT / ".kstate" / f"bench-scale-{mode}-broker-{os.getpid()}"
+    """The data folder of this run's ``mode`` broker (``plain`` or ``rtt``): one per process, since the
+    plain and the delayed broker run side by side, and another bench may run at the same time."""
+    return bench.broker_dir(f"bench-scale-{mode}-broker", per_process=True)
 
 
-@contextlib.contextmanager
-def plain_broker() -> Iterator[dict[str, Any]]:
-    """The cluster of ``KSTATE_BOOTSTRAP_SERVERS``, else the embedded broker in its own data folder
-    (``bench_partition_increase.broker()`` uses a fixed folder another bench may be using at the same
-    time)."""
-    from kstate_support.broker import cluster
-
-    with cluster(broker_dir("plain")) as config:
-        yield config
-    shutil.rmtree(broker_dir("plain"), ignore_errors=True)
+def plain_broker() -> contextlib.AbstractContextManager[dict[str, Any]]:
+    """The cluster of ``KSTATE_BOOTSTRAP_SERVERS``, else the embedded broker in :func:`broker_dir`."""
+    return bench.broker("bench-scale-plain-broker", per_process=True)
 
 
 @contextlib.contextmanager
@@ -683,19 +652,27 @@ def _fmt(value: Any, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _row_line(row: dict[str, Any]) -> str:
-    if "error" in row:
-        return f"{row['cell']:>9}  FAILED: {row['error'][:150]}"
-    task, xmax = row["xcom_max_task"]
-    return (
-        f"{row['cell']:>9} {row['setup_s']:>6.1f} {_fmt(row['window_s'], '7.3f')} {_fmt(row['restart_s'], '7.3f')}"
-        f" {_fmt(row['ratio'], '6.2f')} {_fmt(row['whole_run_s'], '6.1f')} {_fmt(row['dagrun_s'], '6.1f')}"
-        f" {_fmt(row['run_less_startup_s'], '7.1f')} {_fmt(row['dag_test_cpu_s'], '6.1f')}"
-        f" {_fmt(row['broker_cpu_s'], '6.1f')}"
-        f" {row['log_lines']:>7} {row['log_bytes'] / 1024:>8.0f} {xmax / 1024:>8.1f} {task[:14]:>14}"
-        f" {row['xcom_total_bytes'] / 1024:>8.1f} {_fmt(row['peak_rss_mb'], '6.0f')}"
-        f" {('ok' if row['success'] else row['run'].get('state')):>7} {row['lost']:>4}"
-    )
+#: A grid's table: one row per measured cell.
+GRID_COLUMNS = [
+    Column("cell", "cell"),
+    Column("setup", "setup_s", ".1f"),
+    Column("window", "window_s", ".3f"),
+    Column("restart", "restart_s", ".3f"),
+    Column("ratio", "ratio", ".2f"),
+    Column("run", "whole_run_s", ".1f"),
+    Column("dagrun", "dagrun_s", ".1f"),
+    Column("run-su", "run_less_startup_s", ".1f"),
+    Column("runCPU", "dag_test_cpu_s", ".1f"),
+    Column("brkCPU", "broker_cpu_s", ".1f"),
+    Column("log ln", "log_lines"),
+    Column("log KiB", lambda r: r["log_bytes"] / 1024, ".0f"),
+    Column("xcom max", lambda r: r["xcom_max_task"][1] / 1024, ".1f"),
+    Column("(task)", lambda r: r["xcom_max_task"][0][:14]),
+    Column("xcom KiB", lambda r: r["xcom_total_bytes"] / 1024, ".1f"),
+    Column("RSS MB", "peak_rss_mb", ".0f"),
+    Column("state", lambda r: "ok" if r["success"] else r["run"].get("state")),
+    Column("lost", "lost"),
+]
 
 
 def target_check(row: dict[str, Any]) -> dict[str, Any]:
@@ -718,36 +695,39 @@ def target_check(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_grid(grid: dict[str, Any]) -> None:
-    print(
-        f"\n[{grid['mode']}] round trip of a trivial request: {grid['round_trip_ms']:.2f} ms."
+    """The grid's table, then per cell: a failure, the same increase alone, the targets."""
+    bench.print_table(
+        [row for row in grid["cells"] if "error" not in row],
+        GRID_COLUMNS,
+        title=f"\n[{grid['mode']}] round trip of a trivial request: {grid['round_trip_ms']:.2f} ms."
         " window/restart: live consumers' downtime, seconds; ratio = window / restart at the target count;"
         " run = dag.test() wall, dagrun = the DagRun's start -> end, run-su = run less the dag.test start-up;"
-        " runCPU = the run's CPU seconds, brkCPU = the broker's during the run (the traffic's share of 2 cores)."
-    )
-    print(
-        f"{'cell':>9} {'setup':>6} {'window':>7} {'restart':>7} {'ratio':>6} {'run':>6} {'dagrun':>6}"
-        f" {'run-su':>7} {'runCPU':>6} {'brkCPU':>6}"
-        f" {'log ln':>7} {'log KiB':>8} {'xcom max':>8} {'(task)':>14} {'xcom KiB':>8} {'RSS MB':>6}"
-        f" {'state':>7} {'lost':>4}"
+        " runCPU = the run's CPU seconds, brkCPU = the broker's during the run (the traffic's share of 2 cores).",
     )
     for row in grid["cells"]:
-        print(_row_line(row))
-        if "error" not in row and row.get("alone"):
-            alone = row["alone"]
-            print(
-                f"{'':>9} the same increase alone (every group offline, no traffic): run"
-                f" {_fmt(row['alone_whole_run_s'], '.1f')} s, dagrun {_fmt(alone.get('dagrun_s'), '.1f')} s,"
-                f" runCPU {_fmt(alone.get('dag_test_cpu_s'), '.1f')} s, brkCPU {_fmt(alone.get('broker_cpu_s'), '.1f')} s,"
-                f" peak RSS {_fmt(row['alone_peak_rss_mb'], '.0f')} MB (before dag.test"
-                f" {_fmt(alone.get('rss_before_dag_test_mb'), '.0f')}), xcom max"
-                f" {_fmt((row['alone_xcom_max'] or 0) / 1024, '.1f')} KiB, {'ok' if row['alone_success'] else alone.get('state')}"
-            )
-        if row["cell"] == TARGET_CELL and "error" not in row:
+        if "error" in row:
+            print(f"{row['cell']:>9}  FAILED: {row['error'][:150]}")
+            continue
+        if row.get("alone"):
+            print(f"{row['cell']:>9} {_alone_line(row)}")
+        if row["cell"] == TARGET_CELL:
             met = ", ".join(
                 f"{name} {_fmt(c['value'], '.3g')} <= {c['limit']:g}: {'yes' if c['met'] else 'NO'}"
                 for name, c in row["targets"].items()
             )
-            print(f"{'':>9} targets: {met}")
+            print(f"{row['cell']:>9} targets: {met}")
+
+
+def _alone_line(row: dict[str, Any]) -> str:
+    alone = row["alone"]
+    return (
+        "the same increase alone (every group offline, no traffic): run"
+        f" {_fmt(row['alone_whole_run_s'], '.1f')} s, dagrun {_fmt(alone.get('dagrun_s'), '.1f')} s,"
+        f" runCPU {_fmt(alone.get('dag_test_cpu_s'), '.1f')} s, brkCPU {_fmt(alone.get('broker_cpu_s'), '.1f')} s,"
+        f" peak RSS {_fmt(row['alone_peak_rss_mb'], '.0f')} MB (before dag.test"
+        f" {_fmt(alone.get('rss_before_dag_test_mb'), '.0f')}), xcom max"
+        f" {_fmt((row['alone_xcom_max'] or 0) / 1024, '.1f')} KiB, {'ok' if row['alone_success'] else alone.get('state')}"
+    )
 
 
 def print_tasks(grid: dict[str, Any]) -> None:
@@ -797,13 +777,10 @@ def growth(grid: dict[str, Any]) -> list[dict[str, Any]]:
 def print_growth(grid: dict[str, Any]) -> None:
     if not grid["growth"]:
         return
-    print(f"\n[{grid['mode']}] growth relative to {grid['growth'][0]['cell']} (x):")
-    print(f"{'cell':>9} {'size':>7}" + "".join(f" {key.removesuffix('_s'):>16}" for key in GROWTH))
-    for entry in grid["growth"]:
-        print(
-            f"{entry['cell']:>9} {entry['size']:>7.0f}"
-            + "".join(f" {_fmt(entry[key], '16.2f')}" for key in GROWTH)
-        )
+    columns = [Column("cell", "cell"), Column("size", "size", ".0f")]
+    columns += [Column(key.removesuffix("_s"), key, ".2f") for key in GROWTH]
+    title = f"\n[{grid['mode']}] growth relative to {grid['growth'][0]['cell']} (x):"
+    bench.print_table(grid["growth"], columns, title=title)
 
 
 def _median(values: list[float]) -> float | None:
@@ -864,17 +841,11 @@ def print_side_by_side(result: dict[str, Any]) -> None:
 
 def code_version() -> dict[str, Any]:
     """The commit the package and DAGs were measured at, and whether they had uncommitted changes."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
-        ).stdout.strip()
-
     paths = ["airflow_provider_kstate", "dags"]
     return {
-        "head": git("rev-parse", "--short", "HEAD"),
-        "package_last_commit": git("log", "-1", "--format=%h %s", "--", *paths)[:120],
-        "package_uncommitted": bool(git("status", "--porcelain", "--", *paths)),
+        "head": bench.git("rev-parse", "--short", "HEAD"),
+        "package_last_commit": bench.git("log", "-1", "--format=%h %s", "--", *paths)[:120],
+        "package_uncommitted": bool(bench.git("status", "--porcelain", "--", *paths)),
     }
 
 
@@ -909,15 +880,14 @@ def main(argv: list[str] | None = None) -> int:
         result["added_round_trip_ms"] = (
             result["grids"][1]["round_trip_ms"] - result["grids"][0]["round_trip_ms"]
         )
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(result, indent=2, default=str))
+    bench.write_results(output, result)
     for grid in result["grids"]:
         print_grid(grid)
         print_tasks(grid)
         print_growth(grid)
         print(f"flatness: {json.dumps(grid['flatness'])}")
     print_side_by_side(result)
-    print(f"\nbench took {result['bench_s']:.0f} s; wrote {output}")
+    print(f"\nbench took {result['bench_s']:.0f} s")
     return 0
 
 

@@ -33,11 +33,11 @@ import logging
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-from confluent_kafka.admin import NewPartitions, NewTopic
-from kstate_support import broker as embedded_broker
+from confluent_kafka.admin import NewPartitions
+from kstate_support import bench
+from kstate_support.bench import Column
 from kstate_support.key_order import KeyedProducer, OrderChecker, SlowFleet
 from kstate_support.traffic import wait_until
 
@@ -46,7 +46,21 @@ from airflow_provider_kstate.cluster.control import Controller
 from airflow_provider_kstate.increase.key_order import KeyOrderSwitch
 from airflow_provider_kstate.increase.plan import GroupPlan, Plan
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = bench.results_path("key_order")
+#: The table's columns: keys of a run's row.
+HEADER = (
+    "order",
+    "partitions",
+    "backlog",
+    "backlog_at_stop",
+    "producer_blocked_s",
+    "held_to_switch_s",
+    "drained_s",
+    "moved_keys_extra_delay_s",
+    "violations",
+    "keys_out_of_order",
+    "lost",
+)
 
 
 def one_run(
@@ -55,8 +69,7 @@ def one_run(
     admin = ClusterAdmin(config)
     control = Controller(admin, control_topic)
     control.channel()  # creates the control topic
-    topic = f"bench-order-{uuid.uuid4().hex[:8]}"
-    admin.client.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    topic = bench.new_topic(config, "order", partitions, replication=1)
     group = f"{topic}-g"
     checker = OrderChecker()
     control.set_layout(topic, partitions, "bench")  # the pin of an increase: producers acknowledge it
@@ -110,7 +123,7 @@ def one_run(
     passages = fleet.passages()
     held = [p.held_s for p in passages if p.held_s is not None]
     blocked = max((h.blocked_s for h in holds), default=0.0)
-    admin.client.delete_topics([topic])
+    bench.delete_topics(config, [topic])
     control.close()
     return {
         "order": order,
@@ -152,7 +165,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     rows = []
-    with embedded_broker.cluster() as config:
+    with bench.broker("bench-key-order-broker") as config:
         control_topic = f"_kstate_control_bench_{uuid.uuid4().hex[:6]}"
         for partitions in args.partitions:
             for backlog in args.backlogs:
@@ -160,24 +173,9 @@ def main(argv: list[str]) -> int:
                     row = one_run(config, control_topic, partitions, backlog, order, args.rate)
                     rows.append(row)
                     print(json.dumps(row), flush=True)
-    header = (
-        "order",
-        "partitions",
-        "backlog",
-        "backlog_at_stop",
-        "producer_blocked_s",
-        "held_to_switch_s",
-        "drained_s",
-        "moved_keys_extra_delay_s",
-        "violations",
-        "keys_out_of_order",
-        "lost",
-    )
-    print("\n| " + " | ".join(header) + " |\n|" + "---|" * len(header))
-    for row in rows:
-        print("| " + " | ".join(str(row.get(h)) for h in header) + " |")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "key_order.json").write_text(json.dumps({"rate": args.rate, "rows": rows}, indent=2))
+    bench.write_results(RESULTS, {"rate": args.rate, "rows": rows})
+    print()
+    bench.print_table(rows, [Column(key, key) for key in HEADER], markdown=True)
     return 0
 
 

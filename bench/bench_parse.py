@@ -49,9 +49,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kstate_support import bench
+from kstate_support.bench import Column
+
 ROOT = Path(__file__).resolve().parent.parent
 DAGS = [ROOT / "dags" / "kstate_partition_increase.py", ROOT / "dags" / "kstate_state_maintenance.py"]
-RESULTS = ROOT / "bench" / "results" / "parse.json"
+RESULTS = bench.results_path("parse")
 CONTROL_DAG = """
 import pendulum
 from airflow.providers.standard.operators.empty import EmptyOperator
@@ -265,17 +268,44 @@ def main() -> int:
     within = added_ms <= args.budget_ms
     openlineage = importlib.util.find_spec("airflow.providers.openlineage") is not None
 
-    names = list(stats["wall"])
-    width = max(len(n) for n in names)
-    print(
-        f"Parse cost: {args.runs} runs of each kind, fresh interpreters, medians in ms "
-        f"(load avg {load[0]:.1f} on {os.cpu_count()} CPUs)"
+    bench.write_results(
+        RESULTS,
+        {
+            "runs": args.runs,
+            "budget_ms": args.budget_ms,
+            "verdict_clock": verdict_clock,
+            "added_ms": added_ms,
+            "openlineage_installed": openlineage,
+            "within_budget": within,
+            "network_free": network_free,
+            "median_ms": stats,
+            "added_ms_per_run": {
+                "wall": [ms(r["added"]) for r in dags],
+                "cpu": [ms(r["added_cpu"]) for r in dags],
+            },
+            "dags": dags[0]["dags"],
+            "network": {
+                "trap_port_connections": trap.accepted,
+                "socket_calls": socket_calls,
+                "rdkafka_threads": rdk_threads,
+            },
+            "machine": {
+                "python": platform.python_version(),
+                "cpus": os.cpu_count(),
+                "loadavg": [round(x, 2) for x in load],
+            },
+        },
     )
-    print(f"{'step'.ljust(width)}  {'wall':>8}  {'cpu':>8}")
-    print(f"{'-' * width}  {'-' * 8}  {'-' * 8}")
-    for name in names:
-        cpu = stats["cpu"].get(name)
-        print(f"{name.ljust(width)}  {stats['wall'][name]:>8.1f}  {'-' if cpu is None else f'{cpu:.1f}':>8}")
+    bench.print_table(
+        list(stats["wall"]),
+        [
+            Column("step", lambda name: name, align="<"),
+            Column("wall", lambda name: stats["wall"][name], ".1f"),
+            Column("cpu", lambda name: stats["cpu"].get(name), ".1f"),
+        ],
+        title=f"Parse cost: {args.runs} runs of each kind, fresh interpreters, medians in ms "
+        f"(load avg {load[0]:.1f} on {os.cpu_count()} CPUs)",
+    )
     print(f"added per run, wall (ms): {sorted(ms(r['added']) for r in dags)}")
     print(f"added per run, cpu  (ms): {sorted(ms(r['added_cpu']) for r in dags)}")
     print(f"DAGs parsed (tasks per DAG): {dags[0]['dags']}")
@@ -292,40 +322,6 @@ def main() -> int:
         f"budget {args.budget_ms:.0f} ms on the {verdict_clock} clock: provider + DAG files {added_ms:.1f} ms -> "
         f"{'OK' if within else 'OVER'}; network: {'none' if network_free else 'USED'}"
     )
-
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
-        json.dumps(
-            {
-                "runs": args.runs,
-                "budget_ms": args.budget_ms,
-                "verdict_clock": verdict_clock,
-                "added_ms": added_ms,
-                "openlineage_installed": openlineage,
-                "within_budget": within,
-                "network_free": network_free,
-                "median_ms": stats,
-                "added_ms_per_run": {
-                    "wall": [ms(r["added"]) for r in dags],
-                    "cpu": [ms(r["added_cpu"]) for r in dags],
-                },
-                "dags": dags[0]["dags"],
-                "network": {
-                    "trap_port_connections": trap.accepted,
-                    "socket_calls": socket_calls,
-                    "rdkafka_threads": rdk_threads,
-                },
-                "machine": {
-                    "python": platform.python_version(),
-                    "cpus": os.cpu_count(),
-                    "loadavg": [round(x, 2) for x in load],
-                },
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
     return 0 if within and network_free else 1
 
 

@@ -25,26 +25,23 @@ Starts its own embedded broker unless ``KSTATE_BOOTSTRAP_SERVERS`` is set. Print
 from __future__ import annotations
 
 import argparse
-import contextlib
+import functools
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from kstate_support import airflow_env as support_airflow
-from kstate_support import quiet
-from kstate_support.broker import cluster
-from kstate_support.topics import create_topic as _create
+from kstate_support import bench, quiet
+from kstate_support.bench import Column, progress
 
 ROOT = Path(__file__).resolve().parent.parent
 
-RESULTS = ROOT / "bench" / "results" / "partition_increase.json"
+RESULTS = bench.results_path("partition_increase")
 #: The controlled consumers' ``check_interval``: the wrapper's default (``paused_check_interval`` too).
 CHECK_INTERVAL = 0.2
 WINDOW_DEFINITION = (
@@ -54,12 +51,8 @@ WINDOW_DEFINITION = (
 )
 
 
-@contextlib.contextmanager
-def broker() -> Iterator[dict[str, Any]]:
-    """Yield the librdkafka config of ``KSTATE_BOOTSTRAP_SERVERS``, else of a fresh embedded broker."""
-    with cluster(ROOT / ".kstate" / "bench-broker") as config:
-        yield config
-
+#: The cluster of ``KSTATE_BOOTSTRAP_SERVERS``, else a fresh embedded broker in ``.kstate/bench-broker``.
+broker = functools.partial(bench.broker, "bench-broker")
 
 #: The layouts measured: the project's own DAGs (``dags/kstate_partition_increase.py``).
 LAYOUTS = {
@@ -77,10 +70,6 @@ def airflow_env(config: dict[str, Any]) -> dict[str, Any]:
     bag = DagBag(dag_folder=str(ROOT / "dags" / "kstate_partition_increase.py"))
     assert not bag.import_errors, bag.import_errors
     return {layout: bag.get_dag(dag_id) for layout, dag_id in LAYOUTS.items()}
-
-
-def create_topic(config: dict[str, Any], prefix: str, partitions: int) -> str:
-    return _create(config, f"bench-{prefix}-{uuid.uuid4().hex[:6]}", partitions)
 
 
 def _wait_window(
@@ -105,7 +94,7 @@ def plain_restart(config: dict[str, Any], consumers: int, controlled: bool) -> d
     """
     from kstate_support.traffic import ConsumerFleet, SeqProducer, Timeline, warm_up
 
-    topic = create_topic(config, "restart", 8)
+    topic = bench.new_topic(config, "restart", 8)
     group = f"{topic}-g"
     timeline = Timeline()
     settings = {"controlled": controlled, "check_interval": CHECK_INTERVAL, "timeline": timeline}
@@ -129,7 +118,7 @@ def safe_window(config: dict[str, Any], dag: Any, consumers: int) -> dict[str, f
     the run's wall time and the number of messages lost."""
     from kstate_support.traffic import ConsumerFleet, SeqProducer, loss, warm_up
 
-    topic = create_topic(config, "safe", 1)
+    topic = bench.new_topic(config, "safe", 1)
     group = f"{topic}-g"
     fleet = ConsumerFleet(config, topic, group, n=consumers, controlled=True, check_interval=CHECK_INTERVAL)
     producer = SeqProducer(config, topic, rate=200, controlled=True)
@@ -201,7 +190,7 @@ def _fill(config: dict[str, Any], topic: str, messages: int, groups: list[str]) 
 
 def worker_memory(config: dict[str, Any], groups: int, partitions: int, messages: int) -> dict[str, Any]:
     """Peak RSS growth of plan + seed + verify for ``groups`` x ``partitions`` over ``messages`` of data."""
-    topic = create_topic(config, "mem", partitions)
+    topic = bench.new_topic(config, "mem", partitions)
     names = [f"{topic}-g{i}" for i in range(groups)]
     _fill(config, topic, messages, names)
     env = {**os.environ, "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": config})}
@@ -224,29 +213,40 @@ def worker_memory(config: dict[str, Any], groups: int, partitions: int, messages
     }
 
 
+#: The pause window against the restarts, per consumer count and DAG layout.
+WINDOWS = [
+    Column("consumers", "consumers"),
+    Column("layout", "layout"),
+    Column("restart plain", "restart_plain_s", ".3f"),
+    Column("restart same", "restart_same_s", ".3f"),
+    Column("window", "pause_window_s", ".3f"),
+    Column("ratio", "ratio", ".2f"),
+    Column("<=1.2", "meets_target"),
+    Column("vs plain", "ratio_vs_plain", ".2f"),
+    Column("safe run", "safe_run_s", ".2f"),
+    Column("lost", "lost"),
+]
+#: The worker's memory per groups x partitions x messages.
+MEMORY = [
+    Column("groups", "groups"),
+    Column("partitions", "partitions"),
+    Column("messages", "messages"),
+    Column("RSS KiB", "rss_growth_kib"),
+    Column("Python heap KiB", "heap_peak_kib", ".1f"),
+]
+
+
 def print_table(result: dict[str, Any]) -> None:
-    print(
-        "\nConsumer downtime, measured in the consumer threads: first consumer stops -> all consumers hold all 8"
-        " partitions again\n(seconds, medians; restart = every consumer close()s, new ones subscribe; ratio ="
-        " window / restart of the same ControlledConsumers)"
+    bench.print_table(
+        result["pause_window"],
+        WINDOWS,
+        title="\nConsumer downtime, measured in the consumer threads: first consumer stops -> all consumers"
+        " hold all 8 partitions again\n(seconds, medians; restart = every consumer close()s, new ones"
+        " subscribe; ratio = window / restart of the same ControlledConsumers)",
     )
-    print(
-        f"{'consumers':>9} {'layout':>13} {'restart plain':>13} {'restart same':>12} {'window':>7} "
-        f"{'ratio':>6} {'<=1.2':>6} {'vs plain':>8} {'safe run':>9} {'lost':>5}"
+    bench.print_table(
+        result["memory"], MEMORY, title="\nWorker memory: peak growth while plan + seed + verify run"
     )
-    for row in result["pause_window"]:
-        print(
-            f"{row['consumers']:>9} {row['layout']:>13} {row['restart_plain_s']:>13.3f} {row['restart_same_s']:>12.3f}"
-            f" {row['pause_window_s']:>7.3f} {row['ratio']:>6.2f} {str(row['meets_target']):>6}"
-            f" {row['ratio_vs_plain']:>8.2f} {row['safe_run_s']:>9.2f} {row['lost']:>5}"
-        )
-    print("\nWorker memory: peak growth while plan + seed + verify run")
-    print(f"{'groups':>6} {'partitions':>10} {'messages':>9} {'RSS KiB':>8} {'Python heap KiB':>16}")
-    for row in result["memory"]:
-        print(
-            f"{row['groups']:>6} {row['partitions']:>10} {row['messages']:>9} {row['rss_growth_kib']:>8}"
-            f" {row['heap_peak_kib']:>16.1f}"
-        )
     print(f"\nmemory independent of message count: {result['memory_flat_in_messages']}")
 
 
@@ -294,10 +294,6 @@ def measure_windows(
     return rows
 
 
-def progress(text: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -337,10 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         abs(large["rss_growth_kib"] - small["rss_growth_kib"]) <= 2048
         and large["heap_peak_kib"] <= small["heap_peak_kib"] * 1.1 + 64
     )
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2))
+    bench.write_results(RESULTS, result)
     print_table(result)
-    print(f"\nwrote {RESULTS.relative_to(ROOT)}")
     return 0
 
 

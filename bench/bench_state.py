@@ -33,7 +33,7 @@ The broker is the one of ``KSTATE_BOOTSTRAP_SERVERS`` or an embedded one started
 from __future__ import annotations
 
 import argparse
-import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -42,23 +42,26 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from kstate_support import bench
+from kstate_support.bench import Column
 
-from airflow_provider_kstate.spark_apps import kafka_io  # noqa: E402
-from airflow_provider_kstate.store.manifest import (  # noqa: E402
+from airflow_provider_kstate.spark_apps import kafka_io
+from airflow_provider_kstate.store.manifest import (
     Manifest,
     PartitionStats,
     read_manifest,
     write_manifest,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
 APPS = ROOT / "airflow_provider_kstate" / "spark_apps"
-RESULTS = ROOT / "bench" / "results" / "state.json"
+RESULTS = bench.results_path("state")
 PARTITIONS = 16
+#: The changelog's topic settings: compacted, one active segment (so nothing is compacted away).
+CHANGELOG = {"cleanup.policy": "compact", "segment.bytes": str(1 << 30)}
 VALUE = b"v" * 24
 #: The memory runs: a driver JVM apart from one executor JVM (2 cores, 1 GiB), so the driver's own memory shows.
 MEMORY_MASTER = "local-cluster[1,2,1024]"
@@ -68,27 +71,10 @@ POLL_SECONDS = 0.05
 TREE_EVERY = 4
 
 
-@contextlib.contextmanager
-def broker() -> Iterator[dict[str, Any]]:
-    """Yield the librdkafka config of the broker under test (embedded unless KSTATE_BOOTSTRAP_SERVERS)."""
-    from kstate_support.broker import cluster
-
-    with cluster(ROOT / ".kstate" / "broker-bench-state") as config:
-        yield config
-
-
-def create_topic(conf: dict[str, Any], name: str, partitions: int) -> None:
-    """Create the compacted changelog ``name`` with one active segment (so nothing is compacted away)."""
-    from kstate_support.topics import create_topic as create
-
-    create(conf, name, partitions, {"cleanup.policy": "compact", "segment.bytes": str(1 << 30)})
-
-
-def delete_topic(conf: dict[str, Any], name: str) -> None:
-    """Delete ``name``, best effort."""
-    from kstate_support.topics import delete_topics
-
-    delete_topics(conf, [name])
+#: The embedded broker's data folder under ``.kstate/`` (:func:`broker_cpu` finds the broker by it).
+BROKER = "broker-bench-state"
+#: The broker under test: the cluster of ``KSTATE_BOOTSTRAP_SERVERS``, else an embedded one.
+broker = functools.partial(bench.broker, BROKER)
 
 
 def produce(conf: dict[str, Any], topic: str, records: int) -> float:
@@ -184,7 +170,7 @@ class RssPoller(threading.Thread):
                 kind = _kind(cmd, self.app)
                 if kind:
                     self.peak[kind] = max(self.peak[kind], _rss(pid))
-                self.cpu[pid] = max(self.cpu.get(pid, 0.0), _cpu_seconds(pid))
+                self.cpu[pid] = max(self.cpu.get(pid, 0.0), bench.process_cpu_s(pid))
             time.sleep(POLL_SECONDS)
 
 
@@ -199,22 +185,9 @@ def _kind(cmd: str, app: str) -> str | None:
     return None
 
 
-def _cpu_seconds(pid: int) -> float:
-    """Return a process's user + system CPU seconds so far (0 when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def broker_pid() -> int | None:
-    """Return the pid of the embedded broker binary, when this benchmark started it."""
-    if os.environ.get("KSTATE_BOOTSTRAP_SERVERS"):
-        return None
-    out = subprocess.run(["pgrep", "-f", "broker-bench-state"], capture_output=True, text=True).stdout
-    pids = [int(p) for p in out.split()]
-    return max(pids, key=_cpu_seconds) if pids else None
+def broker_cpu() -> float:
+    """CPU seconds the embedded broker of this benchmark has used (0 with a named cluster)."""
+    return bench.broker_cpu_s(bench.broker_dir(BROKER)) or 0.0
 
 
 def _tree(root: int) -> list[tuple[int, str]]:
@@ -264,8 +237,7 @@ def submit(app: str, master: str, args: list[str], extra: list[str] | None = Non
     cmd = [str(venv_bin / "spark-submit"), "--master", master, "--conf", "spark.log.level=ERROR"]
     cmd += ["--conf", "spark.ui.enabled=false", *(extra or []), str(APPS / app), *args]
     started = time.monotonic()
-    bpid = broker_pid()
-    broker_cpu = _cpu_seconds(bpid) if bpid else 0.0
+    broker_started = broker_cpu()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     poller = RssPoller(proc.pid, app)
     poller.start()
@@ -273,7 +245,7 @@ def submit(app: str, master: str, args: list[str], extra: list[str] | None = Non
     poller.stop.set()
     poller.join()
     wall = time.monotonic() - started
-    broker_cpu = (_cpu_seconds(bpid) - broker_cpu) if bpid else 0.0
+    broker_seconds = broker_cpu() - broker_started
     if proc.returncode != 0:
         raise RuntimeError(f"{app} failed ({proc.returncode}): {err[-2000:]}")
     result = json.loads(report.read_text())
@@ -281,8 +253,8 @@ def submit(app: str, master: str, args: list[str], extra: list[str] | None = Non
     result["peak_rss"] = poller.peak
     result["cpu"] = {
         "app_seconds": round(sum(poller.cpu.values()), 2),
-        "broker_seconds": round(broker_cpu, 2),
-        "cores_busy": round((sum(poller.cpu.values()) + broker_cpu) / wall, 2),
+        "broker_seconds": round(broker_seconds, 2),
+        "cores_busy": round((sum(poller.cpu.values()) + broker_seconds) / wall, 2),
     }
     return result
 
@@ -349,9 +321,7 @@ def run_memory(conf_file: str, topic: str, uri: str, work: Path) -> dict[str, An
 
 def fast_check(conf: dict[str, Any], work: Path, partitions: int = 1000) -> dict[str, Any]:
     """Time read_manifest + one list_offsets round for a ``partitions``-partition topic."""
-    topic = f"kstate-bench-wide-{uuid.uuid4().hex[:6]}"
-    create_topic(conf, topic, partitions)
-    try:
+    with bench.scratch_topic(conf, "wide", partitions, CHANGELOG) as topic:
         stats = {p: PartitionStats(0, 0, 0, "0" * 16) for p in range(partitions)}
         uri = str(work / "wide-snapshot")
         write_manifest(uri, Manifest(topic=topic, partitions=partitions, partition_stats=stats))
@@ -370,16 +340,12 @@ def fast_check(conf: dict[str, Any], work: Path, partitions: int = 1000) -> dict
             "seconds_median": round(sorted(timings)[2], 3),
             "seconds_max": round(max(timings), 3),
         }
-    finally:
-        delete_topic(conf, topic)
 
 
 def measure_size(conf: dict[str, Any], records: int, work: Path, conf_file: str) -> dict[str, Any]:
     """Produce one changelog of ``records`` and measure the limit and every app on it."""
-    topic = f"kstate-bench-log-{uuid.uuid4().hex[:6]}"
-    create_topic(conf, topic, PARTITIONS)
     out: dict[str, Any] = {"records": records}
-    try:
+    with bench.scratch_topic(conf, "log", PARTITIONS, CHANGELOG) as topic:
         out["produce_seconds"] = round(produce(conf, topic, records), 2)
         out["limit"] = limit(conf, topic)
         uri = str(work / f"snapshot-{records}")
@@ -387,8 +353,6 @@ def measure_size(conf: dict[str, Any], records: int, work: Path, conf_file: str)
             for master in ("local[1]", "local[2]"):
                 out[f"{app} {master}"] = run_app(f"{app}.py", master, conf_file, topic, uri, work)
         out["memory"] = run_memory(conf_file, topic, str(work / f"snapshot-mem-{records}"), work)
-    finally:
-        delete_topic(conf, topic)
     return out
 
 
@@ -467,39 +431,52 @@ def memory_verdicts(small: dict[str, Any], big: dict[str, Any]) -> list[tuple[st
     return [(f"{name} {tag}", f"{y / x - 1:+.1%}", "<= +10%", y <= x * 1.1) for name, x, y in pairs]
 
 
+#: Per changelog size: the limit, then each application at local[1] and local[2].
+SIZE_COLUMNS = [
+    Column("job", "job", align="<"),
+    Column("records", "records"),
+    Column("s (in app)", "seconds_in_app"),
+    Column("s (wall)", "wall_seconds"),
+    Column("records/s", "records_per_s"),
+    Column("JVM RSS MiB", "peak_rss_jvm_mib"),
+    Column("py RSS MiB", "peak_rss_python_driver_mib"),
+    Column("app CPU s", "app_seconds"),
+    Column("broker CPU s", "broker_seconds"),
+    Column("cores busy", "cores_busy"),
+]
+JOBS = ("rebuild local[1]", "rebuild local[2]", "deep_check local[1]", "deep_check local[2]")
+#: The rebuild in MEMORY_MASTER mode, per changelog size.
+MEMORY_COLUMNS = [
+    Column("records", "records"),
+    Column("s (in app)", "seconds_in_app"),
+    Column("driver JVM RSS MiB", "peak_rss_driver_jvm_mib"),
+    Column("executor JVM RSS MiB", "peak_rss_executor_jvm_mib"),
+    Column("py RSS MiB", "peak_rss_python_driver_mib"),
+    Column(
+        "driver heap after GC: max / last MiB (GCs)",
+        lambda m: "{max_mib} / {last_mib} ({gcs})".format(**m["driver_heap_after_gc"]),
+    ),
+]
+#: The targets: (name, measured, goal, met) tuples of :func:`verdicts`.
+VERDICT_COLUMNS = [
+    Column("target", lambda v: v[0], align="<"),
+    Column("measured", lambda v: v[1]),
+    Column("goal", lambda v: v[2]),
+    Column("met", lambda v: "yes" if v[3] else "NO", align="<"),
+]
+
+
 def print_size(size: dict[str, Any], cores: int) -> None:
     lim = size["limit"]
-    print(f"\nchangelog: {size['records']} records, {PARTITIONS} partitions, {cores} cores")
-    head = f"{'job':<22}{'records':>10}{'s (in app)':>12}{'s (wall)':>10}{'records/s':>12}"
-    print(
-        head + f"{'JVM RSS MiB':>13}{'py RSS MiB':>12}{'app CPU s':>11}{'broker CPU s':>14}{'cores busy':>12}"
-    )
-    print(
-        f"{'limit: 1 consumer':<22}{lim['records']:>10}{lim['seconds']:>12}{'':>10}{lim['records_per_s']:>12}"
-    )
-    for name in ("rebuild local[1]", "rebuild local[2]", "deep_check local[1]", "deep_check local[2]"):
-        r, cpu = size[name], size[name]["cpu"]
-        print(
-            f"{name:<22}{r['records']:>10}{r['seconds_in_app']:>12}{r['wall_seconds']:>10}{r['records_per_s']:>12}"
-            f"{r['peak_rss_jvm_mib']:>13}{r['peak_rss_python_driver_mib']:>12}{cpu['app_seconds']:>11}"
-            f"{cpu['broker_seconds']:>14}{cpu['cores_busy']:>12}"
-        )
+    rows = [{"job": "limit: 1 consumer", **lim, "seconds_in_app": lim["seconds"]}]
+    rows += [{"job": name, **size[name], **size[name]["cpu"]} for name in JOBS]
+    title = f"\nchangelog: {size['records']} records, {PARTITIONS} partitions, {cores} cores"
+    bench.print_table(rows, SIZE_COLUMNS, title=title)
 
 
 def print_memory(res: dict[str, Any]) -> None:
-    print(f"\nmemory, rebuild in {MEMORY_MASTER} (driver JVM apart from the executor JVM)")
-    print(
-        f"{'records':>10}{'s (in app)':>12}{'driver JVM RSS MiB':>20}{'executor JVM RSS MiB':>22}"
-        f"{'py RSS MiB':>12}{'driver heap after GC: max / last MiB (GCs)':>44}"
-    )
-    for size in res["sizes"]:
-        m = size["memory"]
-        gc = m["driver_heap_after_gc"]
-        heap = f"{gc['max_mib']} / {gc['last_mib']} ({gc['gcs']})"
-        print(
-            f"{m['records']:>10}{m['seconds_in_app']:>12}{m['peak_rss_driver_jvm_mib']:>20}"
-            f"{m['peak_rss_executor_jvm_mib']:>22}{m['peak_rss_python_driver_mib']:>12}{heap:>44}"
-        )
+    title = f"\nmemory, rebuild in {MEMORY_MASTER} (driver JVM apart from the executor JVM)"
+    bench.print_table([size["memory"] for size in res["sizes"]], MEMORY_COLUMNS, title=title)
 
 
 def print_table(res: dict[str, Any]) -> None:
@@ -508,9 +485,8 @@ def print_table(res: dict[str, Any]) -> None:
     print_memory(res)
     for job, m in res.get("marginal", {}).items():
         print(f"{job}: marginal {m['records_per_s']} records/s, fixed cost {m['fixed_seconds']} s")
-    print(f"\n{'target':<48}{'measured':>12}{'goal':>10}  met")
-    for name, value, goal, met in verdicts(res):
-        print(f"{name:<48}{value:>12}{goal:>10}  {'yes' if met else 'NO'}")
+    print()
+    bench.print_table(verdicts(res), VERDICT_COLUMNS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -525,10 +501,8 @@ def main(argv: list[str] | None = None) -> int:
         res = measure(conf, args.records, None if args.skip_big else args.big_records, Path(tmp))
     res["load_average_at_end"] = os.getloadavg()
     res["verdicts"] = [{"target": n, "measured": v, "goal": g, "met": m} for n, v, g, m in verdicts(res)]
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(res, indent=2))
+    bench.write_results(RESULTS, res)
     print_table(res)
-    print(f"\nwritten: {RESULTS.relative_to(ROOT)}")
     return 0
 
 

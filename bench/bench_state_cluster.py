@@ -29,10 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import bench_state  # bench/ is this script's directory, so on sys.path when run as a script
+from kstate_support import bench
+from kstate_support.bench import Column
 from kstate_support.spark_standalone import StandaloneCluster
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results" / "state_cluster.json"
+RESULTS = bench.results_path("state_cluster")
 APPS = ROOT / "airflow_provider_kstate" / "spark_apps"
 
 
@@ -93,8 +95,7 @@ def measure(conf: dict[str, Any], sizes: tuple[int, int], work: Path, repeat: in
     conf_file.write_text(json.dumps(conf))
     topics = {}
     for n in sizes:
-        topics[n] = f"kstate-bench-cluster-{n}-{uuid.uuid4().hex[:6]}"
-        bench_state.create_topic(conf, topics[n], 16)
+        topics[n] = bench.new_topic(conf, f"cluster-{n}", 16, bench_state.CHANGELOG)
         bench_state.produce(conf, topics[n], n)
     out: dict[str, Any] = {}
     try:
@@ -122,8 +123,7 @@ def measure(conf: dict[str, Any], sizes: tuple[int, int], work: Path, repeat: in
             out[str(workers)] = fit(runs[sizes[0]], runs[sizes[1]], workers)
             print(f"{workers} worker(s): {json.dumps(out[str(workers)])}", flush=True)
     finally:
-        for topic in topics.values():
-            bench_state.delete_topic(conf, topic)
+        bench.delete_topics(conf, list(topics.values()))
     return out
 
 
@@ -134,6 +134,19 @@ def plan(per_core: float, fixed: float, records: int = 1_000_000_000) -> dict[st
         budget = minutes * 60 - fixed
         out[f"{minutes}min"] = max(1, -(-records // int(per_core * budget)))
     return {"records": records, "per_core_records_per_s": round(per_core), "cores_needed": out}
+
+
+#: Per cluster size: the marginal rate, per core, the fixed cost, and the two sizes' in-app seconds.
+COLUMNS = [
+    Column("workers", "workers"),
+    Column("cores", "cores"),
+    Column("marginal rec/s", "marginal_records_per_s", ","),
+    Column("per core", "marginal_per_core", ","),
+    Column("fixed s", "fixed_seconds"),
+    Column("fixed wall s", "fixed_wall_seconds"),
+    Column("small s", lambda r: r["small"]["seconds_in_app"]),
+    Column("big s", lambda r: r["big"]["seconds_in_app"]),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,26 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     res["machine"] = {"cores": os.cpu_count(), "load_avg": os.getloadavg()}
     res["repeat"] = args.repeat
     res["bench_seconds"] = round(time.monotonic() - started, 1)
-    res["commit"] = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
-    print(
-        f"{'workers':>8} {'cores':>6} {'marginal rec/s':>15} {'per core':>10} {'fixed s':>8} "
-        f"{'fixed wall s':>12} {'small s':>8} {'big s':>8}"
-    )
-    for w in ("1", "2"):
-        r = res[w]
-        print(
-            f"{w:>8} {r['cores']:>6} {r['marginal_records_per_s']:>15,} {r['marginal_per_core']:>10,} "
-            f"{r['fixed_seconds']:>8} {r['fixed_wall_seconds']:>12} {r['small']['seconds_in_app']:>8} "
-            f"{r['big']['seconds_in_app']:>8}"
-        )
+    res["commit"] = bench.git("rev-parse", "--short", "HEAD")
+    bench.write_results(RESULTS, res)
+    bench.print_table([{"workers": w, **res[w]} for w in ("1", "2")], COLUMNS)
     print(f"2 workers / 1 worker: {res['speedup_2_over_1']}x (load average {res['machine']['load_avg']})")
     print(
         f"1B records at {res['plan_1b']['per_core_records_per_s']:,} rec/s per core: cores needed {res['plan_1b']['cores_needed']}"
     )
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(res, indent=2))
     return 0
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -29,9 +30,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results" / "ui_runs.json"
+from kstate_support import bench
+from kstate_support.bench import Column
+
+RESULTS = bench.results_path("ui_runs")
 TOPIC = "orders"
+#: The table: one row per size.
+COLUMNS = [
+    Column("partitions x groups", lambda r: f"{r['partitions']:,} x {r['groups']}"),
+    Column("rows", "rows", ","),
+    Column("report", "report_mb", "{} MB"),
+    Column("list page", "list_ms", "{} ms"),
+    Column("proof, first page (cold)", "cold_s", "{} s"),
+    Column("rows/s cold", "cold_rows_per_s", ","),
+    Column("next page (warm)", "warm_ms", "{} ms"),
+    Column("cold/warm", "cold_over_warm", "{:,}x"),
+    Column("Python pass", "python_pass_s", "{} s"),
+    Column("pyarrow pass", "arrow_pass_s", "{} s"),
+    Column("Python/pyarrow", "python_over_arrow", "{}x"),
+    Column("page JSON", "page_json_kb", "{} KB"),
+]
 
 
 def write_verify(base: Path, owner: str, partitions: int, groups: int) -> tuple[str, float]:
@@ -112,28 +130,10 @@ def main() -> int:
     for size in args.sizes.split(","):
         partitions, groups = (int(x) for x in size.lower().split("x"))
         results.append(measure(partitions, groups, args.runs))
-        print(f"measured {size}", file=sys.stderr, flush=True)
-    header = (
-        "| partitions x groups | rows | report | list page | proof, first page (cold) | rows/s cold | "
-        "next page (warm) | cold/warm | Python pass | pyarrow pass | Python/pyarrow | page JSON |"
-    )
-    print(header)
-    print("|---" * (header.count("|") - 1) + "|")
-    for r in results:
-        print(
-            f"| {r['partitions']:,} x {r['groups']} | {r['rows']:,} | {r['report_mb']} MB | {r['list_ms']} ms | "
-            f"{r['cold_s']} s | {r['cold_rows_per_s']:,} | {r['warm_ms']} ms | {r['cold_over_warm']:,}x | "
-            f"{r['python_pass_s']} s | {r['arrow_pass_s']} s | {r['python_over_arrow']}x | {r['page_json_kb']} KB |"
-        )
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
-        json.dumps(
-            {"machine": platform.platform(), "cpus": __import__("os").cpu_count(), "results": results},
-            indent=2,
-        )
-        + "\n"
-    )
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+        bench.progress(f"measured {size}")
+    result = {"machine": platform.platform(), "cpus": os.cpu_count(), "results": results}
+    bench.write_results(RESULTS, result)
+    bench.print_table(results, COLUMNS, markdown=True)
     return 0
 
 

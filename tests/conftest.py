@@ -51,7 +51,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 #: Markers of the suites outside ``make test``, each run by its own target: the marker is deselected unless
 #: ``-m`` names it or its variable is ``1`` (``make chaos``, ``make e2e-prod``, ``make compat``).
-SEPARATE_SUITES = {"chaos": "KSTATE_CHAOS", "prod": "KSTATE_PROD", "compat": "KSTATE_COMPAT"}
+SEPARATE_SUITES = {
+    "chaos": "KSTATE_CHAOS",
+    "prod": "KSTATE_PROD",
+    "compat": "KSTATE_COMPAT",
+    "cluster": "KSTATE_CLUSTER",
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

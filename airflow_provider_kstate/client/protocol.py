@@ -47,18 +47,24 @@ Keys and values (``v`` is the protocol version, 1):
 Epochs are milliseconds since the epoch at issue time; a client ignores a command whose epoch is not
 higher than the last it applied. The broker is the authority on membership: the controller waits for the
 group to be EMPTY (or STABLE on resume), acknowledgements only make the wait observable.
+
+Each record is a :class:`~airflow_provider_kstate.documents.Document`; its JSON Schema under
+``docs/schemas/control/`` is generated from the model (``python -m airflow_provider_kstate.documents``).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any, ClassVar, Final, Literal
 
+from pydantic import BeforeValidator, ConfigDict, Field
+
+from airflow_provider_kstate.documents import Document
 from airflow_provider_kstate.enums import StrEnum
+from airflow_provider_kstate.errors import ControlRecordError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION: Final = 1
 DEFAULT_CONTROL_TOPIC = "_kstate_control"
 CONTROL_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
@@ -82,6 +88,15 @@ BARRIER_PENDING = "pending"
 BARRIER_HOLD = "hold"
 BARRIER_OFF = "off"
 BARRIER_STATES = (BARRIER_PENDING, BARRIER_HOLD, BARRIER_OFF)
+ACK_STATES = (
+    STATE_PAUSED,
+    STATE_RUNNING,
+    STATE_PENDING,
+    STATE_BARRIER,
+    STATE_RELEASED,
+    STATE_LAYOUT,
+    STATE_HELD,
+)
 
 
 class KeyOrder(StrEnum):
@@ -141,64 +156,124 @@ def layout_ack_key(topic: str, client: str) -> str:
     return f"ack-layout/{topic}/{client}"
 
 
-@dataclass(frozen=True)
-class Command:
-    """A pause or resume command for one consumer group."""
+def _control_schema(schema: dict[str, Any]) -> None:
+    """A reader ignores fields it does not know (a newer controller may add some): say so to validators."""
+    schema["additionalProperties"] = True
 
-    group: str
-    command: str
-    epoch: int
-    topic: str = ""
-    issued_at: int = field(default_factory=now_ms)
+
+def _millis(description: str) -> Any:
+    """A time field: milliseconds since the Unix epoch, now when a record is made, 0 when a reader lacks it."""
+    return Field(default_factory=now_ms, ge=0, description=description, json_schema_extra={"default": 0})
+
+
+def _one_of(what: str, choices: tuple[str, ...]) -> BeforeValidator:
+    """Refuse a value outside ``choices`` naming them (the schema lists them as its ``enum``)."""
+
+    def check(value: Any) -> Any:
+        if value not in choices:
+            raise ValueError(f"unknown {what} {value!r}; expected one of {choices}")
+        return value
+
+    return BeforeValidator(check)
+
+
+#: A command: pause or resume.
+CommandName = Annotated[str, _one_of("command", COMMANDS), Field(json_schema_extra={"enum": list(COMMANDS)})]
+#: An acknowledgement's state.
+AckState = Annotated[
+    str, _one_of("ack state", ACK_STATES), Field(json_schema_extra={"enum": list(ACK_STATES)})
+]
+#: A barrier's state.
+BarrierState = Annotated[
+    str, _one_of("barrier state", BARRIER_STATES), Field(json_schema_extra={"enum": list(BARRIER_STATES)})
+]
+#: Epochs, offsets, counts: JSON integers >= 0 (they fit in 53 bits, so a JavaScript number holds them).
+Count = Annotated[int, Field(ge=0)]
+#: Group, topic and client ids: non-empty strings.
+Name = Annotated[str, Field(min_length=1)]
+
+
+class ControlRecord(Document):
+    """The base of the control records: ``v`` and ``kind`` required on read; unknown fields ignored; read
+    strictly (a string epoch is invalid); encoded with sorted keys (:func:`encode`)."""
+
+    model_config = ConfigDict(json_schema_extra=_control_schema)
+
+    read_error: ClassVar[type[Exception]] = ControlRecordError
+    identity: ClassVar[tuple[str, ...]] = ("v", "kind")
+    sort_keys: ClassVar[bool] = True
+    read_strict: ClassVar[bool] = True
+
+    @property
+    def key(self) -> str:
+        """The control-topic key the record is written under."""
+        raise NotImplementedError
+
+
+class Command(ControlRecord):
+    """Pause or resume the consumers of one group. Readers ignore a record that does not validate."""
+
+    model_config = ConfigDict(title="kstate control record: command (key cmd/<group>)")
+    schema_name: ClassVar[str] = "control/command"
+
+    v: Literal[1] = Field(default=PROTOCOL_VERSION, description="protocol version")
+    kind: Literal["command"] = "command"
+    group: Name = Field(description="the consumer group (group.id); equals <group> in the key")
+    command: CommandName
+    epoch: Count = Field(description="strictly increasing per group (ms since the Unix epoch at issue)")
+    topic: str = Field(default="", description="informational")
+    issued_at: int = _millis("milliseconds since the Unix epoch")
     issuer: str = ""
-    kind: str = "command"
-    v: int = PROTOCOL_VERSION
-
-    def __post_init__(self) -> None:
-        if self.command not in COMMANDS:
-            raise ValueError(f"unknown command {self.command!r}; expected one of {COMMANDS}")
 
     @property
     def key(self) -> str:
         return command_key(self.group)
 
 
-@dataclass(frozen=True)
-class Layout:
-    """The number of partitions producers may write ``topic`` to."""
+class Layout(ControlRecord):
+    """How many partitions producers of a topic may write to; with hold, producers flush and block."""
 
-    topic: str
-    partitions: int
-    epoch: int
-    issued_at: int = field(default_factory=now_ms)
+    model_config = ConfigDict(title="kstate control record: layout (key layout/<topic>)")
+    schema_name: ClassVar[str] = "control/layout"
+
+    v: Literal[1] = Field(default=PROTOCOL_VERSION, description="protocol version")
+    kind: Literal["layout"] = "layout"
+    topic: Name
+    partitions: int = Field(ge=1, description="producers use partitions 0 .. partitions-1")
+    epoch: Count = Field(description="strictly increasing per topic")
+    hold: bool = Field(default=False, description="flush, block produce, acknowledge held")
+    hold_until: Count = Field(
+        default=0, description="a held producer releases itself at this instant; 0: never"
+    )
+    issued_at: int = _millis("milliseconds since the Unix epoch")
     issuer: str = ""
-    hold: bool = False
-    hold_until: int = 0
-    kind: str = "layout"
-    v: int = PROTOCOL_VERSION
-
-    def __post_init__(self) -> None:
-        if self.partitions <= 0:
-            raise ValueError(f"a layout needs a positive partition count, got {self.partitions}")
 
     @property
     def key(self) -> str:
         return layout_key(self.topic)
 
 
-@dataclass(frozen=True)
-class Ack:
-    """A client's acknowledgement of a command (``group`` set) or a layout (``topic`` set)."""
+class Ack(ControlRecord):
+    """A client's acknowledgement of a command, its start (presence), a layout, a hold or a barrier: ``group``
+    set for a command, ``topic`` for a layout, both for a barrier."""
 
-    client: str
-    epoch: int
-    state: str
-    group: str = ""
-    topic: str = ""
-    partitions: int = 0
-    at: int = field(default_factory=now_ms)
-    kind: str = "ack"
-    v: int = PROTOCOL_VERSION
+    model_config = ConfigDict(
+        title="kstate control record: acknowledgement (keys ack/<group>/<client>, ack-layout/<topic>/<client>, "
+        "ack-barrier/<topic>/<group>/<client>)"
+    )
+    schema_name: ClassVar[str] = "control/ack"
+
+    v: Literal[1] = Field(default=PROTOCOL_VERSION, description="protocol version")
+    kind: Literal["ack"] = "ack"
+    client: Name = Field(description="stable id of the instance; a consumer's equals its Kafka client id")
+    epoch: Count = Field(
+        description="the epoch of the record acknowledged (presence: the group's latest command, 0 when none)"
+    )
+    state: AckState
+    group: str = Field(default="", description="consumer acks: the group; producer acks: empty")
+    topic: str = Field(default="", description="producer and barrier acks: the topic; command acks: empty")
+    partitions: Count = Field(default=0, description="producer acks: the partition count in use")
+    at: int = _millis("milliseconds since the Unix epoch")
 
     @property
     def key(self) -> str:
@@ -209,32 +284,27 @@ class Ack:
         return layout_ack_key(self.topic, self.client)
 
 
-@dataclass(frozen=True)
-class Barrier:
+class Barrier(ControlRecord):
     """Per-key order across an increase: the end offset of every partition when producers were held.
 
     ``offsets[p]`` is the first offset of partition ``p`` written after the switch (partitions beyond the
     list, the new ones: 0). Consumers of ``groups`` pause a partition at its barrier offset until their group
-    has committed offsets at or past every barrier offset (or a :class:`Release` arrives).
+    has committed offsets at or past every barrier offset (or a :class:`Release` arrives). ``pending``
+    announces a barrier, ``off`` cancels it.
     """
 
-    topic: str
-    epoch: int
-    state: str = BARRIER_HOLD
-    offsets: list[int] = field(default_factory=list)
-    groups: list[str] = field(default_factory=list)
-    issued_at: int = field(default_factory=now_ms)
-    issuer: str = ""
-    kind: str = "barrier"
-    v: int = PROTOCOL_VERSION
+    model_config = ConfigDict(title="kstate control record: key-order barrier (key barrier/<topic>)")
+    schema_name: ClassVar[str] = "control/barrier"
 
-    def __post_init__(self) -> None:
-        if self.state not in BARRIER_STATES:
-            raise ValueError(f"unknown barrier state {self.state!r}; expected one of {BARRIER_STATES}")
-        if any(not isinstance(o, int) or o < 0 for o in self.offsets):
-            raise ValueError("barrier offsets must be integers >= 0")
-        if any(not isinstance(g, str) for g in self.groups):
-            raise ValueError("barrier groups must be strings")
+    v: Literal[1] = Field(default=PROTOCOL_VERSION, description="protocol version")
+    kind: Literal["barrier"] = "barrier"
+    topic: Name
+    epoch: Count = Field(description="strictly increasing per topic")
+    state: BarrierState = BARRIER_HOLD
+    offsets: list[Count] = Field(default=[], description="B[p] per partition; a partition beyond the list: 0")
+    groups: list[str] = Field(default=[], description="the groups that hold")
+    issued_at: int = _millis("milliseconds since the Unix epoch")
+    issuer: str = ""
 
     @property
     def key(self) -> str:
@@ -253,17 +323,19 @@ class Barrier:
         return all(committed.get(p, -1) >= self.offset(p) for p in range(partitions))
 
 
-@dataclass(frozen=True)
-class Release:
+class Release(ControlRecord):
     """``group`` passed the barrier of ``topic`` with epoch ``epoch``: its consumers stop holding."""
 
-    topic: str
-    group: str
-    epoch: int
-    at: int = field(default_factory=now_ms)
+    model_config = ConfigDict(title="kstate control record: release (key release/<topic>/<group>)")
+    schema_name: ClassVar[str] = "control/release"
+
+    v: Literal[1] = Field(default=PROTOCOL_VERSION, description="protocol version")
+    kind: Literal["release"] = "release"
+    topic: Name
+    group: Name
+    epoch: Count = Field(description="the epoch of the barrier passed")
+    at: int = _millis("milliseconds since the Unix epoch")
     issuer: str = ""
-    kind: str = "release"
-    v: int = PROTOCOL_VERSION
 
     @property
     def key(self) -> str:
@@ -271,7 +343,7 @@ class Release:
 
 
 Record = Command | Layout | Ack | Barrier | Release
-_KINDS: dict[str, type] = {
+_KINDS: dict[str, type[ControlRecord]] = {
     "command": Command,
     "layout": Layout,
     "ack": Ack,
@@ -281,26 +353,30 @@ _KINDS: dict[str, type] = {
 
 
 def encode(record: Record) -> bytes:
-    """Serialize a protocol record to its JSON value."""
-    return json.dumps(asdict(record), separators=(",", ":"), sort_keys=True).encode()
+    """Serialize a protocol record to its JSON value (compact, sorted keys: the same bytes for the same
+    record)."""
+    return record.to_json().encode()
 
 
 def decode(value: bytes | None) -> Record | None:
-    """Parse a control-topic value; return None for a tombstone or a record of an unknown kind/version.
+    """Parse a control-topic value; return None for a tombstone and for anything a reader ignores: not a JSON
+    object, an unknown kind or version, a missing or invalid field (the schema of its kind). Never raises.
 
     Unknown fields are ignored so that newer controllers can add fields without breaking older clients.
     """
     if value is None:
         return None
     try:
-        raw: dict[str, Any] = json.loads(value)
-    except ValueError:
+        raw = json.loads(value)
+    except (ValueError, RecursionError):
         return None
-    cls = _KINDS.get(raw.get("kind", ""))
-    if cls is None or raw.get("v") != PROTOCOL_VERSION:
+    if not isinstance(raw, dict):
         return None
-    known = {k: v for k, v in raw.items() if k in cls.__dataclass_fields__}  # type: ignore[attr-defined]
+    kind, version = raw.get("kind"), raw.get("v")
+    cls = _KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None or type(version) is not int or version != PROTOCOL_VERSION:
+        return None
     try:
-        return cls(**known)  # type: ignore[no-any-return]
-    except (TypeError, ValueError):
+        return cls.from_dict(raw)  # type: ignore[return-value]
+    except ControlRecordError:
         return None

@@ -2,7 +2,8 @@
 
 The lease's rules (the replay, the owners, the takeover rule), its verbs and its keeper live in
 :mod:`airflow_provider_kstate.lease`; this writes and reads the log (default ``_kstate_leases``,
-``cleanup.policy=delete``, broker-assigned ``LogAppendTime``).
+``cleanup.policy=delete``, broker-assigned ``LogAppendTime``). A record is the dict of a
+:class:`~airflow_provider_kstate.lease.LeaseRecord`, validated where it is replayed.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Verdicts cached per cluster in a topic of the cluster itself, so every worker of a deployment shares them.
 
 The cache topic (default ``_kstate_doctor``, one partition, time retention) holds one JSON verdict per
-record, keyed by the cluster id; the newest record of a cluster is its verdict. Each record is written as
+record (:class:`~airflow_provider_kstate.doctor.verdict.Verdict`, ``docs/schemas/doctor/verdict.schema.json``),
+keyed by the cluster id; the newest record of a cluster is its verdict. Each record is written as
 a batch of its own, so its end offset is right even on a broker whose ListOffsets reports a batch's base
 offset + 1 (the doctor's own ``latest_offset`` finding).
 """
@@ -17,6 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from airflow_provider_kstate.doctor.verdict import Verdict
+from airflow_provider_kstate.errors import VerdictError
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +45,15 @@ class VerdictCache:
         self.timeout = timeout
 
     def load(self, cluster: str, max_age: float | None = None) -> Verdict | None:
-        """Return the newest cached verdict of ``cluster`` (None: none, or older than ``max_age`` seconds)."""
+        """Return the newest cached verdict of ``cluster`` (None: none, older than ``max_age`` seconds, or
+        unreadable: a verdict of a newer version, or malformed, is absent, so the doctor checks again).
+
+        A verdict cached before verdicts had a version reads as version 1.
+        """
         newest: Verdict | None = None
         for key, value in self._records():
             if key == cluster:
-                newest = Verdict.from_dict(value)
+                newest = _verdict(value, self.topic)
         if newest is not None and max_age is not None and time.time() - newest.checked_at > max_age:
             return None
         return newest
@@ -57,9 +63,7 @@ class VerdictCache:
         try:
             self._ensure()
             producer = Producer({**self.config, "acks": "all", "linger.ms": 0})
-            producer.produce(
-                self.topic, key=verdict.cluster.encode(), value=json.dumps(verdict.to_dict()).encode()
-            )
+            producer.produce(self.topic, key=verdict.cluster.encode(), value=verdict.to_json().encode())
             if producer.flush(self.timeout):
                 log.warning("doctor: the verdict was not cached in %s (no acknowledgement)", self.topic)
         except KafkaException as exc:
@@ -95,6 +99,14 @@ class VerdictCache:
             return []
         finally:
             consumer.close()
+
+
+def _verdict(value: Any, topic: str) -> Verdict | None:
+    try:
+        return Verdict.from_dict(value)
+    except VerdictError as exc:
+        log.warning("doctor: the cached verdict in %s is not readable (%s): checking again", topic, exc)
+        return None
 
 
 def _collect(consumer: Consumer, end: int, timeout: float) -> list[tuple[str, dict[str, Any]]]:

@@ -1,14 +1,21 @@
-"""The doctor's verdict on one cluster: which promise holds, which is broken, and what it saw."""
+"""The doctor's verdict on one cluster: which promise holds, which is broken, and what it saw.
+
+A :class:`Verdict` is a :class:`~airflow_provider_kstate.documents.Document` (schema
+``docs/schemas/doctor/verdict.schema.json``): ``to_dict()`` is what the doctor's task returns and the CLI
+prints, ``to_json()`` what the cache topic holds.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 
 from airflow_provider_kstate.doctor.promises import ALL_PROMISES, DESCRIPTIONS
-from airflow_provider_kstate.errors import BrokerDeviationError
+from airflow_provider_kstate.documents import Document
+from airflow_provider_kstate.errors import BrokerDeviationError, VerdictError
 
 
 class BrokerDeviation(BrokerDeviationError):
@@ -19,34 +26,67 @@ class BrokerDeviation(BrokerDeviationError):
         self.promises = promises
 
 
-@dataclass(frozen=True)
-class CheckResult:
+class CheckResult(Document):
     """One promise checked: ``ok`` is None when it could not be checked (``detail`` says why)."""
 
-    ok: bool | None
-    detail: str = ""
+    model_config = ConfigDict(title="kstate doctor: one promise checked")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "detail": self.detail}
+    ok: bool | None = Field(default=None, description="true: kept; false: broken; null: could not be checked")
+    detail: str = Field(default="", description="what the check saw, or why it could not check")
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CheckResult:
-        ok = data.get("ok")
-        return cls(ok=None if ok is None else bool(ok), detail=str(data.get("detail", "")))
+    def __init__(self, ok: bool | None = None, detail: str = "", **data: Any) -> None:
+        BaseModel.__init__(self, ok=ok, detail=detail, **data)  # positional, as the probes build it
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """The results of the doctor's checks on one cluster, at one time.
+class Verdict(Document):
+    """The results of the doctor's checks on one cluster, at one time (cached in the cluster's
+    ``_kstate_doctor`` topic; a verdict written before it had a version reads as version 1).
 
     :param cluster: the cluster id (or the bootstrap servers when the broker reports none).
     :param checked_at: when the behavioural checks ran (epoch seconds).
-    :param results: ``{promise: CheckResult}``; a promise absent was not checked.
+    :param results: ``{promise: CheckResult}``; a promise absent was not checked (a promise this version does
+        not know is dropped on read).
     """
 
-    cluster: str
-    checked_at: float
-    results: dict[str, CheckResult] = field(default_factory=dict)
+    model_config = ConfigDict(title="kstate doctor: the verdict on one cluster")
+    schema_name: ClassVar[str] = "doctor/verdict"
+    read_error: ClassVar[type[Exception]] = VerdictError
+
+    v: Literal[1] = Field(
+        default=1, description="version; a verdict cached before it had one has none: read as 1"
+    )
+    cluster: str = Field(
+        default="", description="the cluster id (or the bootstrap servers when it reports none)"
+    )
+    checked_at: float = Field(
+        default=0.0, description="when the behavioural checks ran (seconds since the Unix epoch)"
+    )
+    results: dict[str, CheckResult] = Field(
+        default_factory=dict, description="promise -> its check; a promise absent was not checked"
+    )
+
+    def __init__(
+        self,
+        cluster: str = "",
+        checked_at: float = 0.0,
+        results: dict[str, CheckResult] | None = None,
+        **data: Any,
+    ) -> None:
+        BaseModel.__init__(self, cluster=cluster, checked_at=checked_at, results=results or {}, **data)
+
+    @field_validator("results", mode="before")
+    @classmethod
+    def _known_promises(cls, value: Any) -> Any:
+        """Drop the promises this version does not know (a newer doctor's); a null is no result."""
+        if value is None:
+            return {}
+        return {p: r for p, r in value.items() if p in ALL_PROMISES} if isinstance(value, dict) else value
+
+    @computed_field(alias="broken", description="the promises found broken (derived; ignored on read)")  # type: ignore[prop-decorator]
+    @property
+    def broken_promises(self) -> list[str]:
+        """The promises found broken (:meth:`broken`), written as ``broken``."""
+        return self.broken()
 
     def broken(self) -> list[str]:
         """Return the promises found broken, in :data:`ALL_PROMISES` order."""
@@ -110,23 +150,3 @@ class Verdict:
     def shown(self) -> dict[str, Any]:
         """The verdict as the kstate page and ``kstate plan`` show it: checked, the broken promises, the rest."""
         return {"checked": True, "broken": list(self.broken()), **self.to_dict()}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "cluster": self.cluster,
-            "checked_at": self.checked_at,
-            "results": {p: r.to_dict() for p, r in self.results.items()},
-            "broken": self.broken(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        return cls(
-            cluster=str(data.get("cluster", "")),
-            checked_at=float(data.get("checked_at", 0.0)),
-            results={
-                str(p): CheckResult.from_dict(r)
-                for p, r in (data.get("results") or {}).items()
-                if p in ALL_PROMISES
-            },
-        )

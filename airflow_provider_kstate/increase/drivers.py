@@ -33,7 +33,10 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Protocol
+from typing import Annotated, Any, ClassVar, Literal, Protocol
+
+from pydantic import Field, WithJsonSchema
+from typing_extensions import TypedDict
 
 from airflow_provider_kstate.enums import StrEnum, choice
 from airflow_provider_kstate.errors import DriverCommandError, InvalidDriverError
@@ -54,6 +57,35 @@ class DriverKind(StrEnum):
     TASK = "task"
 
 
+class DriverDict(TypedDict, total=False):
+    """The dict form of a driver (:meth:`Driver.to_dict`): in a plan, and as a registry entry (the
+    ``kstate_drivers`` Variable). Only the fields that apply are written; :meth:`Driver.from_dict` reads it."""
+
+    kind: Annotated[
+        Literal["control", "command", "task"],
+        Field(
+            description="control (the control protocol), command (a command pair) or task (your own tasks); "
+            "absent with a stop command: command"
+        ),
+    ]
+    name: Annotated[str, Field(description="shown in the plan (command <name>)")]
+    stop: Annotated[str, Field(description="command: makes the service leave its group, run with bash -c")]
+    start: Annotated[str, Field(description="command: starts the service again")]
+    ready: Annotated[str, Field(description="command, optional: polled after start until it exits 0")]
+    #: int or float as given (a number in JSON): the plan keeps ``30`` as ``30``.
+    timeout: Annotated[
+        int | float,
+        Field(gt=0),
+        WithJsonSchema(
+            {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "description": f"command: seconds each command may run (absent: {DEFAULT_COMMAND_TIMEOUT})",
+            }
+        ),
+    ]
+
+
 @dataclass(frozen=True)
 class Driver:
     """The base of the drivers: a kind and an optional name shown in the plan."""
@@ -66,7 +98,7 @@ class Driver:
         return f"{self.kind} {self.name}".strip()
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-safe form stored in the plan (XCom and the lease)."""
+        """The JSON-safe form stored in the plan (XCom and the lease): a :class:`DriverDict`."""
         out: dict[str, Any] = {"kind": str(self.kind)}
         if self.name:
             out["name"] = self.name

@@ -5,7 +5,7 @@ The steps report through the :class:`RunEvents` port (a no-op by default). :clas
 run's :class:`RunProgress` in its report folder (``progress.json`` beside ``seed.jsonl.gz``), written at
 every event, so the kstate page can show a run in progress from the same files the proof is read from;
 each task of the run (the window, or one task per step, then ``verify`` and the guard) continues the file
-the earlier ones wrote. Other sinks (metrics) implement the same port.
+the earlier ones wrote. The document's schema is ``docs/schemas/increase/progress.schema.json``. Other sinks (metrics) implement the same port.
 
 A group's **downtime** is from the moment the run asked it to leave (the pause record, or its stop command)
 to the moment it was asked back (the resume record, or its start command returned ready): the time its
@@ -14,12 +14,13 @@ consumers were out of their group because of the run.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, Protocol
 
+from pydantic import ConfigDict, Field
+
+from airflow_provider_kstate.documents import Document
 from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import ReportError
 from airflow_provider_kstate.increase.report import LOCAL
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
     from airflow_provider_kstate.increase.plan import Plan
     from airflow_provider_kstate.increase.ports import ReportStorage
 
-PROGRESS_KIND = "kstate-increase-progress"
-PROGRESS_VERSION = 1
+PROGRESS_KIND: Final = "kstate-increase-progress"
+PROGRESS_VERSION: Final = 1
 
 
 class GroupState(StrEnum):
@@ -99,15 +100,27 @@ class NoEvents:
         pass
 
 
-@dataclass
-class GroupProgress:
+class GroupProgress(Document):
     """One group in a run: its state, driver and key-order mark, and when it was out of its group."""
 
-    state: str = GroupState.PLANNED
-    driver: str = ""
-    key_order: str = ""
-    out_since: int | None = None
-    back_at: int | None = None
+    model_config = ConfigDict(frozen=False, title="kstate increase: one group's progress in a run")
+
+    state: str = Field(
+        default=GroupState.PLANNED,
+        description="planned, stopping, paused, seeded, resumed, at_barrier, draining, drained or passed",
+    )
+    driver: str = Field(
+        default="", description="how the run stops and starts it: control, command <name>, task"
+    )
+    key_order: str = Field(
+        default="", description="its key-order mark: barrier, drained, relaxed, offline or empty"
+    )
+    out_since: int | None = Field(
+        default=None, description="ms since the Unix epoch: asked to leave (null: never)"
+    )
+    back_at: int | None = Field(
+        default=None, description="ms since the Unix epoch: asked back (null: not yet)"
+    )
 
     def downtime_s(self, now: int) -> float | None:
         """Seconds out of its group because of the run (so far, while it is out); None: never out."""
@@ -116,28 +129,34 @@ class GroupProgress:
         return round(((self.back_at or now) - self.out_since) / 1000.0, 3)
 
 
-@dataclass
-class RunProgress:
-    """A run's progress document (``progress.json``): JSON, with its kind and version.
+class RunProgress(Document):
+    """A run's progress document (``progress.json``): JSON, with its kind and version, written at every event.
 
     :ivar run: the run's owner (``dag_id/run_id``).
     :ivar step: the step the run is in (the last one reported).
     :ivar outcome: empty while it runs; ``success`` or ``failed`` once it ended.
     """
 
+    model_config = ConfigDict(frozen=False, title="kstate increase: a run's progress (progress.json)")
+    schema_name: ClassVar[str] = "increase/progress"
+    read_error: ClassVar[type[Exception]] = ReportError
+    identity: ClassVar[tuple[str, ...]] = ("kind", "v")
+    sort_keys: ClassVar[bool] = True
+
     topic: str
-    run: str
+    run: str = Field(description="the run's owner (dag_id/run_id)")
     original_partitions: int
     target_partitions: int
-    step: str = "plan"
-    started_at: int = field(default_factory=lambda: now_ms())  # the module clock, read when made
-    updated_at: int = field(default_factory=lambda: now_ms())
-    outcome: str = ""
-    producers: str = ProducerState.RUNNING
-    producers_since: int = field(default_factory=lambda: now_ms())
-    groups: dict[str, GroupProgress] = field(default_factory=dict)
-    kind: str = PROGRESS_KIND
-    v: int = PROGRESS_VERSION
+    step: str = Field(default="plan", description="the step the run is in (the last one reported)")
+    # the module clock, read when made
+    started_at: int = Field(default_factory=lambda: now_ms(), description="ms since the Unix epoch")
+    updated_at: int = Field(default_factory=lambda: now_ms(), description="ms since the Unix epoch")
+    outcome: str = Field(default="", description="empty while it runs; success or failed once it ended")
+    producers: str = Field(default=ProducerState.RUNNING, description="running, pinned, stopped or switched")
+    producers_since: int = Field(default_factory=lambda: now_ms(), description="ms since the Unix epoch")
+    groups: dict[str, GroupProgress] = Field(default_factory=dict, description="the groups the run seeds")
+    kind: Literal["kstate-increase-progress"] = PROGRESS_KIND
+    v: Literal[1] = Field(default=PROGRESS_VERSION, description="version")
 
     @classmethod
     def of_plan(cls, plan: Plan, run: str) -> RunProgress:
@@ -145,27 +164,26 @@ class RunProgress:
             g: GroupProgress(driver=plan.groups[g].driver.describe(), key_order=str(plan.groups[g].key_order))
             for g in plan.where("seed")
         }
-        return cls(plan.topic, run, plan.original_partitions, plan.target_partitions, groups=groups)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
+        return cls(
+            topic=plan.topic,
+            run=run,
+            original_partitions=plan.original_partitions,
+            target_partitions=plan.target_partitions,
+            groups=groups,
+        )
 
     @classmethod
     def from_json(cls, text: str | bytes) -> RunProgress:
         """Read a progress document; anything else is :class:`ReportError` naming what is wrong."""
         try:
-            raw = json.loads(text)
-            if raw.get("kind") != PROGRESS_KIND or raw.get("v") != PROGRESS_VERSION:
-                raise ValueError(f"not a {PROGRESS_KIND} v{PROGRESS_VERSION} document")
-            groups = {str(g): GroupProgress(**e) for g, e in raw.pop("groups").items()}
-            return cls(**raw, groups=groups)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise ReportError(f"not a run progress document: {exc}") from exc
+            return super().from_json(text)
+        except ReportError as exc:
+            raise ReportError(f"not a run progress document ({exc})") from None
 
     def summary(self, now: int | None = None) -> dict[str, Any]:
         """The document with each group's downtime (so far): what the kstate page shows."""
         at = now or now_ms()
-        out = asdict(self)
+        out = self.to_dict()
         for name, group in self.groups.items():
             out["groups"][name]["downtime_s"] = group.downtime_s(at)
         out["running"] = not self.outcome

@@ -1,8 +1,10 @@
 """The plan of a safe partition increase: what the topic is, which groups are at risk and what each step does.
 
 A :class:`Plan` travels through XCom and is stored with the topic's lease as a small JSON-safe dict
-(:meth:`Plan.to_dict` / :meth:`Plan.from_dict`); its size grows with the number of groups, never with the
-number of partitions.
+(:meth:`Plan.to_dict` / :meth:`Plan.from_dict`, or :meth:`Plan.to_json` / :meth:`Plan.from_json`); its size
+grows with the number of groups, never with the number of partitions. The dict is a
+:class:`PlanDocument` (schema ``docs/schemas/increase/plan.schema.json``): validated on read, with a version
+``v`` (a plan written before it had one reads as version 1).
 
 Group classes: ``active`` (a live classic or consumer-protocol group: paused, waited for, seeded and
 waited for again after resume), ``empty`` (committed offsets, no members: seeded, not waited for),
@@ -19,10 +21,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass, field, replace
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
+
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    computed_field,
+    field_validator,
+)
+from typing_extensions import Required, TypedDict
 
 from airflow_provider_kstate import enums
+from airflow_provider_kstate.documents import Document
 from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import (
     InternalTopicError,
@@ -31,7 +46,7 @@ from airflow_provider_kstate.errors import (
     UnprotectedGroupError,
     UnsupportedGroupTypeError,
 )
-from airflow_provider_kstate.increase.drivers import CONTROL, Driver
+from airflow_provider_kstate.increase.drivers import CONTROL, Driver, DriverDict
 from airflow_provider_kstate.increase.model import (
     CLASSIC,
     DEAD,
@@ -114,6 +129,10 @@ CLASS_FLAGS = {
 UNSUPPORTED = (GroupClass.SHARE, GroupClass.STREAMS, GroupClass.UNKNOWN_TYPE, GroupClass.UNDESCRIBED)
 
 
+class InvalidPlanError(InvalidPartitionCountError):
+    """The plan argument is not a plan (a wrong XCom or a hand-written dict)."""
+
+
 def choice(what: str, value: str, choices: type[_Choice]) -> _Choice:
     """Return ``value`` as a member of ``choices``, else raise :class:`InvalidPlanError` naming them (the
     one coercer, :func:`airflow_provider_kstate.enums.choice`, with the plan's error)."""
@@ -192,22 +211,33 @@ class GroupPlan:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GroupPlan:
-        members = tuple(str(m) for m in data.get("members", ()))
-        group = group_class(str(data["class"]))
+    def from_dict(cls, data: Any) -> GroupPlan:
+        """Read one group's plan from its compact form (validated: :data:`GroupDict`)."""
+        try:
+            entry = _group_adapter().validate_python(data)
+        except ValidationError as exc:
+            raise InvalidPlanError(f"not a valid group plan: {_first_error(exc)}") from None
+        return cls.of_entry(entry)
+
+    @classmethod
+    def of_entry(cls, entry: GroupDict) -> GroupPlan:
+        """The group's plan from its validated compact form: the flags its class implies unless written."""
+        members = tuple(entry.get("members", ()))
+        group = entry["class"]
         defaults = CLASS_FLAGS.get(group, NO_FLAGS)
+        driver = entry.get("driver")
         return cls(
             cls=group,
-            state=str(data.get("state", "")),
-            type=str(data.get("type", CLASSIC)),
-            role=choice("group role", str(data.get("role", "")), GroupRole),
-            key_order=choice("group key_order", str(data.get("key_order", "")), KeyOrderMark),
-            key_order_reason=str(data.get("key_order_reason", "")),
-            driver=Driver.from_dict(data["driver"]) if data.get("driver") else CONTROL,
-            driver_problem=str(data.get("driver_problem", "")),
-            member_count=int(data.get("member_count", len(members))),
+            state=entry.get("state", ""),
+            type=entry.get("type", CLASSIC),
+            role=entry.get("role", GroupRole.PLAIN),
+            key_order=entry.get("key_order", KeyOrderMark.NONE),
+            key_order_reason=entry.get("key_order_reason", ""),
+            driver=Driver.from_dict(driver) if driver else CONTROL,
+            driver_problem=entry.get("driver_problem", ""),
+            member_count=entry.get("member_count", len(members)),
             members=members[:MEMBER_SAMPLE],
-            **{flag: bool(data.get(flag, defaults[flag])) for flag in FLAGS},
+            **{flag: bool(entry.get(flag, defaults[flag])) for flag in FLAGS},
         )
 
 
@@ -252,46 +282,174 @@ class Plan:
         """Return a copy with run fields (owner, dry_run, topics, report_uri) set."""
         return replace(self, **changes)
 
+    def document(self) -> PlanDocument:
+        """The plan as its wire document (:class:`PlanDocument`)."""
+        return PlanDocument(
+            topic=self.topic,
+            original_partitions=self.original_partitions,
+            target_partitions=self.target_partitions,
+            groups_discovered=self.groups_discovered,
+            planned_at=self.planned_at,
+            owner=self.owner,
+            dry_run=self.dry_run,
+            control_topic=self.control_topic,
+            lease_topic=self.lease_topic,
+            report_uri=self.report_uri,
+            groups={g: entry.to_dict() for g, entry in self.groups.items()},  # type: ignore[misc]
+            producers={s: d.to_dict() for s, d in self.producers.items()},  # type: ignore[misc]
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-safe form stored in XCom and in the lease (no per-partition list)."""
-        out = {k: v for k, v in asdict(self).items() if k not in ("groups", "producers")}
-        out["groups"] = {g: entry.to_dict() for g, entry in self.groups.items()}
-        if self.producers:
-            out["producers"] = {s: d.to_dict() for s, d in self.producers.items()}
-        out["mode"] = self.mode.value
-        return out
+        return self.document().to_dict()
+
+    def to_json(self) -> str:
+        """Return the plan as compact JSON text (its dict form)."""
+        return self.document().to_json()
 
     @classmethod
     def from_dict(cls, data: Plan | dict[str, Any]) -> Plan:
         """Read a plan from XCom (also a plan written by an earlier version, with ``new_partitions``): once, at
         the operator's or sensor's edge (``typed_plan``), where a :class:`Plan` given in Python passes
-        through; the domain takes only :class:`Plan`."""
+        through; the domain takes only :class:`Plan`.
+
+        :raises InvalidPlanError: not a plan, or a field missing or of the wrong type (named).
+        """
         if isinstance(data, Plan):
             return data
         if not isinstance(data, dict) or "topic" not in data:
             raise InvalidPlanError(f"not a kstate plan: {str(data)[:200]!r}")
-        return cls(
-            topic=str(data["topic"]),
-            original_partitions=int(data["original_partitions"]),
-            target_partitions=int(data["target_partitions"]),
-            groups={g: GroupPlan.from_dict(e) for g, e in (data.get("groups") or {}).items()},
-            groups_discovered=bool(data.get("groups_discovered", True)),
-            planned_at=str(data.get("planned_at", "")),
-            owner=str(data.get("owner") or ""),
-            dry_run=bool(data.get("dry_run", False)),
-            control_topic=str(data.get("control_topic") or ""),
-            lease_topic=str(data.get("lease_topic") or ""),
-            report_uri=str(data.get("report_uri") or ""),
-            producers={s: Driver.from_dict(d, s) for s, d in (data.get("producers") or {}).items()},
-        )
+        return PlanDocument.from_dict(data).plan()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Plan:
+        """Read a plan from its JSON text (:meth:`from_dict`)."""
+        return PlanDocument.from_json(text).plan()
 
     def marked(self, mark: KeyOrderMark) -> list[str]:
         """Return the seeded groups whose key order is ``mark``, in plan order."""
         return [g for g in self.where("seed") if self.groups[g].key_order == mark]
 
 
-class InvalidPlanError(InvalidPartitionCountError):
-    """The plan argument is not a plan (a wrong XCom or a hand-written dict)."""
+def _str(what: str, choices: type[_Choice]) -> BeforeValidator:
+    """Read ``what`` as a member of ``choices`` (:func:`choice`: InvalidPlanError naming them)."""
+    return BeforeValidator(lambda value: choice(what, str(value), choices))
+
+
+#: One group's plan in its compact form (:meth:`GroupPlan.to_dict`): the flags are written only where they
+#: differ from what the class implies, the key-order mark and the driver only where they apply.
+GroupDict = TypedDict(
+    "GroupDict",
+    {
+        "class": Required[
+            Annotated[
+                GroupClass, _str("group class", GroupClass), Field(description="what the group is to the run")
+            ]
+        ],
+        "state": Annotated[str, Field(description="the broker's group state at plan time")],
+        "member_count": Annotated[
+            int, Field(ge=0, description="live members at plan time (absent: len(members))")
+        ],
+        "members": Annotated[
+            list[str], Field(description=f"client_id@host of up to {MEMBER_SAMPLE} members")
+        ],
+        "type": Annotated[str, Field(description=f"the group's protocol type (absent: {CLASSIC})")],
+        "role": Annotated[
+            GroupRole, _str("group role", GroupRole), Field(description="streams, connect-sink")
+        ],
+        "key_order": Annotated[
+            KeyOrderMark,
+            _str("group key_order", KeyOrderMark),
+            Field(description="per-key order at the switch"),
+        ],
+        "key_order_reason": Annotated[str, Field(description="why the group is marked so")],
+        "driver": Annotated[DriverDict, Field(description="how the run stops and starts it (seeded groups)")],
+        "driver_problem": Annotated[
+            str, Field(description="why the run cannot drive it: the plan is refused")
+        ],
+        "pause": Annotated[bool, Field(description="absent: as the class implies")],
+        "seed": Annotated[bool, Field(description="absent: as the class implies")],
+        "wait": Annotated[bool, Field(description="absent: as the class implies")],
+    },
+    total=False,
+)
+
+
+@cache
+def _group_adapter() -> TypeAdapter[GroupDict]:
+    return TypeAdapter(GroupDict)
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in error.get('loc', ())) or 'group'}: {error.get('msg')}"
+
+
+class PlanDocument(Document):
+    """The plan's wire form (XCom, the lease): what :meth:`Plan.to_dict` writes and :meth:`Plan.from_dict`
+    reads. ``producers`` is written only when the run may stop producer services; ``mode`` is derived (written,
+    ignored on read); a plan written before the version existed reads as version 1."""
+
+    model_config = ConfigDict(title="kstate increase: the plan (XCom, the topic's lease)")
+    schema_name: ClassVar[str] = "increase/plan"
+    read_error: ClassVar[type[Exception]] = InvalidPlanError
+
+    topic: str
+    original_partitions: int = Field(ge=0, description="the topic's partition count at plan time")
+    target_partitions: int = Field(ge=0, description="the count after the run (equal: a repair)")
+    groups_discovered: bool = Field(
+        default=True, description="false: the groups were named, and checked against discovery"
+    )
+    planned_at: str = Field(default="", description="UTC, ISO 8601")
+    owner: str = Field(default="", description="the run (dag_id/run_id) once it runs")
+    dry_run: bool = False
+    control_topic: str = ""
+    lease_topic: str = ""
+    report_uri: str = ""
+    groups: dict[str, GroupDict] = Field(default_factory=dict, description="group -> what the run does to it")
+    producers: dict[str, DriverDict] = Field(
+        default_factory=dict, description="producer service -> its driver, for a drain (absent: none)"
+    )
+    v: Literal[1] = Field(
+        default=1, description="version; a plan written before it had one has none: read as 1"
+    )
+
+    @field_validator(
+        "owner", "control_topic", "lease_topic", "report_uri", "groups", "producers", mode="before"
+    )
+    @classmethod
+    def _null_is_empty(cls, value: Any, info: Any) -> Any:
+        if value is None:
+            return {} if info.field_name in ("groups", "producers") else ""
+        return value
+
+    @computed_field(description="increase (creates partitions) or repair (seeds gaps only); derived")  # type: ignore[prop-decorator]
+    @property
+    def mode(self) -> PlanMode:
+        return PlanMode.INCREASE if self.target_partitions > self.original_partitions else PlanMode.REPAIR
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if not out["producers"]:
+            del out["producers"]
+        return out
+
+    def plan(self) -> Plan:
+        """The :class:`Plan` this document describes."""
+        return Plan(
+            topic=self.topic,
+            original_partitions=self.original_partitions,
+            target_partitions=self.target_partitions,
+            groups={g: GroupPlan.of_entry(e) for g, e in self.groups.items()},
+            groups_discovered=self.groups_discovered,
+            planned_at=self.planned_at,
+            owner=self.owner,
+            dry_run=self.dry_run,
+            control_topic=self.control_topic,
+            lease_topic=self.lease_topic,
+            report_uri=self.report_uri,
+            producers={s: Driver.from_dict(d, s) for s, d in self.producers.items()},
+        )
 
 
 def classify(

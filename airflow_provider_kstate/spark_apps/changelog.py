@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_kstate.client.murmur2 import partitions_for
 from airflow_provider_kstate.spark_apps import kafka_io
 from airflow_provider_kstate.spark_apps.progress import Address, task_reporter
 from airflow_provider_kstate.store.manifest import digest_hex, digest_sum
@@ -124,7 +125,7 @@ def _fold_batches(ctx: ReadContext, source: int) -> Iterator[pa.RecordBatch]:
     keys, value_list, offset_list = fold.columns()
     fold.latest.clear()
     values = pa.array(value_list, pa.binary())
-    homes = kafka_io.partitions_for(keys, ctx.layout)
+    homes = partitions_for(keys, ctx.layout)
     at_home = homes == source
     strays = len(keys) - int(at_home.sum())
     keep = at_home if values.null_count == 0 else at_home & values.is_valid().to_numpy(False)

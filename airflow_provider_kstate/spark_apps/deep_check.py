@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 if __package__ in (None, ""):  # run as a script by spark-submit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from airflow_provider_kstate.client.murmur2 import partitions_for
 from airflow_provider_kstate.spark_apps import kafka_io
 from airflow_provider_kstate.spark_apps.changelog import (
     ReadContext,
@@ -145,7 +146,7 @@ def _home_task(batches: Any, layout: int) -> Any:
     import pyarrow as pa
 
     for batch in batches:
-        homes = kafka_io.partitions_for(batch.column("key"), layout)
+        homes = partitions_for(batch.column("key"), layout)
         yield pa.RecordBatch.from_arrays(
             [
                 batch.column("partition"),
@@ -181,7 +182,7 @@ def _batch_stats(batch: Any, layout: int) -> dict[int, list[int]]:
 
     out: dict[int, list[int]] = {}
     parts = batch.column("partition")
-    homes = kafka_io.partitions_for(batch.column("key"), layout)
+    homes = partitions_for(batch.column("key"), layout)
     for part in pc.unique(parts).to_pylist():
         mask = pc.equal(parts, part) if part is not None else pc.is_null(parts)
         rows = batch.filter(mask)

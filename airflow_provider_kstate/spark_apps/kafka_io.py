@@ -17,8 +17,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from airflow_provider_kstate.errors import (
     BrokerDeviationError,
     ChangelogReadError,
@@ -30,8 +28,6 @@ DEFAULT_TIMEOUT = 120.0
 #: The first words of an :class:`OffsetBoundError` (the operators turn such a failed app into a refusal).
 BATCH = 10_000
 _POLL = 0.2  # consume() waits for a full batch or this long: short, so a partition's tail costs little
-_M = np.uint32(0x5BD1E995)
-_SEED = 0x9747B28C
 
 
 class KafkaReadError(ChangelogReadError, RuntimeError):
@@ -574,83 +570,3 @@ def drain_count(kafka_config: Mapping[str, Any], topic: str, ranges: Mapping[int
 
 
 # ------------------------------------------------------------------------------------------ placement
-
-
-def _binary_parts(keys: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``(data uint8, offsets int64)`` of a pyarrow binary array or a list of bytes."""
-    import pyarrow as pa
-
-    if isinstance(keys, list):
-        data = np.frombuffer(b"".join(keys), dtype=np.uint8)
-        lengths = np.fromiter((len(k) for k in keys), dtype=np.int64, count=len(keys))
-        offsets = np.zeros(len(keys) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        return data, offsets
-    arr = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-    if arr.type != pa.large_binary():
-        arr = arr.cast(pa.large_binary())
-    _, off_buf, data_buf = arr.buffers()
-    offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    return data, offsets
-
-
-def _mix(k: np.ndarray) -> np.ndarray:
-    k = k * _M
-    k ^= k >> np.uint32(24)
-    return k * _M
-
-
-def _murmur2_same_length(mat: np.ndarray, length: int) -> np.ndarray:
-    """Kafka murmur2 of the rows of a ``(m, length)`` uint8 matrix, vectorized, as uint32."""
-    h = np.full(mat.shape[0], (_SEED ^ length) & 0xFFFFFFFF, dtype=np.uint32)
-    wide = mat.astype(np.uint32)
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = wide[:, i] | (wide[:, i + 1] << 8) | (wide[:, i + 2] << 16) | (wide[:, i + 3] << 24)
-        h = (h * _M) ^ _mix(k)
-    rest = length % 4
-    if rest >= 3:
-        h ^= wide[:, whole + 2] << np.uint32(16)
-    if rest >= 2:
-        h ^= wide[:, whole + 1] << np.uint32(8)
-    if rest >= 1:
-        h ^= wide[:, whole]
-        h = h * _M
-    h ^= h >> np.uint32(13)
-    h = h * _M
-    h ^= h >> np.uint32(15)
-    return h
-
-
-def partitions_for(keys: Any, partitions: int) -> np.ndarray:
-    """Return ``partition_for(key, partitions)`` for every key, vectorized with numpy (int32 array).
-
-    Equal to :func:`airflow_provider_kstate.client.murmur2.partition_for` key by key; keys are grouped by
-    length so each group hashes as one matrix.
-
-    :param keys: a pyarrow binary array (no nulls) or a list of bytes.
-    :param partitions: the partition count.
-    """
-    if partitions <= 0:
-        raise ValueError(f"partitions must be positive, got {partitions}")
-    data, offsets = _binary_parts(keys)
-    n = len(offsets) - 1
-    out = np.zeros(n, dtype=np.int32)
-    if n == 0:
-        return out
-    lengths = np.diff(offsets)
-    first = int(lengths[0])
-    if first > 0 and offsets[0] == 0 and int(offsets[-1]) == first * n and (lengths == first).all():
-        h = _murmur2_same_length(data[: first * n].reshape(n, first), first)
-        return ((h & np.uint32(0x7FFFFFFF)) % np.uint32(partitions)).astype(np.int32)
-    for length in np.unique(lengths):
-        idx = np.nonzero(lengths == length)[0]
-        length = int(length)
-        if length == 0:
-            mat = np.zeros((len(idx), 0), dtype=np.uint8)
-        else:
-            mat = data[offsets[idx][:, None] + np.arange(length)[None, :]]
-        h = _murmur2_same_length(mat, length)
-        out[idx] = ((h & np.uint32(0x7FFFFFFF)) % np.uint32(partitions)).astype(np.int32)
-    return out

@@ -15,15 +15,21 @@ def unique_name(prefix: str) -> str:
 
 
 def create_topic(
-    config: dict[str, Any], name: str, partitions: int, topic_config: dict[str, str] | None = None
+    config: dict[str, Any],
+    name: str,
+    partitions: int,
+    topic_config: dict[str, str] | None = None,
+    replication: int = -1,
 ) -> str:
-    """Create ``name`` with ``partitions`` partitions (the cluster's default replication) and return it.
+    """Create ``name`` with ``partitions`` partitions and return it.
 
     :param config: librdkafka settings of the cluster.
     :param topic_config: topic settings, e.g. ``{"cleanup.policy": "compact"}``.
+    :param replication: replicas per partition; -1 (the default) is the cluster's default.
     """
     admin = AdminClient(config)
-    for future in admin.create_topics([NewTopic(name, partitions, -1, config=topic_config or {})]).values():
+    new = NewTopic(name, partitions, replication, config=topic_config or {})
+    for future in admin.create_topics([new]).values():
         future.result(timeout=60)
     return name
 

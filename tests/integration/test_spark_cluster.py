@@ -24,6 +24,8 @@ from airflow_provider_kstate.plugins.progress import snapshot_progress
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".kstate" / "spark-env"
+# A standalone cluster (master, 2 workers, a packed environment): its own target, `make test-cluster`
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.cluster]
 SECRET = f"kstate-secret-{uuid.uuid4().hex[:8]}"
 SMALL = {"spark.executor.memory": "512m", "spark.driver.memory": "512m", "spark.ui.enabled": "false"}
 

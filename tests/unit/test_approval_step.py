@@ -120,7 +120,14 @@ def test_the_prompt_stays_bounded_with_a_hundred_groups() -> None:
 def _run(
     name: str, started: int, groups: dict[str, tuple[int, int]], outcome: str = "success"
 ) -> RunProgress:
-    progress = RunProgress("orders", name, 4, 8, started_at=started, outcome=outcome)
+    progress = RunProgress(
+        topic="orders",
+        run=name,
+        original_partitions=4,
+        target_partitions=8,
+        started_at=started,
+        outcome=outcome,
+    )
     progress.groups = {
         g: GroupProgress(state="passed", out_since=started + out, back_at=started + back)
         for g, (out, back) in groups.items()

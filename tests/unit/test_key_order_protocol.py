@@ -163,10 +163,14 @@ def test_a_member_already_past_the_barrier_counts_as_holding_it() -> None:
 
     class Watch:
         state = {
-            "ack-barrier/orders/g/c-0": Ack("c-0", 7, "released", group="g", topic="orders"),
-            "ack-barrier/orders/g/c-1": Ack("c-1", 7, "barrier", group="g", topic="orders"),
+            "ack-barrier/orders/g/c-0": Ack(
+                client="c-0", epoch=7, state="released", group="g", topic="orders"
+            ),
+            "ack-barrier/orders/g/c-1": Ack(
+                client="c-1", epoch=7, state="barrier", group="g", topic="orders"
+            ),
             "ack-barrier/orders/g/c-2": Ack(
-                "c-2", 6, "barrier", group="g", topic="orders"
+                client="c-2", epoch=6, state="barrier", group="g", topic="orders"
             ),  # an older barrier's
         }
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_kstate.client.murmur2 import partition_for
-from airflow_provider_kstate.spark_apps.kafka_io import partitions_for
+from airflow_provider_kstate.client.murmur2 import partition_for, partitions_for
 from airflow_provider_kstate.store.manifest import (
     DIGEST_ALGORITHM,
     MANIFEST_NAME,

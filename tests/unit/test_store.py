@@ -229,8 +229,8 @@ def _imports(file: Path) -> list[str]:
     return names
 
 
-#: The domain packages: they import no Airflow, no Spark and nothing of the provider but one another, the
-#: plain errors (``errors.py``), the enums and the documents' base (``documents.py``), so the domain can
+#: The domain packages: they import no Airflow, no Spark and nothing of the provider but one another and
+#: the plain errors (``errors.py``), the enums and the documents' base (``documents.py``), so the domain can
 #: change without Airflow or Spark installed.
 DOMAIN = ("increase", "store", "client")
 DOMAIN_MAY_IMPORT = tuple(

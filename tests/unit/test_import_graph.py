@@ -1,0 +1,56 @@
+"""The package's import graph has no loop (issue 26): no module imports, at any depth (lazy imports inside
+functions included), a module that imports it back."""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "airflow_provider_kstate"
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules ``path`` imports (``from a.b import c`` counts ``a.b.c`` when it is a module)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        out |= {n for n in names if n in modules}
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    names = set(files)
+    graph = {m: _imports(p, names) - {m} for m, p in files.items()}
+    for module in list(graph):  # a package's __init__ is not an arrow of its own: its modules are
+        graph[module] = {t for t in graph[module] if not (files[t].name == "__init__.py" and t in module)}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One loop of the graph (``[]`` when there is none), as :mod:`graphlib` finds it."""
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as exc:
+        return list(exc.args[1])
+    return []
+
+
+def test_no_module_of_the_package_imports_one_that_imports_it_back() -> None:
+    graph = _graph()
+    assert len(graph) > 80 and sum(len(t) for t in graph.values()) > 150  # the graph was read
+    assert _cycle(graph) == []
+
+
+def test_the_loop_detector_finds_a_loop() -> None:
+    assert sorted(set(_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}))) == ["a", "b", "c"]
