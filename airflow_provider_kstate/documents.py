@@ -21,7 +21,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PrivateAttr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
 
 from airflow_provider_kstate.errors import KStateError
 
@@ -59,9 +66,12 @@ class Document(BaseModel):
         """The JSON-safe dict of the document (what XCom carries)."""
         return self.model_dump(mode="json", by_alias=True)
 
-    def to_json(self) -> str:
-        """The document as compact JSON text."""
-        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=self.sort_keys)
+    def to_json(self, indent: int | None = None) -> str:
+        """The document as JSON text: compact, or indented by ``indent`` spaces (as ``json.dumps`` indents:
+        the files the store writes keep their layout)."""
+        if indent is None:
+            return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=self.sort_keys)
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=self.sort_keys)
 
     @classmethod
     def what(cls) -> str:
@@ -113,6 +123,34 @@ class Document(BaseModel):
         }
 
 
+class OrderedDocument(Document):
+    """A document whose dict holds the fields it was read or built with, in that order, and no others (its
+    version field :attr:`first` always, first): one read and written again is the same JSON, byte for byte,
+    whichever writer ordered or left out its optional fields. A field set later (``model_copy(update=...)``)
+    comes after them."""
+
+    #: The version field: always written, first.
+    first: ClassVar[str] = "format"
+
+    _order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        document = handler(data)
+        if isinstance(data, Mapping) and isinstance(document, OrderedDocument):
+            document._order = tuple(data)
+        return document
+
+    def to_dict(self) -> dict[str, Any]:
+        values = self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        out = {self.first: getattr(self, self.first)}
+        for name in (*self._order, *values):
+            if name in values and name not in out:
+                out[name] = values[name]
+        return out
+
+
 def _first(exc: ValidationError) -> str:
     error = exc.errors()[0]
     where = ".".join(str(p) for p in error.get("loc", ())) or "document"
@@ -144,6 +182,12 @@ MODULES: tuple[str, ...] = (
     "airflow_provider_kstate.doctor.verdict",
     "airflow_provider_kstate.increase.events",
     "airflow_provider_kstate.increase.plan",
+    # the store and the Spark applications (docs/schemas/store/)
+    "airflow_provider_kstate.store.contract",
+    "airflow_provider_kstate.store.layout",
+    "airflow_provider_kstate.store.manifest",
+    "airflow_provider_kstate.store.results",
+    "airflow_provider_kstate.spark_apps.progress",
 )
 
 

@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.store import uri as uris
+from airflow_provider_kstate.store.results import CheckReport, RebuildReport, store_report
 
 log = logging.getLogger(__name__)
 
@@ -108,47 +109,47 @@ def asset_dataset(asset_uri: str) -> tuple[str, str]:
 # ------------------------------------------------------------------------------------------- facets
 
 
-def _capped_offsets(partitions: Mapping[str, Any], field: str) -> tuple[dict[str, int] | None, int]:
-    """Return ``({partition: offset}`` up to OFFSETS_CAP partitions, else None``, total)`` of ``field``."""
+def _capped_offsets(partitions: Mapping[int, Any], field: str) -> tuple[dict[str, int] | None, int]:
+    """Return ``({partition: offset}`` up to OFFSETS_CAP partitions, else None``, total)`` of ``field`` of
+    the report's typed per-partition entries."""
     values = {
-        str(p): int(e[field])
-        for p, e in partitions.items()
-        if isinstance(e, dict) and e.get(field) is not None
+        str(p): int(value) for p, e in partitions.items() if (value := getattr(e, field, None)) is not None
     }
     total = sum(values.values())
     return (values if len(values) <= OFFSETS_CAP else None), total
 
 
-def store_facet(report: Mapping[str, Any], side: str) -> dict[str, Any]:
+def store_facet(report: CheckReport | RebuildReport, side: str) -> dict[str, Any]:
     """Return the ``kstate`` facet fields of a check's or rebuild's report, for ``side`` ``changelog`` or ``snapshot``.
 
-    :param report: the task's XCom (fast check, deep check or rebuild report).
+    :param report: the task's report (fast check, deep check or rebuild; :func:`~.store.results.store_report`
+        reads it from the XCom).
     :param side: which dataset the facet goes on.
     """
-    partitions = report.get("partitions") or {}
-    out: dict[str, Any] = {}
+    check = report if isinstance(report, CheckReport) else None
+    partitions = report.partitions
+    count = getattr(check, "topic_partitions" if side == "changelog" else "snapshot_partitions", None)
+    out: dict[str, Any] = {"partitions": count if count is not None else (len(partitions) or None)}
     if side == "changelog":
-        count = report.get("topic_partitions")
-        out["partitions"] = count if count is not None else (len(partitions) or None)
-        out["recordsRead"] = report.get("records_read")
+        out["recordsRead"] = report.records_read
         offsets, total = _capped_offsets(partitions, "high_watermark")
-        out["offsets"], out["offsetsTotal"] = offsets, (total or None)
     else:
-        count = report.get("snapshot_partitions")
-        out["partitions"] = count if count is not None else (len(partitions) or None)
-        out["version"] = report.get("snapshot_version")
-        rows = report.get("rows")
-        if rows is None and partitions:
-            rows = sum(int(e.get("rows") or 0) for e in partitions.values() if isinstance(e, dict)) or None
-        out["rows"] = rows
+        out["version"] = report.snapshot_version
+        out["rows"] = _snapshot_rows(report)
         offsets, total = _capped_offsets(partitions, "end_offset")
-        out["offsets"], out["offsetsTotal"] = offsets, (total or None)
-        if "previous" in report:
-            out["previousVersion"] = report.get("previous")
-    if report.get("check") and side == "snapshot":
-        out.update(check=report["check"], ok=report.get("ok"))
-        out["failedPartitions"] = list(report.get("failed_partitions") or [])
+    out["offsets"], out["offsetsTotal"] = offsets, (total or None)
+    if isinstance(report, RebuildReport) and side == "snapshot":
+        out["previousVersion"] = report.previous
+    if check is not None and check.check and side == "snapshot":
+        out.update(check=check.check, ok=check.ok, failedPartitions=check.failed_partitions)
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _snapshot_rows(report: CheckReport | RebuildReport) -> int | None:
+    """The snapshot's rows: the rebuild's, else the sum of the entries' (None: none known)."""
+    if isinstance(report, RebuildReport):
+        return report.rows
+    return sum(e.rows or 0 for e in report.partitions.values()) or None
 
 
 def topic_facet(operator_kind: str, plan: Plan, result: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -346,14 +347,15 @@ def store_lineage(operator: Any, task_instance: Any = None, complete: bool = Fal
     :param task_instance: the running task instance (its XCom holds the report on completion).
     :param complete: add what the run found (the report).
     """
-    report = (task_result(task_instance) if complete else None) or {}
+    result = task_result(task_instance) if complete else None
+    report = store_report(result) if result else None
     changelog = topic_dataset(bootstrap_servers(operator.kafka_config_id), str(operator.topic))
     snapshot = snapshot_dataset(str(operator.snapshot_uri))
     log_facets: dict[str, Any] = {}
     snap_facets: dict[str, Any] = {"schema": _schema_facet()}
     log_io: dict[str, Any] = {}
     snap_io: dict[str, Any] = {}
-    if report:
+    if report is not None:
         log_facets[FACET_KEY] = _kstate_facet(store_facet(report, "changelog"))
         snap_facets[FACET_KEY] = _kstate_facet(store_facet(report, "snapshot"))
         _standard_facets(report, snap_facets, log_io, snap_io)
@@ -369,7 +371,10 @@ def store_lineage(operator: Any, task_instance: Any = None, complete: bool = Fal
 
 
 def _standard_facets(
-    report: Mapping[str, Any], snap_facets: dict[str, Any], log_io: dict[str, Any], snap_io: dict[str, Any]
+    report: CheckReport | RebuildReport,
+    snap_facets: dict[str, Any],
+    log_io: dict[str, Any],
+    snap_io: dict[str, Any],
 ) -> None:
     from openlineage.client.facet_v2 import (
         data_quality_assertions_dataset,
@@ -378,26 +383,26 @@ def _standard_facets(
         output_statistics_output_dataset,
     )
 
-    if report.get("snapshot_version"):
+    if report.snapshot_version:
         snap_facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(
-            datasetVersion=str(report["snapshot_version"])
+            datasetVersion=str(report.snapshot_version)
         )
-    if report.get("records_read") is not None:
+    if report.records_read is not None:
         log_io["inputStatistics"] = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
-            rowCount=int(report["records_read"])
+            rowCount=int(report.records_read)
         )
-    if report.get("check"):
-        failed = list(report.get("failed_partitions") or [])
+    if isinstance(report, CheckReport) and report.check:
+        failed = report.failed_partitions
         snap_io["dataQualityAssertions"] = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
             assertions=[
                 data_quality_assertions_dataset.Assertion(
-                    assertion=f"kstate_{report['check']}_check",
-                    success=bool(report.get("ok")),
+                    assertion=f"kstate_{report.check}_check",
+                    success=report.ok,
                     actual=f"failed partitions {failed}" if failed else None,
                 )
             ]
         )
-    elif report.get("rows") is not None:
+    elif isinstance(report, RebuildReport):
         snap_io["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-            rowCount=int(report["rows"])
+            rowCount=report.rows
         )

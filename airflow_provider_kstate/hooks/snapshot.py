@@ -21,6 +21,7 @@ from airflow_provider_kstate.store import contract
 from airflow_provider_kstate.store import fast_check as checks
 from airflow_provider_kstate.store.layout import LEGACY_MESSAGE
 from airflow_provider_kstate.store.manifest import Manifest
+from airflow_provider_kstate.store.results import CheckReport
 from airflow_provider_kstate.store.uri import local_path, uri_problem
 
 __all__ = ["KStateSnapshotHook", "check_uri", "load_manifest"]
@@ -111,16 +112,17 @@ class KStateSnapshotHook(BaseHook):
         fs = ObjectStoragePath(snapshot_uri, conn_id=self.storage_conn_id).fs
         return dict(getattr(fs, "storage_options", {}) or {})
 
-    def fast_check(self, topic: str, snapshot_uri: str) -> dict[str, Any]:
+    def fast_check(self, topic: str, snapshot_uri: str) -> CheckReport:
         """Run the fast check (:func:`airflow_provider_kstate.store.fast_check.fast_check`) against the
-        connection's cluster, on the pointer's current version of a validated URI.
+        connection's cluster, on the pointer's current version of a validated URI; return its report
+        (``to_dict()`` is the document the fast check operator pushes).
 
         :raises TopicNotFoundError: when the changelog topic does not exist.
         :raises KStateConfigError: when the URI is not one the worker can read.
         """
         check_uri(snapshot_uri)  # a wrong URI is bad input, not a bad store
         report = checks.fast_check(self.admin, topic, snapshot_uri, self.storage_options(snapshot_uri))
-        self._log_version(snapshot_uri, report.get("snapshot_version"), bool(report.get("snapshot_ok")))
+        self._log_version(snapshot_uri, report.snapshot_version, bool(report.snapshot_ok))
         return report
 
     def manifest(self, snapshot_uri: str) -> Manifest:

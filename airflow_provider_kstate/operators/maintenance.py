@@ -34,7 +34,7 @@ def rebuild_scope(fast: CheckReport, deep: CheckReport | None, target: int | Non
     partitions' data files (:func:`~airflow_provider_kstate.store.fast_check.partial_scope`). Any other
     fast-check failure, or a re-key to another partition count (``target``), needs a full rebuild.
     """
-    if target and target != fast.extra.get("topic_partitions"):
+    if target and target != fast.topic_partitions:
         return []
     scope = [] if fast.ok else partial_scope(fast)
     if scope is None:
@@ -67,7 +67,7 @@ def read_report(xcom: Any, check: str = "deep") -> CheckReport | None:
 
     :param check: ``fast`` or ``deep``, when the report does not say.
     """
-    return CheckReport.from_json(xcom, check=check) if xcom else None
+    return CheckReport.read(xcom, check=check) if xcom else None
 
 
 class KStateChooseDeepCheckOperator(TranslatesDomainErrors, BaseBranchOperator):
@@ -88,7 +88,7 @@ class KStateChooseDeepCheckOperator(TranslatesDomainErrors, BaseBranchOperator):
 
     def choose_branch(self, context: Any) -> str:
         fast = read_report(context["ti"].xcom_pull(task_ids=self.fast_check_task_id), "fast")
-        deep = bool(context["params"].get("deep")) and bool(fast and fast.extra.get("snapshot_ok"))
+        deep = bool(context["params"].get("deep")) and bool(fast and fast.snapshot_ok)
         self.log.info("DECIDE deep check %s", "runs" if deep else "skipped")
         return self.deep_task_id if deep else self.otherwise_task_id
 

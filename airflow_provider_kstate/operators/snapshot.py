@@ -24,10 +24,8 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.assets import annotate_outlets
 from airflow_provider_kstate.exceptions import (
-    BrokerDeviationError,
     KStateConfigError,
     SnapshotError,
-    SparkApplicationError,
     StateCheckFailed,
     TranslatesDomainErrors,
 )
@@ -37,6 +35,7 @@ from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
 from airflow_provider_kstate.lease import LeaseKeeper
 from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.spark_app import (
+    BOUND_DEVIATIONS,
     DEFAULT_SPARK_CONF,
     KStateSparkApplicationOperator,
     _app_file,
@@ -45,14 +44,14 @@ from airflow_provider_kstate.operators.spark_app import (
 from airflow_provider_kstate.params import as_optional_count, as_partitions, as_str_list
 from airflow_provider_kstate.spark_apps.progress import DEFAULT_INTERVAL
 from airflow_provider_kstate.store import results
-from airflow_provider_kstate.store.contract import OFFSET_BOUNDS
 from airflow_provider_kstate.store.layout import DEFAULT_KEEP_VERSIONS
-from airflow_provider_kstate.store.results import CheckReport
+from airflow_provider_kstate.store.results import CheckReport, RebuildReport
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 __all__ = [
+    "BOUND_DEVIATIONS",
     "DEFAULT_SPARK_CONF",
     "KStateDeepCheckOperator",
     "KStateFastCheckOperator",
@@ -88,7 +87,7 @@ def _finish_check(
     """
     for warning, text in lines:
         (operator.log.warning if warning else operator.log.info)("%s", text)
-    doc = report.to_json()
+    doc = report.to_dict()
     annotate_outlets(operator.outlets, context, doc)
     METRICS_OUT.checked(operator.topic, kind, report.ok, report.failed_partitions)
     if operator.fail_on_bad and not report.ok:
@@ -139,8 +138,8 @@ class KStateFastCheckOperator(TranslatesDomainErrors, BaseOperator):
         hook = KStateSnapshotHook(
             kafka_config_id=self.kafka_config_id, timeout=self.timeout, storage_conn_id=self.storage_conn_id
         )
-        report = CheckReport.from_json(hook.fast_check(self.topic, self.snapshot_uri), check="fast")
-        # the XCom: the fast check's report document, as it wrote it
+        report = hook.fast_check(self.topic, self.snapshot_uri)
+        # the XCom: the fast check's report document, as it built it
         return _finish_check(self, context, "fast", report, results.fast_lines(report))
 
     def get_openlineage_facets_on_start(self) -> Any:
@@ -156,11 +155,6 @@ class KStateFastCheckOperator(TranslatesDomainErrors, BaseOperator):
         return store_lineage(self, task_instance, complete=True)
 
 
-#: The promises that let a deviating broker's reads be bounded by where its fetches end instead of by
-#: its ListOffsets (passed on to the Spark applications when both are accepted).
-BOUND_DEVIATIONS = ("latest_offset", "last_stable_offset")
-
-
 class _StoreSparkOperator(KStateSparkApplicationOperator):
     """Common ground of the deep check and the rebuild: a topic, a snapshot URI, the package's application.
 
@@ -169,7 +163,8 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
     the last stable offset stops at an open transaction); a broken one fails the task with
     :class:`~airflow_provider_kstate.exceptions.BrokerDeviationError` unless ``allow_broker_deviation``
     names it. The applications also cross-check the bounds of every read with where a fetch ends; a
-    disagreement is a ``BrokerDeviationError`` too, and nothing is published.
+    disagreement is a ``BrokerDeviationError`` too (the application's ``offset-bounds`` error code, see
+    :data:`~airflow_provider_kstate.operators.spark_app.APP_ERRORS`), and nothing is published.
 
     While the application reads the changelog its driver logs a ``PROGRESS`` line every
     ``progress_interval`` seconds (offsets read of the total, percent, rate, time left), which the Spark
@@ -228,23 +223,6 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
         what = f"the {self.app_name.removesuffix('.py').replace('_', ' ')} of {self.topic!r}"
         verdict = KStateDoctorHook(kafka_config_id=self.kafka_config_id).require(STATE_NEEDS, allow, what)
         return [p for p in verdict.broken() if p in allow]
-
-    def submit(
-        self, hook: KStateSnapshotHook, context: Context | None = None, args: list[str] | None = None
-    ) -> dict[str, Any]:
-        """Run the application (see the base class); an application that found the broker's end offsets
-        disagreeing with its reads fails with :class:`BrokerDeviationError` (a retry cannot fix it)."""
-        try:
-            return super().submit(hook, context, args)
-        except SparkApplicationError as exc:
-            if OFFSET_BOUNDS not in str(exc):
-                raise
-            raise BrokerDeviationError(
-                f"{exc}. {self.task_id} refused to trust the read: nothing was published and the current "
-                f"snapshot is unchanged. Run it on a broker whose ListOffsets matches its fetches, or accept "
-                f"allow_broker_deviation={list(BOUND_DEVIATIONS)} to bound reads by where fetches end "
-                "(logged as RISK ACCEPTED)"
-            ) from exc
 
     def app_path(self) -> str:
         return (
@@ -316,7 +294,7 @@ class KStateDeepCheckOperator(_StoreSparkOperator):
         hook.admin.partition_count(self.topic)  # TopicNotFoundError before Spark starts
         hook.manifest(self.snapshot_uri)  # SnapshotError naming the problem before Spark starts
         accepted = self.trust_broker()  # BrokerDeviationError before Spark starts
-        report = CheckReport.from_json(
+        report = CheckReport.read(
             self.submit(hook, context, self.app_args(accepted)),
             check="deep",
             topic=self.topic,
@@ -447,22 +425,24 @@ class KStateRebuildOperator(_StoreSparkOperator):
         args = [*self.rebuild_args(self._base_args(accepted), target, only), "--keep-versions", str(keep)]
         with self.snapshot_lease(context, root):
             started = time.monotonic()
-            report = self.submit(hook, context, args)
-        if not report.get("ok"):
+            written = self.submit(hook, context, args)
+        if not written.get("ok"):
             raise SnapshotError(
                 f"rebuild of {self.snapshot_uri!r} from {self.topic!r} reported failure: "
-                f"{report.get('error') or report}; the previous snapshot is unchanged"
+                f"{written.get('error') or written}; the previous snapshot is unchanged"
             )
+        report = RebuildReport.from_dict(written)
         self.log.info(
             "Rebuilt %s: version %s, %s changelog records read, %s rows in %s partitions, %ss; previous: %s",
             self.snapshot_uri,
-            report.get("snapshot_version"),
-            report.get("records_read"),
-            report.get("rows"),
-            len(report.get("partitions") or {}),
-            report.get("seconds"),
-            report.get("previous"),
+            report.snapshot_version,
+            report.records_read,
+            report.rows,
+            len(report.partitions),
+            report.seconds,
+            report.previous,
         )
-        annotate_outlets(self.outlets, context, report)
-        METRICS_OUT.rebuilt(self.topic, report, time.monotonic() - started)
-        return report
+        doc = report.to_dict()  # the XCom: the application's report, as it wrote it
+        annotate_outlets(self.outlets, context, doc)
+        METRICS_OUT.rebuilt(self.topic, doc, time.monotonic() - started)
+        return doc

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_provider_kstate.exceptions import (
+    BrokerDeviationError,
     KStateConfigError,
+    KStateError,
     NotCompactedChangelogError,
     SnapshotError,
     SparkApplicationError,
@@ -38,6 +40,37 @@ if TYPE_CHECKING:
 
 #: Spark settings every kstate application gets unless the caller overrides them.
 DEFAULT_SPARK_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
+#: The promises that let a deviating broker's reads be bounded by where its fetches end instead of by
+#: its ListOffsets (passed on to the Spark applications when both are accepted).
+BOUND_DEVIATIONS = ("latest_offset", "last_stable_offset")
+
+#: How a failed application fails the task, by its report's error code: the error and its message
+#: (``{app}``: the application's file, ``{error}``: its error line, ``{task}``: the task id). The one place
+#: that maps codes; a code not here fails with :class:`SparkApplicationError` (retried).
+APP_ERRORS: dict[contract.ErrorCode, tuple[type[KStateError], str]] = {
+    # a retry cannot fix the topic's policy
+    contract.ErrorCode.NOT_COMPACTED: (NotCompactedChangelogError, "{app} refused: {error}"),
+    # a retry cannot fix the broker: nothing was read or published
+    contract.ErrorCode.OFFSET_BOUNDS: (
+        BrokerDeviationError,
+        "{app} failed: {error}. {task} refused to trust the read: nothing was published and the current "
+        "snapshot is unchanged. Run it on a broker whose ListOffsets matches its fetches, or accept "
+        f"allow_broker_deviation={list(BOUND_DEVIATIONS)} to bound reads by where fetches end "
+        "(logged as RISK ACCEPTED)",
+    ),
+}
+#: Any other code.
+APP_FAILED: tuple[type[KStateError], str] = (SparkApplicationError, "{app} failed: {error}")
+
+
+def app_error(failure: contract.AppFailure, app: str, task: str) -> KStateError:
+    """Return the error a task fails with when its application reported ``failure`` (:data:`APP_ERRORS`).
+
+    :param app: the application's path.
+    :param task: the task id.
+    """
+    cls, message = APP_ERRORS.get(failure.error_code, APP_FAILED)
+    return cls(message.format(app=Path(app).name, error=failure.error, task=task))
 
 
 def spark_app_path(name: str) -> str:
@@ -173,12 +206,10 @@ class KStateSparkApplicationOperator(TranslatesDomainErrors, SparkSubmitOperator
                 with self._configured(sub):
                     SparkSubmitOperator.execute(self, context if context is not None else {})  # type: ignore[arg-type]
             except Exception as exc:
-                error = contract.reported_error(report)
-                if error is None:
+                failure = contract.reported_failure(report)
+                if failure is None:
                     raise
-                if error.startswith(contract.NOT_COMPACTED):  # a retry cannot fix the topic's policy
-                    raise NotCompactedChangelogError(f"{Path(app).name} refused: {error}") from exc
-                raise SparkApplicationError(f"{Path(app).name} failed: {error}") from exc
+                raise app_error(failure, app, self.task_id) from exc
             return _read_report(report, app)
 
     def _plan_submission(self, cfg: str, report: str, ship: str, args: list[str]) -> Submission:

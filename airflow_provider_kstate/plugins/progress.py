@@ -14,12 +14,11 @@ rebuild was killed or its driver cannot write there. Read-only; no Airflow impor
 from __future__ import annotations
 
 import calendar
-import json
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_kstate.spark_apps.progress import DOC_FORMAT, PROGRESS_NAME
+from airflow_provider_kstate.spark_apps.progress import PROGRESS_NAME, ProgressDocument
 from airflow_provider_kstate.store.uri import filesystem
 
 #: A running document not replaced for this many progress intervals is stale ...
@@ -28,21 +27,21 @@ STALE_INTERVALS = 3
 STALE_AFTER = 60.0
 
 
-def _age(doc: Mapping[str, Any], now: float) -> float | None:
+def _age(doc: ProgressDocument, now: float) -> float | None:
     """Return the seconds since the document was written, None when it says no time."""
     try:
-        updated = calendar.timegm(time.strptime(str(doc["updated_at"]), "%Y-%m-%dT%H:%M:%SZ"))
-    except (KeyError, ValueError):
+        updated = calendar.timegm(time.strptime(doc.updated_at, "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:
         return None
     return max(0.0, now - updated)
 
 
-def read_document(uri: str, storage_options: Mapping[str, Any] | None = None) -> Any:
-    """Return the decoded progress document of the snapshot at ``uri``, None when there is none.
+def read_document(uri: str, storage_options: Mapping[str, Any] | None = None) -> ProgressDocument | None:
+    """Return the progress document of the snapshot at ``uri``, None when there is none.
 
     :param uri: the snapshot root (a local path or a filesystem URI).
     :param storage_options: credentials of a remote filesystem (see :func:`~.store.uri.filesystem`).
-    :raises OSError: it cannot be read; :raises ValueError: it is not JSON.
+    :raises OSError: it cannot be read; :raises ProgressError: it is not a valid progress document.
     """
     from pyarrow import fs as pafs
 
@@ -51,7 +50,7 @@ def read_document(uri: str, storage_options: Mapping[str, Any] | None = None) ->
     if fs.get_file_info(path).type == pafs.FileType.NotFound:
         return None
     with fs.open_input_stream(path) as stream:
-        return json.loads(stream.read())
+        return ProgressDocument.from_json(stream.read())
 
 
 def snapshot_progress(
@@ -66,14 +65,11 @@ def snapshot_progress(
     """
     try:
         doc = read_document(uri, storage_options)
-    except Exception as exc:  # noqa: BLE001 - an unreadable document must not break the page
+    except Exception as exc:  # noqa: BLE001 - an unreadable or invalid document must not break the page
         return {"state": "unreadable", "problem": f"{PROGRESS_NAME}: {exc}"}
     if doc is None:
         return None
-    if not isinstance(doc, dict) or doc.get("format") != DOC_FORMAT:
-        return {"state": "unreadable", "problem": f"{PROGRESS_NAME}: not a {DOC_FORMAT} document"}
     age = _age(doc, time.time() if now is None else now)
-    interval = float(doc.get("interval") or 0)
-    limit = max(STALE_INTERVALS * interval, STALE_AFTER)
-    stale = doc.get("state") == "running" and (age is None or age > limit)
-    return {**doc, "age_seconds": None if age is None else round(age, 1), "stale": stale}
+    limit = max(STALE_INTERVALS * doc.interval, STALE_AFTER)
+    stale = doc.state == "running" and (age is None or age > limit)
+    return {**doc.to_dict(), "age_seconds": None if age is None else round(age, 1), "stale": stale}

@@ -30,6 +30,7 @@ from typing import Any
 
 from airflow_provider_kstate.increase.report import default_report_base, ranges, read_report
 from airflow_provider_kstate.plugins.progress import snapshot_progress
+from airflow_provider_kstate.store.contract import AppReportError
 from airflow_provider_kstate.store.results import CheckReport
 
 #: Runs per page, at most.
@@ -476,7 +477,11 @@ def _check_reports(checks: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any
     for xcom in checks:
         value = xcom["value"]
         if isinstance(value, dict) and value.get("check") in ("fast", "deep"):
-            yield xcom, CheckReport.from_json(value)
+            try:
+                report = CheckReport.read(value, check=value["check"])
+            except AppReportError:  # not a check report after all: not shown
+                continue
+            yield xcom, report
 
 
 def _check_summary(xcom: dict[str, Any], report: CheckReport) -> dict[str, Any]:
@@ -484,7 +489,7 @@ def _check_summary(xcom: dict[str, Any], report: CheckReport) -> dict[str, Any]:
         "ok": report.ok,
         "failed_partitions": report.failed_partitions,
         "problems": report.problems[:10],
-        "version": report.extra.get("snapshot_version"),
+        "version": report.snapshot_version,
         "dag_id": xcom["dag_id"],
         "run_id": xcom["run_id"],
         "task_id": xcom["task_id"],

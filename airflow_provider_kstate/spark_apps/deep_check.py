@@ -68,9 +68,9 @@ from airflow_provider_kstate.spark_apps.snapshot_data import (
     snapshot_frame,
 )
 from airflow_provider_kstate.store.contract import (
-    FAILED_FIELD,
     AppError,
     app_parser,
+    error_code,
     fail,
     load_kafka_config,
     write_report,
@@ -83,7 +83,7 @@ from airflow_provider_kstate.store.manifest import (
     digest_sum,
     digest_sum_nullable,
 )
-from airflow_provider_kstate.store.results import EMPTY_DIGEST, KINDS, PartitionResult, Side
+from airflow_provider_kstate.store.results import EMPTY_DIGEST, KINDS, CheckReport, PartitionResult, Side
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -430,24 +430,22 @@ def build_results(manifest: Manifest, snap: dict[int, tuple[int, str, int]]) -> 
     return results
 
 
-def unusable(
-    args: argparse.Namespace, version: str | None, problem: str, warnings: list[str]
-) -> dict[str, Any]:
+def unusable(args: argparse.Namespace, version: str | None, problem: str, warnings: list[str]) -> CheckReport:
     """Return the report of a snapshot that cannot be checked at all (no, a garbled, or another topic's
     manifest): damage to the whole snapshot, which ``rebuild=auto`` rebuilds in full."""
-    return {
-        "ok": False,
-        "snapshot_ok": False,
-        "topic": args.topic,
-        "snapshot_uri": args.snapshot_uri,
-        "snapshot_version": version,
-        "layout": None,
-        "records_read": 0,
-        FAILED_FIELD: [],
-        "problems": [problem],
-        "partitions": {},
-        "warnings": warnings,
-    }
+    return CheckReport(
+        ok=False,
+        snapshot_ok=False,
+        topic=args.topic,
+        snapshot_uri=args.snapshot_uri,
+        snapshot_version=version,
+        layout=None,
+        records_read=0,
+        failed_partitions=[],
+        problems=[problem],
+        partitions={},
+        warnings=warnings,
+    )
 
 
 def readable_stats(
@@ -482,7 +480,7 @@ def check(
     kafka_config: dict[str, Any],
     count: int,
     progress: DriverProgress | None = None,
-) -> dict[str, Any]:
+) -> CheckReport:
     """Run the deep check and return the report (without ``seconds``).
 
     :param progress: reports the changelog reads (none when None).
@@ -523,18 +521,18 @@ def check(
     damage(results, files)
     bad = sorted(p for p, r in results.items() if r.problems)
     problems = [f"a data file outside any partition directory: {path}" for path in files.stray]
-    return {
-        "ok": not bad and not problems,
-        "topic": args.topic,
-        "snapshot_uri": args.snapshot_uri,
-        "snapshot_version": resolved.version,
-        "layout": layout,
-        "records_read": truth.records,
-        FAILED_FIELD: bad,
-        "problems": problems,
-        "partitions": {str(p): r.to_json() for p, r in results.items()},
-        "warnings": warnings,
-    }
+    return CheckReport(
+        ok=not bad and not problems,
+        topic=args.topic,
+        snapshot_uri=args.snapshot_uri,
+        snapshot_version=resolved.version,
+        layout=layout,
+        records_read=truth.records,
+        failed_partitions=bad,
+        problems=problems,
+        partitions={p: r.to_entry() for p, r in results.items()},
+        warnings=warnings,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -551,13 +549,14 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             progress.close()
     except (AppError, ManifestError, kafka_io.KafkaReadError) as exc:
-        return fail(args.report_file, str(exc), to_stderr, PREFIX)
+        return fail(args.report_file, str(exc), to_stderr, PREFIX, error_code(exc))
     except Exception as exc:  # noqa: BLE001 - Spark/Py4J errors: one line, not a stack trace
-        return fail(args.report_file, f"{type(exc).__name__}: {first_line(exc)}", to_stderr, PREFIX)
-    report["seconds"] = round(time.monotonic() - started, 3)
+        message = f"{type(exc).__name__}: {first_line(exc)}"
+        return fail(args.report_file, message, to_stderr, PREFIX, error_code(exc))
+    report = report.model_copy(update={"seconds": round(time.monotonic() - started, 3)})
     write_report(args.report_file, report)
-    verdict = "ok" if report["ok"] else f"MISMATCH in partitions {report[FAILED_FIELD]}"
-    print(f"{PREFIX}: {verdict}: {report['records_read']} records checked in {report['seconds']}s")
+    verdict = "ok" if report.ok else f"MISMATCH in partitions {report.failed_partitions}"
+    print(f"{PREFIX}: {verdict}: {report.records_read} records checked in {report.seconds}s")
     return 0
 
 

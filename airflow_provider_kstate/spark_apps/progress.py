@@ -24,6 +24,9 @@ last one when it ends)::
 and hands the same numbers, as a document (:data:`DOC_FORMAT`), to a ``publish`` callback (the rebuild
 keeps it at ``<snapshot uri>/`` :data:`PROGRESS_NAME` for the kstate page). Progress never changes what is
 read or written. No Airflow and no Spark import here (the driver passes its session's host in).
+
+The document is a :class:`ProgressDocument` (``docs/schemas/store/rebuild-progress.schema.json``); the
+kstate page reads it (``plugins/progress.py``).
 """
 
 from __future__ import annotations
@@ -38,12 +41,19 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Final, Literal
+
+from pydantic import ConfigDict, Field
+
+from airflow_provider_kstate.documents import OrderedDocument
+from airflow_provider_kstate.errors import SnapshotError
 
 #: The progress document's name under a snapshot root (``_``: hidden from Parquet readers and checks).
 PROGRESS_NAME = "_kstate_progress.json"
 #: The progress document's format tag.
-DOC_FORMAT = "kstate-progress/1"
+DOC_FORMAT: Final = "kstate-progress/1"
+#: The states of the progress document.
+STATES = ("running", "done", "failed")
 #: Seconds between two progress lines unless told otherwise (``--progress-interval``).
 DEFAULT_INTERVAL = 10.0
 #: Seconds between two position reports of one executor task, at most.
@@ -56,6 +66,54 @@ QUIET = 2 * CONNECT_TIMEOUT + 2 * REPORT_EVERY
 PREFIX = "PROGRESS"
 
 _UNREACHABLE: set[tuple[str, int]] = set()  # listeners this Python worker failed to reach: not tried again
+
+
+class ProgressError(SnapshotError, ValueError):
+    """The progress document is not a valid ``kstate-progress/1`` document."""
+
+
+class ProgressDocument(OrderedDocument):
+    """The progress of a rebuild (document ``store/rebuild-progress``, ``kstate-progress/1``), kept at
+    ``<snapshot uri>/`` :data:`PROGRESS_NAME`: the last ``PROGRESS`` line's numbers while it reads, then
+    the outcome (``done`` with the version committed, ``failed`` with the error). A run that failed before
+    it read anything has only the first fields and the outcome."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        title="kstate rebuild progress (_kstate_progress.json)",
+        json_schema_extra={
+            "description": "Kept beside a snapshot by the rebuild's Spark driver: the last PROGRESS line's "
+            "numbers while it reads the changelog, then the outcome (done with the version, failed with the "
+            "error). A run that failed before it read has only the first fields and the outcome."
+        },
+    )
+    schema_name = "store/rebuild-progress"
+    read_error = ProgressError
+
+    format: Literal["kstate-progress/1"] = Field(description="the document's version")
+    state: Literal["running", "done", "failed"] = Field(description="the run's state")
+    app: str = Field(description="the application (rebuild)")
+    topic: str = Field(description="the changelog topic")
+    label: str | None = Field(
+        default=None, description="which read, when the application reads more than once"
+    )
+    read: int | None = Field(default=None, description="offsets read so far")
+    total: int | None = Field(default=None, description="offsets to read")
+    percent: float | None = Field(default=None, description="offsets read of the total, percent")
+    rate: float | None = Field(default=None, description="offsets read per second, on average")
+    eta_seconds: float | None = Field(default=None, description="seconds left at that rate (null: unknown)")
+    partitions: int | None = Field(default=None, description="the changelog partitions read")
+    partitions_read: int | None = Field(default=None, description="of them, the ones read to their end")
+    records: int | None = Field(default=None, description="records the read returned (at its end)")
+    line: str | None = Field(default=None, description="the PROGRESS line")
+    started_at: str | None = Field(default=None, description="when the read started, ISO-8601 UTC")
+    updated_at: str = Field(description="when the document was written, ISO-8601 UTC")
+    interval: float = Field(description="seconds between two documents")
+    live_reports: int | None = Field(default=None, description="position reports the executors sent")
+    snapshot_uri: str | None = Field(default=None, description="the snapshot rebuilt")
+    version: str | None = Field(default=None, description="the version being written (committed when done)")
+    rows: int | None = Field(default=None, description="done: the rows of the version committed")
+    error: str | None = Field(default=None, description="failed: the error")
 
 
 # ------------------------------------------------------------------------------------------ arithmetic
@@ -152,8 +210,8 @@ class Reading:
             return "time left unknown"
         return "under 1 s left" if eta < 1 else f"about {format_duration(eta)} left"
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the numbers of the progress document (see :class:`DriverProgress`)."""
+    def to_dict(self) -> dict[str, Any]:
+        """Return the numbers of the progress document (:class:`ProgressDocument`)."""
         eta = self.eta
         return {
             "app": self.kind,
@@ -408,14 +466,14 @@ class DriverProgress:
         interval: float = DEFAULT_INTERVAL,
         host: str = "127.0.0.1",
         bind: str | None = None,
-        publish: Callable[[dict[str, Any]], None] | None = None,
+        publish: Callable[[ProgressDocument], None] | None = None,
         echo: Callable[[str], None] = _echo,
     ) -> None:
         self.kind, self.topic, self.interval = kind, topic, float(interval)
         self.host, self.bind = host, bind or host
         self.publish, self.echo = publish, echo
         self.extra: dict[str, Any] = {}
-        self.last: dict[str, Any] | None = None
+        self.last: ProgressDocument | None = None
         self._reads: dict[str, _Read] = {}
         self._current: _Read | None = None
         self._listener: _Listener | None = None
@@ -495,8 +553,9 @@ class DriverProgress:
             return
         unread = {"format": DOC_FORMAT, "app": self.kind, "topic": self.topic, "interval": self.interval}
         with self._lock:  # before any read (a failure early on): what is known
-            doc = {**(self.last or unread), **self.extra, **extra, "state": state, "updated_at": utc_iso()}
-            self._publish(doc)
+            last = self.last.to_dict() if self.last is not None else unread
+            fields = {**last, **self.extra, **extra, "state": state, "updated_at": utc_iso()}
+            self._publish(ProgressDocument(**fields))
 
     def close(self) -> None:
         """Stop the listener (in the background: the application does not wait for it)."""
@@ -578,19 +637,19 @@ class DriverProgress:
                     f"{PREFIX} {self.kind} {self.topic}: no live report from the executors reached "
                     f"{self.host}:{self._listener.server_address[1]}: only finished partitions were counted"
                 )
-            self.last = {
-                "format": DOC_FORMAT,
-                "state": "running",
-                **now.to_json(),
-                "started_at": read.started_at,
-                "updated_at": utc_iso(),
-                "interval": self.interval,
-                "live_reports": tracker.reports,
+            self.last = ProgressDocument(
+                format=DOC_FORMAT,
+                state="running",
+                **now.to_dict(),
+                started_at=read.started_at,
+                updated_at=utc_iso(),
+                interval=self.interval,
+                live_reports=tracker.reports,
                 **self.extra,
-            }
+            )
             self._publish(self.last)
 
-    def _publish(self, doc: dict[str, Any]) -> None:
+    def _publish(self, doc: ProgressDocument) -> None:
         if self.publish is None:
             return
         try:

@@ -28,7 +28,6 @@ line on stderr and the current snapshot untouched. CFG.json holds secrets: it is
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -41,7 +40,12 @@ if __package__ in (None, ""):  # run as a script by spark-submit
 from airflow_provider_kstate.spark_apps import APP_VERSION, kafka_io
 from airflow_provider_kstate.spark_apps.changelog import ReadContext, changelog_frame, resolve_strays
 from airflow_provider_kstate.spark_apps.kafka_io import compaction_guard
-from airflow_provider_kstate.spark_apps.progress import PROGRESS_NAME, DriverProgress, add_progress_argument
+from airflow_provider_kstate.spark_apps.progress import (
+    PROGRESS_NAME,
+    DriverProgress,
+    ProgressDocument,
+    add_progress_argument,
+)
 from airflow_provider_kstate.spark_apps.runtime import (
     current_uri,
     first_line,
@@ -56,8 +60,16 @@ from airflow_provider_kstate.spark_apps.runtime import (
 from airflow_provider_kstate.spark_apps.snapshot_data import partition_stats, snapshot_frame, stats_or_empty
 from airflow_provider_kstate.store import layout as layouts
 from airflow_provider_kstate.store import uri as uris
-from airflow_provider_kstate.store.contract import AppError, app_parser, fail, load_kafka_config, write_report
+from airflow_provider_kstate.store.contract import (
+    AppError,
+    app_parser,
+    error_code,
+    fail,
+    load_kafka_config,
+    write_report,
+)
 from airflow_provider_kstate.store.manifest import Manifest, ManifestError, PartitionStats, utc_now
+from airflow_provider_kstate.store.results import RebuildReport
 from airflow_provider_kstate.store.uri import join, spark_path
 
 if TYPE_CHECKING:
@@ -369,11 +381,11 @@ def progress_publisher(spark: SparkSession, root: str) -> Any:
     target = join(root, PROGRESS_NAME)
     local = uris.local_path(root)
 
-    def publish(doc: dict[str, Any]) -> None:
+    def publish(doc: ProgressDocument) -> None:
         try:
             if local is not None:
                 os.makedirs(str(local), exist_ok=True)
-            replace_file(spark, target, json.dumps(doc, indent=1).encode(), durable=False)
+            replace_file(spark, target, doc.to_json(indent=1).encode(), durable=False)
         except Exception as exc:  # noqa: BLE001 - Py4J errors: their first line (the caller reports it)
             raise OSError(f"{target}: {first_line(exc)}") from exc
 
@@ -417,7 +429,7 @@ def remove(spark: SparkSession, uri: str) -> None:
         pass
 
 
-def rebuild(spark: SparkSession, plan: RebuildPlan) -> dict[str, Any]:
+def rebuild(spark: SparkSession, plan: RebuildPlan) -> RebuildReport:
     """Run the rebuild of ``plan`` and return the report (without ``seconds``)."""
     check_target(spark, plan.uri)
     check_current(spark, plan)
@@ -439,20 +451,20 @@ def rebuild(spark: SparkSession, plan: RebuildPlan) -> dict[str, Any]:
     plan.progress.finish("done", rows=manifest.rows)
     failpoint("rebuild.before_prune")
     removed = clean_up(spark, plan, version, history)
-    return {
-        "ok": True,
-        "topic": plan.topic,
-        "snapshot_uri": plan.uri,
-        "snapshot_version": version,
-        "records_read": records,
-        "rows": manifest.rows,
-        "layout": plan.layout,
-        "only_partitions": plan.only,
-        "partitions": manifest.to_json()["partition_stats"],
-        "previous": join(plan.uri, history[0]) if history else None,
-        "removed": removed,
-        "warnings": plan.warnings,
-    }
+    return RebuildReport(
+        ok=True,
+        topic=plan.topic,
+        snapshot_uri=plan.uri,
+        snapshot_version=version,
+        records_read=records,
+        rows=manifest.rows,
+        layout=plan.layout,
+        only_partitions=plan.only,
+        partitions=dict(sorted(manifest.partition_stats.items())),
+        previous=join(plan.uri, history[0]) if history else None,
+        removed=removed,
+        warnings=plan.warnings,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -476,16 +488,14 @@ def main(argv: list[str] | None = None) -> int:
         known = isinstance(exc, (RebuildError, ManifestError, kafka_io.KafkaReadError))
         message = str(exc) if known else f"{type(exc).__name__}: {first_line(exc)}"
         progress.finish("failed", error=message)
-        return fail(args.report_file, message, to_stderr, PREFIX)
+        return fail(args.report_file, message, to_stderr, PREFIX, error_code(exc))
     finally:
         progress.close()
-    report["seconds"] = round(time.monotonic() - started, 3)
+    report = report.model_copy(update={"seconds": round(time.monotonic() - started, 3)})
     write_report(args.report_file, report)
-    for warning in report["warnings"][len(early) :]:
+    for warning in report.warnings[len(early) :]:
         to_stderr(f"{PREFIX}: warning: {warning}")
-    print(
-        f"{PREFIX}: ok: {report['rows']} rows from {report['records_read']} records in {report['seconds']}s"
-    )
+    print(f"{PREFIX}: ok: {report.rows} rows from {report.records_read} records in {report.seconds}s")
     return 0
 
 

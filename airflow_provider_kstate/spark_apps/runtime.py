@@ -12,7 +12,6 @@ No Airflow import here.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -149,7 +148,7 @@ def write_manifest_spark(spark: SparkSession, uri: str, manifest: Manifest) -> N
     :param uri: the snapshot root.
     :param manifest: the manifest.
     """
-    write_bytes(spark, manifest_uri(uri), json.dumps(manifest.to_json(), indent=2).encode())
+    write_bytes(spark, manifest_uri(uri), manifest.to_json(indent=2).encode())
 
 
 def first_line(exc: BaseException) -> str:

@@ -8,7 +8,13 @@ Every application is called as ``APP --kafka-config-file CFG --topic T --snapsho
   directory, where ``spark-submit --files`` puts shipped files in cluster deploy mode.
 * ``R`` is where the application writes its JSON report: a local path, or a URI on cluster storage a
   cluster-mode driver can reach (written atomically on local disks).
-* A failed application writes ``{"ok": false, "error": "..."}`` and exits 2.
+* A failed application writes an :class:`AppFailure` (``{"format": "kstate-app-failure/1", "ok": false,
+  "error": "...", "error_code": "..."}``, schema ``docs/schemas/store/app-failure.schema.json``) and exits 2.
+  The message is the application's one error line; the :class:`ErrorCode` says why, and the operators map
+  each code to the task's error in one place (``operators/spark_app.py`` ``APP_ERRORS``).
+* An application that ran writes its report: the deep check a
+  :class:`~airflow_provider_kstate.store.results.CheckReport`, the rebuild a
+  :class:`~airflow_provider_kstate.store.results.RebuildReport`.
 
 The per-partition verdict of a check is the report field :data:`FAILED_FIELD`.
 """
@@ -21,9 +27,14 @@ import inspect
 import json
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final, Literal
 
-from airflow_provider_kstate.errors import SparkAppInputError
+from pydantic import ConfigDict, Field, model_validator
+
+from airflow_provider_kstate import errors
+from airflow_provider_kstate.documents import Document
+from airflow_provider_kstate.enums import StrEnum
+from airflow_provider_kstate.errors import SnapshotError, SparkAppInputError
 from airflow_provider_kstate.store import uri as uris
 
 #: The report field listing the partitions a check found bad.
@@ -38,12 +49,94 @@ class AppError(SparkAppInputError, RuntimeError):
     """An application input is wrong (config, snapshot, topic); the message is the report's ``error``."""
 
 
-#: How the applications' error line starts when they refuse a changelog that is not compacted (the
-#: operators raise a fatal error for it: a retry cannot change the topic's policy).
+class AppReportError(SnapshotError, ValueError):
+    """A Spark application's report (its failure, a check's or a rebuild's report) is not a valid document."""
+
+
+#: How the applications' error line starts when they refuse a changelog that is not compacted (their
+#: failure report says :attr:`ErrorCode.NOT_COMPACTED`).
 NOT_COMPACTED = "changelog not compacted"
 #: The start of the error a Spark app reports when the broker's end offsets disagree with what its reads
-#: reached (the Airflow side turns it into ``BrokerDeviationError``).
+#: reached (its failure report says :attr:`ErrorCode.OFFSET_BOUNDS`).
 OFFSET_BOUNDS = "broker offsets disagree with its reads"
+#: The failure report's version.
+FAILURE_FORMAT: Final = "kstate-app-failure/1"
+
+
+class ErrorCode(StrEnum):
+    """Why a Spark application failed: its failure report's ``error_code``."""
+
+    #: An input is wrong: the Kafka config file, an argument, a layout the snapshot does not have.
+    BAD_INPUT = "bad-input"
+    #: The snapshot (its pointer or manifest) is missing, unreadable or invalid.
+    BAD_SNAPSHOT = "bad-snapshot"
+    #: The changelog is not compacted and retention moved its log start (``--allow-non-compacted``).
+    NOT_COMPACTED = "not-compacted"
+    #: The broker's end offsets disagree with where its fetches end: nothing was read or published.
+    OFFSET_BOUNDS = "offset-bounds"
+    #: The changelog could not be read: broker unreachable, topic missing, a read timed out.
+    CHANGELOG_UNREADABLE = "changelog-unreadable"
+    #: Anything else (a Spark or Py4J error, a bug): the message is its first line.
+    INTERNAL = "internal"
+
+
+#: The code of each domain error an application fails with, the most specific first (``OffsetBoundError``
+#: is a ``ChangelogReadError`` too).
+_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
+    (errors.NotCompactedChangelogError, ErrorCode.NOT_COMPACTED),
+    (errors.BrokerDeviationError, ErrorCode.OFFSET_BOUNDS),
+    (errors.ChangelogReadError, ErrorCode.CHANGELOG_UNREADABLE),
+    (errors.SparkAppInputError, ErrorCode.BAD_INPUT),
+    (errors.SnapshotError, ErrorCode.BAD_SNAPSHOT),
+)
+
+
+def error_code(exc: BaseException) -> ErrorCode:
+    """Return the code of the error an application fails with (:attr:`ErrorCode.INTERNAL` for any other)."""
+    return next((code for cls, code in _CODES if isinstance(exc, cls)), ErrorCode.INTERNAL)
+
+
+class AppFailure(Document):
+    """The report of a Spark application that could not do its job (it exits 2).
+
+    A report written before error codes existed has none: its code is read from how its message starts
+    (:data:`NOT_COMPACTED`, :data:`OFFSET_BOUNDS`), else :attr:`ErrorCode.INTERNAL`.
+    """
+
+    model_config = ConfigDict(
+        title="kstate Spark application failure report",
+        json_schema_extra={
+            "description": "What a kstate Spark application (rebuild.py, deep_check.py) writes to its "
+            "--report-file when it cannot do its job (exit code 2): its one-line error and why."
+        },
+    )
+    schema_name = "store/app-failure"
+    read_error = AppReportError
+
+    format: Literal["kstate-app-failure/1"] = Field(
+        default=FAILURE_FORMAT, description="the report's version"
+    )
+    ok: Literal[False] = False
+    error: str = Field(min_length=1, description="the application's one-line error")
+    error_code: ErrorCode = Field(default=ErrorCode.INTERNAL, description="why it failed")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or "error_code" in data:
+            return data
+        out = dict(data)
+        if "error" not in out and out.get("message"):  # an application of the caller's own
+            out["error"] = out["message"]
+        out["error_code"] = _code_of_message(str(out.get("error") or ""))
+        return out
+
+
+def _code_of_message(error: str) -> ErrorCode:
+    """The code of a failure report written before error codes existed."""
+    if error.startswith(NOT_COMPACTED):
+        return ErrorCode.NOT_COMPACTED
+    return ErrorCode.OFFSET_BOUNDS if OFFSET_BOUNDS in error else ErrorCode.INTERNAL
 
 
 def app_parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -155,9 +248,10 @@ def live_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_report(path: str, report: Mapping[str, Any]) -> None:
+def write_report(path: str, report: Document | Mapping[str, Any]) -> None:
     """Write the JSON report: atomically (a temporary file renamed) on a local disk, else one object."""
-    data = json.dumps(report, indent=2).encode()
+    text = report.to_json(indent=2) if isinstance(report, Document) else json.dumps(report, indent=2)
+    data = text.encode()
     if uris.is_local(path):
         local = str(uris.local_path(path))
         tmp = f"{local}.tmp-{os.getpid()}"
@@ -170,11 +264,20 @@ def write_report(path: str, report: Mapping[str, Any]) -> None:
         out.write(data)
 
 
-def fail(report_file: str, message: str, echo: Callable[[str], None], prefix: str) -> int:
-    """Echo the one-line error, write an ``ok: false`` report, return the exit code 2."""
+def fail(
+    report_file: str,
+    message: str,
+    echo: Callable[[str], None],
+    prefix: str,
+    code: ErrorCode = ErrorCode.INTERNAL,
+) -> int:
+    """Echo the one-line error, write the :class:`AppFailure` report, return the exit code 2.
+
+    :param code: why (see :func:`error_code`).
+    """
     echo(f"{prefix}: error: {message}")
     try:
-        write_report(report_file, {"ok": False, "error": message})
+        write_report(report_file, AppFailure(error=message, error_code=code))
     except OSError:
         pass
     return 2
@@ -196,16 +299,23 @@ def load_report(path: str, storage_options: Mapping[str, Any] | None = None) -> 
     return json.loads(raw)
 
 
-def reported_error(path: str, storage_options: Mapping[str, Any] | None = None) -> str | None:
-    """Return the ``error`` a failed application wrote in its report, if it wrote one."""
+def reported_failure(path: str, storage_options: Mapping[str, Any] | None = None) -> AppFailure | None:
+    """Return the :class:`AppFailure` a failed application wrote, None when it wrote none (or another
+    document: the caller then reports spark-submit's own error)."""
     try:
         report = load_report(path, storage_options)
     except (OSError, ValueError):
         return None
-    if not isinstance(report, dict):
+    try:
+        return AppFailure.from_dict(report)
+    except AppReportError:
         return None
-    error = report.get("error") or report.get("message")
-    return str(error) if error else None
+
+
+def reported_error(path: str, storage_options: Mapping[str, Any] | None = None) -> str | None:
+    """Return the ``error`` a failed application wrote in its report, if it wrote one."""
+    failure = reported_failure(path, storage_options)
+    return failure.error if failure is not None else None
 
 
 def failed_partitions(report: Mapping[str, Any]) -> list[int]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from airflow_provider_kstate.store import contract
@@ -42,7 +42,7 @@ from airflow_provider_kstate.store.manifest import (
     PartitionStats,
     read_manifest,
 )
-from airflow_provider_kstate.store.results import CheckReport
+from airflow_provider_kstate.store.results import CheckReport, PartitionEntry
 from airflow_provider_kstate.store.uri import filesystem as uri_filesystem
 from airflow_provider_kstate.store.uri import local_path
 
@@ -71,28 +71,31 @@ def load_manifest(uri: str, storage_options: Mapping[str, Any] | None = None) ->
         found = read_manifest(current.uri, storage_options)
     except ManifestError as exc:
         raise SnapshotUnreadable(f"snapshot at {uri!r} is unusable: {exc}") from exc
-    return replace(found, version=current.version)
+    return found.at_version(current.version)
 
 
 def check_partition(
-    partition: int, stats: PartitionStats | None, log_start: int, high: int
-) -> dict[str, Any]:
+    partition: int, stats: PartitionStats | None, log_start: int, high: int, files: list[str] | None = None
+) -> PartitionEntry:
     """Return the fast-check entry of one partition: its offsets and the problems found.
 
     :param partition: the partition number.
     :param stats: what the manifest says of it (None when the manifest does not cover it).
     :param log_start: the changelog partition's log start offset now.
     :param high: the changelog partition's high watermark now.
+    :param files: the problems of its data files (:func:`file_problems`), counted in ``file_problems``.
     """
-    entry: dict[str, Any] = {"ok": True, "problems": [], "log_start": log_start, "high_watermark": high}
+    fields: dict[str, Any] = {"log_start": log_start, "high_watermark": high}
     if stats is None:
-        entry["problems"].append(f"partition {partition} is not in the snapshot")
+        problems = [f"partition {partition} is not in the snapshot"]
     else:
-        entry.update(start_offset=stats.start_offset, end_offset=stats.end_offset, rows=stats.rows)
-        entry["lag"] = max(high - stats.end_offset, 0)
-        entry["problems"].extend(_offset_problems(partition, stats, log_start, high))
-    entry["ok"] = not entry["problems"]
-    return entry
+        fields.update(start_offset=stats.start_offset, end_offset=stats.end_offset, rows=stats.rows)
+        fields["lag"] = max(high - stats.end_offset, 0)
+        problems = _offset_problems(partition, stats, log_start, high)
+    if files:
+        problems += files
+        fields["file_problems"] = len(files)
+    return PartitionEntry(ok=not problems, problems=problems, **fields)
 
 
 def _offset_problems(partition: int, stats: PartitionStats, log_start: int, high: int) -> list[str]:
@@ -225,45 +228,65 @@ def _against_manifest(partition: int, recorded: Mapping[str, int], found: Mappin
     return problems
 
 
-def add_file_problems(report: dict[str, Any], manifest: Manifest, listing: SnapshotListing) -> None:
-    """Add the data-file problems to the fast-check ``report``: per partition, or store-wide for files
-    outside any partition of the topic. A partition entry counts its file problems in ``file_problems``
-    (damage a partial rebuild of that partition repairs, unlike an offset finding)."""
-    report["problems"] += [f"a data file outside any partition directory: {rel}" for rel in listing.stray]
-    numbers = set(manifest.partition_stats) | set(listing.files)
-    for p in sorted(numbers):
+def files_by_partition(
+    manifest: Manifest, listing: SnapshotListing, count: int
+) -> tuple[dict[int, list[str]], list[str]]:
+    """Return the data-file problems per partition of the topic, and the store-wide ones: files outside
+    any partition of the topic (a stray file, or one in a partition the topic does not have). A partition
+    counts its file problems in ``file_problems`` (damage a partial rebuild of that partition repairs,
+    unlike an offset finding).
+
+    :param count: the topic's partition count (the partitions that have an entry).
+    """
+    store = [f"a data file outside any partition directory: {rel}" for rel in listing.stray]
+    found: dict[int, list[str]] = {}
+    for p in sorted(set(manifest.partition_stats) | set(listing.files)):
         problems = file_problems(manifest.partition_stats.get(p), p, listing)
-        entry = report["partitions"].get(str(p))
-        if not problems:
-            continue
-        if entry is None:
-            report["problems"] += problems
-            continue
-        entry["problems"] += problems
-        entry["file_problems"] = entry.get("file_problems", 0) + len(problems)
-        entry["ok"] = False
+        if problems and 0 <= p < count:
+            found[p] = problems
+        else:
+            store += problems
+    return found, store
 
 
-def check_files(
-    report: dict[str, Any],
-    manifest: Manifest,
-    snapshot_uri: str,
-    storage_options: Mapping[str, Any] | None = None,
-) -> None:
-    """List the current version's data files and add what is wrong with them to ``report``; a listing
-    that fails is a store-wide problem, never an exception."""
+def list_files(
+    snapshot_uri: str, storage_options: Mapping[str, Any] | None = None
+) -> tuple[SnapshotListing | None, str | None]:
+    """List the current version's data files; a listing that fails is a store-wide problem (its text),
+    never an exception."""
     try:
-        listing = list_snapshot(resolve(snapshot_uri, storage_options).uri, storage_options)
+        return list_snapshot(resolve(snapshot_uri, storage_options).uri, storage_options), None
     except (OSError, ValueError) as exc:
-        report["problems"].append(f"could not list the snapshot's data files: {exc}")
-        return
-    report["data_files"] = sum(len(names) for names in listing.files.values())
-    add_file_problems(report, manifest, listing)
+        return None, f"could not list the snapshot's data files: {exc}"
+
+
+def _checked(
+    admin: AdminLike, topic: str, count: int, manifest: Manifest, snapshot_uri: str, storage_options: Any
+) -> dict[str, Any]:
+    """The fields of the report on a readable snapshot: layout, per-partition entries, data files."""
+    problems = _layout_problems(manifest, topic, count)
+    fields: dict[str, Any] = {"layout_ok": not problems, "problems": problems}
+    marks = admin.watermarks(topic, list(range(count)))
+    listing, failure = list_files(snapshot_uri, storage_options)
+    damaged: dict[int, list[str]] = {}
+    if listing is None:
+        problems.append(str(failure))
+    else:
+        damaged, store = files_by_partition(manifest, listing, count)
+        problems += store
+    fields["partitions"] = {
+        p: check_partition(p, manifest.partition_stats.get(p), *marks[p], damaged.get(p))
+        for p in range(count)
+    }
+    fields.update(written_at=manifest.written_at or None, snapshot_version=manifest.version)
+    if listing is not None:
+        fields["data_files"] = sum(len(names) for names in listing.files.values())
+    return fields
 
 
 def fast_check(
     admin: AdminLike, topic: str, snapshot_uri: str, storage_options: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+) -> CheckReport:
     """Run the fast check of the store at ``snapshot_uri`` against changelog ``topic``; return the report.
 
     A missing or malformed snapshot gives ``ok: False`` (with ``snapshot_ok: False``), not an exception.
@@ -275,7 +298,7 @@ def fast_check(
     """
     started = time.monotonic()
     count = admin.partition_count(topic)
-    report: dict[str, Any] = {
+    fields: dict[str, Any] = {
         "check": "fast",
         "topic": topic,
         "snapshot_uri": snapshot_uri,
@@ -288,31 +311,19 @@ def fast_check(
         "partitions": {},
     }
     try:
-        manifest: Manifest | None = load_manifest(snapshot_uri, storage_options)
+        manifest = load_manifest(snapshot_uri, storage_options)
     except SnapshotUnreadable as exc:
-        manifest = None
-        report.update(
+        fields.update(
             snapshot_ok=False, snapshot_missing=isinstance(exc, SnapshotAbsent), problems=[str(exc)]
         )
-    if manifest is not None:
-        report["snapshot_partitions"] = manifest.partitions
-        report["written_at"] = manifest.written_at or None
-        report["snapshot_version"] = manifest.version
-        layout = _layout_problems(manifest, topic, count)
-        report.update(layout_ok=not layout, problems=layout)
-        marks = admin.watermarks(topic, list(range(count)))
-        report["partitions"] = {
-            str(p): check_partition(p, manifest.partition_stats.get(p), *marks[p]) for p in range(count)
-        }
-        check_files(report, manifest, snapshot_uri, storage_options)
-    return _finish(report, started)
-
-
-def _finish(report: dict[str, Any], started: float) -> dict[str, Any]:
-    report[contract.FAILED_FIELD] = contract.failed_partitions(report)
-    report["ok"] = not report["problems"] and not report[contract.FAILED_FIELD]
-    report["seconds"] = round(time.monotonic() - started, 3)
-    return report
+    else:
+        fields["snapshot_partitions"] = manifest.partitions
+        fields.update(_checked(admin, topic, count, manifest, snapshot_uri, storage_options))
+    failed = sorted(p for p, e in fields["partitions"].items() if not e.ok)
+    fields[contract.FAILED_FIELD] = failed
+    fields["ok"] = not fields["problems"] and not failed
+    fields["seconds"] = round(time.monotonic() - started, 3)
+    return CheckReport(**fields)
 
 
 def partial_scope(report: CheckReport) -> list[int] | None:
@@ -323,11 +334,11 @@ def partial_scope(report: CheckReport) -> list[int] | None:
     store-wide problem (a stray file, a failed listing) or any offset finding (the changelog was recreated,
     truncated or trimmed: a topic-wide event that can make every partition wrong) needs a full rebuild.
     """
-    if not report.extra.get("snapshot_ok") or not report.extra.get("layout_ok", True) or report.problems:
+    if not report.snapshot_ok or report.layout_ok is False or report.problems:
         return None
     failed = report.failed_partitions
     for p in failed:
         entry = report.entry(p)
-        if entry.get("file_problems", 0) != len(entry.get("problems") or []) or not entry.get("problems"):
+        if (entry.file_problems or 0) != len(entry.problems) or not entry.problems:
             return None
     return failed

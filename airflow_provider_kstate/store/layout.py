@@ -23,8 +23,11 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Final, Literal
 
+from pydantic import ConfigDict, Field, StringConstraints, ValidationError
+
+from airflow_provider_kstate.documents import OrderedDocument
 from airflow_provider_kstate.errors import InvalidArgumentError, SnapshotError
 from airflow_provider_kstate.store.manifest import MANIFEST_NAME
 from airflow_provider_kstate.store.uri import filesystem, join
@@ -32,7 +35,7 @@ from airflow_provider_kstate.store.uri import filesystem, join
 #: The pointer object's name under the snapshot root.
 POINTER_NAME = "_kstate_current.json"
 #: The pointer's format tag.
-POINTER_FORMAT = "kstate-pointer/1"
+POINTER_FORMAT: Final = "kstate-pointer/1"
 #: Prefix of version directory names.
 VERSION_PREFIX = "v-"
 #: How many versions a rebuild keeps (the current one included) unless told otherwise.
@@ -118,6 +121,59 @@ def pointer_uri(root: str) -> str:
     return join(root, POINTER_NAME)
 
 
+#: The pattern of a version name (:func:`is_version_name`).
+VERSION_PATTERN = _VERSION_RE.pattern
+
+
+class Pointer(OrderedDocument):
+    """The pointer ``_kstate_current.json`` (document ``store/pointer``, ``kstate-pointer/1``): the current
+    version and the versions current before it, newest first. Other fields (``writer``) are kept as read.
+    Read with :func:`parse_pointer` (:class:`PointerError` naming the pointer)."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        title="kstate snapshot pointer (_kstate_current.json)",
+        json_schema_extra={
+            "description": "Names the snapshot's current version under its root; a rebuild writes it last (its "
+            "commit). A version it does not name does not exist for readers. Other fields (writer) inform."
+        },
+    )
+    schema_name = "store/pointer"
+    read_error = PointerError
+
+    format: Literal["kstate-pointer/1"] = Field(description="the pointer's version")
+    version: Annotated[str, StringConstraints(strict=True, pattern=VERSION_PATTERN)] = Field(
+        description="the current version's directory under the snapshot root, v-<yyyymmddThhmmss>-<hex>"
+    )
+    written_at: str | None = Field(default=None, description="when it was written, ISO-8601 UTC")
+    history: list[Annotated[str, Field(strict=True)]] = Field(
+        default_factory=list, description="the versions that were current before, newest first"
+    )
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = POINTER_NAME) -> Pointer:
+        """Validate a decoded pointer document.
+
+        :param where: the pointer's URI, for messages.
+        :raises PointerError: when it is not a ``kstate-pointer/1`` document or names no valid version.
+        """
+        if not isinstance(data, Mapping) or data.get("format") != POINTER_FORMAT:
+            raise PointerError(f"snapshot pointer {where} is not a {POINTER_FORMAT} document")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            field = exc.errors()[0]["loc"][0]
+            if field == "version":
+                raise PointerError(
+                    f"snapshot pointer {where} names no valid version: {data.get('version')!r}"
+                ) from None
+            if field == "history":
+                raise PointerError(
+                    f"snapshot pointer {where}: 'history' must be a list of version names"
+                ) from None
+            raise PointerError(f"snapshot pointer {where} is not valid: {exc.errors()[0]['msg']}") from None
+
+
 def pointer_bytes(version: str, history: Iterable[str] = (), **extra: Any) -> bytes:
     """Return the pointer document naming ``version``.
 
@@ -127,17 +183,17 @@ def pointer_bytes(version: str, history: Iterable[str] = (), **extra: Any) -> by
     """
     if not is_version_name(version):
         raise PointerError(f"{version!r} is not a version name (v-<yyyymmddThhmmss>-<hex>)")
-    doc = {
-        "format": POINTER_FORMAT,
-        "version": version,
-        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "history": [v for v in history if v != version],
+    pointer = Pointer(
+        format=POINTER_FORMAT,
+        version=version,
+        written_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        history=[v for v in history if v != version],
         **extra,
-    }
-    return json.dumps(doc, indent=2).encode()
+    )
+    return pointer.to_json(indent=2).encode()
 
 
-def parse_pointer(raw: bytes | str, where: str) -> dict[str, Any]:
+def parse_pointer(raw: bytes | str, where: str) -> Pointer:
     """Decode and validate a pointer document; return it.
 
     :param raw: the pointer's bytes.
@@ -148,15 +204,7 @@ def parse_pointer(raw: bytes | str, where: str) -> dict[str, Any]:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PointerError(f"snapshot pointer {where} is garbled (not valid JSON: {exc})") from exc
-    if not isinstance(doc, dict) or doc.get("format") != POINTER_FORMAT:
-        raise PointerError(f"snapshot pointer {where} is not a {POINTER_FORMAT} document")
-    version = doc.get("version")
-    if not isinstance(version, str) or not is_version_name(version):
-        raise PointerError(f"snapshot pointer {where} names no valid version: {version!r}")
-    history = doc.get("history", [])
-    if not isinstance(history, list) or not all(isinstance(v, str) for v in history):
-        raise PointerError(f"snapshot pointer {where}: 'history' must be a list of version names")
-    return doc
+    return Pointer.from_dict(doc, where)
 
 
 def resolve_with(
@@ -179,7 +227,7 @@ def resolve_with(
             f"snapshot missing at {uri!r}: no {POINTER_NAME} and no {MANIFEST_NAME} in it (never built, "
             "or the first build did not finish)"
         )
-    version = parse_pointer(raw, where)["version"]
+    version = parse_pointer(raw, where).version
     target = join(uri, version)
     if not exists(target):
         raise PointerError(
@@ -195,10 +243,10 @@ def read_history(uri: str, read: Callable[[str], bytes | None]) -> tuple[str | N
     if raw is None:
         return None, []
     try:
-        doc = parse_pointer(raw, pointer_uri(uri))
+        pointer = parse_pointer(raw, pointer_uri(uri))
     except PointerError:
         return None, []
-    return str(doc["version"]), list(doc.get("history", []))
+    return pointer.version, list(pointer.history)
 
 
 def resolve(uri: str, storage_options: Mapping[str, Any] | None = None) -> SnapshotVersion:

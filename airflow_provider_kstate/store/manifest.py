@@ -17,18 +17,30 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Annotated, Any, Final, Literal
 
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
+from pydantic.json_schema import JsonDict
+
+from airflow_provider_kstate.documents import Document
 from airflow_provider_kstate.errors import SnapshotError
 from airflow_provider_kstate.store.uri import filesystem as uri_filesystem
 from airflow_provider_kstate.store.uri import join
 
 MANIFEST_NAME = "_kstate_manifest.json"
-FORMAT = "kstate-snapshot/1"
-DIGEST_ALGORITHM = "sum64-xxh64-spark-seed42"
-PARTITIONER = "murmur2"
+FORMAT: Final = "kstate-snapshot/1"
+DIGEST_ALGORITHM: Final = "sum64-xxh64-spark-seed42"
+PARTITIONER: Final = "murmur2"
 SPARK_SEED = 42
 
 _MASK64 = (1 << 64) - 1
@@ -196,10 +208,35 @@ def digest_from_halves(low_sum: int, high_sum: int) -> str:
 
 # --------------------------------------------------------------------------------------------- manifest
 
+#: A count or an offset: an integer (not a boolean, not a float), never negative.
+Count = Annotated[int, Field(strict=True, ge=0)]
+#: A partition digest: 16 lower-case hex digits.
+Digest = Annotated[str, StringConstraints(strict=True, pattern=_HEX16.pattern)]
+#: A data file's name inside its ``partition=N`` directory.
+FileName = Annotated[str, StringConstraints(min_length=1, pattern=r"^[^/]+$")]
+_STATS_FIELDS = ("start_offset", "end_offset", "rows", "digest", "files")
 
-@dataclass(frozen=True)
-class PartitionStats:
+
+def _manifest_schema(schema: JsonDict) -> None:
+    schema["description"] = (
+        "Written last into a snapshot version: the changelog topic and partition count the rows are placed "
+        "for, and per partition the changelog offsets it reflects, its rows, their digest and its data "
+        "files. A reader keeps fields it does not know."
+    )
+    schema["required"] = [
+        "format",
+        "topic",
+        "partitions",
+        "partitioner",
+        "digest_algorithm",
+        "partition_stats",
+    ]
+
+
+class PartitionStats(BaseModel):
     """The state of one snapshot partition: changelog offsets it reflects, its rows and their digest.
+
+    Positional like the dataclass it was: ``PartitionStats(start_offset, end_offset, rows, digest, files)``.
 
     :param start_offset: the changelog's log start offset when the snapshot was built.
     :param end_offset: exclusive: the offset to resume the changelog from.
@@ -209,49 +246,115 @@ class PartitionStats:
         before it was recorded have None, and the fast check then cannot compare files by name and size).
     """
 
-    start_offset: int
-    end_offset: int
-    rows: int
-    digest: str
-    files: dict[str, int] | None = None
+    model_config = ConfigDict(
+        frozen=True,
+        extra="ignore",
+        title="one partition of a kstate snapshot",
+        json_schema_extra={
+            "description": "The changelog offsets the partition reflects, its rows and digest."
+        },
+    )
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "start_offset": self.start_offset,
-            "end_offset": self.end_offset,
-            "rows": self.rows,
-            "digest": self.digest,
-        }
-        if self.files is not None:
-            out["files"] = dict(sorted(self.files.items()))
-        return out
+    start_offset: Count = Field(description="the changelog's log start offset when the snapshot was built")
+    end_offset: Count = Field(description="exclusive: the offset to resume the changelog from")
+    rows: Count = Field(description="the number of live rows")
+    digest: Digest = Field(description=f"the rows' digest ({DIGEST_ALGORITHM}), 16 lower-case hex digits")
+    files: dict[FileName, Count] | None = Field(
+        default=None,
+        exclude_if=lambda files: files is None,
+        json_schema_extra={"propertyNames": {"minLength": 1, "pattern": "^[^/]+$"}},
+        description="the data files, {file name: size in bytes}, sorted by name; absent in manifests "
+        "written before files were recorded",
+    )
+
+    def __init__(self, *args: Any, **data: Any) -> None:
+        data.update(zip(_STATS_FIELDS[: len(args)], args, strict=True))
+        super().__init__(**data)
+
+    @field_serializer("files")
+    def _sorted(self, files: dict[str, int] | None) -> dict[str, int] | None:
+        return None if files is None else dict(sorted(files.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as the manifest stores it."""
+        return self.model_dump(mode="json")
 
 
-@dataclass(frozen=True)
-class Manifest:
-    """A parsed, validated ``kstate-snapshot/1`` manifest.
+class Manifest(Document):
+    """A parsed, validated ``kstate-snapshot/1`` manifest (document ``store/manifest``).
+
+    Read with :meth:`from_dict` / :func:`loads_manifest` (:class:`ManifestError` names what is wrong);
+    ``to_json(indent=2)`` is the exact ``_kstate_manifest.json``. Fields the reader does not know are
+    kept (forward compatibility) and written after the known ones.
 
     :param topic: the changelog topic.
     :param partitions: the snapshot's partition count (the layout: rows sit in ``partition_for(key, n)``).
     :param partition_stats: per partition, :class:`PartitionStats`; one entry for every partition.
-    :param written_at: ISO-8601 UTC time the manifest was written.
+    :param written_at: ISO-8601 UTC time the manifest was written (now, when written empty).
     :param writer: the writing application: ``app``, ``version``, ``spark``.
     :param digest_algorithm: the digest's name; only :data:`DIGEST_ALGORITHM` is understood.
-    :param extra: other top-level fields, kept as read (forward compatibility).
-    :param version: the snapshot version the manifest was read from (the pointer's, see :mod:`.layout`);
-        set by :func:`~.fast_check.load_manifest`, never stored in the manifest itself.
+
+    :attr:`version` is the snapshot version the manifest was read from (the pointer's, see :mod:`.layout`);
+    set by :func:`~.fast_check.load_manifest` (:meth:`at_version`), never stored in the manifest itself.
     """
 
-    topic: str
-    partitions: int
-    partition_stats: dict[int, PartitionStats]
-    written_at: str = ""
-    writer: dict[str, str] = field(default_factory=dict)
-    digest_algorithm: str = DIGEST_ALGORITHM
-    partitioner: str = PARTITIONER
-    format: str = FORMAT
-    extra: dict[str, Any] = field(default_factory=dict)
-    version: str | None = None
+    model_config = ConfigDict(
+        extra="allow",
+        title="kstate snapshot manifest (_kstate_manifest.json)",
+        json_schema_extra=_manifest_schema,
+    )
+    schema_name = "store/manifest"
+    read_error = ManifestError
+
+    format: Literal["kstate-snapshot/1"] = Field(default=FORMAT, description="the manifest's version")
+    topic: Annotated[str, Field(strict=True)] = Field(description="the changelog topic")
+    partitions: Annotated[int, Field(strict=True, gt=0)] = Field(
+        description="the partition count the rows are placed for (murmur2(key) % partitions)"
+    )
+    partitioner: Literal["murmur2"] = PARTITIONER
+    digest_algorithm: Literal["sum64-xxh64-spark-seed42"] = DIGEST_ALGORITHM
+    written_at: str = Field(default="", description="when it was written, ISO-8601 UTC")
+    writer: dict[str, str] = Field(
+        default_factory=dict, description="the writing application: app, version, spark"
+    )
+    partition_stats: dict[int, PartitionStats] = Field(
+        description="one entry per partition 0..partitions-1, keyed by the partition number",
+        json_schema_extra={"propertyNames": {"pattern": "^[0-9]+$"}},
+    )
+
+    _version: str | None = PrivateAttr(default=None)
+
+    @field_validator("writer", mode="before")
+    @classmethod
+    def _writer_as_text(cls, writer: Any) -> Any:
+        if not isinstance(writer, Mapping):
+            return writer
+        return {str(k): str(v) for k, v in writer.items()}
+
+    @field_validator("written_at", mode="before")
+    @classmethod
+    def _written_at_as_text(cls, written_at: Any) -> str:
+        return str(written_at)
+
+    @field_serializer("written_at")
+    def _written_now(self, written_at: str) -> str:
+        return written_at or utc_now()
+
+    @property
+    def version(self) -> str | None:
+        """The snapshot version the manifest was read from (None: the legacy layout, or not read)."""
+        return self._version
+
+    def at_version(self, version: str | None) -> Manifest:
+        """Return this manifest as read from snapshot version ``version``."""
+        copy = self.model_copy()
+        copy._version = version
+        return copy
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The top-level fields the reader does not know, as read."""
+        return dict(self.model_extra or {})
 
     @property
     def end_offsets(self) -> dict[int, int]:
@@ -263,24 +366,45 @@ class Manifest:
         """The total number of live rows."""
         return sum(s.rows for s in self.partition_stats.values())
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the manifest as the exact JSON object stored in ``_kstate_manifest.json``."""
-        return {
-            "format": self.format,
-            "topic": self.topic,
-            "partitions": self.partitions,
-            "partitioner": self.partitioner,
-            "digest_algorithm": self.digest_algorithm,
-            "written_at": self.written_at or utc_now(),
-            "writer": dict(self.writer),
-            "partition_stats": {str(p): s.to_json() for p, s in sorted(self.partition_stats.items())},
-            **self.extra,
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest as the exact JSON object stored in ``_kstate_manifest.json`` (partitions in order)."""
+        out = super().to_dict()
+        out["partition_stats"] = {
+            str(p): out["partition_stats"][str(p)] for p in sorted(self.partition_stats)
         }
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "manifest") -> Manifest:
+        """Validate a decoded manifest document.
+
+        :param data: the decoded JSON.
+        :param where: a name for error messages (the manifest's URI).
+        :raises ManifestError: on a wrong format, a missing or mistyped field, or inconsistent partitions.
+        """
+        if not isinstance(data, Mapping):
+            raise ManifestError(f"{where}: the manifest must be a JSON object, got {type(data).__name__}")
+        _check_header(data, where)
+        try:
+            manifest = cls.model_validate(data)
+        except ValidationError as exc:
+            raise ManifestError(_explain(data, where) or f"{where}: {_first_error(exc)}") from None
+        _check_values(manifest, where)
+        return manifest
 
 
 def utc_now() -> str:
     """Return the current UTC time as ``2026-11-22T04:00:00Z``."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
+
+
+# What a manifest the model refuses gets as its message: the first problem, named as the readers always
+# named it (the model's rules and these agree; test_manifest checks the schema refuses each one too).
 
 
 def _require(doc: Mapping[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -292,42 +416,36 @@ def _require(doc: Mapping[str, Any], name: str, kind: type | tuple[type, ...], w
     return value
 
 
-def _parse_stats(p: str, raw: Any, where: str) -> tuple[int, PartitionStats]:
-    if not re.fullmatch(r"\d+", p):
+def _explain_stats(p: Any, raw: Any, where: str) -> None:
+    if not isinstance(p, str) or not re.fullmatch(r"\d+", p):
         raise ManifestError(f"{where}: partition_stats key {p!r} is not a partition number")
     if not isinstance(raw, Mapping):
         raise ManifestError(f"{where}: partition_stats[{p!r}] is not an object")
     at = f"{where}: partition_stats[{p!r}]"
-    stats = PartitionStats(
-        start_offset=_require(raw, "start_offset", int, at),
-        end_offset=_require(raw, "end_offset", int, at),
-        rows=_require(raw, "rows", int, at),
-        digest=_require(raw, "digest", str, at),
-        files=_parse_files(raw.get("files"), at),
-    )
-    if not 0 <= stats.start_offset <= stats.end_offset:
-        raise ManifestError(f"{at}: offsets must satisfy 0 <= start_offset <= end_offset, got {stats}")
-    if stats.rows < 0:
-        raise ManifestError(f"{at}: rows must not be negative, got {stats.rows}")
-    if not _HEX16.match(stats.digest):
-        raise ManifestError(f"{at}: digest must be 16 lower-case hex digits, got {stats.digest!r}")
-    return int(p), stats
+    start, end, rows = (_require(raw, name, int, at) for name in ("start_offset", "end_offset", "rows"))
+    digest = _require(raw, "digest", str, at)
+    _explain_files(raw.get("files"), at)
+    if not 0 <= start <= end:
+        raise ManifestError(
+            f"{at}: offsets must satisfy 0 <= start_offset <= end_offset, got start_offset={start} end_offset={end}"
+        )
+    if rows < 0:
+        raise ManifestError(f"{at}: rows must not be negative, got {rows}")
+    if not _HEX16.match(digest):
+        raise ManifestError(f"{at}: digest must be 16 lower-case hex digits, got {digest!r}")
 
 
-def _parse_files(raw: Any, at: str) -> dict[str, int] | None:
-    """Validate the optional ``files`` of a partition entry: ``{file name: size}``."""
+def _explain_files(raw: Any, at: str) -> None:
+    """Name what is wrong with the optional ``files`` of a partition entry: ``{file name: size}``."""
     if raw is None:
-        return None
+        return
     if not isinstance(raw, Mapping):
         raise ManifestError(f"{at}: 'files' must be an object of file name to size")
-    files = {}
     for name, size in raw.items():
         if not isinstance(name, str) or not name or "/" in name:
             raise ManifestError(f"{at}: 'files' has an invalid file name {name!r}")
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise ManifestError(f"{at}: 'files'[{name!r}] must be a size in bytes, got {size!r}")
-        files[name] = size
-    return files
 
 
 def _check_header(doc: Mapping[str, Any], where: str) -> None:
@@ -343,51 +461,49 @@ def _check_header(doc: Mapping[str, Any], where: str) -> None:
         raise ManifestError(f"{where}: digest_algorithm is {algo!r}, only {DIGEST_ALGORITHM!r} is supported")
 
 
-_KNOWN = {
-    "format",
-    "topic",
-    "partitions",
-    "partitioner",
-    "digest_algorithm",
-    "written_at",
-    "writer",
-    "partition_stats",
-}
+def _explain(doc: Mapping[str, Any], where: str) -> str | None:
+    """Return the message of the first problem of a manifest the model refused (None: none found here)."""
+    try:
+        _require(doc, "topic", str, where)
+        if _require(doc, "partitions", int, where) <= 0:
+            raise ManifestError(f"{where}: partitions must be positive, got {doc['partitions']}")
+        for p, raw in _require(doc, "partition_stats", Mapping, where).items():
+            _explain_stats(p, raw, where)
+        if not isinstance(doc.get("writer", {}), Mapping):
+            raise ManifestError(f"{where}: field 'writer' must be an object")
+    except ManifestError as exc:
+        return str(exc)
+    return None
+
+
+def _check_values(manifest: Manifest, where: str) -> None:
+    """What the model's types cannot say: ordered offsets, and one entry for each partition."""
+    for p, stats in manifest.partition_stats.items():
+        if stats.start_offset > stats.end_offset:
+            raise ManifestError(
+                f"{where}: partition_stats['{p}']: offsets must satisfy 0 <= start_offset <= end_offset, "
+                f"got start_offset={stats.start_offset} end_offset={stats.end_offset}"
+            )
+    if len(manifest.partition_stats) != manifest.partitions or set(manifest.partition_stats) != set(
+        range(manifest.partitions)
+    ):
+        wanted = set(range(manifest.partitions))
+        missing = sorted(wanted - set(manifest.partition_stats))
+        extra = sorted(set(manifest.partition_stats) - wanted)
+        raise ManifestError(
+            f"{where}: partition_stats must cover partitions 0..{manifest.partitions - 1} exactly "
+            f"(missing {missing}, extra {extra})"
+        )
 
 
 def parse_manifest(doc: Any, where: str = "manifest") -> Manifest:
-    """Validate a decoded manifest document and return it as a :class:`Manifest`.
+    """Validate a decoded manifest document and return it as a :class:`Manifest` (:meth:`Manifest.from_dict`).
 
     :param doc: the decoded JSON.
     :param where: a name for error messages (the manifest's URI).
     :raises ManifestError: on a wrong format, a missing or mistyped field, or inconsistent partitions.
     """
-    if not isinstance(doc, Mapping):
-        raise ManifestError(f"{where}: the manifest must be a JSON object, got {type(doc).__name__}")
-    _check_header(doc, where)
-    topic = _require(doc, "topic", str, where)
-    partitions = _require(doc, "partitions", int, where)
-    if partitions <= 0:
-        raise ManifestError(f"{where}: partitions must be positive, got {partitions}")
-    raw_stats = _require(doc, "partition_stats", Mapping, where)
-    stats = dict(_parse_stats(p, raw, where) for p, raw in raw_stats.items())
-    if set(stats) != set(range(partitions)):
-        missing = sorted(set(range(partitions)) - set(stats))
-        extra = sorted(set(stats) - set(range(partitions)))
-        raise ManifestError(
-            f"{where}: partition_stats must cover partitions 0..{partitions - 1} exactly (missing {missing}, extra {extra})"
-        )
-    writer = doc.get("writer", {})
-    if not isinstance(writer, Mapping):
-        raise ManifestError(f"{where}: field 'writer' must be an object")
-    return Manifest(
-        topic=topic,
-        partitions=partitions,
-        partition_stats=stats,
-        written_at=str(doc.get("written_at", "")),
-        writer={str(k): str(v) for k, v in writer.items()},
-        extra={k: v for k, v in doc.items() if k not in _KNOWN},
-    )
+    return Manifest.from_dict(doc, where)
 
 
 # ------------------------------------------------------------------------------------------------- I/O
@@ -435,7 +551,7 @@ def loads_manifest(raw: bytes | str, where: str = "manifest") -> Manifest:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ManifestError(f"{where}: manifest is corrupt (not valid JSON: {exc})") from exc
-    return parse_manifest(doc, where)
+    return Manifest.from_dict(doc, where)
 
 
 def write_manifest(
@@ -449,7 +565,7 @@ def write_manifest(
     """
     filesystem, root = uri_filesystem(snapshot_uri, storage_options)
     filesystem.create_dir(root, recursive=True)
-    data = json.dumps(manifest.to_json(), indent=2, sort_keys=False).encode()
+    data = manifest.to_json(indent=2).encode()
     with filesystem.open_output_stream(root.rstrip("/") + "/" + MANIFEST_NAME) as stream:
         stream.write(data)
     return manifest_uri(snapshot_uri)

@@ -3,7 +3,7 @@
 * :func:`provider_zip` - this package as a zip for ``py_files`` (the applications and the store; the
   Airflow side of the package is left out: executors never import it);
 * :func:`env_archive` - the applications' third-party dependencies (confluent-kafka, pyarrow, numpy,
-  xxhash) as a relocatable virtualenv packed with ``venv-pack``, for ``archives=ENV.tar.gz#env`` with
+  xxhash, pydantic: the reports and the manifest are typed documents) as a relocatable virtualenv packed with ``venv-pack``, for ``archives=ENV.tar.gz#env`` with
   ``spark.pyspark.python=./env/bin/python``.
 
 Command line::
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 #: What the applications import on executors besides the standard library and pyspark.
-EXECUTOR_REQUIREMENTS = ("confluent-kafka", "pyarrow", "numpy", "xxhash")
+EXECUTOR_REQUIREMENTS = ("confluent-kafka", "pyarrow", "numpy", "xxhash", "pydantic")
 #: The package folders executors need (the rest imports Airflow), and the plain modules they import.
 _SHIPPED = ("store", "spark_apps", "client")
 _SHIPPED_MODULES = ("errors.py", "enums.py", "documents.py")

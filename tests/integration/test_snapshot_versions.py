@@ -71,7 +71,7 @@ def versions(uri: Path) -> list[str]:
 
 
 def assert_fast_ok(admin: Admin, topic: str, uri: Path) -> dict[str, Any]:
-    report = fast_check.fast_check(admin, topic, str(uri))
+    report = fast_check.fast_check(admin, topic, str(uri)).to_dict()
     assert report["ok"], report
     return report
 

@@ -465,7 +465,13 @@ def test_only_partitions_rebuilds_just_those(changelog: Changelog, work: Path) -
     proc, report = run_rebuild(changelog, str(uri), "--only-partitions", "0", "--partitions", str(N + 2))
     assert proc.returncode != 0
     assert "kstate-rebuild: error: --only-partitions needs the layout unchanged" in proc.stderr
-    assert report == {"ok": False, "error": report["error"]}
+    # the failure report, with its version and (new) error code
+    assert report == {
+        "format": "kstate-app-failure/1",
+        "ok": False,
+        "error": report["error"],
+        "error_code": "bad-input",
+    }
 
 
 @pytest.mark.integration

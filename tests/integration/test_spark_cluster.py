@@ -116,7 +116,7 @@ def _manifest_stats(uri: str) -> dict[int, Any]:
     manifest = read_manifest(resolve(uri).uri)  # the pointer's current version
     # offsets, rows and digest; the data files' names differ between any two writes
     return {
-        p: {k: v for k, v in s.to_json().items() if k != "files"} for p, s in manifest.partition_stats.items()
+        p: {k: v for k, v in s.to_dict().items() if k != "files"} for p, s in manifest.partition_stats.items()
     }
 
 

@@ -10,12 +10,14 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_kstate.store.fast_check import fast_check, partial_scope
+from airflow_provider_kstate.store import fast_check as checks
+from airflow_provider_kstate.store.fast_check import partial_scope
 from airflow_provider_kstate.store.layout import framing_problem
 from airflow_provider_kstate.store.manifest import (
     MANIFEST_NAME,
@@ -64,9 +66,14 @@ def make_snapshot(root: Path, record_files: bool = True, topic: str = TOPIC) -> 
     return root
 
 
+def fast_check(*args: Any) -> dict:
+    """The fast check's report document (the XCom)."""
+    return checks.fast_check(*args).to_dict()
+
+
 def scope(report: dict) -> list[int] | None:
     """:func:`partial_scope` of a fast-check report document, parsed as the operators parse their XCom."""
-    return partial_scope(CheckReport.from_json(report, check="fast"))
+    return partial_scope(CheckReport.read(report, check="fast"))
 
 
 def check(root: Path) -> dict:
@@ -246,8 +253,8 @@ def test_the_verdict_rebuilds_only_damaged_partitions_when_that_repairs_them(tmp
 
     root = make_snapshot(tmp_path / "s")
     _delete(data_file(root, 0))
-    fast = CheckReport.from_json(check(root), check="fast")
-    deep = CheckReport.from_json(
+    fast = CheckReport.read(check(root), check="fast")
+    deep = CheckReport.read(
         {"ok": False, "partitions": {"0": {"ok": False}, "1": {"ok": True}, "2": {"ok": False}}}
     )
     assert verdict(fast, None, "auto") == ("rebuild", [0])
@@ -255,9 +262,9 @@ def test_the_verdict_rebuilds_only_damaged_partitions_when_that_repairs_them(tmp
     assert verdict(fast, None, "never") == ("store_bad", [])
     assert verdict(fast, None, "force") == ("rebuild", [])  # force rebuilds everything
     assert verdict(fast, None, "auto", target=N + 2) == ("rebuild", [])  # a re-key rebuilds everything
-    good = CheckReport.from_json(check(make_snapshot(tmp_path / "ok")), check="fast")
+    good = CheckReport.read(check(make_snapshot(tmp_path / "ok")), check="fast")
     assert verdict(good, None, "auto") == ("store_ok", [])
-    trimmed = CheckReport.from_json(fast_check(TrimmedAdmin(), TOPIC, str(root)), check="fast")
+    trimmed = CheckReport.read(fast_check(TrimmedAdmin(), TOPIC, str(root)), check="fast")
     assert verdict(trimmed, deep, "auto") == ("rebuild", [])
 
 

@@ -114,7 +114,7 @@ def test_legacy_entries_and_siblings() -> None:
 def test_pointer_bytes_round_trip_and_refuses_bad_names() -> None:
     doc = layout.parse_pointer(
         layout.pointer_bytes("v-20261101T000000-aaaaaa", ["v-20261001T000000-bbbbbb"]), "p"
-    )
+    ).to_dict()
     assert doc["format"] == layout.POINTER_FORMAT and doc["history"] == ["v-20261001T000000-bbbbbb"]
     with pytest.raises(ValueError, match="not a version name"):
         layout.pointer_bytes("latest")

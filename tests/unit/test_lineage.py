@@ -17,6 +17,7 @@ from airflow_provider_kstate.operators.snapshot import (
     KStateRebuildOperator,
 )
 from airflow_provider_kstate.operators.verify import KStateVerifyOperator
+from airflow_provider_kstate.store.results import CheckReport
 
 pytest.importorskip("airflow.providers.openlineage", reason="the [openlineage] extra is not installed")
 
@@ -168,9 +169,10 @@ def test_rebuild_reads_the_changelog_and_writes_the_snapshot() -> None:
         "snapshot_version": "v-20260102T000000-123456",
         "records_read": 40,
         "rows": 7,
+        "layout": 2,  # a whole rebuild report: the lineage reads it typed
         "partitions": {
-            "0": {"start_offset": 0, "end_offset": 30, "rows": 4},
-            "1": {"end_offset": 10, "rows": 3},
+            "0": {"start_offset": 0, "end_offset": 30, "rows": 4, "digest": "0" * 16},
+            "1": {"start_offset": 0, "end_offset": 10, "rows": 3, "digest": "0" * 16},
         },
         "previous": "s3://b/snap/v-20260101T000000-abcdef",
     }
@@ -194,7 +196,8 @@ def test_offsets_are_capped_at_scale() -> None:
     parts = {
         str(p): {"end_offset": p, "rows": 1, "high_watermark": p} for p in range(lineage.OFFSETS_CAP + 1)
     }
-    facet = lineage.store_facet({"partitions": parts, "snapshot_partitions": len(parts)}, "snapshot")
+    report = CheckReport.read({"partitions": parts, "snapshot_partitions": len(parts)}, check="fast")
+    facet = lineage.store_facet(report, "snapshot")
     assert "offsets" not in facet
     assert facet["offsetsTotal"] == sum(range(lineage.OFFSETS_CAP + 1))
     assert facet["rows"] == lineage.OFFSETS_CAP + 1

@@ -151,7 +151,7 @@ def _write(tmp_path: Path, doc: object) -> None:
     ],
 )
 def test_invalid_fields(tmp_path: Path, change: object, message: str) -> None:
-    doc = _manifest(2).to_json()
+    doc = _manifest(2).to_dict()
     change(doc)  # type: ignore[operator]
     _write(tmp_path, doc)
     with pytest.raises(ManifestError, match=message):

@@ -83,7 +83,7 @@ def test_first_unknown_and_last_lines() -> None:
     assert nearly.line().endswith("100 offsets/s, 5 of 6 partitions read, under 1 s left")
     empty = Reading("rebuild", "orders", read=0, total=0, elapsed=1.0)
     assert empty.percent == 100.0 and empty.eta == 0
-    doc = last.to_json()
+    doc = last.to_dict()
     assert (doc["read"], doc["total"], doc["percent"], doc["eta_seconds"], doc["line"]) == (
         700,
         700,
@@ -129,7 +129,9 @@ def _wait_for(condition: Any, timeout: float = 10.0) -> None:
 def test_driver_reports_live_positions_sent_by_task_reporters_over_its_listener() -> None:
     lines: list[str] = []
     docs: list[dict[str, Any]] = []
-    progress = DriverProgress("rebuild", "orders", interval=0.05, publish=docs.append, echo=lines.append)
+    progress = DriverProgress(
+        "rebuild", "orders", interval=0.05, publish=lambda doc: docs.append(doc.to_dict()), echo=lines.append
+    )
     ctx = ReadContext({}, "orders", [0, 1], {0: (0, 100), 1: (10, 30), 5: (0, 999)}, 2)
     try:
         with progress.reading():
@@ -174,7 +176,9 @@ def test_a_report_with_another_token_is_dropped_and_off_reports_nothing() -> Non
     finally:
         progress.close()
     early: list[dict[str, Any]] = []  # a rebuild that fails before it reads: its document says so
-    DriverProgress("rebuild", "orders", publish=early.append).finish("failed", error="no such topic")
+    DriverProgress("rebuild", "orders", publish=lambda doc: early.append(doc.to_dict())).finish(
+        "failed", error="no such topic"
+    )
     assert [(d["state"], d["error"], d["format"], d.get("line")) for d in early] == [
         ("failed", "no such topic", DOC_FORMAT, None)
     ]

@@ -73,6 +73,13 @@ def test_the_committed_schemas_are_the_models() -> None:
         )
 
 
+def test_the_schemas_readme_has_a_row_for_every_published_document() -> None:
+    """Another language finds each document from ``docs/schemas/README.md``: one row per schema file."""
+    readme = (documents.SCHEMA_DIR / "README.md").read_text()
+    for model in documents.documents():
+        assert f"[`{model.schema_name}`]({model.schema_name}.schema.json)" in readme, model.schema_name
+
+
 def test_python_m_writes_and_checks_the_schemas(tmp_path: Path) -> None:
     """Run as a module (``__main__``), it sees the documents the package defines."""
 

@@ -6,6 +6,8 @@ The live proofs are in ``tests/tansu/test_tansu_state.py`` (Tansu) and the state
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
 from airflow_provider_kstate.operators import spark_app
 from airflow_provider_kstate.operators.snapshot import KStateDeepCheckOperator, KStateRebuildOperator
 from airflow_provider_kstate.spark_apps import deep_check, kafka_io, rebuild
+from airflow_provider_kstate.store import contract
 
 TOPIC = "totals"
 
@@ -50,7 +53,16 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     def submit(self: Any, hook: Any, context: Any = None, args: list[str] | None = None) -> dict[str, Any]:
         seen.append(("submit", list(args or [])))
-        return {"ok": True, "partitions": {}}
+        return {  # what the applications report (read typed: a rebuild's names what it committed)
+            "ok": True,
+            "topic": TOPIC,
+            "snapshot_uri": "/s",
+            "snapshot_version": "v-20260101T000000-abcdef",
+            "records_read": 0,
+            "rows": 0,
+            "layout": 3,
+            "partitions": {},
+        }
 
     monkeypatch.setattr(spark_app.KStateSparkApplicationOperator, "submit", submit)
 
@@ -123,24 +135,33 @@ def test_an_unknown_deviation_name_is_a_config_error() -> None:
 def test_an_app_that_found_lagging_offsets_fails_with_a_broker_deviation(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
     line = (
         f"{kafka_io.OFFSET_BOUNDS}: topic 'totals' on h:1: partition 0: bound 1, a fetch reached 30 (past it)"
     )
+    reported: dict[str, Any] = {}
 
-    def failing(self: Any, hook: Any, context: Any = None, args: Any = None) -> dict[str, Any]:
-        raise SparkApplicationError(f"rebuild.py failed: {line}")
+    def failing(self: Any, context: Any = None) -> None:
+        """spark-submit exiting 2 after the application wrote its failure report: its code decides."""
+        report = self.application_args[self.application_args.index("--report-file") + 1]
+        contract.fail(report, reported["error"], lambda text: None, "kstate-rebuild", reported["code"])
+        raise RuntimeError("Cannot execute: spark-submit ... Error code is: 2.")
 
-    monkeypatch.setattr(spark_app.KStateSparkApplicationOperator, "submit", failing)
+    @contextlib.contextmanager
+    def no_config(self: Any) -> Iterator[str]:
+        yield "/dev/null"
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", failing)
+    monkeypatch.setattr(KStateSnapshotHook, "kafka_config_file", no_config)
+    reported.update(error=line, code=contract.ErrorCode.OFFSET_BOUNDS)
     op = KStateRebuildOperator(task_id="rebuild", topic=TOPIC, snapshot_uri=str(tmp_path / "snap"))
     with pytest.raises(
         BrokerDeviationError, match=r"partition 0: bound 1, a fetch reached 30.*nothing was published"
     ):
         op.submit(KStateSnapshotHook(), {}, [])
 
-    def other(self: Any, hook: Any, context: Any = None, args: Any = None) -> dict[str, Any]:
-        raise SparkApplicationError("rebuild.py failed: topic 'x' does not exist")
-
-    monkeypatch.setattr(spark_app.KStateSparkApplicationOperator, "submit", other)
+    reported.update(error="topic 'x' does not exist", code=contract.ErrorCode.CHANGELOG_UNREADABLE)
     with pytest.raises(SparkApplicationError, match="does not exist"):
         op.submit(KStateSnapshotHook(), {}, [])
 

@@ -34,6 +34,7 @@ from airflow_provider_kstate.store.manifest import (
     PartitionStats,
     write_manifest,
 )
+from airflow_provider_kstate.store.results import CHECK_FORMAT
 
 TOPIC = "orders-changelog"
 
@@ -58,10 +59,11 @@ class FakeAdmin:
 
 
 def fast_check(cluster: Any, topic: str, uri: str) -> dict[str, Any]:
-    """The snapshot hook's fast check (URI validated, errors translated) on the fake ``cluster``."""
+    """The snapshot hook's fast check (URI validated, errors translated) on the fake ``cluster``: its
+    report document."""
     hook = KStateSnapshotHook()
     hook._admin = cluster
-    return hook.fast_check(topic, uri)
+    return hook.fast_check(topic, uri).to_dict()
 
 
 def make_snapshot(root: Path, ends: dict[int, int], topic: str = TOPIC, partitions: int | None = None) -> str:
@@ -387,6 +389,7 @@ def test_deep_check_operator_names_partitions_and_sample_keys(
     result = op.execute({})
     assert result["failed_partitions"] == [1] and result["check"] == "deep"
     before = {**report, "check": "deep", "topic": TOPIC, "snapshot_uri": uri, "failed_partitions": [1]}
+    before = {"format": CHECK_FORMAT, **before}  # the report's version, first
     assert json.dumps(result) == json.dumps(before)  # the XCom the operator pushed before CheckReport
     logged = capsys.readouterr().out
     assert "only_partitions=[1]" in logged and "acct-7" in logged

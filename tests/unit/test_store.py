@@ -14,7 +14,7 @@ import pytest
 
 from airflow_provider_kstate.store import contract, uri
 from airflow_provider_kstate.store.pack import provider_zip
-from airflow_provider_kstate.store.results import CheckReport, PartitionResult, Side
+from airflow_provider_kstate.store.results import CHECK_FORMAT, CheckReport, PartitionResult, Side
 
 PACKAGE = Path(__file__).resolve().parents[2] / "airflow_provider_kstate"
 
@@ -97,28 +97,27 @@ def test_results_round_trip() -> None:
     )
     res.problems.append("differs")
     res.samples["missing"].append("b'k'")
-    assert PartitionResult.from_json(2, json.loads(json.dumps(res.to_json()))).to_json() == res.to_json()
+    assert PartitionResult.from_dict(2, json.loads(json.dumps(res.to_dict()))).to_dict() == res.to_dict()
     doc = {
         "check": "deep",
         "topic": "t",
         "snapshot_uri": "/s",
         "ok": False,
         "problems": [],
-        "partitions": {"0": {"ok": True, "problems": []}, "2": res.to_json()},
+        "partitions": {"0": {"ok": True, "problems": []}, "2": res.to_dict()},
         "records_read": 9,
     }
-    report = CheckReport.from_json(json.loads(json.dumps(doc)))
+    report = CheckReport.read(json.loads(json.dumps(doc)))
     assert report.failed_partitions == [2] and report.extra == {"records_read": 9}
-    assert report.to_json() == {**doc, "failed_partitions": [2]}
-    listed = CheckReport.from_json(
-        {"ok": False, "failed_partitions": [1], "topic": "t", "snapshot_uri": "/s"}
-    )
+    assert report.to_dict() == {"format": CHECK_FORMAT, **doc, "failed_partitions": [2]}
+    listed = CheckReport.read({"ok": False, "failed_partitions": [1], "topic": "t", "snapshot_uri": "/s"})
     assert listed.failed_partitions == [1]
 
 
 def _emitted_before(doc: dict[str, Any], check: str) -> dict[str, Any]:
-    """What the check operators pushed to XCom before they parsed reports into CheckReport (their code)."""
-    out = json.loads(json.dumps(doc))
+    """What the check operators pushed to XCom before they parsed reports into CheckReport (their code),
+    with the report's version now first."""
+    out = {"format": CHECK_FORMAT, **json.loads(json.dumps(doc))}
     out.setdefault("check", check)
     out.setdefault("topic", "t")
     out.setdefault("snapshot_uri", "/s")
@@ -166,9 +165,9 @@ def test_a_check_report_serializes_back_to_the_identical_xcom() -> None:
         "failed_partitions": [10],
         "problems": [],
         "partitions": {
-            "2": PartitionResult(2).to_json(),
-            "10": bad.to_json(),
-            "1": PartitionResult(1).to_json(),
+            "2": PartitionResult(2).to_dict(),
+            "10": bad.to_dict(),
+            "1": PartitionResult(1).to_dict(),
         },
         "warnings": [],
         "seconds": 1.5,
@@ -189,17 +188,16 @@ def test_a_check_report_serializes_back_to_the_identical_xcom() -> None:
         (listed, "deep"),
         (no_problems, "deep"),
     ):
-        report = CheckReport.from_json(json.loads(json.dumps(doc)), check=check, topic="t", snapshot_uri="/s")
-        assert json.dumps(report.to_json()) == json.dumps(_emitted_before(doc, check)), doc
-    assert CheckReport.from_json(deep).failed_partitions == [10]
-    assert (
-        CheckReport.from_json(listed).failed_partitions == [1, 3]
-        and not CheckReport.from_json(listed).partitions
-    )
-    assert list(CheckReport.from_json(deep).to_json()["partitions"]) == ["2", "10", "1"]
-    assert json.dumps(CheckReport.from_json(fast).to_json()) == json.dumps(fast)  # the fast check's as is
+        report = CheckReport.read(json.loads(json.dumps(doc)), check=check, topic="t", snapshot_uri="/s")
+        assert json.dumps(report.to_dict()) == json.dumps(_emitted_before(doc, check)), doc
+    assert CheckReport.read(deep).failed_partitions == [10]
+    assert CheckReport.read(listed).failed_partitions == [1, 3] and not CheckReport.read(listed).partitions
+    assert list(CheckReport.read(deep).to_dict()["partitions"]) == ["2", "10", "1"]
+    # the fast check's as is (its version first)
+    assert json.dumps(CheckReport.read(fast).to_dict()) == json.dumps({"format": CHECK_FORMAT, **fast})
     built = CheckReport(check="deep", topic="t", snapshot_uri="/s", ok=True)  # built in Python: every field
-    assert built.to_json() == {
+    assert built.to_dict() == {
+        "format": CHECK_FORMAT,
         "check": "deep",
         "topic": "t",
         "snapshot_uri": "/s",
@@ -215,6 +213,7 @@ def test_provider_zip_holds_the_apps_and_the_store_only(tmp_path: Path) -> None:
         names = set(zf.namelist())
     assert "airflow_provider_kstate/store/manifest.py" in names
     assert "airflow_provider_kstate/spark_apps/rebuild.py" in names
+    assert "airflow_provider_kstate/documents.py" in names  # the store's documents build on it
     assert not [n for n in names if "/operators/" in n or "/hooks/" in n]
 
 
