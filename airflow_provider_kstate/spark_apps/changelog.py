@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_kstate.client.murmur2 import partitions_for
 from airflow_provider_kstate.spark_apps import kafka_io
 from airflow_provider_kstate.spark_apps.progress import Address, task_reporter
-from airflow_provider_kstate.store.manifest import digest_hex, digest_sum
+from airflow_provider_kstate.store.digest import digest_hex, digest_sum
 from airflow_provider_kstate.store.results import EMPTY_DIGEST
 
 if TYPE_CHECKING:

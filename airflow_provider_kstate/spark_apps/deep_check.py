@@ -75,14 +75,9 @@ from airflow_provider_kstate.store.contract import (
     load_kafka_config,
     write_report,
 )
+from airflow_provider_kstate.store.digest import digest_hex, digest_sum, digest_sum_nullable
 from airflow_provider_kstate.store.layout import SnapshotUnreadable, partition_of
-from airflow_provider_kstate.store.manifest import (
-    Manifest,
-    ManifestError,
-    digest_hex,
-    digest_sum,
-    digest_sum_nullable,
-)
+from airflow_provider_kstate.store.manifest import Manifest, ManifestError
 from airflow_provider_kstate.store.results import EMPTY_DIGEST, KINDS, CheckReport, PartitionResult, Side
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.spark_apps.runtime import current_uri, hadoop_fs
+from airflow_provider_kstate.store.digest import digest_from_halves
 from airflow_provider_kstate.store.layout import framing_problem, is_version_name, partition_of
-from airflow_provider_kstate.store.manifest import digest_from_halves
 from airflow_provider_kstate.store.results import EMPTY_DIGEST
 from airflow_provider_kstate.store.uri import local_path, spark_path
 

@@ -138,7 +138,8 @@ def _snapshot_of(admin_config: dict[str, Any], topic: str, root: Path, partition
     import pyarrow.parquet as pq
     from confluent_kafka import Consumer, TopicPartition
 
-    from airflow_provider_kstate.store.manifest import Manifest, PartitionStats, digest_rows, write_manifest
+    from airflow_provider_kstate.store.digest import digest_rows
+    from airflow_provider_kstate.store.manifest import Manifest, PartitionStats, write_manifest
 
     consumer = Consumer({**admin_config, "group.id": "unused", "enable.auto.commit": False})
     stats, ends = {}, {}

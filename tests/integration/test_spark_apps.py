@@ -33,7 +33,8 @@ from airflow_provider_kstate.client.murmur2 import partition_for
 from airflow_provider_kstate.plugins.progress import snapshot_progress
 from airflow_provider_kstate.spark_apps import kafka_io, rebuild
 from airflow_provider_kstate.store import layout
-from airflow_provider_kstate.store.manifest import MANIFEST_NAME, digest_rows, read_manifest
+from airflow_provider_kstate.store.digest import digest_rows
+from airflow_provider_kstate.store.manifest import MANIFEST_NAME, read_manifest
 
 APPS = Path(rebuild.__file__).resolve().parent
 N = 6

@@ -17,13 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_kstate.store import fast_check as checks
+from airflow_provider_kstate.store.digest import digest_rows
 from airflow_provider_kstate.store.fast_check import partial_scope
 from airflow_provider_kstate.store.layout import framing_problem
 from airflow_provider_kstate.store.manifest import (
     MANIFEST_NAME,
     Manifest,
     PartitionStats,
-    digest_rows,
     loads_manifest,
     write_manifest,
 )

@@ -9,21 +9,23 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_kstate.client.murmur2 import partition_for, partitions_for
-from airflow_provider_kstate.store.manifest import (
+from airflow_provider_kstate.store.digest import (
     DIGEST_ALGORITHM,
-    MANIFEST_NAME,
-    Manifest,
-    ManifestError,
-    PartitionStats,
     combine,
     digest_from_halves,
     digest_hex,
     digest_rows,
     digest_sum,
-    read_manifest,
     row_digest,
-    write_manifest,
     xxh64,
+)
+from airflow_provider_kstate.store.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    ManifestError,
+    PartitionStats,
+    read_manifest,
+    write_manifest,
 )
 
 ROWS = [(b"k%d" % i, b"value-%d" % (i * 7)) for i in range(200)]
