@@ -54,3 +54,13 @@ def test_no_module_of_the_package_imports_one_that_imports_it_back() -> None:
 
 def test_the_loop_detector_finds_a_loop() -> None:
     assert sorted(set(_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}))) == ["a", "b", "c"]
+
+
+def test_the_unit_tests_mirror_the_package_folders() -> None:
+    """``tests/unit/<folder>/`` tests ``airflow_provider_kstate/<folder>/`` (``support/`` tests the test and
+    bench harness); a test of a top-level module sits at ``tests/unit/`` itself."""
+    unit = Path(__file__).resolve().parent
+    folders = {d.name for d in unit.iterdir() if d.is_dir() and not d.name.startswith(("_", "."))}
+    packages = {d.name for d in PACKAGE.iterdir() if (d / "__init__.py").exists()}
+    assert folders - {"support"} <= packages, sorted(folders - packages - {"support"})
+    assert len(folders & packages) >= 10

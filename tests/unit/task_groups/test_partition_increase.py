@@ -204,7 +204,7 @@ def test_both_shipped_dags_ask_for_an_approval_when_the_param_says_so() -> None:
 
     from kstate_support.airflow_compat import dag_bag
 
-    bag = dag_bag(str(Path(__file__).resolve().parents[2] / "dags"))
+    bag = dag_bag(str(Path(__file__).resolve().parents[3] / "dags"))
     assert not bag.import_errors, bag.import_errors
     for dag_id, then in (
         ("kstate_partition_increase", "pause_window"),

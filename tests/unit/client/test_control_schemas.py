@@ -26,7 +26,7 @@ from airflow_provider_kstate.client.protocol import (
 )
 from airflow_provider_kstate.hooks.control import KStateControlHook
 
-SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas" / "control"
+SCHEMAS = Path(__file__).resolve().parents[3] / "docs" / "schemas" / "control"
 KINDS = ("command", "layout", "ack", "barrier", "release")
 
 

@@ -27,7 +27,7 @@ from airflow_provider_kstate.store.results import (
     store_report,
 )
 
-SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[3] / "docs" / "schemas"
 
 OLD_POINTER = """{
   "format": "kstate-pointer/1",

@@ -16,7 +16,7 @@ from airflow_provider_kstate.store import contract, uri
 from airflow_provider_kstate.store.pack import provider_zip
 from airflow_provider_kstate.store.results import CHECK_FORMAT, CheckReport, PartitionResult, Side
 
-PACKAGE = Path(__file__).resolve().parents[2] / "airflow_provider_kstate"
+PACKAGE = Path(__file__).resolve().parents[3] / "airflow_provider_kstate"
 
 
 def oauth_token(config: str) -> tuple[str, float]:

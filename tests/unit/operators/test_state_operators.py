@@ -344,7 +344,7 @@ def test_manifest_view_matches_the_spark_apps_manifest(tmp_path: Path) -> None:
 def test_dags_parse_with_validated_params(no_connections: None) -> None:
     from kstate_support.airflow_compat import dag_bag  # DagBag moved in Airflow 3.2
 
-    bag = dag_bag(str(Path(__file__).resolve().parents[2] / "dags"))
+    bag = dag_bag(str(Path(__file__).resolve().parents[3] / "dags"))
     assert not bag.import_errors, bag.import_errors
     assert {"kstate_state_maintenance", "kstate_example_pipeline"} <= set(bag.dag_ids)
     dag = bag.get_dag("kstate_state_maintenance")
