@@ -1,12 +1,13 @@
 """The approval step in a real deployment (the session's ``airflow standalone``): plan, approve, apply.
 
 Runs of ``kstate_partition_increase`` with ``require_approval`` answered through Airflow's human-in-the-loop
-REST API (``PATCH /api/v2/dags/{dag}/dagRuns/{run}/taskInstances/{task}/-1/hitlDetails``) and once in the
-UI (headless Chromium: the run's *Required actions*, the Approve button). Each topic has a live group of
+REST API (``PATCH /api/v2/dags/{dag}/dagRuns/{run}/taskInstances/{task}/-1/hitlDetails``) and in the UI
+(headless Chromium: the run's *Required actions*, the Reject and Approve buttons; through the REST API
+where Chromium is missing). Each topic has a live group of
 one :class:`~airflow_provider_kstate.client.consumer.ControlledConsumer` (in this process) and an offline
 group with committed offsets.
 
-* reject: the run ends (approve_plan success, the rest skipped), nobody was paused, the topic keeps its
+* reject (in the UI): the run ends (approve_plan success, the rest skipped), nobody was paused, the topic keeps its
   count, the lease is released: a second run on the topic plans at once, and its request expires after 6 s
   with no answer (approve_plan fails: ApprovalTimeoutError), again changing nothing;
 * approve (REST): the increase completes; the prompt of the next run shows that run's downtime; a
@@ -165,7 +166,11 @@ def _unchanged(admin: AdminClient, t: dict[str, Any], partitions: int) -> None:
 
 
 def test_reject_and_no_answer_change_nothing_and_release_the_lease(
-    deployment: AirflowDeployment, admin: AdminClient, topic: dict[str, Any]
+    deployment: AirflowDeployment,
+    admin: AdminClient,
+    topic: dict[str, Any],
+    artifacts_dir: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     t = topic
     rejected = _trigger(deployment, t["topic"], 3, approval_timeout=300)
@@ -180,7 +185,15 @@ def test_reject_and_no_answer_change_nothing_and_release_the_lease(
     assert _progress(deployment, t["topic"], rejected)["step"] == "awaiting_approval"
     assert _lease(t["topic"]).owner == f"{DAG_ID}/{rejected}", "held while it waits"
 
-    assert _answer(deployment, rejected, "Reject")["chosen_options"] == ["Reject"]
+    if test_browser._missing() is None:  # Reject pressed in Chromium (Approve is, below); the REST API's view
+        _answer_in_the_browser(
+            request.getfixturevalue("browser"), deployment, rejected, t, artifacts_dir, "Reject"
+        )
+        answered = _wait_answered(deployment, rejected)
+        assert answered["responded_by"]["name"] == deployment.username, answered
+    else:  # no Chromium here: the same answer through the REST API
+        answered = _answer(deployment, rejected, "Reject")
+    assert answered["chosen_options"] == ["Reject"]
     run = deployment.wait_for_run(DAG_ID, rejected, timeout=RUN_TIMEOUT)
     states = _states(deployment, rejected)
     assert run["state"] == "success", deployment.failure_report(DAG_ID, rejected)
@@ -240,7 +253,9 @@ def test_approve_completes_and_a_changed_cluster_stops_before_the_pause(
     newcomer = f"{t['topic']}-newcomer"
     commit_offsets(kafka_config, newcomer, {(t["topic"], 0): 1})
     if test_browser._missing() is None:
-        _approve_in_the_browser(request.getfixturevalue("browser"), deployment, changed, t, artifacts_dir)
+        _answer_in_the_browser(
+            request.getfixturevalue("browser"), deployment, changed, t, artifacts_dir, "Approve"
+        )
     else:  # no Chromium here: the same answer through the REST API
         _answer(deployment, changed, "Approve")
     run = deployment.wait_for_run(DAG_ID, changed, timeout=RUN_TIMEOUT)
@@ -260,10 +275,21 @@ def test_approve_completes_and_a_changed_cluster_stops_before_the_pause(
     assert (progress["step"], progress["outcome"]) == ("plan_changed", "failed")
 
 
-def _approve_in_the_browser(
-    browser: Any, dep: AirflowDeployment, run_id: str, t: dict[str, Any], artifacts_dir: Path
+def _wait_answered(dep: AirflowDeployment, run_id: str, timeout: float = 30.0) -> dict[str, Any]:
+    """The run's approval request once it has its answer (the REST API's view)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        detail = dict(dep.get_json(_hitl(run_id)))
+        if detail.get("response_received"):
+            return detail
+        time.sleep(0.5)
+    raise DeploymentError(f"the answer given in the browser never reached {APPROVE} of {run_id}")
+
+
+def _answer_in_the_browser(
+    browser: Any, dep: AirflowDeployment, run_id: str, t: dict[str, Any], artifacts_dir: Path, option: str
 ) -> None:
-    """Log in, open the run's Required actions for approve_plan, save the prompt, press Approve."""
+    """Log in, open the run's Required actions for approve_plan, save the prompt, press ``option``."""
     from selenium.webdriver.common.by import By
 
     from tests.e2e.test_browser import _visible, _wait
@@ -274,19 +300,17 @@ def _approve_in_the_browser(
     _visible(browser, "button[type=submit]", "sign-in button").click()
     _wait(browser, lambda d: "/auth/login" not in d.current_url, "redirect after login")
     browser.get(f"{dep.base_url}/dags/{DAG_ID}/runs/{run_id}/tasks/{APPROVE}/required_actions")
-    approve = _wait(
+    button = _wait(
         browser,
-        lambda d: next(
-            (b for b in d.find_elements(By.TAG_NAME, "button") if b.text.strip() == "Approve"), None
-        ),
-        "the Approve button",
+        lambda d: next((b for b in d.find_elements(By.TAG_NAME, "button") if b.text.strip() == option), None),
+        f"the {option} button",
     )
     _wait(browser, lambda d: t["live"] in d.find_element(By.TAG_NAME, "body").text, "the prompt's groups")
     time.sleep(1.0)  # let the Markdown finish rendering
-    shot = artifacts_dir / "browser-approval-prompt.png"
+    shot = artifacts_dir / ("browser-approval-prompt.png" if option == "Approve" else f"browser-{option}.png")
     browser.save_screenshot(str(shot))
     assert shot.stat().st_size > 10_000, "screenshot looks empty"
     docs = os.environ.get("KSTATE_DOCS_IMAGES")
-    if docs:
+    if docs and option == "Approve":
         shutil.copy2(shot, Path(docs) / shot.name)
-    approve.click()
+    button.click()
