@@ -174,10 +174,10 @@ def test_reject_and_no_answer_change_nothing_and_release_the_lease(
 ) -> None:
     t = topic
     rejected = _trigger(deployment, t["topic"], 3, approval_timeout=300)
-    request = _request(deployment, rejected)
-    assert request["subject"] == f"Approve {t['topic']}: 2 -> 3 partitions?"
-    assert request["options"] == ["Approve", "Reject"] and not request["response_received"]
-    body = request["body"]
+    asked = _request(deployment, rejected)
+    assert asked["subject"] == f"Approve {t['topic']}: 2 -> 3 partitions?"
+    assert asked["options"] == ["Approve", "Reject"] and not asked["response_received"]
+    body = asked["body"]
     assert "**2 -> 3 partitions**: creates partitions 2 (1)" in body
     assert f"| `{t['live']}` | active (1 member) | control | barrier |" in body, body
     assert f"| `{t['offline']}` | empty | control | offline |" in body, body
@@ -190,7 +190,7 @@ def test_reject_and_no_answer_change_nothing_and_release_the_lease(
             request.getfixturevalue("browser"), deployment, rejected, t, artifacts_dir, "Reject"
         )
         answered = _wait_answered(deployment, rejected)
-        assert answered["responded_by"]["name"] == deployment.username, answered
+        assert answered["responded_by_user"]["name"] == deployment.username, answered
     else:  # no Chromium here: the same answer through the REST API
         answered = _answer(deployment, rejected, "Reject")
     assert answered["chosen_options"] == ["Reject"]
