@@ -241,6 +241,21 @@ class GroupPlan:
         )
 
 
+#: The plan's scalar fields, the same in :class:`Plan` and its wire form :class:`PlanDocument`.
+_SCALARS = (
+    "topic",
+    "original_partitions",
+    "target_partitions",
+    "groups_discovered",
+    "planned_at",
+    "owner",
+    "dry_run",
+    "control_topic",
+    "lease_topic",
+    "report_uri",
+)
+
+
 @dataclass(frozen=True)
 class Plan:
     """A validated request: the topic, its partition counts and the plan of each group."""
@@ -285,16 +300,7 @@ class Plan:
     def document(self) -> PlanDocument:
         """The plan as its wire document (:class:`PlanDocument`)."""
         return PlanDocument(
-            topic=self.topic,
-            original_partitions=self.original_partitions,
-            target_partitions=self.target_partitions,
-            groups_discovered=self.groups_discovered,
-            planned_at=self.planned_at,
-            owner=self.owner,
-            dry_run=self.dry_run,
-            control_topic=self.control_topic,
-            lease_topic=self.lease_topic,
-            report_uri=self.report_uri,
+            **{name: getattr(self, name) for name in _SCALARS},
             groups={g: entry.to_dict() for g, entry in self.groups.items()},  # type: ignore[misc]
             producers={s: d.to_dict() for s, d in self.producers.items()},  # type: ignore[misc]
         )
@@ -437,17 +443,8 @@ class PlanDocument(Document):
     def plan(self) -> Plan:
         """The :class:`Plan` this document describes."""
         return Plan(
-            topic=self.topic,
-            original_partitions=self.original_partitions,
-            target_partitions=self.target_partitions,
+            **{name: getattr(self, name) for name in _SCALARS},
             groups={g: GroupPlan.of_entry(e) for g, e in self.groups.items()},
-            groups_discovered=self.groups_discovered,
-            planned_at=self.planned_at,
-            owner=self.owner,
-            dry_run=self.dry_run,
-            control_topic=self.control_topic,
-            lease_topic=self.lease_topic,
-            report_uri=self.report_uri,
             producers={s: Driver.from_dict(d, s) for s, d in self.producers.items()},
         )
 
