@@ -204,6 +204,8 @@ class ControlRecord(Document):
     sort_keys: ClassVar[bool] = True
     read_strict: ClassVar[bool] = True
 
+    v: Literal[1] = Field(default=PROTOCOL_VERSION, description="protocol version")
+
     @property
     def key(self) -> str:
         """The control-topic key the record is written under."""
@@ -216,7 +218,6 @@ class Command(ControlRecord):
     model_config = ConfigDict(title="kstate control record: command (key cmd/<group>)")
     schema_name: ClassVar[str] = "control/command"
 
-    v: Literal[1] = Field(default=PROTOCOL_VERSION, description="protocol version")
     kind: Literal["command"] = "command"
     group: Name = Field(description="the consumer group (group.id); equals <group> in the key")
     command: CommandName
@@ -236,7 +237,6 @@ class Layout(ControlRecord):
     model_config = ConfigDict(title="kstate control record: layout (key layout/<topic>)")
     schema_name: ClassVar[str] = "control/layout"
 
-    v: Literal[1] = Field(default=PROTOCOL_VERSION, description="protocol version")
     kind: Literal["layout"] = "layout"
     topic: Name
     partitions: int = Field(ge=1, description="producers use partitions 0 .. partitions-1")
@@ -263,7 +263,6 @@ class Ack(ControlRecord):
     )
     schema_name: ClassVar[str] = "control/ack"
 
-    v: Literal[1] = Field(default=PROTOCOL_VERSION, description="protocol version")
     kind: Literal["ack"] = "ack"
     client: Name = Field(description="stable id of the instance; a consumer's equals its Kafka client id")
     epoch: Count = Field(
@@ -296,7 +295,6 @@ class Barrier(ControlRecord):
     model_config = ConfigDict(title="kstate control record: key-order barrier (key barrier/<topic>)")
     schema_name: ClassVar[str] = "control/barrier"
 
-    v: Literal[1] = Field(default=PROTOCOL_VERSION, description="protocol version")
     kind: Literal["barrier"] = "barrier"
     topic: Name
     epoch: Count = Field(description="strictly increasing per topic")
@@ -329,7 +327,6 @@ class Release(ControlRecord):
     model_config = ConfigDict(title="kstate control record: release (key release/<topic>/<group>)")
     schema_name: ClassVar[str] = "control/release"
 
-    v: Literal[1] = Field(default=PROTOCOL_VERSION, description="protocol version")
     kind: Literal["release"] = "release"
     topic: Name
     group: Name
