@@ -402,10 +402,7 @@ class SafeIncreaseSteps:
             where consumers are paused until after the switch).
         :raises UnsafeResumeError: a protected group lacks an offset on a partition; nothing was switched.
         """
-        missing = self.missing(self.plan.where("seed"))
-        if missing:
-            raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
-        self.lease_check()
+        self.require_offsets(self.plan.where("seed"))
         self.events.step("switch")
         target = self.plan.target_partitions
         if self.drains:
@@ -436,10 +433,7 @@ class SafeIncreaseSteps:
         groups = self.plan.where("pause") if groups is None else groups
         if not groups:
             return {"epoch": None, "groups": 0}
-        missing = self.missing(groups)
-        if missing:
-            raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
-        self.lease_check()
+        self.require_offsets(groups)
         self.events.step("resume")
         epoch = self.control.resume(groups, self.topic, issuer=self.owner)
         self.log.info(
@@ -469,10 +463,7 @@ class SafeIncreaseSteps:
         :param drain: the switch's ``drain`` (``stopped_at``, the drained groups' ``backlog`` at the switch).
         :raises UnsafeResumeError: a protected group lacks an offset on a partition; nothing was started.
         """
-        missing = self.missing(self.plan.where("seed"))
-        if missing:
-            raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
-        self.lease_check()
+        self.require_offsets(self.plan.where("seed"))
         self.events.step("start_producers")
         self.events.groups(drain.get("groups") or [], GroupState.DRAINED)
         epoch = self.control.set_layout(self.topic, self.plan.target_partitions, issuer=self.owner)
@@ -499,6 +490,17 @@ class SafeIncreaseSteps:
             "services": sorted(producer_commands(self.plan)),
             "start_failures": [r.describe() for r in failed],
         }
+
+    def require_offsets(self, groups: Iterable[str]) -> None:
+        """Go on only while every seeded group of ``groups`` holds an offset on every partition that exists
+        now, and the run still holds the topic's lease.
+
+        :raises UnsafeResumeError: a group lacks an offset (the runbook of the partial increase).
+        """
+        missing = self.missing(groups)
+        if missing:
+            raise UnsafeResumeError(partial_increase_runbook(self.plan, missing))
+        self.lease_check()
 
     def missing(self, groups: Iterable[str]) -> dict[str, list[int]]:
         """Return ``{group: [partitions]}`` that exist now but hold no offset of a group that is seeded."""
