@@ -61,3 +61,28 @@ def migrate(env: dict[str, str] | None = None) -> None:
         capture_output=True,
         env=env,
     )
+
+
+def python_without(
+    code: str,
+    hidden: tuple[str, ...] = ("airflow", "pyspark"),
+    args: tuple[str, ...] = (),
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh Python where the packages ``hidden`` cannot be imported (as where they are not
+    installed): a meta path finder refuses them before ``code`` runs.
+
+    :param code: the script (``python -c``); ``sys`` is imported.
+    :param hidden: top-level package names to refuse.
+    :param args: the script's arguments (``sys.argv[1:]``).
+    """
+    prelude = (
+        "import sys\n"
+        "class Missing:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {tuple(hidden)!r}:\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Missing())\n"
+    )
+    cmd = [sys.executable, "-c", prelude + code, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+from kstate_support.airflow_env import python_without
 
 from airflow_provider_kstate.doctor import promises as P
 from airflow_provider_kstate.doctor import wire
@@ -164,39 +165,25 @@ def test_the_kstate_command_names_its_commands(capsys: pytest.CaptureFixture[str
 def test_the_doctor_and_its_command_import_no_airflow() -> None:
     """``kstate doctor`` runs where Airflow is not installed (a laptop, a broker host): import the CLI and
     every doctor module in a Python where ``airflow`` and ``pyspark`` cannot be imported."""
-    import subprocess
-    import sys
 
     code = (
-        "import importlib, pkgutil, sys\n"
-        "class Missing:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in ('airflow', 'pyspark'):\n"
-        "            raise ModuleNotFoundError(name)\n"
-        "sys.meta_path.insert(0, Missing())\n"
+        "import importlib, pkgutil\n"
         "importlib.import_module('airflow_provider_kstate.cli')\n"
         "package = importlib.import_module('airflow_provider_kstate.doctor')\n"
         "for info in pkgutil.iter_modules(package.__path__):\n"
         "    importlib.import_module(package.__name__ + '.' + info.name)\n"
         "assert not [m for m in sys.modules if m.split('.')[0] == 'airflow'], 'airflow imported'\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = python_without(code)
     assert done.returncode == 0, done.stderr
 
 
 def test_kstate_plan_and_the_cluster_package_import_no_airflow() -> None:
     """``kstate plan`` runs where Airflow is not installed: the cluster package (admin verbs, controller,
     lease log) and the preview import in a Python where ``airflow`` and ``pyspark`` cannot be imported."""
-    import subprocess
-    import sys
 
     code = (
-        "import importlib, pkgutil, sys\n"
-        "class Missing:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in ('airflow', 'pyspark'):\n"
-        "            raise ModuleNotFoundError(name)\n"
-        "sys.meta_path.insert(0, Missing())\n"
+        "import importlib, pkgutil\n"
         "importlib.import_module('airflow_provider_kstate.increase.preview')\n"
         "package = importlib.import_module('airflow_provider_kstate.cluster')\n"
         "for info in pkgutil.iter_modules(package.__path__):\n"
@@ -204,5 +191,5 @@ def test_kstate_plan_and_the_cluster_package_import_no_airflow() -> None:
         "from airflow_provider_kstate.cli import main\n"
         "main(['plan', '--help'])  # argparse prints the help and exits 0\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = python_without(code)
     assert done.returncode == 0 and "kstate plan" in done.stdout, done.stderr
