@@ -101,8 +101,10 @@ class KStatePauseWindowOperator(KStateStepOperator):
         failpoint("mid_seed")
         resumed = steps.resume(live)
         # the groups resumed by the control record are back about when it is sent (their downtime); the
-        # command-driven ones when their start and readiness commands are done (command_*_s)
-        timings["live_window_s"] = round((steps.resumed_at or 0.0) - (steps.paused_at or started), 3)
+        # command-driven ones when their start and readiness commands are done (command_*_s). With no live
+        # group nothing was resumed: the window is the time so far, as before the drivers.
+        back = steps.resumed_at if steps.resumed_at is not None else time.monotonic()
+        timings["live_window_s"] = round(back - (steps.paused_at or started), 3)
         failpoint("after_live_resume")  # live groups run, offline ones unseeded, producers on the old layout
         later = steps.seed(offline, report)
         failpoint("after_seed")

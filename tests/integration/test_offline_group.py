@@ -91,6 +91,11 @@ def test_dag_seeds_offline_group(
         task_ids="safe_partition_increase.plan"
     )
     assert plan["groups"][group]["class"] == "empty"
+    window = dr.get_task_instance("safe_partition_increase.pause_window").xcom_pull(
+        task_ids="safe_partition_increase.pause_window"
+    )
+    timings = window["timings"]  # no live group: nobody was out, the window is the seeding's time
+    assert 0 <= timings["live_window_s"] <= timings["whole_window_s"], timings
 
     keys = _new_partition_keys(4, 2, 40)
     _write_keys(kafka_config, topic, keys)
