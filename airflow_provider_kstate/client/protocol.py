@@ -113,7 +113,6 @@ class KeyOrder(StrEnum):
 PRESERVE = KeyOrder.PRESERVE
 RELAX = KeyOrder.RELAX
 DRAIN = KeyOrder.DRAIN
-KEY_ORDERS = tuple(KeyOrder)
 
 
 def now_ms() -> int:

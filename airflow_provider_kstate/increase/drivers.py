@@ -304,7 +304,6 @@ class CommandPairs:
     topic: str
     log: Any
     runner: CommandRunner = field(default_factory=ShellRunner)
-    results: list[CommandResult] = field(default_factory=list)
 
     def run(self, action: str, drivers: Mapping[str, CommandDriver], kind: str) -> list[CommandResult]:
         """Run ``action`` (``stop``, ``start`` or ``ready``) of every driver at once; log each; return the
@@ -316,9 +315,7 @@ class CommandPairs:
             return []
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(drivers))) as pool:
             futures = [pool.submit(self._one, action, name, d, kind) for name, d in drivers.items()]
-            results = [f.result() for f in futures]
-        self.results.extend(results)
-        return results
+            return [f.result() for f in futures]
 
     def _one(self, action: str, target: str, driver: CommandDriver, kind: str) -> CommandResult:
         env = {"KSTATE_TOPIC": self.topic, "KSTATE_ACTION": action, f"KSTATE_{kind.upper()}": target}

@@ -255,7 +255,8 @@ class SafeIncreaseSteps:
         while True:
             result = groups_empty(self.admin, self.topic, groups)
             if result.ok:
-                self.events.groups([g for g in groups if g in self.plan.where("wait")], GroupState.PAUSED)
+                waited = set(self.plan.where("wait"))
+                self.events.groups([g for g in groups if g in waited], GroupState.PAUSED)
                 self.log.info("WAIT groups %s are EMPTY", names(groups))
                 return {"groups": len(groups)}
             if time.monotonic() > deadline:
