@@ -55,7 +55,12 @@ class KStateAdminHook(KafkaBaseHook):
     def get_conn(self) -> AdminClient:  # type: ignore[override]
         """The AdminClient of the connection, created once per hook (the Kafka provider's ``get_conn``
         property, built from :meth:`client_config`)."""
-        return self._get_client(self.client_config())
+        return self._get_client(self._config)
+
+    @cached_property
+    def _config(self) -> dict[str, Any]:
+        """The connection's config, looked up once per hook (the client and the cluster verbs share it)."""
+        return self.client_config()
 
     def _get_client(self, config: dict[str, Any]) -> AdminClient:
         """Create the client (the seam the Kafka provider's hooks override; tests swap it)."""
@@ -65,7 +70,7 @@ class KStateAdminHook(KafkaBaseHook):
     def cluster(self) -> ClusterAdmin:
         """The admin verbs on this connection's client (no Airflow: raises the domain's errors)."""
         return ClusterAdmin(
-            self.client_config(),
+            self._config,
             self.timeout,
             self.max_in_flight,
             client=self.get_conn,
