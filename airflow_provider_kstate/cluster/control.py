@@ -145,11 +145,6 @@ class Controller:
             self._channel.close()
 
 
-def describe_acks(acks: list[Ack]) -> list[dict[str, Any]]:
-    """Return acknowledgements as plain dicts for logs and XCom."""
-    return [{"client": a.client, "state": a.state, "at": a.at} for a in acks]
-
-
 class ControlWatch:
     """The control topic's current records by key, kept up to date cheaply (one end-offset request per
     :meth:`refresh` when nothing is new).

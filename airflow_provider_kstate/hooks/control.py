@@ -8,12 +8,12 @@ from functools import cached_property
 from airflow.sdk import BaseHook
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
-from airflow_provider_kstate.cluster.control import Controller, ControlWatch, describe_acks
+from airflow_provider_kstate.cluster.control import Controller
 from airflow_provider_kstate.exceptions import airflow_errors
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
 
-__all__ = ["ControlWatch", "KStateControlHook", "describe_acks"]
+__all__ = ["KStateControlHook"]
 
 
 class KStateControlHook(BaseHook):
@@ -44,27 +44,7 @@ class KStateControlHook(BaseHook):
         """The controller on this connection's cluster."""
         return Controller(self.admin.cluster, self.control_topic)
 
-    def pause(self, groups: list[str], topic: str, issuer: str) -> int:
-        """Ask the services of ``groups`` to leave their groups; return the epoch."""
-        with airflow_errors():
-            return self.get_conn.pause(groups, topic, issuer)
-
-    def resume(self, groups: list[str], topic: str, issuer: str) -> int:
-        """Ask the services of ``groups`` to rejoin; return the epoch."""
-        with airflow_errors():
-            return self.get_conn.resume(groups, topic, issuer)
-
-    def set_layout(self, topic: str, partitions: int, issuer: str) -> int:
-        """Tell producers of ``topic`` to place records over ``partitions`` partitions; return the epoch."""
-        with airflow_errors():
-            return self.get_conn.set_layout(topic, partitions, issuer)
-
     def client_piece_clients(self) -> dict[str, set[str]]:
         """Return ``{group: client ids}`` of the consumers that acknowledged on the control topic."""
         with airflow_errors():
             return self.get_conn.client_piece_clients()
-
-    def close(self) -> None:
-        """Flush the control producer (when one was made)."""
-        if "get_conn" in self.__dict__:
-            self.get_conn.close()

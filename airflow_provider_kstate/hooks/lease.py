@@ -8,13 +8,13 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_kstate.cluster.lease_log import LEASE_TOPIC_CONFIG, KafkaLeaseLog
+from airflow_provider_kstate.cluster.lease_log import KafkaLeaseLog
 from airflow_provider_kstate.exceptions import airflow_errors
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC
 from airflow_provider_kstate.lease import Lease, LeaseRecords
 
-__all__ = ["LEASE_TOPIC_CONFIG", "KStateLeaseHook"]
+__all__ = ["KStateLeaseHook"]
 
 
 class KStateLeaseHook(BaseHook):
