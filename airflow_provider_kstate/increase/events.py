@@ -14,12 +14,12 @@ consumers were out of their group because of the run.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, Protocol
 
 from pydantic import ConfigDict, Field
 
+from airflow_provider_kstate.client.protocol import now_ms
 from airflow_provider_kstate.documents import Document
 from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import ReportError
@@ -58,10 +58,6 @@ class ProducerState(StrEnum):
 
 #: The states in which a group's consumers are out of their group because of the run.
 OUT = (GroupState.STOPPING, GroupState.PAUSED, GroupState.SEEDED)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class RunEvents(Protocol):

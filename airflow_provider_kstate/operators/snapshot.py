@@ -51,7 +51,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 __all__ = [
-    "BOUND_DEVIATIONS",
     "DEFAULT_SPARK_CONF",
     "KStateDeepCheckOperator",
     "KStateFastCheckOperator",

@@ -1,4 +1,4 @@
-"""Changelog reading for the Spark applications: offsets, per-partition reads, the fold, placement.
+"""Changelog reading for the Spark applications: offsets, per-partition reads, the fold.
 
 Every read is a plain confluent-kafka consumer with ``assign()`` on one partition's offset range: no
 consumer group is joined and nothing is committed, ``isolation.level=read_committed`` (aborted transactional
@@ -567,6 +567,3 @@ def drain_count(kafka_config: Mapping[str, Any], topic: str, ranges: Mapping[int
     finally:
         consumer.close()
     return count
-
-
-# ------------------------------------------------------------------------------------------ placement

@@ -40,20 +40,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Final, Literal
 
 from pydantic import ConfigDict, Field
 
 from airflow_provider_kstate.documents import OrderedDocument
 from airflow_provider_kstate.errors import SnapshotError
+from airflow_provider_kstate.store.manifest import utc_now
 
 #: The progress document's name under a snapshot root (``_``: hidden from Parquet readers and checks).
 PROGRESS_NAME = "_kstate_progress.json"
 #: The progress document's format tag.
 DOC_FORMAT: Final = "kstate-progress/1"
 #: The states of the progress document.
-STATES = ("running", "done", "failed")
 #: Seconds between two progress lines unless told otherwise (``--progress-interval``).
 DEFAULT_INTERVAL = 10.0
 #: Seconds between two position reports of one executor task, at most.
@@ -417,12 +416,6 @@ class _Read:
     all_read: float | None = None  # when the last offset showed read (the rate stops there)
 
 
-def utc_iso(epoch: float | None = None) -> str:
-    """Return an ISO-8601 UTC timestamp (seconds precision)."""
-    moment = datetime.fromtimestamp(time.time() if epoch is None else epoch, tz=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _echo(line: str) -> None:
     print(line, flush=True)  # the driver's stdout: spark-submit's output, which the Spark hook logs
 
@@ -537,7 +530,7 @@ class DriverProgress:
         if read is None or not self.enabled:
             return
         read.tracker = Tracker({p: ctx.ranges[p] for p in ctx.sources if p in ctx.ranges})
-        read.ctx, read.started, read.started_at = ctx, time.monotonic(), utc_iso()
+        read.ctx, read.started, read.started_at = ctx, time.monotonic(), utc_now()
         token = secrets.token_hex(8)
         self._reads[token] = read
         ctx.progress = self._address(token)
@@ -554,7 +547,7 @@ class DriverProgress:
         unread = {"format": DOC_FORMAT, "app": self.kind, "topic": self.topic, "interval": self.interval}
         with self._lock:  # before any read (a failure early on): what is known
             last = self.last.to_dict() if self.last is not None else unread
-            fields = {**last, **self.extra, **extra, "state": state, "updated_at": utc_iso()}
+            fields = {**last, **self.extra, **extra, "state": state, "updated_at": utc_now()}
             self._publish(ProgressDocument(**fields))
 
     def close(self) -> None:
@@ -642,7 +635,7 @@ class DriverProgress:
                 state="running",
                 **now.to_dict(),
                 started_at=read.started_at,
-                updated_at=utc_iso(),
+                updated_at=utc_now(),
                 interval=self.interval,
                 live_reports=tracker.reports,
                 **self.extra,

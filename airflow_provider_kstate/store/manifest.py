@@ -332,19 +332,6 @@ def _check_values(manifest: Manifest, where: str) -> None:
         )
 
 
-def parse_manifest(doc: Any, where: str = "manifest") -> Manifest:
-    """Validate a decoded manifest document and return it as a :class:`Manifest` (:meth:`Manifest.from_dict`).
-
-    :param doc: the decoded JSON.
-    :param where: a name for error messages (the manifest's URI).
-    :raises ManifestError: on a wrong format, a missing or mistyped field, or inconsistent partitions.
-    """
-    return Manifest.from_dict(doc, where)
-
-
-# ------------------------------------------------------------------------------------------------- I/O
-
-
 def manifest_uri(snapshot_uri: str) -> str:
     """Return the manifest's URI inside a snapshot root.
 

@@ -356,7 +356,7 @@ def store_report(doc: Any) -> CheckReport | RebuildReport:
     if isinstance(doc, (CheckReport, RebuildReport)):
         return doc
     if isinstance(doc, Mapping) and doc.get("check"):
-        return CheckReport.read(doc, check=str(doc["check"]))
+        return CheckReport.read(doc)
     return RebuildReport.from_dict(doc)
 
 
