@@ -44,7 +44,7 @@ from airflow_provider_kstate.store.manifest import (
 )
 from airflow_provider_kstate.store.results import CheckReport, PartitionEntry
 from airflow_provider_kstate.store.uri import filesystem as uri_filesystem
-from airflow_provider_kstate.store.uri import local_path
+from airflow_provider_kstate.store.uri import join, local_path
 
 
 class AdminLike(Protocol):
@@ -250,12 +250,14 @@ def files_by_partition(
 
 
 def list_files(
-    snapshot_uri: str, storage_options: Mapping[str, Any] | None = None
+    snapshot_uri: str, manifest: Manifest, storage_options: Mapping[str, Any] | None = None
 ) -> tuple[SnapshotListing | None, str | None]:
-    """List the current version's data files; a listing that fails is a store-wide problem (its text),
-    never an exception."""
+    """List the data files of the version ``manifest`` was read from (the pointer is not read again, so
+    files and manifest are of one version even if a rebuild commits meanwhile); a listing that fails is a
+    store-wide problem (its text), never an exception."""
+    data_uri = join(snapshot_uri, manifest.version) if manifest.version else snapshot_uri
     try:
-        return list_snapshot(resolve(snapshot_uri, storage_options).uri, storage_options), None
+        return list_snapshot(data_uri, storage_options), None
     except (OSError, ValueError) as exc:
         return None, f"could not list the snapshot's data files: {exc}"
 
@@ -267,7 +269,7 @@ def _checked(
     problems = _layout_problems(manifest, topic, count)
     fields: dict[str, Any] = {"layout_ok": not problems, "problems": problems}
     marks = admin.watermarks(topic, list(range(count)))
-    listing, failure = list_files(snapshot_uri, storage_options)
+    listing, failure = list_files(snapshot_uri, manifest, storage_options)
     damaged: dict[int, list[str]] = {}
     if listing is None:
         problems.append(str(failure))
