@@ -4,7 +4,7 @@ and the refusal, before anything is paused, of a live group the run cannot drive
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -117,7 +117,7 @@ def _problem(group: str, driver: Driver, clients: list[str], present: set[str]) 
 
 def check_drivable(plan: Plan) -> None:
     """Refuse the plan, before anything is paused, when a live group cannot be driven; name the ways out."""
-    stuck = {g: e.driver_problem for g, e in plan.groups.items() if e.driver_problem}
+    stuck = plan.undrivable()
     if not stuck:
         return
     lines = [f"group {g!r}: {why}." for g, why in stuck.items()]
@@ -134,12 +134,16 @@ def check_drivable(plan: Plan) -> None:
     )
 
 
-def live_groups(plan: Plan, kind: DriverKind) -> list[str]:
-    """The seeded groups with live members at plan time (class ``active``) driven by ``kind``, in plan order."""
+def live_groups(plan: Plan, kind: DriverKind, among: Iterable[str] | None = None) -> list[str]:
+    """The seeded groups with live members at plan time (class ``active``) driven by ``kind``, in plan order;
+    only those of ``among`` when it is given."""
+    wanted = None if among is None else set(among)
     return [
         g
         for g in plan.where("seed")
-        if plan.groups[g].cls == GroupClass.ACTIVE and plan.groups[g].driver.kind == kind
+        if plan.groups[g].cls == GroupClass.ACTIVE
+        and plan.groups[g].driver.kind == kind
+        and (wanted is None or g in wanted)
     ]
 
 

@@ -336,6 +336,10 @@ class Plan:
         """Return the seeded groups whose key order is ``mark``, in plan order."""
         return [g for g in self.where("seed") if self.groups[g].key_order == mark]
 
+    def undrivable(self) -> dict[str, str]:
+        """Return ``{group: why the run cannot drive it}`` (a plan with any is refused), in plan order."""
+        return {g: e.driver_problem for g, e in self.groups.items() if e.driver_problem}
+
 
 def _str(what: str, choices: type[_Choice]) -> BeforeValidator:
     """Read ``what`` as a member of ``choices`` (:func:`choice`: InvalidPlanError naming them)."""

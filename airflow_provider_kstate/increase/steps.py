@@ -198,7 +198,7 @@ class SafeIncreaseSteps:
 
     def _stop_command_groups(self, groups: list[str]) -> None:
         """Stop the command-driven groups with live members, then wait until the broker reports them EMPTY."""
-        live = [g for g in live_groups(self.plan, DriverKind.COMMAND) if g in groups]
+        live = live_groups(self.plan, DriverKind.COMMAND, groups)
         if not live:
             return
         started = time.monotonic()
@@ -443,7 +443,7 @@ class SafeIncreaseSteps:
             epoch,
         )
         self.resumed_at = time.monotonic()
-        started = [g for g in live_groups(self.plan, DriverKind.COMMAND) if g in groups]
+        started = live_groups(self.plan, DriverKind.COMMAND, groups)
         self.events.groups([g for g in groups if g not in started], GroupState.RESUMED)
         failed = self.commands.start(commands_of(self.plan, started), "group")
         self.events.groups(started, GroupState.RESUMED)

@@ -116,7 +116,7 @@ class KStateFailureGuardOperator(KStateStepOperator):
         self.control.close()
         self.log.warning("GUARD resumed groups %s (epoch %s)", names(groups), epoch)
         plan = self.typed_plan
-        started = [g for g in live_groups(plan, DriverKind.COMMAND) if g in groups]
+        started = live_groups(plan, DriverKind.COMMAND, groups)
         CommandPairs(self.topic, self.log).start(commands_of(plan, started), "group")
 
     def _start_producers(self, plan: Plan) -> None:
