@@ -25,7 +25,8 @@ class ObjectStorageReports:
     def __init__(self, conn_id: str | None = None) -> None:
         self.conn_id = conn_id
 
-    def _path(self, uri: str) -> ObjectStoragePath:
+    def path(self, uri: str) -> ObjectStoragePath:
+        """The object-store path of ``uri`` with this storage's credentials."""
         return ObjectStoragePath(uri, conn_id=self.conn_id) if self.conn_id else ObjectStoragePath(uri)
 
     @contextmanager
@@ -35,7 +36,7 @@ class ObjectStorageReports:
             with LOCAL.open(uri, mode) as handle:
                 yield handle
             return
-        target = self._path(uri)
+        target = self.path(uri)
         if "w" in mode:
             target.parent.mkdir(parents=True, exist_ok=True)
         with target.open(mode + "b") as handle:
@@ -46,6 +47,6 @@ class ObjectStorageReports:
         if is_local(uri):
             LOCAL.remove(uri)
             return
-        target = self._path(uri)
+        target = self.path(uri)
         if target.exists():
             target.unlink()

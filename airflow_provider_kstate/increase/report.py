@@ -90,15 +90,28 @@ def default_report_base() -> str:
     return str(Path(home) / "kstate-reports")
 
 
+#: A run's progress document in its report folder.
+PROGRESS_NAME = "progress.json"
+
+
+def topic_folder(base: str, topic: str) -> str:
+    """Return ``BASE/TOPIC``: the folder of the report folders of a topic's runs."""
+    return f"{(base or default_report_base()).rstrip('/')}/{topic}"
+
+
+def run_folder_name(owner: str) -> str:
+    """Return the name of a run's report folder under its topic's folder (the owner, made path-safe)."""
+    return re.sub(r"[^A-Za-z0-9._=-]+", "_", owner) or "manual"
+
+
 def report_location(base: str, topic: str, owner: str, step: str) -> str:
     """Return the report file's URI for one step of one run: ``BASE/TOPIC/OWNER/STEP.jsonl.gz``."""
-    safe_owner = re.sub(r"[^A-Za-z0-9._=-]+", "_", owner) or "manual"
-    return f"{(base or default_report_base()).rstrip('/')}/{topic}/{safe_owner}/{step}.jsonl.gz"
+    return f"{topic_folder(base, topic)}/{run_folder_name(owner)}/{step}.jsonl.gz"
 
 
 def progress_location(base: str, topic: str, owner: str) -> str:
     """Return the URI of a run's progress document: ``BASE/TOPIC/OWNER/progress.json``."""
-    return re.sub(r"\.jsonl\.gz$", ".json", report_location(base, topic, owner, "progress"))
+    return f"{topic_folder(base, topic)}/{run_folder_name(owner)}/{PROGRESS_NAME}"
 
 
 def is_local(uri: str) -> bool:
@@ -106,7 +119,8 @@ def is_local(uri: str) -> bool:
     return urlparse(uri).scheme in ("", "file")
 
 
-def _local_path(uri: str) -> Path:
+def local_report_path(uri: str) -> Path:
+    """The path on this disk of a local report URI (a path, or ``file://``)."""
     parsed = urlparse(uri)
     return Path(parsed.path if parsed.scheme == "file" else uri)
 
@@ -120,7 +134,7 @@ class LocalReportStorage:
         """Open the report at ``uri`` in binary ``mode`` (``"r"`` or ``"w"``)."""
         if not is_local(uri):
             raise ReportError(f"report {uri}: not a local path; pass a ReportStorage that reaches it")
-        path = _local_path(uri)
+        path = local_report_path(uri)
         if "w" not in mode:
             with open(path, "rb") as handle:
                 yield handle
@@ -138,7 +152,7 @@ class LocalReportStorage:
         """Remove the file at ``uri`` if there is one."""
         if not is_local(uri):
             raise ReportError(f"report {uri}: not a local path; pass a ReportStorage that reaches it")
-        _local_path(uri).unlink(missing_ok=True)
+        local_report_path(uri).unlink(missing_ok=True)
 
 
 #: The storage of a report whose caller names none: this machine's disk.

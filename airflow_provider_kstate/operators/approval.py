@@ -9,9 +9,7 @@ Built on the standard provider's human-in-the-loop :class:`~airflow.providers.st
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
-from typing import Any
-from urllib.parse import urlparse
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 
@@ -39,10 +37,19 @@ from airflow_provider_kstate.increase.events import RunProgress
 from airflow_provider_kstate.increase.fleet import DriverChoice, drive
 from airflow_provider_kstate.increase.key_order import check_key_order
 from airflow_provider_kstate.increase.plan import DEFAULT_SPARK_PREFIXES, Plan, build_plan
-from airflow_provider_kstate.increase.report import is_local, progress_location
+from airflow_provider_kstate.increase.report import (
+    PROGRESS_NAME,
+    is_local,
+    local_report_path,
+    run_folder_name,
+    topic_folder,
+)
 from airflow_provider_kstate.lease import LeaseKeeper, run_owner
 from airflow_provider_kstate.operators.base import KStateStepOperator
 from airflow_provider_kstate.params import as_bool, as_str_list
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.hooks.reports import ObjectStorageReports
 
 #: Seconds the topic's lease outlives the approval deadline while the run waits (an answer can land a little
 #: after the deadline, before the scheduler's timeout sweep ends the request).
@@ -244,10 +251,9 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
 
     def _history(self, plan: Plan, owner: str) -> DowntimeHistory:
         """The downtime of the topic's earlier runs, from their progress documents (never fails the step)."""
-        own = progress_location(plan.report_uri, plan.topic, owner)
-        folder = own.rsplit("/", 2)[0]  # BASE/TOPIC
+        folder = topic_folder(plan.report_uri, plan.topic)
         try:
-            texts = _progress_texts(folder, own.rsplit("/", 2)[1], self.report_conn_id, self.history_runs)
+            texts = _progress_texts(folder, run_folder_name(owner), self.report_storage, self.history_runs)
         except (OSError, ValueError) as exc:
             self.log.warning("APPROVE the topic's earlier runs could not be read under %s: %s", folder, exc)
             return DowntimeHistory()
@@ -277,19 +283,17 @@ def _responder(event: dict[str, Any]) -> str:
     return str(user.get("name") or user.get("id") or "nobody (the default)")
 
 
-def _progress_texts(folder: str, own: str, conn_id: str | None, limit: int) -> list[bytes]:
+def _progress_texts(folder: str, own: str, storage: ObjectStorageReports, limit: int) -> list[bytes]:
     """The newest ``limit`` progress documents of the run folders under ``folder`` but ``own``."""
     if is_local(folder):
-        root = Path(urlparse(folder).path if folder.startswith("file:") else folder)
-        found = [d / "progress.json" for d in root.iterdir() if d.name != own] if root.is_dir() else []
+        root = local_report_path(folder)
+        found = [d / PROGRESS_NAME for d in root.iterdir() if d.name != own] if root.is_dir() else []
         files = sorted((f for f in found if f.is_file()), key=lambda f: f.stat().st_mtime, reverse=True)
         return [f.read_bytes() for f in files[:limit]]
-    from airflow.sdk import ObjectStoragePath
-
-    remote = ObjectStoragePath(folder, conn_id=conn_id) if conn_id else ObjectStoragePath(folder)
+    remote = storage.path(folder)
     texts: list[bytes] = []
     for run in sorted((d for d in remote.iterdir() if d.name != own), key=lambda d: d.name, reverse=True):
-        doc = run / "progress.json"
+        doc = run / PROGRESS_NAME
         if doc.exists():
             texts.append(doc.read_bytes())
         if len(texts) >= limit:

@@ -133,10 +133,7 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
         """Where this task reports the run's step and each group's state: the run's progress document
         (``progress.json`` in its report folder, which the kstate page watches), then the metrics read from
         it (each live group's downtime, :class:`~airflow_provider_kstate.metrics.RunMetrics`)."""
-        plan, owner = self.typed_plan, run_owner(context)
-        uri = progress_location(plan.report_uri, plan.topic, owner)
-        progress = ProgressFile(self.report_storage, uri, plan, owner)
-        return Events([progress, RunMetrics(progress, plan)], self.log)
+        return run_events(self.report_storage, self.typed_plan, run_owner(context), self.log)
 
     def post_execute(self, context: Any, result: Any = None) -> None:
         """Drop this task's Kafka clients when it ends, so none outlives the task (and its broker)."""
@@ -172,3 +169,10 @@ def parsed_plan(task: Any) -> Plan:
         cached = (task.plan, Plan.from_dict(task.plan))
         task.__dict__["_parsed_plan"] = cached
     return cached[1]
+
+
+def run_events(storage: ObjectStorageReports, plan: Plan, owner: str, log: Any) -> Events:
+    """A run's events as a task of it reports them: its progress document (``progress.json`` in the run's
+    report folder, which the kstate page watches), then the metrics read from it."""
+    progress = ProgressFile(storage, progress_location(plan.report_uri, plan.topic, owner), plan, owner)
+    return Events([progress, RunMetrics(progress, plan)], log)

@@ -21,6 +21,7 @@ from airflow_provider_kstate.increase.plan import (
     describe,
 )
 from airflow_provider_kstate.lease import LeaseKeeper
+from airflow_provider_kstate.operators.base import run_events
 from airflow_provider_kstate.operators.doctor import allowed_deviations
 from airflow_provider_kstate.params import as_bool, as_int, as_mapping, as_str_list, as_topic
 
@@ -183,12 +184,8 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
     def _planned(self, plan: Plan, owner: str) -> None:
         """Start the run's progress document (the kstate page shows the run from here on)."""
         from airflow_provider_kstate.hooks.reports import ObjectStorageReports
-        from airflow_provider_kstate.increase.events import Events, ProgressFile
-        from airflow_provider_kstate.increase.report import progress_location
 
-        uri = progress_location(plan.report_uri, plan.topic, owner)
-        storage = ObjectStorageReports(self.report_conn_id)
-        Events([ProgressFile(storage, uri, plan, owner)], self.log).step("planned")
+        run_events(ObjectStorageReports(self.report_conn_id), plan, owner, self.log).step("planned")
 
     def _build(self, hook: KStateAdminHook, topic: str, target: int) -> Plan:
         groups = as_str_list("consumer_groups", self.consumer_groups)

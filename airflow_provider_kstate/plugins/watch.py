@@ -25,10 +25,9 @@ from typing import Any
 
 from airflow_provider_kstate.errors import ReportError
 from airflow_provider_kstate.increase.events import OUT, RunProgress, now_ms
+from airflow_provider_kstate.increase.report import PROGRESS_NAME
 from airflow_provider_kstate.plugins.views import _safe_child
 
-#: The progress document's name in a run's report folder (as ``progress_location`` writes it).
-PROGRESS_NAME = "progress.json"
 #: A progress document larger than this is not read (a few KB with 100 groups).
 MAX_BYTES = 8 << 20
 #: Airflow DAG-run states after which nothing writes the document any more.
