@@ -176,15 +176,6 @@ class RunProgress(Document):
         except ReportError as exc:
             raise ReportError(f"not a run progress document ({exc})") from None
 
-    def summary(self, now: int | None = None) -> dict[str, Any]:
-        """The document with each group's downtime (so far): what the kstate page shows."""
-        at = now or now_ms()
-        out = self.to_dict()
-        for name, group in self.groups.items():
-            out["groups"][name]["downtime_s"] = group.downtime_s(at)
-        out["running"] = not self.outcome
-        return out
-
 
 class ProgressFile:
     """Keeps a run's :class:`RunProgress` at ``uri``, written at every event (small: a few KB with 100

@@ -49,11 +49,11 @@ def test_a_group_s_downtime_runs_from_its_leave_to_its_resume_and_later_tasks_co
     window.groups(["billing", "audit"], GroupState.RESUMED)
     verify = ProgressFile(None, uri, _plan(), "dag/run-1")  # a later task of the same run
     verify.finish("success")
-    shown = RunProgress.from_json(Path(uri).read_bytes()).summary(now=9000)
-    assert shown["groups"]["billing"]["downtime_s"] == 2.0  # 1000 -> 3000
-    assert shown["groups"]["audit"]["out_since"] == 1700  # seeded while offline: out from there
-    assert shown["outcome"] == "success" and not shown["running"] and shown["step"] == "pause"
-    assert shown["producers"] == "pinned"
+    shown = RunProgress.from_json(Path(uri).read_bytes())
+    assert shown.groups["billing"].downtime_s(9000) == 2.0  # 1000 -> 3000
+    assert shown.groups["audit"].out_since == 1700  # seeded while offline: out from there
+    assert shown.outcome == "success" and shown.step == "pause"  # ended: no longer running
+    assert shown.producers == "pinned"
     other = ProgressFile(None, uri, _plan(), "dag/run-2")  # another run starts its own document
     assert other.progress.run == "dag/run-2" and other.progress.groups["billing"].state == "planned"
 
@@ -61,8 +61,8 @@ def test_a_group_s_downtime_runs_from_its_leave_to_its_resume_and_later_tasks_co
 def test_a_group_out_of_its_group_shows_its_downtime_so_far() -> None:
     progress = RunProgress.of_plan(_plan(), "dag/run-1")
     progress.groups["billing"].out_since = 10_000
-    assert progress.summary(now=12_500)["groups"]["billing"]["downtime_s"] == 2.5
-    assert progress.summary(now=12_500)["running"]
+    assert progress.groups["billing"].downtime_s(12_500) == 2.5
+    assert not progress.outcome  # running
 
 
 def test_not_a_progress_document_is_named_and_a_failing_sink_never_fails_the_run(tmp_path: Path) -> None:
