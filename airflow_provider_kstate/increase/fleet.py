@@ -18,7 +18,7 @@ from airflow_provider_kstate.increase.drivers import (
     as_driver,
     as_registry,
 )
-from airflow_provider_kstate.increase.key_order import mark_key_order
+from airflow_provider_kstate.increase.key_order import mark_key_order, without_client_piece
 from airflow_provider_kstate.increase.plan import GroupClass, Plan
 
 if TYPE_CHECKING:
@@ -104,12 +104,11 @@ def drive(
 
 def _problem(group: str, driver: Driver, clients: list[str], present: set[str]) -> str:
     """Why the run cannot drive ``group`` with ``driver`` ("" when it can)."""
-    plain = sorted({c for c in clients if c not in present})
-    if driver.kind != DriverKind.CONTROL or not plain:
+    behind, shown = without_client_piece(clients, present, 5)
+    if driver.kind != DriverKind.CONTROL or not behind:
         return ""
-    shown = ", ".join(plain[:5]) + (f" and {len(plain) - 5} more" if len(plain) > 5 else "")
     return (
-        f"{sum(1 for c in clients if c not in present)} of {len(clients)} live members do not run the kstate "
+        f"{behind} of {len(clients)} live members do not run the kstate "
         f"client piece (client ids {shown}: they never acknowledged on the control topic), so a pause record "
         "would not make them leave"
     )

@@ -122,6 +122,15 @@ DRAINED_WHY = (
 )
 
 
+def without_client_piece(clients: Iterable[str], present: set[str], named: int) -> tuple[int, str]:
+    """How many of a group's live members (``clients``, their client ids) never acknowledged on the control
+    topic, and the first ``named`` distinct ids of them, sorted (``"a, b and 2 more"``)."""
+    members = list(clients)
+    plain = sorted({c for c in members if c not in present})
+    shown = ", ".join(plain[:named]) + (f" and {len(plain) - named} more" if len(plain) > named else "")
+    return sum(1 for c in members if c not in present), shown
+
+
 def group_order(
     key_order: str, member_clients: Iterable[str], present: set[str], stoppable: bool = False
 ) -> tuple[KeyOrderMark, str]:
@@ -139,15 +148,12 @@ def group_order(
         return ORDER_OFFLINE, "no live members: its consumers hold at start if they use the client piece"
     if key_order == KeyOrder.DRAIN:
         return ORDER_DRAINED, f"key_order=drain: {DRAINED_WHY}"
-    plain = sorted({c for c in members if c not in present})
-    if not plain:
+    behind, shown = without_client_piece(members, present, NAMED_MEMBERS)
+    if not behind:
         return ORDER_BARRIER, f"all {len(members)} live members run the client piece"
-    unnamed = plain[:NAMED_MEMBERS]
-    more = f" and {len(plain) - NAMED_MEMBERS} more" if len(plain) > NAMED_MEMBERS else ""
-    behind = sum(1 for c in members if c not in present)
     why = (
         f"{behind} of {len(members)} live members never acknowledged on the control topic (client ids "
-        f"{', '.join(unnamed)}{more}): they do not run the client piece and cannot hold at the barrier"
+        f"{shown}): they do not run the client piece and cannot hold at the barrier"
     )
     if stoppable:
         return ORDER_DRAINED, f"{why}; {DRAINED_WHY}"
