@@ -225,6 +225,12 @@ class KeyOrderSwitch:
         )
         return epoch
 
+    def _end_offsets(self) -> list[int]:
+        """Every partition's end offset now, in partition order: the barrier ``B``."""
+        count = self.admin.partition_count(self.topic)
+        marks = self.admin.watermarks(self.topic, range(count))
+        return [marks[p][1] for p in range(count)]
+
     def switch(self, live: list[str]) -> dict[str, Any]:
         """Switch producers to the target layout; with ``preserve`` through hold, barrier and acks.
 
@@ -257,9 +263,7 @@ class KeyOrderSwitch:
         )
         held = self._wait_clients(watch, f"ack-layout/{self.topic}/", hold, (STATE_HELD,), producers)
         acked = time.monotonic()
-        count = self.admin.partition_count(self.topic)
-        marks = self.admin.watermarks(self.topic, range(count))
-        offsets = [marks[p][1] for p in range(count)]
+        offsets = self._end_offsets()
         barrier = self.control.set_barrier(self.topic, offsets, groups.held + groups.offline, self.owner)
         self._barrier_acks(watch, barrier, groups)
         expired = time.monotonic() - started >= self.hold_timeout
@@ -335,9 +339,7 @@ class KeyOrderSwitch:
         watch = self.control.watch()
         try:
             groups = self._groups(watch, live) if self.key_order == PRESERVE else Groups([], [], {})
-            count = self.admin.partition_count(self.topic)
-            marks = self.admin.watermarks(self.topic, range(count))
-            offsets = [marks[p][1] for p in range(count)]
+            offsets = self._end_offsets()
             barrier = None
             if groups.held or groups.offline:
                 barrier = self.control.set_barrier(
