@@ -176,3 +176,9 @@ def run_events(storage: ObjectStorageReports, plan: Plan, owner: str, log: Any) 
     report folder, which the kstate page watches), then the metrics read from it."""
     progress = ProgressFile(storage, progress_location(plan.report_uri, plan.topic, owner), plan, owner)
     return Events([progress, RunMetrics(progress, plan)], log)
+
+
+def drain_hold(empty_timeout: float, drain_timeout: float) -> float:
+    """How long ControlledProducers held for a drain wait before writing again on their own: the pause's
+    wait, the drain's deadline and a minute more (the window and the pause step give the same)."""
+    return empty_timeout + drain_timeout + 60.0

@@ -6,7 +6,7 @@ from typing import Any
 
 from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.increase.key_order import check_key_order
-from airflow_provider_kstate.operators.base import KStateStepOperator
+from airflow_provider_kstate.operators.base import KStateStepOperator, drain_hold
 
 
 class KStatePauseConsumersOperator(KStateStepOperator):
@@ -47,7 +47,7 @@ class KStatePauseConsumersOperator(KStateStepOperator):
             context,
             key_order=check_key_order(self.key_order),
             empty_timeout=self.empty_timeout,
-            drain_hold=self.empty_timeout + self.drain_timeout + 60.0,
+            drain_hold=drain_hold(self.empty_timeout, self.drain_timeout),
         )
         try:
             return steps.pause()

@@ -12,7 +12,7 @@ from airflow_provider_kstate.increase.plan import GroupClass, PlanMode
 from airflow_provider_kstate.increase.report import ReportWriter, write_report
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps, SeedResult
 from airflow_provider_kstate.metrics import METRICS_OUT
-from airflow_provider_kstate.operators.base import KStateStepOperator
+from airflow_provider_kstate.operators.base import KStateStepOperator, drain_hold
 
 
 class KStatePauseWindowOperator(KStateStepOperator):
@@ -65,7 +65,7 @@ class KStatePauseWindowOperator(KStateStepOperator):
             context,
             key_order=check_key_order(self.key_order),
             empty_timeout=self.empty_timeout,
-            drain_hold=self.empty_timeout + self.drain_timeout + 60.0,
+            drain_hold=drain_hold(self.empty_timeout, self.drain_timeout),
         )
         uri = self.report_uri(context, "seed")
         try:
