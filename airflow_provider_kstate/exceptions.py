@@ -200,41 +200,13 @@ class ApprovalTimeoutError(KStateFatalError):
     """Nobody answered the approval request before its deadline: nothing was changed, the lease released."""
 
 
-#: The Airflow face of each domain error.
+#: The Airflow face of each domain error: each face names its domain error among its bases.
 FACES: dict[type, type[KStateError]] = {
-    errors.KStateError: KStateError,
-    errors.InternalTopicError: InternalTopicError,
-    errors.InvalidPartitionCountError: InvalidPartitionCountError,
-    errors.GroupNotEmptyError: GroupNotEmptyError,
-    errors.UnsafeResumeError: UnsafeResumeError,
-    errors.UnprotectedGroupError: UnprotectedGroupError,
-    errors.UnknownGroupError: UnknownGroupError,
-    errors.ReportError: ReportError,
-    errors.TopicChangedError: TopicChangedError,
-    errors.UnsupportedGroupTypeError: UnsupportedGroupTypeError,
-    errors.InvalidArgumentError: InvalidArgumentError,
-    errors.InvalidChoiceError: InvalidChoiceError,
-    errors.SnapshotError: SnapshotError,
-    errors.SparkAppInputError: SparkAppInputError,
-    errors.ChangelogReadError: ChangelogReadError,
-    errors.NotCompactedChangelogError: NotCompactedChangelogError,
-    errors.BrokerUnavailableError: BrokerUnavailableError,
-    errors.BrokerDeviationError: BrokerDeviationError,
-    errors.KafkaRequestError: KafkaRequestError,
-    errors.KafkaRequestRefusedError: KafkaRequestRefusedError,
-    errors.TopicNotFoundError: TopicNotFoundError,
-    errors.LeaseHeldError: LeaseHeldError,
-    errors.SeedError: SeedError,
-    errors.BrokerUnsupportedError: BrokerUnsupportedError,
-    errors.InvalidDriverError: InvalidDriverError,
-    errors.UndrivableGroupError: UndrivableGroupError,
-    errors.GroupNeverLeftError: GroupNeverLeftError,
-    errors.DriverCommandError: DriverCommandError,
-    errors.DrainTimeoutError: DrainTimeoutError,
-    errors.PlanChangedError: PlanChangedError,
-    errors.ControlRecordError: ControlRecordError,
-    errors.LeaseRecordError: LeaseRecordError,
-    errors.VerdictError: VerdictError,
+    base: face
+    for face in list(globals().values())
+    if isinstance(face, type) and issubclass(face, KStateError)
+    for base in face.__bases__
+    if base.__module__ == errors.__name__
 }
 
 
