@@ -12,16 +12,12 @@
 const os = require('os')
 const { Barriers, barrierOffset, passed } = require('./barrier')
 const { ControlChannel, ControlTail, Follower } = require('./control')
-const { createKafka, commitWithoutMembership, sleep } = require('./kafka')
+const { byTopic, createKafka, commitWithoutMembership, defaultLog, sleep } = require('./kafka')
 const protocol = require('./protocol')
 
 const PAUSED_FAST_MS = 10000 // look every pausedCheckIntervalMs for this long after a pause
 const PENDING_FAST_MS = 30000 // ... and after a barrier is announced
 const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'ILLEGAL_GENERATION', 'UNKNOWN_MEMBER_ID'])
-
-function defaultLog (level, message) {
-  if (level !== 'debug') process.stderr.write(`kstate-control ${level}: ${message}\n`)
-}
 
 /** The client id: the option, else the KafkaJS clientId, else host-pid; the two must not differ. */
 function resolveClientId (clientId, kafkaConfig) {
@@ -35,15 +31,6 @@ const tpKey = (topic, partition) => `${topic}\u0000${partition}`
 const splitKey = key => {
   const [topic, partition] = key.split('\u0000')
   return { topic, partition: Number(partition) }
-}
-
-function byTopic (entries) {
-  const out = new Map()
-  for (const { topic, partition, offset } of entries) {
-    if (!out.has(topic)) out.set(topic, [])
-    out.get(topic).push({ partition, offset: String(offset) })
-  }
-  return [...out].map(([topic, partitions]) => ({ topic, partitions }))
 }
 
 class ControlledConsumer {
@@ -375,6 +362,7 @@ class ControlledConsumer {
     const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload
     const { topic, partition } = batch
     const commit = swallow => this._commit(commitOffsetsIfNecessary, swallow)
+    const next = tpKey(topic, partition) // the batch's partition: its key once, not per record
     this._busy++
     try {
       for (const message of batch.messages) {
@@ -388,7 +376,7 @@ class ControlledConsumer {
         }
         await this.eachMessage({ topic, partition, message, heartbeat })
         resolveOffset(message.offset)
-        this._next.set(tpKey(topic, partition), offset + 1)
+        this._next.set(next, offset + 1)
         if (offset + 1 >= limit) { // the last record before the barrier: hold, commit
           this._hold(inner, topic, [partition])
           await commit(false)

@@ -77,20 +77,25 @@ function createKafka (config) {
   return { kafka, clusters, newCluster: options => kafka[sym](options) }
 }
 
+/** [{topic, partition, offset}] as KafkaJS's commit body: [{topic, partitions: [{partition, offset}]}]. */
+function byTopic (entries) {
+  const out = new Map()
+  for (const { topic, partition, offset } of entries) {
+    if (!out.has(topic)) out.set(topic, [])
+    out.get(topic).push({ partition, offset: String(offset) })
+  }
+  return [...out].map(([topic, partitions]) => ({ topic, partitions }))
+}
+
 /** Commit `offsets` ([{topic, partition, offset}]) for `groupId` without membership (generation -1). */
 async function commitWithoutMembership (cluster, groupId, offsets) {
-  const byTopic = new Map()
-  for (const { topic, partition, offset } of offsets) {
-    if (!byTopic.has(topic)) byTopic.set(topic, [])
-    byTopic.get(topic).push({ partition, offset: String(offset) })
-  }
   const coordinator = await cluster.findGroupCoordinator({ groupId })
-  await coordinator.offsetCommit({
-    groupId,
-    groupGenerationId: -1,
-    memberId: '',
-    topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions }))
-  })
+  await coordinator.offsetCommit({ groupId, groupGenerationId: -1, memberId: '', topics: byTopic(offsets) })
+}
+
+/** The client piece's default log: stderr, without debug lines. */
+function defaultLog (level, message) {
+  if (level !== 'debug') process.stderr.write(`kstate-control ${level}: ${message}\n`)
 }
 
 /** The partition count of `topic` in `cluster`'s metadata, refreshed first when `refresh`. */
@@ -100,4 +105,4 @@ async function metadataCount (cluster, topic, refresh = false) {
   return cluster.findTopicPartitionMetadata(topic).length
 }
 
-module.exports = { createKafka, commitWithoutMembership, metadataCount, sleep, stderrLogCreator, logLevel }
+module.exports = { byTopic, createKafka, commitWithoutMembership, defaultLog, metadataCount, sleep, stderrLogCreator, logLevel }

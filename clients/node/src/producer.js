@@ -8,16 +8,12 @@
 
 const { Partitioners } = require('kafkajs')
 const { ControlChannel, ControlTail, Follower } = require('./control')
-const { createKafka, metadataCount } = require('./kafka')
+const { createKafka, defaultLog, metadataCount } = require('./kafka')
 const { partitionFor } = require('./murmur2')
 const protocol = require('./protocol')
 
 const LAYOUT_PREFIX = 'layout/'
 const NO_HOLD_UNTIL_FAST_MS = 60000
-
-function defaultLog (level, message) {
-  if (level !== 'debug') process.stderr.write(`kstate-control ${level}: ${message}\n`)
-}
 
 class ControlledProducer {
   /**
@@ -205,7 +201,7 @@ class ControlledProducer {
   async _hold (layout) {
     const { topic } = layout
     const current = this.heldTopics.get(topic)
-    const entry = current || { blockedSince: null }
+    const entry = current || {}
     if (!current) {
       entry.promise = new Promise(resolve => { entry.resolve = resolve })
       this.heldTopics.set(topic, entry)
