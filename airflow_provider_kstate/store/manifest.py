@@ -262,13 +262,15 @@ def _explain_stats(p: Any, raw: Any, where: str) -> None:
     digest = _require(raw, "digest", str, at)
     _explain_files(raw.get("files"), at)
     if not 0 <= start <= end:
-        raise ManifestError(
-            f"{at}: offsets must satisfy 0 <= start_offset <= end_offset, got start_offset={start} end_offset={end}"
-        )
+        raise ManifestError(_offsets_message(at, start, end))
     if rows < 0:
         raise ManifestError(f"{at}: rows must not be negative, got {rows}")
     if not _HEX16.match(digest):
         raise ManifestError(f"{at}: digest must be 16 lower-case hex digits, got {digest!r}")
+
+
+def _offsets_message(at: str, start: int, end: int) -> str:
+    return f"{at}: offsets must satisfy 0 <= start_offset <= end_offset, got start_offset={start} end_offset={end}"
 
 
 def _explain_files(raw: Any, at: str) -> None:
@@ -316,14 +318,10 @@ def _check_values(manifest: Manifest, where: str) -> None:
     """What the model's types cannot say: ordered offsets, and one entry for each partition."""
     for p, stats in manifest.partition_stats.items():
         if stats.start_offset > stats.end_offset:
-            raise ManifestError(
-                f"{where}: partition_stats['{p}']: offsets must satisfy 0 <= start_offset <= end_offset, "
-                f"got start_offset={stats.start_offset} end_offset={stats.end_offset}"
-            )
-    if len(manifest.partition_stats) != manifest.partitions or set(manifest.partition_stats) != set(
-        range(manifest.partitions)
-    ):
-        wanted = set(range(manifest.partitions))
+            at = f"{where}: partition_stats['{p}']"
+            raise ManifestError(_offsets_message(at, stats.start_offset, stats.end_offset))
+    wanted = set(range(manifest.partitions))
+    if set(manifest.partition_stats) != wanted:
         missing = sorted(wanted - set(manifest.partition_stats))
         extra = sorted(set(manifest.partition_stats) - wanted)
         raise ManifestError(
