@@ -1,4 +1,4 @@
-"""`make test`: start the embedded broker (unless KSTATE_BOOTSTRAP_SERVERS names a real cluster), run the
+"""`make test`: start the broker (Apache Kafka; KSTATE_BROKER=noida for the emulator) (unless KSTATE_BOOTSTRAP_SERVERS names a real cluster), run the
 whole suite against it, stop the broker. Extra arguments go to pytest.
 
     python scripts/run_tests.py [-k expr] [-m "not deployment"]
@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
         print(f"testing against the cluster at {os.environ['KSTATE_BOOTSTRAP_SERVERS']}", flush=True)
         return _pytest(argv)
     with embedded_broker.running(ROOT / ".kstate" / "broker") as bootstrap:
-        print(f"embedded broker at {bootstrap}", flush=True)
+        print(f"{embedded_broker.kind()} broker at {bootstrap}", flush=True)
         os.environ["KSTATE_BOOTSTRAP_SERVERS"] = bootstrap
         try:
             return _pytest(argv)

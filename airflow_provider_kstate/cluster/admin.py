@@ -10,6 +10,7 @@ connection; the ``kstate`` command line builds it from its arguments. It raises 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from queue import Empty, SimpleQueue
 from typing import Any, TypeVar
@@ -37,6 +38,21 @@ log = logging.getLogger(__name__)
 OFFSETS_CHUNK = 256
 #: Requests in flight at once (bounded concurrency of the per-group calls).
 MAX_IN_FLIGHT = 64
+#: Partition errors that pass: a partition just created has no leader on every broker yet (Apache Kafka
+#: answers ListOffsets with NOT_LEADER_OR_FOLLOWER until its metadata reaches the broker asked), a leader
+#: that moves. Asked again, by partition, until the request timeout.
+LEADER_ERRORS = frozenset(
+    {
+        "NOT_LEADER_FOR_PARTITION",
+        "LEADER_NOT_AVAILABLE",
+        "UNKNOWN_TOPIC_OR_PART",
+        "REPLICA_NOT_AVAILABLE",
+        "OFFSET_NOT_AVAILABLE",
+        "FENCED_LEADER_EPOCH",
+        "UNKNOWN_LEADER_EPOCH",
+        "_UNKNOWN_PARTITION",
+    }
+)
 
 
 class ClusterAdmin:
@@ -143,17 +159,44 @@ class ClusterAdmin:
         return self._list_offsets(topic, wanted, OffsetSpec.earliest()) if wanted else {}
 
     def _list_offsets(self, topic: str, partitions: list[int], spec: Any) -> dict[int, int]:
+        """``{partition: offset}`` of ``spec``; partitions without a leader yet are asked again (see
+        :data:`LEADER_ERRORS`) until the request timeout."""
+        out: dict[int, int] = {}
+        deadline = time.monotonic() + self.timeout
+        pending = partitions
+        while pending:
+            waiting = self._list_offsets_once(topic, pending, spec, out, deadline)
+            if waiting:
+                log.info(
+                    "OFFSETS %s partitions of %r have no leader yet (%s): asked again",
+                    len(waiting),
+                    topic,
+                    waiting[0][1],
+                )
+                time.sleep(0.2)
+            pending = [p for p, _err in waiting]
+        return out
+
+    def _list_offsets_once(
+        self, topic: str, partitions: list[int], spec: Any, out: dict[int, int], deadline: float
+    ) -> list[tuple[int, str]]:
         def request(chunk: list[int]) -> Callable[[], Any]:
             return lambda: self.client.list_offsets(
                 {TopicPartition(topic, p): spec for p in chunk}, request_timeout=self.timeout
             )
 
-        out: dict[int, int] = {}
+        waiting: list[tuple[int, str]] = []
         calls = ((i, request(chunk)) for i, chunk in enumerate(_chunks(partitions, OFFSETS_CHUNK)))
         for _key, futures in self._bounded(calls, f"list offsets of {topic!r}"):
             for tp, future in futures.items():
-                out[tp.partition] = _result(future, self.timeout, f"list offsets of {topic!r}").offset
-        return out
+                try:
+                    out[tp.partition] = _result(future, self.timeout, f"list offsets of {topic!r}").offset
+                except KafkaException as exc:
+                    name = exc.args[0].name() if exc.args and hasattr(exc.args[0], "name") else ""
+                    if name not in LEADER_ERRORS or time.monotonic() > deadline:
+                        raise
+                    waiting.append((tp.partition, name))
+        return waiting
 
     def _bounded(self, calls: Iterable[tuple[K, Callable[[], Any]]], what: str) -> Iterator[tuple[K, Any]]:
         """Send the requests ``calls`` makes, at most ``max_in_flight`` at once; yield ``(key, answer)`` as

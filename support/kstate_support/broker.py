@@ -2,14 +2,17 @@
 
 :func:`cluster` yields the librdkafka configuration of the cluster to use: the one named by
 ``KSTATE_BOOTSTRAP_SERVERS`` (a real cluster; extra librdkafka settings such as SASL as JSON in
-``KSTATE_KAFKA_CONFIG``), else an embedded broker (noida-db) started here and stopped afterwards.
+``KSTATE_KAFKA_CONFIG``), else a broker started here and stopped afterwards.
 
-    python -m kstate_support.broker up   [--data-dir .kstate/broker]   # prints the bootstrap address
+    python -m kstate_support.broker up   [--nodes 3] [--data-dir .kstate/broker]   # prints the bootstrap
     python -m kstate_support.broker down [--data-dir .kstate/broker]
 
-``up`` picks a free loopback port, starts ``noida-db up --only kafka`` with its data in a project-local,
-git-ignored folder, waits until the broker answers the Kafka protocol and prints ``127.0.0.1:PORT``.
-``down`` stops it with ``noida-db down`` (a SIGTERM to the Python wrapper would leave the binary running).
+The broker started here is **Apache Kafka** (4.4.0 by default, ``KSTATE_KAFKA_VERSION`` for another
+release), assembled from Maven Central and run in KRaft combined mode by :mod:`kstate_support.apache_kafka`:
+``up`` fetches its jars once into ``.kstate/kafka/``, formats a node per ``--nodes`` under the data folder,
+starts them on free loopback ports, waits until every broker is registered and prints the bootstrap servers.
+``down`` stops them. ``KSTATE_BROKER=noida`` picks the embedded emulator (noida-db 0.2.3) instead, the
+other broker of the matrix (Tansu has its own helper, :mod:`kstate_support.tansu`).
 """
 
 from __future__ import annotations
@@ -29,9 +32,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kstate_support import ROOT
+from kstate_support import ROOT, apache_kafka
 
 DEFAULT_DATA_DIR = ROOT / ".kstate" / "broker"
+#: The brokers this helper can start: Apache Kafka (the default) and the embedded emulator.
+KINDS = ("kafka", "noida")
+
+
+def kind() -> str:
+    """The broker :func:`up` starts: ``KSTATE_BROKER`` (``kafka`` or ``noida``), Apache Kafka by default."""
+    name = os.environ.get("KSTATE_BROKER") or "kafka"
+    if name not in KINDS:
+        raise SystemExit(f"KSTATE_BROKER={name!r} is not a broker this helper starts: one of {', '.join(KINDS)}")
+    return name
 
 
 def external_config() -> dict[str, Any] | None:
@@ -47,14 +60,14 @@ def external_config() -> dict[str, Any] | None:
 
 
 @contextlib.contextmanager
-def cluster(data_dir: Path = DEFAULT_DATA_DIR) -> Iterator[dict[str, Any]]:
+def cluster(data_dir: Path = DEFAULT_DATA_DIR, nodes: int = 1) -> Iterator[dict[str, Any]]:
     """Yield the librdkafka configuration of the cluster to use: the real one of
-    :func:`external_config`, else a fresh embedded broker with its data in ``data_dir`` (stopped after)."""
+    :func:`external_config`, else a fresh broker with its data in ``data_dir`` (stopped after)."""
     config = external_config()
     if config is not None:
         yield config
         return
-    with running(data_dir) as bootstrap:
+    with running(data_dir, nodes=nodes) as bootstrap:
         yield {"bootstrap.servers": bootstrap}
 
 
@@ -84,13 +97,27 @@ def _wait_ready(bootstrap: str, timeout: float) -> None:
         except Exception as exc:  # noqa: BLE001 - retried until the deadline
             last = exc
             time.sleep(0.2)
-    raise RuntimeError(f"embedded broker at {bootstrap} did not answer within {timeout}s: {last}")
+    raise RuntimeError(f"broker at {bootstrap} did not answer within {timeout}s: {last}")
 
 
-def up(data_dir: Path = DEFAULT_DATA_DIR, port: int | None = None, timeout: float = 30.0) -> str:
-    """Start the broker (stopping a stale one in ``data_dir`` first) and return its bootstrap address."""
+def up(
+    data_dir: Path = DEFAULT_DATA_DIR, port: int | None = None, timeout: float = 90.0, nodes: int = 1
+) -> str:
+    """Start the broker (stopping a stale one in ``data_dir`` first) and return its bootstrap servers.
+
+    A data folder that already holds a cluster is started again with its data and ports.
+
+    :param port: the (first) client port; a free one otherwise.
+    :param nodes: how many Apache Kafka nodes (1, or 3 for replication factor 3); the emulator has one.
+    """
     data_dir.mkdir(parents=True, exist_ok=True)
     down(data_dir)
+    if kind() == "kafka":
+        bootstrap = apache_kafka.start(data_dir, nodes=nodes, port=port, timeout=timeout)
+        (data_dir / "bootstrap").write_text(bootstrap)
+        return bootstrap
+    if nodes != 1:
+        raise SystemExit("the embedded emulator (KSTATE_BROKER=noida) runs one node only")
     port = port or free_port()
     subprocess.run(
         [_noida(), "up", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(data_dir)],
@@ -108,6 +135,9 @@ def down(data_dir: Path = DEFAULT_DATA_DIR) -> None:
     """Stop the broker that runs with ``data_dir``; a no-op when none runs."""
     if not data_dir.exists():
         return
+    if apache_kafka.read_layout(data_dir) is not None:
+        apache_kafka.stop(data_dir)
+        return
     subprocess.run(
         [_noida(), "down", "--data-dir", str(data_dir)],
         check=False,
@@ -117,12 +147,12 @@ def down(data_dir: Path = DEFAULT_DATA_DIR) -> None:
 
 
 @contextlib.contextmanager
-def running(data_dir: Path = DEFAULT_DATA_DIR, fresh: bool = True) -> Iterator[str]:
+def running(data_dir: Path = DEFAULT_DATA_DIR, fresh: bool = True, nodes: int = 1) -> Iterator[str]:
     """Run a broker for the duration of the block; ``fresh`` wipes its data first."""
     if fresh and data_dir.exists():
         down(data_dir)
         shutil.rmtree(data_dir, ignore_errors=True)
-    bootstrap = up(data_dir)
+    bootstrap = up(data_dir, nodes=nodes)
     sigterm = signal.getsignal(signal.SIGTERM)
     try:
         yield bootstrap
@@ -155,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         "--data-dir", type=Path, default=Path(os.environ.get("KSTATE_BROKER_DIR", DEFAULT_DATA_DIR))
     )
     parser.add_argument("--fresh", action="store_true", help="wipe the data folder before starting")
+    parser.add_argument("--nodes", type=int, default=1, choices=[1, 3], help="Apache Kafka nodes (1 or 3)")
     args = parser.parse_args(argv)
     if args.action == "down":
         down(args.data_dir)
@@ -162,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh and args.data_dir.exists():
         down(args.data_dir)
         shutil.rmtree(args.data_dir, ignore_errors=True)
-    print(up(args.data_dir))
+    print(up(args.data_dir, nodes=args.nodes))
     return 0
 
 
