@@ -191,6 +191,30 @@ class Groups:
     relaxed: dict[str, str]  # group -> why it cannot hold
 
 
+def classify_groups(plan: Plan, acked: set[str], live: list[str]) -> Groups:
+    """Sort the plan's seeded groups for a barrier: those whose consumers acknowledged its announcement hold;
+    a live group that did not, or one the plan already marked ``relaxed`` (it cannot hold: no client piece,
+    and its consumers are started by the user's own tasks, so being offline now says nothing), is relaxed;
+    the rest are offline (their consumers hold at start). Drained groups are none of these.
+
+    :param acked: the groups with an acknowledgement of the announcement.
+    :param live: the groups with live members now.
+    """
+    drained = set(plan.marked(ORDER_DRAINED))
+    marked_relaxed = set(plan.marked(ORDER_RELAXED))
+    seeded = [g for g in plan.where("seed") if g not in drained]
+    relaxed: dict[str, str] = {}
+    for group in seeded:
+        if group in acked:
+            continue
+        if group in live:
+            relaxed[group] = "its members did not acknowledge the barrier's announcement (no client piece)"
+        elif group in marked_relaxed:
+            relaxed[group] = f"the plan marked it relaxed: {plan.groups[group].key_order_reason}"
+    held = [g for g in seeded if g in acked]
+    return Groups(held, [g for g in seeded if g not in acked and g not in relaxed], relaxed)
+
+
 @dataclass
 class KeyOrderSwitch:
     """The switch of one increase's producers to the target layout, through the barrier or not.
@@ -295,18 +319,10 @@ class KeyOrderSwitch:
     def _groups(self, watch: ControlWatch, live: list[str]) -> Groups:
         """The groups that hold at the barrier (they acknowledged its announcement), the offline ones and the
         relaxed ones; drained groups are none of these (their producers wait for them instead)."""
-        drained = set(self.plan.marked(ORDER_DRAINED))
-        seeded = [g for g in self.plan.where("seed") if g not in drained]
         pending = watch.state.get(barrier_key(self.topic))
         epoch = pending.epoch if isinstance(pending, Barrier) else -1
         acked = {a.group for a in watch.acks(f"ack-barrier/{self.topic}/", epoch)}
-        held = [g for g in seeded if g in acked]
-        relaxed = {
-            g: "its members did not acknowledge the barrier's announcement (no client piece)"
-            for g in seeded
-            if g in live and g not in acked
-        }
-        return Groups(held, [g for g in seeded if g not in acked and g not in relaxed], relaxed)
+        return classify_groups(self.plan, acked, live)
 
     def hold_for_drain(self, hold_s: float) -> dict[str, Any]:
         """Stop the ControlledProducers before the create, for a drain: they flush and block ``produce()``
@@ -522,14 +538,18 @@ def watch_release(
     if barrier is None or barrier.issuer != owner:  # none, or an earlier run's
         return {}
     switched = layout.epoch if isinstance(layout, Layout) else barrier.epoch
-    waiting = [g for g in barrier.groups if g in live]
+    cannot_hold = set(plan.marked(ORDER_RELAXED))
+    waiting = [g for g in barrier.groups if g in live and g not in cannot_hold]
     out: dict[str, dict[str, Any]] = {
         g: {"pending": "offline: its consumers hold at start until the group passed the barrier"}
         for g in barrier.groups
-        if g not in live
+        if g not in live and g not in cannot_hold
     }
     for group in plan.where("seed"):
-        if group not in barrier.groups:
+        if group in cannot_hold:
+            out[group] = {"relaxed": f"the plan marked it relaxed: {plan.groups[group].key_order_reason}"}
+            log.info("VERIFY group %s is relaxed (it cannot hold at the barrier): not waited for", group)
+        elif group not in barrier.groups:
             out[group] = {"relaxed": "at the switch: its members did not acknowledge the announcement"}
     out.update(_wait_release(admin, control, plan.topic, log, owner, timeout, barrier, waiting, switched))
     for group, entry in out.items():
