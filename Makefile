@@ -19,9 +19,11 @@ $(VENV)/.installed: setup.cfg setup.py pyproject.toml support/pyproject.toml
 
 venv: $(VENV)/.installed
 
-# PySpark needs a Java runtime (17 or 21).
+# PySpark and Apache Kafka need a Java runtime (17+); Maven fetches Apache Kafka from Maven Central (once,
+# into .kstate/kafka/, by kstate_support.apache_kafka on the broker's first start).
 java:
-	@command -v java >/dev/null || { echo "PySpark needs Java 17+: install it with 'apt-get install -y openjdk-17-jre-headless' (Debian/Ubuntu) or set JAVA_HOME"; exit 1; }
+	@command -v java >/dev/null || { echo "PySpark and Apache Kafka need Java 17+: install it with 'apt-get install -y openjdk-17-jdk-headless' (Debian/Ubuntu) or set JAVA_HOME"; exit 1; }
+	@command -v mvn >/dev/null || { echo "Maven fetches Apache Kafka from Maven Central: install it with 'apt-get install -y maven'"; exit 1; }
 
 # The browser test drives Debian's Chromium; installed here when missing (root, or sudo), else it is skipped.
 browser-deps:

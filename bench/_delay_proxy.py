@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kstate_support import broker as embedded_broker
+from kstate_support import broker as broker_helper
 
 CLONE_NEWNET = 0x40000000
 CHUNK = 1 << 16
@@ -160,14 +160,14 @@ def delayed_broker(data_dir: Path, one_way_ms: float = 1.0) -> Iterator[dict[str
     netns = f"kstate-bench-{os.getpid()}"
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
-    port = embedded_broker.free_port()
+    port = broker_helper.free_port()
     subprocess.run(["ip", "netns", "add", netns], check=True, timeout=30)
     proxy = None
     try:
         _ns_run(netns, "ip", "link", "set", "lo", "up")
         _ns_run(
             netns,
-            embedded_broker._noida(),
+            broker_helper._noida(),
             "up",
             "--only",
             "kafka",
@@ -180,12 +180,12 @@ def delayed_broker(data_dir: Path, one_way_ms: float = 1.0) -> Iterator[dict[str
         )
         proxy = _start_proxy(port, netns, one_way_ms)
         bootstrap = f"127.0.0.1:{port}"
-        embedded_broker._wait_ready(bootstrap, 30.0)
-        sigterm = embedded_broker.signal.getsignal(embedded_broker.signal.SIGTERM)
+        broker_helper._wait_ready(bootstrap, 30.0)
+        sigterm = broker_helper.signal.getsignal(broker_helper.signal.SIGTERM)
         yield {"bootstrap.servers": bootstrap}
-        embedded_broker.release_kafka_clients(sigterm)
+        broker_helper.release_kafka_clients(sigterm)
     finally:
-        _ns_run(netns, embedded_broker._noida(), "down", "--data-dir", str(data_dir), check=False)
+        _ns_run(netns, broker_helper._noida(), "down", "--data-dir", str(data_dir), check=False)
         if proxy is not None:
             proxy.terminate()
             proxy.wait(10)

@@ -1,4 +1,4 @@
-"""`make demo`: the main job, end to end, on the embedded broker.
+"""`make demo`: the main job, end to end, on Apache Kafka (the broker helper's default; KSTATE_BROKER=noida for the emulator).
 
 1. KAFKA-12261: a live producer and latest-reset consumers; the naive partition increase loses messages.
 2. The same traffic through the provider's safe order (the ``kstate_partition_increase`` DAG): none lost.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kstate_support import ROOT, airflow_env, quiet
-from kstate_support import broker as embedded_broker
+from kstate_support import broker as broker_helper
 from kstate_support.topics import create_topic, unique_name
 
 quiet.filter_known_warnings()  # before anything imports Airflow
@@ -345,8 +345,10 @@ def main() -> int:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     say(f"task logs go to {_shown(TASK_LOG)}")
     with output_to(TASK_LOG):
-        say("starting the broker (KSTATE_BOOTSTRAP_SERVERS, else embedded) and a fresh Airflow home ...")
-        with embedded_broker.cluster(STATE / "broker") as config:
+        say(
+            f"starting the broker (KSTATE_BOOTSTRAP_SERVERS, else {broker_helper.describe()}) and a fresh Airflow home ..."
+        )
+        with broker_helper.cluster(STATE / "broker") as config:
             say(f"    broker at {config['bootstrap.servers']}")
             checks, naive, safe, state = _run_stories(config)
             gc.collect()

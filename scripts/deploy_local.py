@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 from kstate_support import ROOT, prod_deploy
-from kstate_support import broker as embedded_broker
+from kstate_support import broker as broker_helper
 
 EXAMPLE_DAGS = (
     "kstate_partition_increase",
@@ -89,7 +89,7 @@ def up(check: bool) -> int:
     t0 = time.monotonic()
     say("building the deployment's virtualenv (.kstate/deploy/venv) if needed ...")
     prod_deploy.ensure_venv()
-    with embedded_broker.cluster(ROOT / ".kstate" / "broker-deploy") as kafka_config:
+    with broker_helper.cluster(ROOT / ".kstate" / "broker-deploy") as kafka_config:
         say(f"Kafka at {kafka_config['bootstrap.servers']}; starting PostgreSQL, Redis and Airflow ...")
         stack = prod_deploy.ProdStack(kafka_config)
         stack.start()
@@ -124,7 +124,7 @@ def down() -> int:
     for record in sorted((ROOT / ".kstate").glob("deploy-*/pids.json")):
         stopped = prod_deploy.stop_recorded(record.parent)
         say(f"{record.parent.name}: stopped {', '.join(stopped) or 'nothing (all gone)'}")
-    embedded_broker.down(ROOT / ".kstate" / "broker-deploy")
+    broker_helper.down(ROOT / ".kstate" / "broker-deploy")
     return 0
 
 

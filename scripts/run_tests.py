@@ -1,5 +1,6 @@
-"""`make test`: start the broker (Apache Kafka; KSTATE_BROKER=noida for the emulator) (unless KSTATE_BOOTSTRAP_SERVERS names a real cluster), run the
-whole suite against it, stop the broker. Extra arguments go to pytest.
+"""`make test`: start the broker (Apache Kafka 4.4.0 in KRaft mode; KSTATE_BROKER=noida for the emulator)
+unless KSTATE_BOOTSTRAP_SERVERS names a real cluster, run the whole suite against it, stop the broker.
+Extra arguments go to pytest.
 
     python scripts/run_tests.py [-k expr] [-m "not deployment"]
 """
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 
 from kstate_support import ROOT
-from kstate_support import broker as embedded_broker
+from kstate_support import broker as broker_helper
 
 
 def _pytest(args: list[str]) -> int:
@@ -28,8 +29,8 @@ def main(argv: list[str]) -> int:
     if os.environ.get("KSTATE_BOOTSTRAP_SERVERS"):
         print(f"testing against the cluster at {os.environ['KSTATE_BOOTSTRAP_SERVERS']}", flush=True)
         return _pytest(argv)
-    with embedded_broker.running(ROOT / ".kstate" / "broker") as bootstrap:
-        print(f"{embedded_broker.kind()} broker at {bootstrap}", flush=True)
+    with broker_helper.running(ROOT / ".kstate" / "broker") as bootstrap:
+        print(f"{broker_helper.describe()} at {bootstrap}", flush=True)
         os.environ["KSTATE_BOOTSTRAP_SERVERS"] = bootstrap
         try:
             return _pytest(argv)

@@ -196,7 +196,9 @@ def _format(data_dir: Path, nodes: list[Node], release: str, cid: str) -> None:
         ]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            raise KafkaSetupError(f"formatting node {node.node_id} failed: {(proc.stdout + proc.stderr)[-2000:]}")
+            raise KafkaSetupError(
+                f"formatting node {node.node_id} failed: {(proc.stdout + proc.stderr)[-2000:]}"
+            )
 
 
 def heap_mb(nodes: int) -> int:

@@ -225,8 +225,12 @@ def process_cpu_s(pid: int) -> float:
 
 
 def broker_cpu_s(data_dir: Path) -> float | None:
-    """CPU seconds the embedded broker running with ``data_dir`` has used; None when none runs (a named
-    cluster). Matched on its data folder: another bench's broker on the machine is not this one."""
+    """CPU seconds the broker started here with ``data_dir`` has used (every Apache Kafka node's JVM, or
+    the emulator); None when none runs (a named cluster). Matched on its data folder: another bench's
+    broker on the machine is not this one."""
+    pids = broker_helper.apache_kafka.pids(data_dir)
+    if pids:
+        return sum(process_cpu_s(pid) for pid in pids)
     for proc in Path("/proc").iterdir():
         with contextlib.suppress(OSError):
             args = (proc / "cmdline").read_bytes().split(b"\0")

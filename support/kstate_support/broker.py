@@ -43,8 +43,17 @@ def kind() -> str:
     """The broker :func:`up` starts: ``KSTATE_BROKER`` (``kafka`` or ``noida``), Apache Kafka by default."""
     name = os.environ.get("KSTATE_BROKER") or "kafka"
     if name not in KINDS:
-        raise SystemExit(f"KSTATE_BROKER={name!r} is not a broker this helper starts: one of {', '.join(KINDS)}")
+        raise SystemExit(
+            f"KSTATE_BROKER={name!r} is not a broker this helper starts: one of {', '.join(KINDS)}"
+        )
     return name
+
+
+def describe() -> str:
+    """What :func:`up` starts, for a person: ``Apache Kafka 4.4.0 (KRaft)`` or the emulator."""
+    if kind() == "kafka":
+        return f"Apache Kafka {apache_kafka.version()} (KRaft)"
+    return "the embedded emulator (noida-db 0.2.3)"
 
 
 def external_config() -> dict[str, Any] | None:
@@ -103,21 +112,22 @@ def _wait_ready(bootstrap: str, timeout: float) -> None:
 def up(
     data_dir: Path = DEFAULT_DATA_DIR, port: int | None = None, timeout: float = 90.0, nodes: int = 1
 ) -> str:
-    """Start the broker (stopping a stale one in ``data_dir`` first) and return its bootstrap servers.
+    """Start the broker and return its bootstrap servers.
 
-    A data folder that already holds a cluster is started again with its data and ports.
+    A data folder that already holds an Apache Kafka cluster is started again with its data and ports (its
+    nodes that still run are kept); the emulator stops a stale one in ``data_dir`` first.
 
     :param port: the (first) client port; a free one otherwise.
     :param nodes: how many Apache Kafka nodes (1, or 3 for replication factor 3); the emulator has one.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
-    down(data_dir)
-    if kind() == "kafka":
+    if kind() == "kafka":  # the nodes of a cluster in data_dir that still run are kept; the others start
         bootstrap = apache_kafka.start(data_dir, nodes=nodes, port=port, timeout=timeout)
         (data_dir / "bootstrap").write_text(bootstrap)
         return bootstrap
     if nodes != 1:
         raise SystemExit("the embedded emulator (KSTATE_BROKER=noida) runs one node only")
+    down(data_dir)
     port = port or free_port()
     subprocess.run(
         [_noida(), "up", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(data_dir)],

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kstate_support import ROOT
-from kstate_support import broker as embedded_broker
+from kstate_support import broker as broker_helper
 
 #: ``kafka_default`` before a broker is asked for: a unit test that reached Kafka through it fails clearly.
 NO_BROKER_CONFIG: dict[str, Any] = {"bootstrap.servers": "kstate-no-broker-in-unit-tests.invalid:9092"}
@@ -45,7 +45,7 @@ def kafka_connection(config: dict[str, Any]) -> str:
 
 def initial_config() -> dict[str, Any]:
     """The settings to prepare Airflow with before any broker runs: the named cluster's, else a placeholder."""
-    return embedded_broker.external_config() or dict(NO_BROKER_CONFIG)
+    return broker_helper.external_config() or dict(NO_BROKER_CONFIG)
 
 
 def started() -> bool:
@@ -61,10 +61,10 @@ def ensure() -> dict[str, Any]:
             raise BrokerForbidden(
                 "a test asked for the Kafka broker under KSTATE_NO_BROKER=1 (unit tests need none)"
             )
-        if embedded_broker.external_config() is None:
+        if broker_helper.external_config() is None:
             _own_dir = data_dir()
-            os.environ["KSTATE_BOOTSTRAP_SERVERS"] = embedded_broker.up(_own_dir)
-        config = embedded_broker.external_config()
+            os.environ["KSTATE_BOOTSTRAP_SERVERS"] = broker_helper.up(_own_dir)
+        config = broker_helper.external_config()
         assert config is not None
         os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"] = kafka_connection(config)
         _config = config
@@ -79,9 +79,9 @@ def close(sigterm: Any) -> None:
     global _config, _own_dir
     if _config is None:
         return
-    embedded_broker.release_kafka_clients(sigterm)
+    broker_helper.release_kafka_clients(sigterm)
     if _own_dir is not None:
-        embedded_broker.down(_own_dir)
+        broker_helper.down(_own_dir)
         shutil.rmtree(_own_dir, ignore_errors=True)
         os.environ.pop("KSTATE_BOOTSTRAP_SERVERS", None)
     _config, _own_dir = None, None

@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
-from kstate_support import broker as embedded_broker
+from kstate_support import broker as broker_helper
 from kstate_support.traffic import SeqProducer, wait_until
 
 from tests.e2e.deployment import AirflowDeployment
@@ -319,11 +319,11 @@ def test_broker_restart_mid_window(
     port = int(scenario["bootstrap"].rsplit(":", 1)[1])
     scenario["failpoint_file"] = failpoint_file
     run_id, killed = _trigger_armed(deployment, failpoint_file, scenario["topic"], "after_create")
-    embedded_broker.down(data_dir)
+    broker_helper.down(data_dir)
     down_at = time.monotonic()
     wait_until(lambda: _retry_started(deployment, run_id), 90, interval=0.2)
     time.sleep(3.0)  # the retry meets a broker that is down
-    embedded_broker.up(data_dir, port=port)
+    broker_helper.up(data_dir, port=port)
     print(f"\nbroker down for {time.monotonic() - down_at:.1f} s")
     _check_recovery("broker restart", deployment, scenario, run_id, killed, admin)
 

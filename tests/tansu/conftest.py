@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kstate_support import broker as embedded_broker
+from kstate_support import broker as broker_helper
 from kstate_support import tansu
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +65,7 @@ def tansu_bootstrap() -> Iterator[str]:
     try:
         yield address
     finally:
-        embedded_broker.release_kafka_clients(sigterm)  # clients left by dag.test() go while it answers
+        broker_helper.release_kafka_clients(sigterm)  # clients left by dag.test() go while it answers
         tansu.down(_TANSU_DIR / "broker.pid")
         shutil.rmtree(_TANSU_DIR, ignore_errors=True)
 

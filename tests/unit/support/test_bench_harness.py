@@ -100,14 +100,14 @@ def test_the_bench_broker_is_the_named_cluster_and_leaves_no_folder(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_embedded_bench_broker_runs_in_the_bench_folder(
+def test_a_bench_broker_runs_in_the_bench_folder(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Each bench has its own data folder; a per-process one is removed afterwards, nothing reuses it."""
     started: list[Path] = []
 
     @contextlib.contextmanager
-    def running(data_dir: Path) -> Iterator[str]:
+    def running(data_dir: Path, nodes: int = 1) -> Iterator[str]:
         data_dir.mkdir(parents=True)
         started.append(data_dir)
         yield "127.0.0.1:1"

@@ -41,11 +41,11 @@ def test_the_broker_helper_uses_the_named_cluster_and_starts_none(monkeypatch: A
         broker.external_config()
 
 
-def test_without_a_named_cluster_the_embedded_broker_is_used(monkeypatch: Any, tmp_path: Path) -> None:
+def test_without_a_named_cluster_a_broker_is_started_here(monkeypatch: Any, tmp_path: Path) -> None:
     started: list[Path] = []
 
     class Running:
-        def __init__(self, data_dir: Path) -> None:
+        def __init__(self, data_dir: Path, nodes: int = 1) -> None:
             started.append(data_dir)
 
         def __enter__(self) -> str:
@@ -59,6 +59,35 @@ def test_without_a_named_cluster_the_embedded_broker_is_used(monkeypatch: Any, t
     with broker.cluster(tmp_path / "b") as config:
         assert config == {"bootstrap.servers": "127.0.0.1:1"}
     assert started == [tmp_path / "b"]
+
+
+def test_apache_kafka_is_the_default_broker_and_an_unknown_one_is_refused(monkeypatch: Any) -> None:
+    monkeypatch.delenv("KSTATE_BROKER", raising=False)
+    monkeypatch.delenv("KSTATE_KAFKA_VERSION", raising=False)
+    assert broker.kind() == "kafka"
+    assert broker.describe() == "Apache Kafka 4.4.0 (KRaft)"
+    monkeypatch.setenv("KSTATE_BROKER", "noida")
+    assert "emulator" in broker.describe()
+    monkeypatch.setenv("KSTATE_BROKER", "redpanda")
+    with pytest.raises(SystemExit, match="'redpanda' is not a broker this helper starts"):
+        broker.kind()
+
+
+def test_three_nodes_replicate_three_times_with_two_in_sync(tmp_path: Path) -> None:
+    from kstate_support import apache_kafka
+
+    nodes = [apache_kafka.Node(i, 9000 + i, 9100 + i) for i in (1, 2, 3)]
+    props = dict(
+        line.split("=", 1) for line in apache_kafka.server_properties(nodes[1], nodes, tmp_path).splitlines()
+    )
+    assert props["node.id"] == "2"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:9101,2@127.0.0.1:9102,3@127.0.0.1:9103"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:9002,CONTROLLER://127.0.0.1:9102"
+    for key in ("default.replication.factor", "offsets.topic.replication.factor"):
+        assert props[key] == "3"
+    assert props["min.insync.replicas"] == props["transaction.state.log.min.isr"] == "2"
+    single = apache_kafka.server_properties(nodes[0], nodes[:1], tmp_path)
+    assert "min.insync.replicas=1\n" in single and "default.replication.factor=1\n" in single
 
 
 def test_every_entry_point_gets_its_broker_from_the_one_helper() -> None:
