@@ -148,13 +148,16 @@ class Fleet:
 
     :param run_dir: where the services keep their pidfiles, markers, output and logs.
     :param brokers: the bootstrap address (``host:port[,host:port]``) every service gets.
+    :param svc: the services' command pair script (the same verbs and files as :data:`SVC`, the KafkaJS
+        one, which is the default; :mod:`kstate_support.java_services` passes the Java one).
     """
 
-    def __init__(self, run_dir: Path, brokers: str) -> None:
-        if not (NODE_DIR / "node_modules" / "kafkajs").is_dir():
+    def __init__(self, run_dir: Path, brokers: str, svc: Path = SVC) -> None:
+        if svc == SVC and not (NODE_DIR / "node_modules" / "kafkajs").is_dir():
             raise FleetError(f"KafkaJS is not installed in {NODE_DIR}: run `make node-deps`")
-        if shutil.which("node") is None:
+        if svc == SVC and shutil.which("node") is None:
             raise FleetError("node (Node.js 18+) is not on PATH")
+        self.svc = svc
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.brokers = brokers
@@ -195,7 +198,7 @@ class Fleet:
     # -- the command pair ----------------------------------------------------------------------------------
 
     def _command(self, action: str, *words: str) -> str:
-        return shlex.join([str(SVC), "--run-dir", str(self.run_dir), action, *words])
+        return shlex.join([str(self.svc), "--run-dir", str(self.run_dir), action, *words])
 
     def commands(self, *names: str, timeout: float = 20) -> CommandPair:
         """The stop / start / ready shell commands of ``names`` (one command each, all names in it): what a
