@@ -89,7 +89,7 @@ def java() -> str:
     exe = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     if not exe or not Path(exe).exists():
         raise KafkaSetupError(
-            "Apache Kafka needs Java 17+: install it (apt-get install -y openjdk-17-jre-headless) or set JAVA_HOME"
+            "Apache Kafka needs Java 17+: install it (apt-get install -y openjdk-17-jdk-headless) or set JAVA_HOME"
         )
     return exe
 
