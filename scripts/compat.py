@@ -4,6 +4,7 @@
     python scripts/compat.py airflow-3.1     # some cells
     python scripts/compat.py --fresh         # rebuild the virtualenvs first
     python scripts/compat.py --pyspark 4.3.0 airflow-3.3   # an Airflow cell on another pyspark (a candidate pin)
+    python scripts/compat.py kafka-4.0 kafka-4.2 kafka-4.4 # the broker axis alone
 
 Cells (virtualenvs under ``.kstate/compat/<cell>``, git-ignored, built with ``uv --compile-bytecode``):
 
@@ -19,6 +20,13 @@ Cells (virtualenvs under ``.kstate/compat/<cell>``, git-ignored, built with ``uv
   Airflow (``--no-deps``; the Spark applications import none) and its runtime libraries. Runs
   ``tests/integration/test_spark_versions.py``: a rebuild, a deep check and ``load_snapshot``, each
   compared with the changelog's truth.
+* ``kafka-4.0`` / ``kafka-4.2`` / ``kafka-4.4``: the broker axis, Apache Kafka (KRaft, assembled from Maven
+  Central by ``kstate_support.apache_kafka``) 4.0.0 (the oldest 4.x release Maven Central serves), 4.2.2 (the
+  newest 4.2, share groups GA) and 4.4.0 (the default broker), each with the project's own virtualenv. The
+  cell fetches the release's jars once, starts one broker (data under ``.kstate/broker-compat-<cell>``),
+  runs the broker doctor on it (``--refresh --json``: the promises kept, broken, not applicable), then
+  :data:`BROKER_TESTS` against that broker, and stops it. A promise the release is known to break
+  (``share_new_partitions`` on 4.2 and 4.3) is what ``test_broker_doctor.py`` expects there, not a failure.
 
 ``--pyspark VERSION`` runs the Airflow cells (as ``<cell>+pyspark-VERSION``, a virtualenv of their own) with
 that pyspark instead of the ``spark-local`` pin, by a uv override: ``pyspark==VERSION`` and
@@ -58,6 +66,8 @@ AIRFLOW_TESTS = [
     "tests/integration/test_state_maintenance.py::test_pipeline_builds_the_store_and_auto_builds_the_first_snapshot",
 ]
 SPARK_TESTS = ["tests/integration/test_spark_versions.py"]
+#: The broker cells' tests: the doctor's expectations per release, and the naive / safe increase.
+BROKER_TESTS = ["tests/integration/test_broker_doctor.py", "tests/integration/test_kafka_12261.py"]
 #: What each cell reports: the distributions whose versions make the cell what it is.
 REPORTED = (
     "apache-airflow",
@@ -74,8 +84,10 @@ class Cell:
     """One virtualenv of the matrix.
 
     :param name: the cell's name (its folder under ``.kstate/compat``).
-    :param kind: ``airflow`` (the provider with Airflow) or ``spark`` (the Spark applications alone).
-    :param pin: the requirement that makes the cell (a constraint for ``airflow``, installed for ``spark``).
+    :param kind: ``airflow`` (the provider with Airflow), ``spark`` (the Spark applications alone) or
+        ``broker`` (the project's virtualenv against one Apache Kafka release).
+    :param pin: the requirement that makes the cell (a constraint for ``airflow``, installed for ``spark``,
+        the Apache Kafka release for ``broker``).
     :param extra: further requirements of the cell (a ``spark`` cell's: what that Spark's runtimes ship).
     :param overrides: uv overrides of an ``airflow`` cell (``--pyspark``).
     """
@@ -93,7 +105,7 @@ class Cell:
 
     @property
     def python(self) -> Path:
-        return self.venv / "bin" / "python"
+        return Path(sys.executable) if self.kind == "broker" else self.venv / "bin" / "python"
 
 
 CELLS = [
@@ -103,6 +115,9 @@ CELLS = [
     # say so) and PySpark does not support pandas 3 yet: the Python stack of a Spark 3.5 runtime.
     Cell("pyspark-3.5", "spark", "pyspark[sql]>=3.5,<3.6", ("pyarrow<20", "pandas<3")),
     Cell("pyspark-4.3", "spark", "pyspark[sql]>=4.3,<4.4"),
+    Cell("kafka-4.0", "broker", "4.0.0"),  # the oldest 4.x release of kafka_2.13 on Maven Central
+    Cell("kafka-4.2", "broker", "4.2.2"),
+    Cell("kafka-4.4", "broker", "4.4.0"),
 ]
 
 
@@ -202,7 +217,7 @@ def _env(cell: Cell) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "VIRTUAL_ENV", "PYSPARK"))}
     env.update(
         {
-            "PATH": f"{cell.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PATH": f"{cell.python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYSPARK_PYTHON": str(cell.python),
             "PYSPARK_DRIVER_PYTHON": str(cell.python),
@@ -213,17 +228,22 @@ def _env(cell: Cell) -> dict[str, str]:
     return env
 
 
-def run_tests(cell: Cell) -> dict[str, Any]:
-    """Run the cell's tests with its interpreter; return the counts from pytest's JUnit XML."""
+def run_tests(cell: Cell, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run the cell's tests with its interpreter; return the counts from pytest's JUnit XML.
+
+    :param env: variables set for the run beside the cell's (a broker cell's ``KSTATE_BOOTSTRAP_SERVERS``).
+    """
     junit = cell.venv / "junit.xml"
     junit.unlink(missing_ok=True)
     log = cell.venv / "pytest.log"
-    targets = AIRFLOW_TESTS if cell.kind == "airflow" else SPARK_TESTS
+    targets = {"airflow": AIRFLOW_TESTS, "spark": SPARK_TESTS, "broker": BROKER_TESTS}[cell.kind]
     cmd = [str(cell.python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-o", "addopts=--durations=10"]
     cmd += ["--junitxml", str(junit), *targets]
     print("+", " ".join(cmd), f"> {log.relative_to(ROOT)}", flush=True)
     with open(log, "w", encoding="utf-8") as out:
-        code = subprocess.call(cmd, cwd=ROOT, env=_env(cell), stdout=out, stderr=subprocess.STDOUT)
+        code = subprocess.call(
+            cmd, cwd=ROOT, env={**_env(cell), **(env or {})}, stdout=out, stderr=subprocess.STDOUT
+        )
     counts = {"exit": code, "tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     if junit.exists():
         suite = ET.parse(junit).getroot()
@@ -237,7 +257,71 @@ def run_tests(cell: Cell) -> dict[str, Any]:
     return counts
 
 
+def run_doctor(cell: Cell, bootstrap: str) -> dict[str, Any]:
+    """Run the broker doctor (``--refresh --json``) on ``bootstrap``; return its promises by outcome.
+
+    :param cell: the broker cell (its interpreter runs the doctor).
+    :param bootstrap: the bootstrap servers of the cell's broker.
+    """
+    cmd = [str(cell.python), "-m", "airflow_provider_kstate.doctor", "--bootstrap-servers", bootstrap]
+    t0 = time.monotonic()
+    out = subprocess.run([*cmd, "--refresh", "--json"], capture_output=True, text=True, env=_env(cell))
+    seconds = round(time.monotonic() - t0, 1)
+    try:
+        results = json.loads(out.stdout)["results"]
+    except (ValueError, KeyError):
+        return {"error": f"the doctor printed no verdict (exit {out.returncode}): {out.stderr[-500:]}"}
+    by: dict[str, list[str]] = {"kept": [], "broken": [], "not_applicable": [], "unchecked": []}
+    for promise, result in results.items():
+        outcome = {True: "kept", False: "broken", None: "unchecked"}[result.get("ok")]
+        by["not_applicable" if result.get("applies") is False else outcome].append(promise)
+    details = {p: results[p].get("detail", "") for p in by["broken"] + by["not_applicable"] + by["unchecked"]}
+    return {**by, "details": details, "exit": out.returncode, "doctor_s": seconds}
+
+
+def run_broker_cell(cell: Cell, result: dict[str, Any]) -> None:
+    """Fetch the cell's Apache Kafka release, start it, run the doctor and the tests on it, stop it.
+
+    :param cell: the broker cell.
+    :param result: filled as the steps end (what a failing step leaves is kept).
+    """
+    from kstate_support import apache_kafka
+
+    cell.venv.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    apache_kafka.libs(cell.pin)
+    result["build_s"] = round(time.monotonic() - t0, 1)
+    result["versions"] = {"apache-kafka": cell.pin, **versions(cell)}
+    data_dir = ROOT / ".kstate" / f"broker-compat-{cell.name}"
+    apache_kafka.stop(data_dir)
+    shutil.rmtree(data_dir, ignore_errors=True)
+    try:
+        t1 = time.monotonic()
+        bootstrap = apache_kafka.start(data_dir, release=cell.pin)
+        result["start_s"] = round(time.monotonic() - t1, 1)
+        result["doctor"] = run_doctor(cell, bootstrap)
+        t2 = time.monotonic()
+        result.update(run_tests(cell, {"KSTATE_BOOTSTRAP_SERVERS": bootstrap}))
+        result["test_s"] = round(time.monotonic() - t2, 1)
+    finally:
+        apache_kafka.stop(data_dir)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    doctor = result["doctor"]
+    if "error" in doctor or doctor["unchecked"]:
+        raise RuntimeError(doctor.get("error") or f"the doctor could not check {doctor['unchecked']}")
+    result["ok"] = result["exit"] == 0 and result["passed"] > 0
+
+
 def run_cell(cell: Cell, fresh: bool) -> None:
+    if cell.kind == "broker":
+        t0 = time.monotonic()
+        cell.result = {"cell": cell.name, "pin": f"org.apache.kafka:kafka_2.13:{cell.pin}"}
+        try:
+            run_broker_cell(cell, cell.result)
+        except (subprocess.CalledProcessError, RuntimeError) as exc:
+            cell.result.update({"ok": False, "error": str(exc)})
+        cell.result["seconds"] = round(time.monotonic() - t0, 1)
+        return
     t0 = time.monotonic()
     result: dict[str, Any] = {"cell": cell.name, "pin": cell.pin}
     try:
@@ -260,6 +344,8 @@ def run_cell(cell: Cell, fresh: bool) -> None:
 def table(cells: list[Cell]) -> str:
     rows = ["| cell | Airflow / task SDK | pyspark | tests | result | build s | test s |", "|" + " --- |" * 7]
     for c in cells:
+        if c.kind == "broker":
+            continue
         r, v = c.result, c.result.get("versions", {})
         airflow = f"{v.get('apache-airflow', '-')} / {v.get('apache-airflow-task-sdk', '-')}"
         spark = v.get("pyspark", "-") + (f" (+client {v['pyspark-client']})" if "pyspark-client" in v else "")
@@ -267,6 +353,39 @@ def table(cells: list[Cell]) -> str:
         verdict = "ok" if r.get("ok") else f"FAILED {r.get('error', '')}".strip()
         rows.append(
             f"| {c.name} | {airflow} | {spark} | {tests} | {verdict} | {r.get('build_s', '-')} | {r.get('test_s', '-')} |"
+        )
+    return "\n".join(rows)
+
+
+def promises_cell(doctor: dict[str, Any]) -> str:
+    """The doctor's outcome in one cell of the broker table: ``12 kept, 1 n/a`` (broken ones named)."""
+    if "error" in doctor or not doctor:
+        return "not run"
+    parts = [f"{len(doctor['kept'])} kept"]
+    if doctor["broken"]:
+        parts.append(f"{len(doctor['broken'])} broken ({', '.join(doctor['broken'])})")
+    if doctor["not_applicable"]:
+        parts.append(f"{len(doctor['not_applicable'])} n/a ({', '.join(doctor['not_applicable'])})")
+    if doctor["unchecked"]:
+        parts.append(f"{len(doctor['unchecked'])} unchecked")
+    return ", ".join(parts)
+
+
+def broker_table(cells: list[Cell]) -> str:
+    """The broker axis: release, the doctor's verdict, the tests, and the time of each step."""
+    rows = [
+        "| cell | Apache Kafka | doctor's promises | tests | result | fetch s | start s | doctor s | test s |",
+        "|" + " --- |" * 9,
+    ]
+    for c in cells:
+        if c.kind != "broker":
+            continue
+        r, doctor = c.result, c.result.get("doctor", {})
+        tests = f"{r.get('passed', 0)} passed, {r.get('failures', 0) + r.get('errors', 0)} failed"
+        verdict = "ok" if r.get("ok") else f"FAILED {r.get('error', '')}".strip()
+        rows.append(
+            f"| {c.name} | {c.pin} | {promises_cell(doctor)} | {tests} | {verdict} | {r.get('build_s', '-')} "
+            f"| {r.get('start_s', '-')} | {doctor.get('doctor_s', '-')} | {r.get('test_s', '-')} |"
         )
     return "\n".join(rows)
 
@@ -347,7 +466,7 @@ def _commit() -> str:
 
 def _summary(run: dict[str, Any]) -> dict[str, Any]:
     cells = [
-        {k: c.get(k) for k in ("cell", "ok", "passed", "failures", "errors", "seconds", "versions")}
+        {k: c.get(k) for k in ("cell", "ok", "passed", "failures", "errors", "seconds", "versions", "doctor")}
         for c in run.get("cells", [])
     ]
     return {
@@ -381,7 +500,10 @@ def main(argv: list[str]) -> int:
             flush=True,
         )
     total = round(time.monotonic() - t0, 1)
-    print(table(cells))
+    if any(c.kind != "broker" for c in cells):
+        print(table(cells))
+    if any(c.kind == "broker" for c in cells):
+        print(broker_table(cells))
     print(f"make compat: {sum(c.result['ok'] for c in cells)}/{len(cells)} cells ok in {total} s")
     write_results(cells, total, argv)
     return 0 if all(c.result["ok"] for c in cells) else 1

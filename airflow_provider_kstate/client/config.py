@@ -10,6 +10,20 @@ import socket
 from typing import Any
 
 from airflow_provider_kstate.client.channel import base_config
+from airflow_provider_kstate.errors import InvalidArgumentError
+
+#: ``group.protocol`` of KIP-848: the broker owns the assignment and the session.
+CONSUMER_PROTOCOL = "consumer"
+#: What librdkafka refuses under ``group.protocol=consumer`` (measured: librdkafka 2.16 fails the
+#: constructor with ``_INVALID_ARG``), and where each moved: the broker, or the group's own config.
+CONSUMER_PROTOCOL_REFUSED = {
+    "session.timeout.ms": "the group config consumer.session.timeout.ms (broker default "
+    "group.consumer.session.timeout.ms, 45 s)",
+    "heartbeat.interval.ms": "the group config consumer.heartbeat.interval.ms (broker default "
+    "group.consumer.heartbeat.interval.ms, 5 s)",
+    "partition.assignment.strategy": "group.remote.assignor (uniform or range), or the broker's "
+    "group.consumer.assignors",
+}
 
 
 def default_client_id(config: dict[str, Any]) -> str:
@@ -21,6 +35,43 @@ def default_client_id(config: dict[str, Any]) -> str:
     if configured:
         return str(configured)
     return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def group_protocol(config: dict[str, Any]) -> str:
+    """Return the config's ``group.protocol``, lower-cased: ``classic`` (librdkafka's default) or ``consumer``.
+
+    :param config: librdkafka consumer settings.
+    """
+    return str(config.get("group.protocol") or "classic").strip().lower()
+
+
+def incremental_assignment(config: dict[str, Any]) -> bool:
+    """True when the consumer's assignment changes incrementally (``incremental_assign`` in a rebalance
+    callback): the consumer protocol (KIP-848) always, the classic protocol with a cooperative assignor.
+
+    :param config: librdkafka consumer settings.
+    """
+    strategy = str(config.get("partition.assignment.strategy", ""))
+    return group_protocol(config) == CONSUMER_PROTOCOL or "cooperative" in strategy
+
+
+def check_group_protocol(config: dict[str, Any]) -> None:
+    """Refuse, naming each one and where it moved, the settings librdkafka rejects under
+    ``group.protocol=consumer`` (:data:`CONSUMER_PROTOCOL_REFUSED`), before any client is created.
+
+    :param config: librdkafka consumer settings.
+    :raises InvalidArgumentError: the config sets one of them under the consumer protocol.
+    """
+    if group_protocol(config) != CONSUMER_PROTOCOL:
+        return
+    refused = [key for key in CONSUMER_PROTOCOL_REFUSED if key in config]
+    if refused:
+        moved = "; ".join(f"{key} -> {CONSUMER_PROTOCOL_REFUSED[key]}" for key in refused)
+        raise InvalidArgumentError(
+            f"group.protocol=consumer (KIP-848) does not take {', '.join(refused)}: the broker owns the "
+            f"group's session and assignment (librdkafka refuses them). Remove them from the consumer's "
+            f"config; set them instead as {moved}."
+        )
 
 
 _CONSUMER_ONLY_PREFIXES = ("queued.", "fetch.", "group.", "enable.auto.", "auto.", "partition.assignment")

@@ -41,7 +41,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from airflow_provider_kstate.client.barrier import PENDING_FAST_SECONDS, BarrierKeeper, Passage
 from airflow_provider_kstate.client.channel import ControlChannel
-from airflow_provider_kstate.client.config import connection_config, default_client_id
+from airflow_provider_kstate.client.config import (
+    check_group_protocol,
+    connection_config,
+    default_client_id,
+    incremental_assignment,
+)
 from airflow_provider_kstate.client.follower import ControlFollower, ControlTail
 from airflow_provider_kstate.client.protocol import (
     DEFAULT_CONTROL_TOPIC,
@@ -118,6 +123,10 @@ class ControlledConsumer:
     ``Consumer`` while running, for anything else.
 
     :param config: librdkafka consumer settings; ``group.id`` is required and names the controlled group.
+        ``group.protocol=consumer`` (KIP-848) works as the classic protocol does (a pause closes the
+        consumer, which leaves the group at once); under it ``session.timeout.ms``,
+        ``heartbeat.interval.ms`` and ``partition.assignment.strategy`` are refused with the place each
+        moved to (:func:`~airflow_provider_kstate.client.config.check_group_protocol`).
     :param topics: the topics to subscribe to.
     :param control_topic: the control topic.
     :param client_id: the id acknowledgements are keyed by; default ``client.id`` or ``host-pid`` (also the
@@ -162,6 +171,7 @@ class ControlledConsumer:
             raise ValueError("ControlledConsumer needs group.id in config")
         if config.get("group.instance.id"):
             raise ValueError("static membership (group.instance.id) cannot leave the group on a pause")
+        check_group_protocol(config)
         self._inner: Consumer | None = None
         self.config = dict(config)
         self.group: str = str(config["group.id"])
@@ -373,7 +383,7 @@ class ControlledConsumer:
             user(consumer, partitions)
         if not self._barriers.active:
             return
-        if "cooperative" in str(self.config.get("partition.assignment.strategy", "")):
+        if incremental_assignment(self.config):
             consumer.incremental_assign(partitions)
         else:
             consumer.assign(partitions)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from queue import Empty, SimpleQueue
 from typing import Any, TypeVar
 
@@ -27,7 +28,16 @@ from airflow_provider_kstate.errors import (
     SeedError,
     TopicNotFoundError,
 )
-from airflow_provider_kstate.increase.model import CLASSIC, UNKNOWN_TYPE, GroupInfo, Member
+from airflow_provider_kstate.increase.model import (
+    CLASSIC,
+    SHARE,
+    SHARE_RESET,
+    UNKNOWN_STATE,
+    UNKNOWN_TYPE,
+    GroupInfo,
+    Member,
+    state_name,
+)
 
 K = TypeVar("K")
 log = logging.getLogger(__name__)
@@ -334,14 +344,64 @@ class ClusterAdmin:
         return [g for g in names if g in assigned or g in committed]
 
     def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
-        """Describe ``groups``, keeping of each member only its partitions of ``topic``."""
+        """Describe ``groups``, keeping of each member only its partitions of ``topic``.
+
+        A consumer-protocol group (KIP-848) between two assignments is ``ASSIGNING`` or ``RECONCILING``;
+        confluent-kafka 2.16 reports both as UNKNOWN, so those states are read from ListGroups v5 (one
+        request, only when a description says UNKNOWN).
+        """
         if not groups:
             return {}
         futures = self.client.describe_consumer_groups(groups, request_timeout=self.timeout)
-        return {
+        infos = {
             g: _group_info(_result(f, self.timeout, f"describe group {g!r}"), topic)
             for g, f in futures.items()
         }
+        unknown = [g for g, info in infos.items() if info.state == UNKNOWN_STATE]
+        if unknown:
+            infos.update(self._broker_states(infos, unknown))
+        return infos
+
+    def _broker_states(self, infos: dict[str, GroupInfo], groups: list[str]) -> dict[str, GroupInfo]:
+        """``infos`` of ``groups`` with the state ListGroups v5 names (unchanged where it cannot be read)."""
+        brokers = [(b.host, b.port) for b in self.metadata().brokers.values()]
+        try:
+            states = {g.group_id: g.state for g in wire.list_groups(self.config, brokers, self.timeout)}
+        except wire.WireUnavailable as exc:
+            log.info("GROUPS states %s stay UNKNOWN (ListGroups v5 not read: %s)", groups, exc)
+            return {}
+        return {g: replace(infos[g], state=state_name(states[g])) for g in groups if states.get(g)}
+
+    def share_groups_on_topic(self, topic: str, types: Mapping[str, str]) -> dict[str, str] | None:
+        """Return ``{share group: its share.auto.offset.reset}`` of the share groups that read ``topic``
+        (DescribeShareGroupOffsets: the group keeps a start offset on some partition of it); None when the
+        broker cannot be asked (then which share groups read the topic is unknown).
+
+        :param types: ``{group: TYPE}`` of every listed group (:meth:`group_types`).
+        """
+        readers = []
+        for group in sorted(g for g, t in types.items() if t == SHARE):
+            try:
+                if topic in wire.share_group_offsets(self.config, group, self.timeout):
+                    readers.append(group)
+            except wire.WireUnavailable as exc:
+                log.info("GROUPS share group %s: topics it reads unknown (%s)", group, exc)
+                return None
+        return self.share_offset_resets(readers)
+
+    def share_offset_resets(self, groups: list[str]) -> dict[str, str]:
+        """Return ``{group: share.auto.offset.reset}`` as the broker applies it (the group's own config,
+        else the broker default ``latest``)."""
+        if not groups:
+            return {}
+        resources = [ConfigResource(ConfigResource.Type.GROUP, g) for g in groups]
+        futures = self.client.describe_configs(resources, request_timeout=self.timeout)
+        out = {}
+        for resource, future in futures.items():
+            entries = _result(future, self.timeout, f"describe configs of group {resource.name!r}")
+            entry = entries.get(SHARE_RESET)
+            out[resource.name] = str(entry.value) if entry is not None and entry.value else "latest"
+        return out
 
     def seed_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
         """Commit ``offsets`` for ``group`` on ``topic``; the broker accepts them only while the group is EMPTY.

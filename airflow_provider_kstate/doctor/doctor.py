@@ -7,7 +7,8 @@ from typing import Any
 
 from airflow_provider_kstate.doctor.cache import DEFAULT_CACHE_TOPIC, DEFAULT_TTL, VerdictCache
 from airflow_provider_kstate.doctor.probe import Probe, cheap_checks, cluster_id
-from airflow_provider_kstate.doctor.verdict import Verdict
+from airflow_provider_kstate.doctor.promises import BEHAVIOUR_PROMISES
+from airflow_provider_kstate.doctor.verdict import CheckResult, Verdict
 from airflow_provider_kstate.errors import BrokerUnavailableError
 
 log = logging.getLogger(__name__)
@@ -21,13 +22,17 @@ def diagnose(
     cache_topic: str = DEFAULT_CACHE_TOPIC,
 ) -> tuple[Verdict, bool]:
     """Return ``(verdict, from_cache)``: the cheap ApiVersions checks run every time; the behavioural checks
-    come from the cache unless it is older than ``ttl``, missing or ``refresh`` is set.
+    come from the cache unless it is older than ``ttl``, missing or ``refresh`` is set, or it is outgrown: it
+    lacks a promise this version checks (cached by an older doctor), or holds one as not applicable that
+    the broker now serves (an upgrade brought share groups).
 
     :param config: librdkafka settings of the cluster (never logged).
     """
     cheap = cheap_checks(config, min(timeout, 10.0))
     cache = VerdictCache(config, cache_topic, timeout)
     cached = None if refresh else cache.load(cluster_id(config, timeout), max_age=ttl)
+    if cached is not None and _outgrown(cached, cheap):
+        cached = None
     if cached is None:
         behaviour = Probe(config, timeout).run()
         if all(r.ok is None for r in behaviour.results.values()):
@@ -42,6 +47,15 @@ def diagnose(
     else:
         behaviour = cached
     return behaviour.merged(Verdict(behaviour.cluster, 0.0, cheap)), cached is not None
+
+
+def _outgrown(cached: Verdict, cheap: dict[str, CheckResult]) -> bool:
+    """True when ``cached`` lacks a behavioural promise (an older doctor cached it), or holds one as not
+    applicable that the fresh ApiVersions (``cheap``) no longer does (the broker was upgraded since)."""
+    if any(p not in cached.results for p in BEHAVIOUR_PROMISES):
+        return True
+    answered = any(r.ok is not None for r in cheap.values())
+    return answered and any(p not in cheap for p in cached.not_applicable())
 
 
 class ClusterUnreachable(BrokerUnavailableError):

@@ -26,7 +26,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 
 from airflow_provider_kstate.doctor import promises as P
-from airflow_provider_kstate.doctor import wire
+from airflow_provider_kstate.doctor import share, wire
 from airflow_provider_kstate.doctor.verdict import CheckResult, Verdict
 
 PROBE_PREFIX = "_kstate_doctor_"
@@ -63,11 +63,14 @@ def api_checks(versions: dict[int, tuple[int, int]]) -> dict[str, CheckResult]:
 
 
 def cheap_checks(config: dict[str, Any], timeout: float = 10.0) -> dict[str, CheckResult]:
-    """Return the API promises from the first bootstrap broker's ApiVersions (``ok`` None: not reachable)."""
+    """Return the API promises from the first bootstrap broker's ApiVersions (``ok`` None: not reachable),
+    and the promises that do not apply to it (share groups it does not serve)."""
     try:
-        return api_checks(wire.api_versions(config, timeout))
+        versions = wire.api_versions(config, timeout)
     except wire.WireUnavailable as exc:
         return {p: CheckResult(None, f"ApiVersions not read: {exc}") for p in P.API_PROMISES}
+    absent = share.applicability(versions)
+    return {**api_checks(versions), **({P.SHARE_NEW_PARTITIONS: absent} if absent else {})}
 
 
 class Probe:
@@ -99,7 +102,7 @@ class Probe:
 
     def _delete_groups(self) -> None:
         """Delete the probe's groups (best effort: a broker without DeleteGroups keeps them, named kstate-doctor-*)."""
-        groups = [f"kstate-doctor-{kind}-{self.nonce}" for kind in ("reader", "live", "seed")]
+        groups = [f"kstate-doctor-{kind}-{self.nonce}" for kind in ("reader", "live", "seed", "share")]
         try:
             for future in self.admin.delete_consumer_groups(groups, request_timeout=self.timeout).values():
                 try:
@@ -119,6 +122,7 @@ class Probe:
             (P.GROUP_MEMBERS, self.check_group_members),
             (P.OFFSET_READBACK, self.check_offset_readback),
             (P.CONFIG_DEFAULTS, self.check_config_defaults),
+            (P.SHARE_NEW_PARTITIONS, self.check_share_new_partitions),
         ]
 
     def cluster_id(self) -> str:
@@ -363,11 +367,29 @@ class Probe:
             return CheckResult(True, "")
         return CheckResult(False, "DescribeConfigs omits default settings (no cleanup.policy)")
 
+    def check_share_new_partitions(self) -> CheckResult:
+        """A share group reading the topic must get the records written to a partition added meanwhile
+        (:mod:`~airflow_provider_kstate.doctor.share`); not applicable where the broker has no share groups."""
+        try:
+            versions = wire.api_versions(self.config, min(self.timeout, 10.0))
+        except wire.WireUnavailable as exc:
+            return CheckResult(None, f"not probed: ApiVersions not read ({exc})")
+        absent = share.applicability(versions)
+        if absent is not None:
+            return absent
+        group = f"kstate-doctor-share-{self.nonce}"
+        return share.ShareProbe(self.config, f"{self.topic}-share", group, self.timeout, JOIN_WAIT).run()
+
 
 def cluster_id(config: dict[str, Any], timeout: float = 20.0) -> str:
-    """Return the cluster's id, or its bootstrap servers when it reports none."""
+    """Return the cluster's id, or its bootstrap servers when it reports none.
+
+    The admin client is held until the answer arrives: a client collected while its request is in flight is
+    destroyed and fails it with ``_DESTROY`` (Apache Kafka's verdicts were keyed by bootstrap that way).
+    """
+    admin = AdminClient(config)
     try:
-        described = AdminClient(config).describe_cluster(request_timeout=timeout).result(timeout=timeout)
+        described = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout)
         if described.cluster_id:
             return str(described.cluster_id)
     except (KafkaException, TimeoutError):

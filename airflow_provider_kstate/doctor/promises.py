@@ -35,6 +35,10 @@ OFFSET_READBACK = "offset_readback"
 LOG_APPEND_TIME = "log_append_time"
 #: DescribeConfigs returns a topic's default settings too (``cleanup.policy``): the compaction guard reads it.
 CONFIG_DEFAULTS = "config_defaults"
+#: A share group (KIP-932) reads a partition added while it reads from the partition's first record: records
+#: written to it before the group's next heartbeat are delivered, although ``share.auto.offset.reset`` is
+#: ``latest``. Does not apply to a broker without share groups (ShareGroupHeartbeat, ShareFetch).
+SHARE_NEW_PARTITIONS = "share_new_partitions"
 
 API_PROMISES = (API_CREATE_PARTITIONS, API_ALTER_GROUP_OFFSETS, API_DESCRIBE_GROUPS, API_LIST_OFFSETS)
 BEHAVIOUR_PROMISES = (
@@ -46,6 +50,7 @@ BEHAVIOUR_PROMISES = (
     OFFSET_READBACK,
     LOG_APPEND_TIME,
     CONFIG_DEFAULTS,
+    SHARE_NEW_PARTITIONS,
 )
 ALL_PROMISES = API_PROMISES + BEHAVIOUR_PROMISES
 
@@ -63,6 +68,9 @@ INCREASE_NEEDS = (
 )
 #: What the state check and the rebuild rely on: bounded, transactional reads of the changelog.
 STATE_NEEDS = (API_LIST_OFFSETS, LATEST_OFFSET, READ_COMMITTED, LAST_STABLE_OFFSET, CONFIG_DEFAULTS)
+#: What an increase of a topic a share group reads relies on besides :data:`INCREASE_NEEDS` (not part of
+#: them: a broker that breaks it loses nothing for consumer groups, only for share groups).
+SHARE_GROUP_NEEDS = (SHARE_NEW_PARTITIONS,)
 
 
 class Needs(StrEnum):
@@ -95,6 +103,7 @@ DESCRIPTIONS = {
     OFFSET_READBACK: "an offset altered on an EMPTY group reads back",
     LOG_APPEND_TIME: "LogAppendTime topics are stamped with the broker's time",
     CONFIG_DEFAULTS: "DescribeConfigs returns default settings (cleanup.policy)",
+    SHARE_NEW_PARTITIONS: "a share group reads a partition added while it reads from its first record",
 }
 
 

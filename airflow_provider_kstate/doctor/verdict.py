@@ -27,15 +27,26 @@ class BrokerDeviation(BrokerDeviationError):
 
 
 class CheckResult(Document):
-    """One promise checked: ``ok`` is None when it could not be checked (``detail`` says why)."""
+    """One promise checked: ``ok`` is None when it could not be checked (``detail`` says why), or when the
+    promise does not apply to the broker (``applies`` false: it lacks what the promise is about, such as share
+    groups on Kafka 4.0, or not enabled on 4.1, so there is nothing to keep or break)."""
 
     model_config = ConfigDict(title="kstate doctor: one promise checked")
 
     ok: bool | None = Field(default=None, description="true: kept; false: broken; null: could not be checked")
     detail: str = Field(default="", description="what the check saw, or why it could not check")
+    applies: bool = Field(
+        default=True,
+        description="false: the broker lacks what the promise is about (share groups); ok is then null",
+    )
 
     def __init__(self, ok: bool | None = None, detail: str = "", **data: Any) -> None:
         BaseModel.__init__(self, ok=ok, detail=detail, **data)  # positional, as the probes build it
+
+    @classmethod
+    def not_applicable(cls, detail: str) -> CheckResult:
+        """The result of a promise about something the broker does not have (``detail`` says what)."""
+        return cls(None, detail, applies=False)
 
 
 class Verdict(Document):
@@ -88,13 +99,28 @@ class Verdict(Document):
         """The promises found broken (:meth:`broken`), written as ``broken``."""
         return self.broken()
 
+    def kept(self, promise: str) -> bool:
+        """True when ``promise`` was checked and kept (not when broken, unchecked or not applicable)."""
+        result = self.results.get(promise)
+        return result is not None and result.ok is True
+
     def broken(self) -> list[str]:
         """Return the promises found broken, in :data:`ALL_PROMISES` order."""
         return [p for p in ALL_PROMISES if p in self.results and self.results[p].ok is False]
 
     def unchecked(self, needed: Iterable[str]) -> list[str]:
-        """Return the promises of ``needed`` that were not checked (absent, or ``ok`` None)."""
-        return [p for p in needed if self.results.get(p, CheckResult(None)).ok is None]
+        """Return the promises of ``needed`` that were not checked (absent, or ``ok`` None), leaving out
+        those that do not apply to this broker."""
+        missing = CheckResult(None)
+        return [
+            p
+            for p in needed
+            if self.results.get(p, missing).ok is None and self.results.get(p, missing).applies
+        ]
+
+    def not_applicable(self) -> list[str]:
+        """Return the promises that do not apply to this broker (it lacks what they are about)."""
+        return [p for p in ALL_PROMISES if p in self.results and not self.results[p].applies]
 
     def merged(self, other: Verdict) -> Verdict:
         """Return this verdict with ``other``'s results laid over it (the cheap checks over a cached one)."""
@@ -141,7 +167,9 @@ class Verdict(Document):
             result = self.results.get(promise)
             if result is None:
                 continue
-            mark = {True: "ok    ", False: "BROKEN", None: "n/a   "}[result.ok]
+            mark = (
+                {True: "ok    ", False: "BROKEN", None: "?     "}[result.ok] if result.applies else "n/a   "
+            )
             out.append(
                 f"  {mark} {promise}: {DESCRIPTIONS[promise]}{' - ' + result.detail if result.detail else ''}"
             )

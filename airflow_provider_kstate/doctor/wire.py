@@ -1,8 +1,11 @@
-"""A minimal Kafka wire client for the two requests librdkafka does not expose: ApiVersions and ListGroups v5.
+"""A minimal Kafka wire client for the requests librdkafka does not expose: ApiVersions, ListGroups v5 and
+DescribeShareGroupOffsets (with the FindCoordinator that routes it).
 
 ApiVersions tells which APIs (and versions) a broker serves; librdkafka reads it but does not return it.
 ListGroups v5 (KIP-848) returns each group's *type* (``classic``, ``consumer``, ``share``, ``streams``);
 confluent-kafka maps every type it does not know to UNKNOWN, which hides share and streams groups.
+DescribeShareGroupOffsets (KIP-932) tells which topics a share group reads (confluent-kafka 2.16 has no
+admin call for it).
 
 Connections: PLAINTEXT, SSL (the connection's ``ssl.*`` files) and SASL with the PLAIN mechanism. Other
 SASL mechanisms (SCRAM, OAUTHBEARER, GSSAPI) raise :class:`WireUnavailable`: the caller falls back to what
@@ -23,6 +26,8 @@ from airflow_provider_kstate.errors import BrokerUnavailableError
 
 API_FETCH = 1
 API_LIST_OFFSETS = 2
+API_FIND_COORDINATOR = 10
+API_DESCRIBE_SHARE_GROUP_OFFSETS = 90
 API_OFFSET_COMMIT = 8
 API_OFFSET_FETCH = 9
 API_DESCRIBE_GROUPS = 15
@@ -84,6 +89,21 @@ def request(
         header += b"\x00"
     payload = header + body
     return struct.pack(">i", len(payload)) + payload
+
+
+def _compact_string(value: str) -> bytes:
+    data = value.encode()
+    return _uvarint(len(data) + 1) + data
+
+
+def find_coordinator_v4_body(groups: list[str]) -> bytes:
+    """FindCoordinator v4: the coordinators of ``groups`` (key type 0, group), no tagged fields."""
+    return b"\x00" + _compact_array(groups) + b"\x00"
+
+
+def describe_share_group_offsets_v0_body(group: str) -> bytes:
+    """DescribeShareGroupOffsets v0: one group, every topic-partition it has state for (topics null)."""
+    return _uvarint(2) + _compact_string(group) + _uvarint(0) + b"\x00" + b"\x00"
 
 
 def list_groups_v5_body() -> bytes:
@@ -167,6 +187,70 @@ def parse_list_groups_v5(body: bytes) -> list[GroupListing]:
         reader.skip_tags()
         groups.append(GroupListing(group_id, protocol_type, state, group_type))
     return groups
+
+
+def parse_find_coordinator_v4(body: bytes) -> dict[str, tuple[str, int]]:
+    """Return ``{group: (host, port)}`` of a FindCoordinator v4+ response body.
+
+    :raises ValueError: a group's coordinator is unknown (its error code is named), or the body is malformed.
+    """
+    reader = Reader(body)
+    reader.take(">i")  # throttle_time_ms
+    out = {}
+    for _ in range(reader.uvarint() - 1):
+        key = reader.compact_string()
+        reader.take(">i")  # node_id
+        host = reader.compact_string()
+        port = reader.take(">i")
+        error = reader.take(">h")
+        message = reader.compact_string()
+        reader.skip_tags()
+        if error:
+            raise ValueError(f"FindCoordinator of {key!r} answered error code {error} ({message})")
+        out[key] = (host, port)
+    return out
+
+
+def parse_describe_share_group_offsets(body: bytes) -> dict[str, dict[str, dict[int, int]]]:
+    """Return ``{group: {topic: {partition: start offset}}}`` of a DescribeShareGroupOffsets v0 response
+    body (a partition whose state is not initialized has start offset -1).
+
+    :raises ValueError: a group-level or partition-level error code (named), or a malformed body.
+    """
+    reader = Reader(body)
+    reader.take(">i")  # throttle_time_ms
+    out: dict[str, dict[str, dict[int, int]]] = {}
+    for _ in range(reader.uvarint() - 1):
+        group = reader.compact_string()
+        topics: dict[str, dict[int, int]] = {}
+        for _ in range(reader.uvarint() - 1):
+            topic = reader.compact_string()
+            reader.pos += 16  # topic id
+            topics[topic] = _share_partitions(reader, group, topic)
+            reader.skip_tags()
+        error = reader.take(">h")
+        message = reader.compact_string()
+        reader.skip_tags()
+        if error:
+            raise ValueError(
+                f"DescribeShareGroupOffsets of {group!r} answered error code {error} ({message})"
+            )
+        out[group] = topics
+    return out
+
+
+def _share_partitions(reader: Reader, group: str, topic: str) -> dict[int, int]:
+    partitions = {}
+    for _ in range(reader.uvarint() - 1):
+        index, start = reader.take(">i"), reader.take(">q")
+        reader.take(">i")  # leader epoch
+        error = reader.take(">h")
+        message = reader.compact_string()
+        reader.skip_tags()
+        if error:
+            raise ValueError(f"share group {group!r} on {topic}-{index}: error code {error} ({message})")
+        partitions[index] = start
+    return partitions
 
 
 # -- connections ------------------------------------------------------------------------------------
@@ -317,3 +401,48 @@ def list_groups(
         finally:
             conn.close()
     return out
+
+
+def share_group_offsets(
+    config: dict[str, Any], group: str, timeout: float = 10.0
+) -> dict[str, dict[int, int]]:
+    """Return ``{topic: {partition: start offset}}`` of share group ``group``: the topics it reads (its
+    state), through FindCoordinator then DescribeShareGroupOffsets on its coordinator.
+
+    :raises WireUnavailable: the broker serves no DescribeShareGroupOffsets (no share groups: before
+        Kafka 4.1), this client cannot reach or authenticate to it, or it answered with an error.
+    """
+    for conn in _connections(config, timeout):
+        try:
+            versions = parse_api_versions(conn.call(API_VERSIONS, 0))
+            if (
+                API_DESCRIBE_SHARE_GROUP_OFFSETS not in versions
+                or versions.get(API_FIND_COORDINATOR, (0, 0))[1] < 4
+            ):
+                raise WireUnavailable("the broker serves no DescribeShareGroupOffsets (share groups)")
+            conn.authenticate()
+            found = conn.call(API_FIND_COORDINATOR, 4, find_coordinator_v4_body([group]), flexible=True)
+            address = parse_find_coordinator_v4(found)[group]
+        except ValueError as exc:
+            raise WireUnavailable(f"share group {group!r}: {exc}") from exc
+        finally:
+            conn.close()
+        return _share_offsets_at(config, address, group, timeout)
+    raise WireUnavailable("no bootstrap broker answered")  # pragma: no cover - _connections raises first
+
+
+def _share_offsets_at(
+    config: dict[str, Any], address: tuple[str, int], group: str, timeout: float
+) -> dict[str, dict[int, int]]:
+    conn = Connection(config, address, timeout)
+    try:
+        conn.call(API_VERSIONS, 0)
+        conn.authenticate()
+        body = conn.call(
+            API_DESCRIBE_SHARE_GROUP_OFFSETS, 0, describe_share_group_offsets_v0_body(group), flexible=True
+        )
+        return parse_describe_share_group_offsets(body).get(group, {})
+    except ValueError as exc:
+        raise WireUnavailable(f"share group {group!r}: {exc}") from exc
+    finally:
+        conn.close()

@@ -154,6 +154,12 @@ class KStateAdminHook(KafkaBaseHook):
         with airflow_errors():
             return self.cluster.groups_on_topic(topic, partitions)
 
+    def share_groups_on_topic(self, topic: str, types: Mapping[str, str]) -> dict[str, str] | None:
+        """Return ``{share group: share.auto.offset.reset}`` of the share groups reading ``topic`` (None:
+        unknown)."""
+        with airflow_errors():
+            return self.cluster.share_groups_on_topic(topic, types)
+
     def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
         """Describe ``groups``, keeping of each member only its partitions of ``topic``."""
         with airflow_errors():

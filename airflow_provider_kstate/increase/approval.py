@@ -59,6 +59,7 @@ _BACK = {
 }
 _ALONE = {
     GroupClass.SPARK: "left alone: Spark reads new partitions from earliest",
+    GroupClass.SHARE_SAFE: "left alone: a share group that reads new partitions from their first record",
     GroupClass.EXCLUDED: "left alone: **RISK ACCEPTED** (excluded)",
     GroupClass.ABSENT: "left alone: unknown to the cluster, nothing to protect",
 }

@@ -13,6 +13,15 @@ DEFAULT_LEASE_TTL = 900.0
 EMPTY = "EMPTY"
 DEAD = "DEAD"
 STABLE = "STABLE"
+#: States of the group coordinator of Kafka 4 (KIP-848 consumer groups, KIP-1071 streams groups) between two
+#: assignments, as ListGroups v5 names them (``Assigning``, ``Reconciling``, ``NotReady``) in this form.
+ASSIGNING = "ASSIGNING"
+RECONCILING = "RECONCILING"
+NOT_READY = "NOT_READY"
+#: What confluent-kafka (2.16) reports for a state it does not know (the three above among them).
+UNKNOWN_STATE = "UNKNOWN"
+#: The group config a share group (KIP-932) starts a partition it never read at (broker default latest).
+SHARE_RESET = "share.auto.offset.reset"
 
 #: Group types as ListGroups v5 names them (KIP-848, KIP-932, KIP-1071), upper-cased; UNKNOWN: the client
 #: could not tell (confluent-kafka maps every type it does not know to UNKNOWN).
@@ -21,6 +30,16 @@ CONSUMER = "CONSUMER"
 SHARE = "SHARE"
 STREAMS = "STREAMS"
 UNKNOWN_TYPE = "UNKNOWN"
+
+
+def state_name(state: str) -> str:
+    """Return a group state as this module names it: ``Reconciling`` -> ``RECONCILING``, ``NotReady`` ->
+    ``NOT_READY``, ``PreparingRebalance`` -> ``PREPARING_REBALANCE``.
+
+    :param state: a state as ListGroups or the Java tools name it.
+    """
+    out = "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(state.strip()))
+    return out.upper()
 
 
 @dataclass(frozen=True)

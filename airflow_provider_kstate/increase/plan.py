@@ -9,7 +9,9 @@ grows with the number of groups, never with the number of partitions. The dict i
 Group classes: ``active`` (a live classic or consumer-protocol group: paused, waited for, seeded and
 waited for again after resume), ``empty`` (committed offsets, no members: seeded, not waited for),
 ``spark`` (a Spark Structured Streaming source group: it reads new partitions from earliest by itself and
-keeps its offsets in its checkpoint, so it is left alone), ``excluded`` (at risk, but excluded explicitly:
+keeps its offsets in its checkpoint, so it is left alone), ``share-safe`` (a share group, KIP-932, that reads
+the topic and starts the new partitions at their first record: its ``share.auto.offset.reset`` is
+``earliest``, or the broker keeps the doctor's ``share_new_partitions`` promise; left alone), ``excluded`` (at risk, but excluded explicitly:
 left alone, logged as a risk accepted) and ``absent`` (named explicitly, unknown to the broker and allowed
 with ``allow_unknown_groups``: it has no offsets to protect).
 
@@ -52,6 +54,7 @@ from airflow_provider_kstate.increase.model import (
     DEAD,
     EMPTY,
     SHARE,
+    SHARE_RESET,
     STREAMS,
     UNKNOWN_TYPE,
     GroupInfo,
@@ -83,6 +86,8 @@ class GroupClass(StrEnum):
     SPARK = "spark"
     EXCLUDED = "excluded"
     ABSENT = "absent"
+    #: A share group reading the topic that starts new partitions at their first record: left alone.
+    SHARE_SAFE = "share-safe"
     #: Refused unless excluded (or, for streams, acknowledged): :func:`_refuse_unsupported` says why.
     SHARE = "share"
     STREAMS = "streams"
@@ -178,6 +183,8 @@ class GroupPlan:
     driver: Driver = CONTROL
     #: Why the run cannot drive the group with that driver ("" when it can): the plan is refused.
     driver_problem: str = ""
+    #: A share group reading the topic: its ``share.auto.offset.reset`` as the broker applies it.
+    share_reset: str = ""
 
     def __post_init__(self) -> None:
         # A class, role or mark given as a plain string (a hand-built plan) becomes its member, or is refused.
@@ -205,6 +212,8 @@ class GroupPlan:
             out["driver"] = self.driver.to_dict()
         if self.driver_problem:
             out["driver_problem"] = self.driver_problem
+        if self.share_reset:
+            out["share_reset"] = self.share_reset
         flags = {flag: getattr(self, flag) for flag in FLAGS}
         if flags != CLASS_FLAGS.get(self.cls, NO_FLAGS):
             out.update(flags)
@@ -235,6 +244,7 @@ class GroupPlan:
             key_order_reason=entry.get("key_order_reason", ""),
             driver=Driver.from_dict(driver) if driver else CONTROL,
             driver_problem=entry.get("driver_problem", ""),
+            share_reset=entry.get("share_reset", ""),
             member_count=entry.get("member_count", len(members)),
             members=members[:MEMBER_SAMPLE],
             **{flag: bool(entry.get(flag, defaults[flag])) for flag in FLAGS},
@@ -377,6 +387,9 @@ GroupDict = TypedDict(
         "driver_problem": Annotated[
             str, Field(description="why the run cannot drive it: the plan is refused")
         ],
+        "share_reset": Annotated[
+            str, Field(description="a share group reading the topic: its share.auto.offset.reset")
+        ],
         "pause": Annotated[bool, Field(description="absent: as the class implies")],
         "seed": Annotated[bool, Field(description="absent: as the class implies")],
         "wait": Annotated[bool, Field(description="absent: as the class implies")],
@@ -487,6 +500,17 @@ def classify(
     return as_consumer_group(base, info)
 
 
+def share_plan(base: GroupPlan, reset: str, kept: bool) -> GroupPlan:
+    """Return the plan of a share group that reads the topic: left alone (``share-safe``) when it starts
+    the new partitions at their first record, else refused (``share``, the reason kept for the message).
+
+    :param reset: the group's ``share.auto.offset.reset`` as the broker applies it.
+    :param kept: the broker starts added partitions at their first record whatever the reset.
+    """
+    safe = kept or reset.strip().lower() == "earliest"
+    return replace(base, cls=GroupClass.SHARE_SAFE if safe else GroupClass.SHARE, share_reset=reset)
+
+
 def as_consumer_group(base: GroupPlan, info: GroupInfo) -> GroupPlan:
     """Return ``base`` as a group the run pauses and seeds: ``empty`` without members, else ``active``."""
     if info.state == EMPTY and not info.members:
@@ -511,6 +535,7 @@ def build_plan(
     exclude_groups: Iterable[str] = (),
     allow_unknown_groups: bool = False,
     acknowledge_streams_groups: Iterable[str] = (),
+    share_new_partitions_kept: bool = False,
 ) -> Plan:
     """Validate the request against the cluster and return the plan (nothing is changed).
 
@@ -520,15 +545,21 @@ def build_plan(
     not know (a likely typo) unless ``allow_unknown_groups``. A group is unknown when it is not listed and
     has no members, whatever state the broker describes.
 
-    Group types: classic and consumer-protocol groups are paused and seeded. A share group (KIP-932) or a
-    group whose type the client cannot tell fails the plan unless excluded; a Kafka Streams application
-    fails it unless acknowledged (``acknowledge_streams_groups``) or excluded. Connect sink groups are
-    named as such and handled as consumer groups.
+    Group types: classic and consumer-protocol groups are paused and seeded. A share group (KIP-932) is
+    at risk when it reads the topic (DescribeShareGroupOffsets; every share group when that cannot be
+    read): it is left alone (``share-safe``) when it starts the new partitions at their first record (its
+    ``share.auto.offset.reset`` is ``earliest``, or ``share_new_partitions_kept``), else it fails the plan
+    unless excluded. A group whose type the client cannot tell fails the plan unless excluded; a Kafka
+    Streams application fails it unless acknowledged (``acknowledge_streams_groups``) or excluded. Connect
+    sink groups are named as such and handled as consumer groups.
 
     :param groups: the groups to protect; empty means every group at risk.
     :param exclude_groups: groups at risk that the run leaves alone, a risk accepted explicitly.
     :param acknowledge_streams_groups: Kafka Streams applications the run may pause and seed: their owner
         knows the input grows (co-partitioning, state partitioned by the input; see the error message).
+    :param share_new_partitions_kept: the broker starts a share group on a partition added while it reads
+        at the partition's first record, whatever its ``share.auto.offset.reset`` (the broker doctor's
+        ``share_new_partitions`` promise: measured kept on Apache Kafka 4.4.0, broken on 4.2.0 and 4.2.2).
     :raises InvalidPartitionCountError: the target is below the current count.
     :raises UnprotectedGroupError: a group at risk is neither named nor excluded.
     :raises UnknownGroupError: a named group is unknown to the cluster.
@@ -544,14 +575,18 @@ def build_plan(
     named = list(dict.fromkeys(groups))
     excluded = set(exclude_groups)
     types = hook.group_types()
-    # Share groups keep no OffsetFetch offsets and DescribeGroups does not show their members, so which
-    # topics they read is unknown here: every share group (and every group of a type the client cannot
-    # tell) is treated as reading the topic, and must be excluded by name.
-    untyped = [g for g, t in sorted(types.items()) if t in (SHARE, UNKNOWN_TYPE)]
-    discovered = list(dict.fromkeys([*hook.groups_on_topic(topic, current), *untyped]))
+    # Share groups keep no OffsetFetch offsets: the topics they read come from DescribeShareGroupOffsets.
+    # Where that cannot be read, every share group (and every group of a type the client cannot tell) is
+    # treated as reading the topic, and must be excluded by name.
+    shares = hook.share_groups_on_topic(topic, types)
+    unread = (SHARE, UNKNOWN_TYPE) if shares is None else (UNKNOWN_TYPE,)
+    untyped = [g for g, t in sorted(types.items()) if t in unread]
+    discovered = list(dict.fromkeys([*hook.groups_on_topic(topic, current), *(shares or {}), *untyped]))
     names = list(dict.fromkeys([*named, *discovered]))
     infos = hook.describe_groups(names, topic)
     plans = {g: classify(infos[g], spark_prefixes, types) for g in names}
+    for g, reset in (shares or {}).items():
+        plans[g] = share_plan(plans[g], reset, share_new_partitions_kept)
     _check_named(topic, named, discovered, plans, excluded, allow_unknown_groups)
     acknowledged = set(acknowledge_streams_groups) - excluded
     for g in acknowledged & set(plans):
@@ -585,16 +620,7 @@ def check_group_types(topic: str, target: int, current: int, plans: dict[str, Gr
 def _type_problem(topic: str, target: int, current: int, group: str, entry: GroupPlan) -> str:
     new = ",".join(str(p) for p in range(current, target)) or "<new partitions>"
     if entry.cls == GroupClass.SHARE:
-        return (
-            f"Group {group!r} is a share group (KIP-932): its share.auto.offset.reset defaults to latest, so if "
-            f"it reads {topic!r} it would skip what producers write to the new partitions before it reads "
-            "them; this client can neither see which topics a share group reads nor seed it. Before the increase, make it start new partitions at the "
-            f"earliest offset: kafka-configs.sh --bootstrap-server <servers> --entity-type groups "
-            f"--entity-name {group} --alter --add-config share.auto.offset.reset=earliest ; or, after the "
-            f"increase with every member stopped: kafka-share-groups.sh --bootstrap-server <servers> "
-            f"--reset-offsets --group {group} --topic {topic}:{new} --to-earliest --execute . Then run "
-            f"again with the group in exclude_groups."
-        )
+        return _share_problem(topic, new, group, entry)
     if entry.cls == GroupClass.STREAMS:
         return (
             f"Group {group!r} is a Kafka Streams application: when an input topic grows, Streams fails fast "
@@ -615,6 +641,28 @@ def _type_problem(topic: str, target: int, current: int, group: str, entry: Grou
         f"Group {group!r} is of a type this client cannot tell (ListGroups v5 was not readable: a SASL "
         f"mechanism other than PLAIN, or a broker before 3.8): it may be a share or a streams group. Check it "
         f"with kafka-groups.sh --bootstrap-server <servers> --list, then exclude it with exclude_groups."
+    )
+
+
+def _share_problem(topic: str, new: str, group: str, entry: GroupPlan) -> str:
+    """The refusal of a share group that may skip the new partitions' first records, with the fix measured
+    on Apache Kafka (4.2.0: 841 of 1,137 records on the new partition lost at ``latest``, 0 with the fix)."""
+    if entry.share_reset:
+        reads = f"reads {topic!r} with {SHARE_RESET}={entry.share_reset}"
+    else:  # which topics share groups read could not be read
+        reads = f"may read {topic!r} (DescribeShareGroupOffsets could not be read)"
+    return (
+        f"Group {group!r} is a share group (KIP-932) that {reads}: it starts a partition it never read at "
+        f"its {SHARE_RESET}, and a broker that starts added partitions there (Apache Kafka before 4.4: "
+        f"measured on 4.2.0 and 4.2.2) skips what producers write to partitions {new} before its next "
+        f"heartbeat. The run cannot pause a share group, nor seed one that has members. Before the "
+        f"increase make it start partitions it never read at their first record (nothing it already reads "
+        f"moves): kafka-configs.sh --bootstrap-server <servers> --entity-type groups --entity-name {group} "
+        f"--alter --add-config {SHARE_RESET}=earliest ; then run again (the plan leaves it alone). Remove "
+        f"it after the increase once kafka-share-groups.sh --bootstrap-server <servers> --describe --group "
+        f"{group} --offsets lists partitions {new} with a start offset: --alter --delete-config "
+        f"{SHARE_RESET}. Where the broker doctor's share_new_partitions promise holds (Apache Kafka "
+        f"4.4.0), the group is safe as it is: exclude it with exclude_groups."
     )
 
 
@@ -642,7 +690,13 @@ def _check_named(
         if g not in named
         and g not in excluded
         and plans[g].cls
-        not in (GroupClass.SPARK, GroupClass.SHARE, GroupClass.UNKNOWN_TYPE, GroupClass.UNDESCRIBED)
+        not in (
+            GroupClass.SPARK,
+            GroupClass.SHARE,
+            GroupClass.SHARE_SAFE,
+            GroupClass.UNKNOWN_TYPE,
+            GroupClass.UNDESCRIBED,
+        )
     ]
     if unprotected:
         raise UnprotectedGroupError(
@@ -677,6 +731,7 @@ def describe(plan: Plan) -> list[str]:
         )
         kind = f"{entry.type.lower()}{' ' + entry.role if entry.role else ''} group"
         order = f"; key order: {entry.key_order} ({entry.key_order_reason})" if entry.key_order else ""
+        order += _share_note(entry)
         driver = f"; driver: {entry.driver.describe()}" if entry.seed else ""
         problem = f"; CANNOT DRIVE: {entry.driver_problem}" if entry.driver_problem else ""
         lines.append(
@@ -686,3 +741,17 @@ def describe(plan: Plan) -> list[str]:
     for service, producer in plan.producers.items():
         lines.append(f"  producers {service}: driver {producer.describe()} (stopped for a drain)")
     return lines
+
+
+def _share_note(entry: GroupPlan) -> str:
+    """What the runbook line says of a share group reading the topic ("" for the other groups)."""
+    if not entry.share_reset:
+        return ""
+    if entry.cls != GroupClass.SHARE_SAFE:
+        return f"; {SHARE_RESET}={entry.share_reset}"
+    if entry.share_reset.strip().lower() == "earliest":
+        return f"; {SHARE_RESET}=earliest: it reads the new partitions from their first record"
+    return (
+        f"; {SHARE_RESET}={entry.share_reset}, and the broker starts added partitions at their first record "
+        "(share_new_partitions)"
+    )

@@ -48,6 +48,11 @@ class AdminPort(Protocol):
         """Return the groups with offsets on, or members assigned to, ``topic``."""
         ...
 
+    def share_groups_on_topic(self, topic: str, types: Mapping[str, str]) -> dict[str, str] | None:
+        """Return ``{share group: share.auto.offset.reset}`` of the share groups reading ``topic``; None
+        when that cannot be read."""
+        ...
+
     def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
         """Return each group's state and members on ``topic``."""
         ...

@@ -8,7 +8,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC, DRAIN, PRESERVE
 from airflow_provider_kstate.compat import AirflowSkipException
-from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
+from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS, SHARE_NEW_PARTITIONS
 from airflow_provider_kstate.exceptions import KStateConfigError, TopicChangedError, TranslatesDomainErrors
 from airflow_provider_kstate.increase.fleet import DriverChoice, check_drivable, drive
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, ORDER_RELAXED, check_key_order
@@ -26,6 +26,7 @@ from airflow_provider_kstate.operators.doctor import allowed_deviations
 from airflow_provider_kstate.params import as_bool, as_int, as_mapping, as_str_list, as_topic
 
 if TYPE_CHECKING:
+    from airflow_provider_kstate.doctor.verdict import Verdict
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
 
@@ -193,7 +194,7 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         both = sorted(set(groups) & set(excluded))
         if both:
             raise KStateConfigError(f"groups {both} are both in consumer_groups and exclude_groups: pick one")
-        self._trust_broker(topic)
+        verdict = self._trust_broker(topic)
         if target > hook.partition_count(topic):
             # Ask the broker to validate this very increase: a broker without CreatePartitions, a quota or a
             # policy refuses here, before any consumer is paused.
@@ -210,6 +211,7 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
             acknowledge_streams_groups=as_str_list(
                 "acknowledge_streams_groups", self.acknowledge_streams_groups
             ),
+            share_new_partitions_kept=verdict.kept(SHARE_NEW_PARTITIONS),
         )
 
         for group in plan.of_class("excluded"):
@@ -261,12 +263,13 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
             own_tasks=bool(self.own_tasks),
         )
 
-    def _trust_broker(self, topic: str) -> None:
-        """Refuse, before anything changes, a broker that breaks a promise the increase relies on."""
+    def _trust_broker(self, topic: str) -> Verdict:
+        """Refuse, before anything changes, a broker that breaks a promise the increase relies on; return
+        the doctor's verdict (the plan reads the share groups' promise from it)."""
         from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
 
         allow = allowed_deviations(self.allow_broker_deviation)
-        KStateDoctorHook(self.kafka_config_id, timeout=self.request_timeout).require(
+        return KStateDoctorHook(self.kafka_config_id, timeout=self.request_timeout).require(
             INCREASE_NEEDS, allow, f"the increase of {topic!r}"
         )
 

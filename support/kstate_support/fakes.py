@@ -58,6 +58,9 @@ class FakeHook:
     def group_types(self) -> dict[str, str]:
         return {g: info.type for g, info in self.groups.items() if info.state != "DEAD"}
 
+    def share_groups_on_topic(self, topic: str, types: dict[str, str]) -> dict[str, str] | None:
+        return {}
+
     def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
         return {g: self.groups.get(g, GroupInfo(g, "DEAD", "CLASSIC", "")) for g in groups}
 

@@ -158,6 +158,8 @@ class ConsumerFleet:
     :param check_interval: how often a controlled consumer looks at the control topic (its reaction time).
     :param timeline: record stops, subscribes and assignments there (members ``f"{name}{i}"``).
     :param name: the member-name prefix in ``timeline``.
+    :param protocol: ``group.protocol``: ``classic`` (the default) or ``consumer`` (KIP-848: the broker
+        owns the session and heartbeat timing, so librdkafka refuses the two settings set here for classic).
     """
 
     def __init__(
@@ -170,6 +172,7 @@ class ConsumerFleet:
         check_interval: float = 0.1,
         timeline: Timeline | None = None,
         name: str = "m",
+        protocol: str = "classic",
     ) -> None:
         self.topic = topic
         self.timeline = timeline or Timeline()
@@ -189,6 +192,9 @@ class ConsumerFleet:
             "heartbeat.interval.ms": 500,
             "auto.commit.interval.ms": 500,
         }
+        if protocol != "classic":
+            del self._settings["session.timeout.ms"], self._settings["heartbeat.interval.ms"]
+            self._settings["group.protocol"] = protocol
         self._controlled = controlled
         self._check_interval = check_interval
         self._ready = threading.Barrier(n + 1)
@@ -334,6 +340,7 @@ def live_traffic(
     n: int = 2,
     controlled: bool = False,
     rate: float = 200.0,
+    protocol: str = "classic",
 ) -> Iterator[tuple[SeqProducer, ConsumerFleet]]:
     """Run a :class:`SeqProducer` and a :class:`ConsumerFleet` for the block; stop both on the way out,
     whatever happened in it (a failed assertion, a timeout, Ctrl-C).
@@ -348,8 +355,9 @@ def live_traffic(
     :param n: consumers in the fleet.
     :param controlled: use the client piece (``ControlledProducer`` / ``ControlledConsumer``).
     :param rate: messages per second.
+    :param protocol: the fleet's ``group.protocol`` (``classic`` or ``consumer``).
     """
-    fleet = ConsumerFleet(config, topic, group, n=n, controlled=controlled)
+    fleet = ConsumerFleet(config, topic, group, n=n, controlled=controlled, protocol=protocol)
     producer: SeqProducer | None = None
     try:
         producer = SeqProducer(config, topic, rate=rate, controlled=controlled)

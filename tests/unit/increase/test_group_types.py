@@ -18,9 +18,15 @@ from airflow_provider_kstate.increase.plan import Plan, build_plan, describe
 class TypedFakeHook:
     """A cluster whose groups have types: ``{group: (TYPE, state, members, assignor)}``."""
 
-    def __init__(self, groups: dict[str, tuple[str, str, int, str]], listed: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        groups: dict[str, tuple[str, str, int, str]],
+        listed: set[str] | None = None,
+        shares: dict[str, str] | None = None,
+    ) -> None:
         self.groups = groups
         self.listed = set(groups) if listed is None else listed
+        self.shares = shares  # {share group reading the topic: its share.auto.offset.reset}; None: unreadable
 
     def partition_count(self, topic: str) -> int:
         return 4
@@ -30,6 +36,9 @@ class TypedFakeHook:
 
     def groups_on_topic(self, topic: str, partitions: int | None = None) -> list[str]:
         return sorted(g for g in self.listed if self.groups[g][0] in ("CLASSIC", "CONSUMER"))
+
+    def share_groups_on_topic(self, topic: str, types: dict[str, str]) -> dict[str, str] | None:
+        return None if self.shares is None else dict(self.shares)
 
     def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
         out = {}
@@ -53,17 +62,48 @@ def test_classic_and_consumer_protocol_groups_are_paused_and_seeded() -> None:
     assert Plan.from_dict(plan.to_dict()).groups["kip848"].type == "CONSUMER"
 
 
-def test_a_share_group_is_refused_with_the_commands_that_seed_it() -> None:
+def test_a_share_group_whose_topics_cannot_be_read_is_refused_with_the_fix() -> None:
     hook = TypedFakeHook({"billing": ("CLASSIC", "STABLE", 1, "range"), "queue": ("SHARE", "STABLE", 2, "")})
     with pytest.raises(UnsupportedGroupTypeError) as info:
         build_plan(hook, "orders", 6, ["billing", "queue"])
     message = str(info.value)
-    assert "'queue' is a share group" in message
-    assert "share.auto.offset.reset=earliest" in message
-    assert "kafka-share-groups.sh" in message and "--topic orders:4,5" in message
+    assert "'queue' is a share group (KIP-932) that may read 'orders'" in message
+    assert "--entity-name queue --alter --add-config share.auto.offset.reset=earliest" in message
+    assert "--describe --group queue --offsets lists partitions 4,5" in message
     assert "Nothing was changed" in message
     plan = build_plan(hook, "orders", 6, ["billing"], exclude_groups=["queue"])
     assert plan.groups["queue"].cls == "excluded" and plan.groups["queue"].type == "SHARE"
+
+
+def test_share_groups_are_judged_by_what_they_read_and_where_they_start_new_partitions() -> None:
+    """DescribeShareGroupOffsets says which share groups read the topic: one reading another topic is not
+    at risk; one reading it at ``earliest`` is left alone; at ``latest`` it is refused unless the broker
+    keeps the share_new_partitions promise (measured: Apache Kafka 4.4.0 keeps it, 4.2.0 breaks it)."""
+    groups = {
+        "billing": ("CLASSIC", "STABLE", 1, "range"),
+        "elsewhere": ("SHARE", "STABLE", 1, ""),
+        "early": ("SHARE", "STABLE", 2, ""),
+        "late": ("SHARE", "EMPTY", 0, ""),
+    }
+    hook = TypedFakeHook(groups, shares={"early": "earliest", "late": "latest"})
+    with pytest.raises(UnsupportedGroupTypeError) as info:
+        build_plan(hook, "orders", 6)
+    message = str(info.value)
+    assert (
+        "'late' is a share group (KIP-932) that reads 'orders' with share.auto.offset.reset=latest" in message
+    )
+    assert "'early'" not in message and "'elsewhere'" not in message
+    plan = build_plan(hook, "orders", 6, share_new_partitions_kept=True)
+    assert set(plan.groups) == {"billing", "early", "late"}, "a share group reading another topic is at risk"
+    assert {g: plan.groups[g].cls for g in ("early", "late")} == {"early": "share-safe", "late": "share-safe"}
+    assert plan.where("pause") == ["billing"], "a share group is never paused nor seeded"
+    again = Plan.from_dict(plan.to_dict())
+    assert again.groups["late"].share_reset == "latest" and again.groups["late"].cls == "share-safe"
+    lines = "\n".join(describe(plan))
+    assert "share.auto.offset.reset=earliest: it reads the new partitions from their first record" in lines
+    assert "the broker starts added partitions at their first record (share_new_partitions)" in lines
+    named = build_plan(hook, "orders", 6, ["billing"], exclude_groups=["late"])
+    assert named.groups["early"].cls == "share-safe" and named.groups["late"].cls == "excluded"
 
 
 def test_a_streams_application_is_refused_unless_acknowledged() -> None:
