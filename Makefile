@@ -92,8 +92,10 @@ deploy-local: venv java prod-deps
 e2e-prod: venv java prod-deps
 	KSTATE_PROD=1 $(PY) scripts/run_tests.py tests/e2e/test_prod_deploy.py
 
+# Spark's own Kafka source (spark-sql-kafka-0-10, for the example pipeline's query) is fetched from Maven Central
+# into .kstate/spark-kafka once and shipped with --jars (the tests do the same through kstate_support.spark_kafka).
 demo: venv java node-deps
-	@$(PY) scripts/demo.py
+	@KSTATE_SPARK_KAFKA_JARS=$$($(PY) -m kstate_support.spark_kafka) $(PY) scripts/demo.py
 
 bench: venv java
 	$(PY) scripts/run_bench.py

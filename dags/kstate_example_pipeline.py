@@ -1,24 +1,34 @@
-"""Example stateful pipeline: running totals per account, a PySpark job keeping a compacted changelog.
+"""Example stateful pipeline: running totals per account, a PySpark Structured Streaming query keeping a
+compacted changelog.
 
-The Spark application (``dags/pipelines/running_totals.py``) reads each input partition's new records
-with confluent-kafka ``assign()``, from the offsets its consumer group committed, updates the totals
-of the touched accounts and writes them to the changelog in one Kafka transaction together with the
-input offsets (``partitioner=murmur2_random``): exactly once. ``kstate_state_maintenance`` then checks
-and rebuilds the store's snapshot from that changelog.
+The Spark application (``dags/pipelines/running_totals.py``) reads the input as PySpark users read Kafka:
+``spark.readStream.format("kafka")`` (Spark's own Kafka source, ``spark-sql-kafka-0-10`` from Maven Central),
+its offsets in the query's checkpoint (``checkpoint`` param). Each run is one ``trigger(availableNow=True)``:
+every micro-batch updates the totals of the touched accounts and writes them to the changelog in one Kafka
+transaction together with the batch's input offsets for ``group`` (``partitioner=murmur2_random``): exactly
+once. ``kstate_state_maintenance`` then checks and rebuilds the store's snapshot from that changelog.
+
+The connector travels with the submission: the jars named by ``KSTATE_SPARK_KAFKA_JARS`` (comma-separated,
+``python -m kstate_support.spark_kafka`` fetches them from Maven Central into ``.kstate/``) with ``--jars``,
+else ``--packages org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>`` through Ivy (the driver
+resolves it at submit time, wherever it runs: in cluster deploy mode it needs Maven Central or a mirror;
+otherwise put the jars on storage the cluster reads and name them in ``KSTATE_SPARK_KAFKA_JARS``). In cluster
+mode the checkpoint must be a URI every driver reaches (``hdfs://``, ``s3a://``).
 
 Before Spark starts, ``check_broker`` asks the broker doctor (cached per cluster) whether the broker keeps
 the promises the pipeline's exactly-once relies on (``needs=Needs.STATE``: read_committed hides aborted
 records, ListOffsets' end equals where a fetch ends, the last stable offset stops at an open
 transaction); a broken one fails the run with ``BrokerDeviationError`` and nothing is read or written,
 unless ``allow_broker_deviation`` names it. The application itself refuses input bounds a fetch disagrees
-with and fails a read that ends short of its bound, so it never reports success on fewer payments than its
-bounds say; its report's ``payments_read`` counts what the reads returned.
+with before its query starts; its report's ``payments_read`` counts what the batches returned.
 
 Triggered by hand or by the demo (no schedule: its default topics need not exist).
 """
 
 from __future__ import annotations
 
+import os
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pendulum
@@ -30,9 +40,23 @@ from airflow_provider_kstate.operators.snapshot import KStateSparkApplicationOpe
 
 APPLICATION = str(Path(__file__).resolve().parent / "pipelines" / "running_totals.py")
 
+
+def _spark_version() -> str:
+    try:
+        return version("pyspark")
+    except PackageNotFoundError:
+        return "4.2.0"
+
+
+#: Spark's Kafka source: jars fetched beforehand (``--jars``), else its Maven coordinate (``--packages``).
+SPARK_KAFKA_JARS = os.environ.get("KSTATE_SPARK_KAFKA_JARS") or None
+SPARK_KAFKA_PACKAGE = (
+    None if SPARK_KAFKA_JARS else f"org.apache.spark:spark-sql-kafka-0-10_2.13:{_spark_version()}"
+)
+
 with DAG(
     dag_id="kstate_example_pipeline",
-    description="Example PySpark pipeline: running totals per account into a compacted changelog.",
+    description="Example PySpark Structured Streaming pipeline: running totals per account into a compacted changelog.",
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
@@ -58,7 +82,13 @@ with DAG(
             "kstate-example-totals",
             type="string",
             minLength=1,
-            description="Consumer group that keeps the pipeline's input offsets (committed in the transaction).",
+            description="Consumer group the pipeline commits each batch's input offsets to (in the transaction).",
+        ),
+        "checkpoint": Param(
+            "",
+            type="string",
+            description="The query's checkpoint location (empty: a folder per group under the temporary "
+            "directory; in cluster mode a URI every driver reaches).",
         ),
         "allow_broker_deviation": Param(
             [],
@@ -84,7 +114,11 @@ with DAG(
             "{{ params.changelog_topic }}",
             "--group",
             "{{ params.group }}",
+            "--checkpoint",
+            "{{ params.checkpoint }}",
         ],
+        jars=SPARK_KAFKA_JARS,
+        packages=SPARK_KAFKA_PACKAGE,
         kafka_config_id="kafka_default",
         spark_conn_id="spark_default",
     )

@@ -137,8 +137,10 @@ def run_dag(kafka_config: dict[str, Any]) -> Callable[..., Any]:  # noqa: C901 -
 
     A failed task does not raise in ``dag.test()``: callers assert ``dr.state``.
     """
+    from kstate_support import spark_kafka
     from kstate_support.airflow_compat import dag_bag
 
+    spark_kafka.export()  # the example pipeline ships Spark's Kafka source with --jars (fetched once)
     bag = dag_bag(str(ROOT / "dags"))
     assert not bag.import_errors, bag.import_errors
 

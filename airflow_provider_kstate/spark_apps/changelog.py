@@ -50,6 +50,8 @@ class ReadContext:
     :param stats_only: emit one :data:`STATS_DDL` row per source partition instead of its rows.
     :param progress: where the tasks report their position (set by
         :meth:`.progress.DriverProgress.attach`; None: no reports).
+    :param reader: ``confluent`` (confluent-kafka ``assign()`` in the tasks) or ``spark`` (Spark's own Kafka
+        source, :mod:`.kafka_source`): the same rows and stats either way.
     """
 
     kafka_config: dict[str, Any]
@@ -62,6 +64,7 @@ class ReadContext:
     accumulators: dict[str, Any] = field(default_factory=dict)
     stats_only: bool = False
     progress: Address | None = None
+    reader: str = "confluent"
 
     def totals(self) -> dict[str, int]:
         """Return ``records``, ``null_keys`` and ``strays`` summed over the sources read so far."""
@@ -113,10 +116,8 @@ def _home_rows(keys: list[bytes], values: list[bytes | None], keep: Any) -> tupl
 
 
 def _fold_batches(ctx: ReadContext, source: int) -> Iterator[pa.RecordBatch]:
-    """Fold one changelog partition and yield its rows (or its stats) as Arrow batches, see :class:`ReadContext`."""
-    import numpy as np
-    import pyarrow as pa
-
+    """Fold one changelog partition with confluent-kafka and yield its rows (or its stats) as Arrow batches,
+    see :class:`ReadContext`."""
     start, end = ctx.ranges[source]
     with task_reporter(ctx.progress, source) as report:
         fold = kafka_io.fold_partition(ctx.kafka_config, ctx.topic, source, start, end, ctx.timeout, report)
@@ -124,13 +125,32 @@ def _fold_batches(ctx: ReadContext, source: int) -> Iterator[pa.RecordBatch]:
             report(end)  # read to its end: the last report
     keys, value_list, offset_list = fold.columns()
     fold.latest.clear()
+    yield from _emit(ctx, source, keys, value_list, offset_list, (fold.records, fold.null_keys))
+
+
+def _emit(
+    ctx: ReadContext,
+    source: int,
+    keys: list[bytes],
+    value_list: list[bytes | None],
+    offset_list: list[int],
+    counts: tuple[int, int],
+) -> Iterator[pa.RecordBatch]:
+    """Record one folded partition's stats and yield its rows (or its stats row), whichever reader folded it.
+
+    :param keys: the partition's keys, each with its final value (None: a tombstone) and offset.
+    :param counts: ``(records, null_keys)`` read.
+    """
+    import numpy as np
+    import pyarrow as pa
+
     values = pa.array(value_list, pa.binary())
     homes = partitions_for(keys, ctx.layout)
     at_home = homes == source
     strays = len(keys) - int(at_home.sum())
     keep = at_home if values.null_count == 0 else at_home & values.is_valid().to_numpy(False)
     rows, digest = _home_rows(keys, value_list, keep) if not ctx.full else (0, EMPTY_DIGEST)
-    stats = (fold.records, fold.null_keys, strays, rows, digest)
+    stats = (counts[0], counts[1], strays, rows, digest)
     ctx.accumulators["sources"].add({source: stats})
     if ctx.stats_only:
         yield _stats_batch(source, stats)
@@ -145,6 +165,91 @@ def _fold_batches(ctx: ReadContext, source: int) -> Iterator[pa.RecordBatch]:
     else:
         table = pa.Table.from_arrays(columns, names=names).filter(pa.array(keep))
     yield from table.to_batches(max_chunksize=_CHUNK)
+
+
+@dataclass
+class _ArrowFold:
+    """One partition folded from the Kafka source's Arrow batches: key -> (value, offset), later wins."""
+
+    latest: dict[bytes, tuple[bytes | None, int]] = field(default_factory=dict)
+    records: int = 0
+    null_keys: int = 0
+    report: Any = None
+
+
+def _fold_arrow(batch: pa.RecordBatch, fold: _ArrowFold) -> None:
+    """Fold one batch of one partition (``partition, key, value, offset``, in offset order) into ``fold``."""
+    import pyarrow.compute as pc
+
+    keys = batch.column(1)
+    if keys.null_count:
+        fold.null_keys += keys.null_count
+        batch = batch.filter(pc.is_valid(keys))
+        keys = batch.column(1)
+    offsets = batch.column(3).to_pylist()
+    fold.latest.update(
+        zip(keys.to_pylist(), zip(batch.column(2).to_pylist(), offsets, strict=True), strict=True)
+    )
+    fold.records += len(offsets)
+
+
+def _spark_source_task(batches: Iterator[pa.RecordBatch], ctx: ReadContext) -> Iterator[pa.RecordBatch]:
+    """Fold the Kafka source's batches of each partition this task holds (one, normally) and emit them."""
+    import contextlib
+
+    import pyarrow.compute as pc
+
+    folds: dict[int, _ArrowFold] = {}
+    with contextlib.ExitStack() as stack:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            parts = batch.column(0)
+            low, high = pc.min_max(parts).values()
+            for part in range(low.as_py(), high.as_py() + 1):
+                one = batch if low == high else batch.filter(pc.equal(parts, part))
+                if not one.num_rows:
+                    continue
+                fold = folds.get(part)
+                if fold is None:
+                    fold = folds[part] = _ArrowFold()
+                    fold.report = stack.enter_context(task_reporter(ctx.progress, part))
+                _fold_arrow(one, fold)
+                if fold.report is not None:
+                    fold.report(int(one.column(3)[-1].as_py()) + 1)
+        for part, fold in folds.items():
+            if fold.report is not None:
+                fold.report(ctx.ranges[part][1])  # read to its end: the last report
+    for part, fold in sorted(folds.items()):
+        keys = list(fold.latest)
+        finals = list(fold.latest.values())
+        fold.latest.clear()
+        yield from _emit(
+            ctx, part, keys, [v for v, _ in finals], [o for _, o in finals], (fold.records, fold.null_keys)
+        )
+
+
+def _source_frame(spark: SparkSession, ctx: ReadContext, schema: str) -> DataFrame:
+    """The folded changelog through Spark's Kafka source: the empty ranges are recorded on the driver."""
+    from airflow_provider_kstate.spark_apps.kafka_source import range_frame
+
+    ranges = {p: ctx.ranges[p] for p in ctx.sources}
+    empty = [p for p, (lo, hi) in ranges.items() if lo >= hi]
+    if empty:
+        ctx.accumulators["sources"].add({p: (0, 0, 0, 0, EMPTY_DIGEST) for p in empty})
+    if len(empty) == len(ranges):
+        frame = spark.createDataFrame([], schema)
+        if ctx.stats_only:
+            rows = [(p, 0, 0, 0, 0, EMPTY_DIGEST) for p in sorted(empty)]
+            frame = spark.createDataFrame(rows, schema)
+        return frame
+    folded = range_frame(spark, ctx.kafka_config, ctx.topic, ranges).mapInArrow(
+        lambda it: _spark_source_task(it, ctx), schema
+    )
+    if ctx.stats_only and empty:
+        rows = [(p, 0, 0, 0, 0, EMPTY_DIGEST) for p in sorted(empty)]
+        folded = folded.unionByName(spark.createDataFrame(rows, schema))
+    return folded
 
 
 def _changelog_task(batches: Iterator[pa.RecordBatch], ctx: ReadContext) -> Iterator[pa.RecordBatch]:
@@ -167,8 +272,10 @@ def changelog_frame(spark: SparkSession, ctx: ReadContext) -> DataFrame:
     sc = spark.sparkContext
     ctx.accumulators.setdefault("sources", sc.accumulator({}, _latest_wins()))
     tasks = max(1, len(ctx.sources))
-    ids = spark.range(0, len(ctx.sources), 1, tasks)
     schema = STATS_DDL if ctx.stats_only else FULL_DDL if ctx.full else FAST_DDL
+    if ctx.reader == "spark":
+        return _source_frame(spark, ctx, schema)
+    ids = spark.range(0, len(ctx.sources), 1, tasks)
     return ids.mapInArrow(lambda it: _changelog_task(it, ctx), schema)
 
 

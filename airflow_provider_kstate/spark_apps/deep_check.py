@@ -53,6 +53,7 @@ from airflow_provider_kstate.spark_apps.changelog import (
     resolve_strays,
 )
 from airflow_provider_kstate.spark_apps.kafka_io import compaction_guard
+from airflow_provider_kstate.spark_apps.kafka_source import add_reader_argument, resolve_reader
 from airflow_provider_kstate.spark_apps.progress import DriverProgress, add_progress_argument
 from airflow_provider_kstate.spark_apps.runtime import (
     first_line,
@@ -95,6 +96,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sample-keys", type=int, default=5, help="sample keys per kind and partition")
     kafka_io.add_deviation_argument(parser)
     add_progress_argument(parser)
+    add_reader_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -263,19 +265,23 @@ def changelog_truth(
     layout: int,
     timeout: float,
     progress: DriverProgress | None = None,
+    reader: str = "confluent",
 ) -> Truth:
     """Fold the changelog up to the manifest's offsets and return its stats per partition.
 
     :param progress: reports the reads (none when None).
+    :param reader: ``confluent`` or ``spark`` (see :class:`~.changelog.ReadContext`).
     """
     progress = progress or DriverProgress.off()
     sources = sorted(ranges)
-    ctx = ReadContext(kafka_config, topic, sources, ranges, layout, timeout=timeout)
+    ctx = ReadContext(kafka_config, topic, sources, ranges, layout, timeout=timeout, reader=reader)
     with progress.reading():
         progress.attach(ctx)
         stats = changelog_stats(spark, ctx)  # only rows and digests leave the Python workers
     if ctx.totals()["strays"]:
-        ctx = ReadContext(kafka_config, topic, sources, ranges, layout, full=True, timeout=timeout)
+        ctx = ReadContext(
+            kafka_config, topic, sources, ranges, layout, full=True, timeout=timeout, reader=reader
+        )
         with progress.reading("resolving strays"):
             progress.attach(ctx)
             stats = partition_stats(resolve_strays(changelog_frame(spark, ctx)))
@@ -289,14 +295,28 @@ def truth_frame(spark: SparkSession, truth: Truth, partitions: list[int]) -> Dat
     base = truth.ctx
     if base.full:
         ctx = ReadContext(
-            base.kafka_config, base.topic, base.sources, base.ranges, base.layout, True, base.timeout
+            base.kafka_config,
+            base.topic,
+            base.sources,
+            base.ranges,
+            base.layout,
+            True,
+            base.timeout,
+            reader=base.reader,
         )
         truth.progress.attach(ctx)
         df = resolve_strays(changelog_frame(spark, ctx))
     else:
         sources = [p for p in partitions if p in base.ranges]
         ctx = ReadContext(
-            base.kafka_config, base.topic, sources, base.ranges, base.layout, False, base.timeout
+            base.kafka_config,
+            base.topic,
+            sources,
+            base.ranges,
+            base.layout,
+            False,
+            base.timeout,
+            reader=base.reader,
         )
         truth.progress.attach(ctx)
         df = changelog_frame(spark, ctx)
@@ -507,7 +527,8 @@ def check(
         warnings=warnings,
     )
     ranges = plan_ranges(manifest, count, current, results)
-    truth = changelog_truth(spark, kafka_config, args.topic, ranges, layout, args.timeout, progress)
+    reader = resolve_reader(spark, args, kafka_config, lambda line: to_stderr(f"{PREFIX}: {line}"))
+    truth = changelog_truth(spark, kafka_config, args.topic, ranges, layout, args.timeout, progress, reader)
     for p, res in results.items():
         rows, digest = truth.stats.get(p, (0, EMPTY_DIGEST))
         res.changelog = Side(rows, digest)

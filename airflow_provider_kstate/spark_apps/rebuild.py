@@ -40,6 +40,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit
 from airflow_provider_kstate.spark_apps import APP_VERSION, kafka_io
 from airflow_provider_kstate.spark_apps.changelog import ReadContext, changelog_frame, resolve_strays
 from airflow_provider_kstate.spark_apps.kafka_io import compaction_guard
+from airflow_provider_kstate.spark_apps.kafka_source import add_reader_argument, resolve_reader
 from airflow_provider_kstate.spark_apps.progress import (
     PROGRESS_NAME,
     DriverProgress,
@@ -111,6 +112,8 @@ class RebuildPlan:
     source: str | None = None
     warnings: list[str] = field(default_factory=list)
     progress: DriverProgress = field(default_factory=DriverProgress.off)
+    #: ``confluent`` or ``spark`` (see :class:`~.changelog.ReadContext`), decided once the session is up.
+    reader: str = "confluent"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -126,6 +129,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     kafka_io.add_deviation_argument(parser)
     add_progress_argument(parser)
+    add_reader_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -204,7 +208,9 @@ def check_target(spark: SparkSession, uri: str) -> None:
 
 def _read_rows(spark: SparkSession, plan: RebuildPlan, full: bool) -> tuple[DataFrame, ReadContext]:
     sources = sorted(plan.offsets)
-    ctx = ReadContext(plan.kafka_config, plan.topic, sources, dict(plan.offsets), plan.layout, full=full)
+    ctx = ReadContext(
+        plan.kafka_config, plan.topic, sources, dict(plan.offsets), plan.layout, full=full, reader=plan.reader
+    )
     plan.progress.attach(ctx)  # before the frame: its tasks report their position to the driver
     df = changelog_frame(spark, ctx)
     if full:
@@ -477,6 +483,9 @@ def main(argv: list[str] | None = None) -> int:
         for warning in early:
             to_stderr(f"{PREFIX}: warning: {warning}")
         spark = spark_session("kstate-rebuild")
+        plan.reader = resolve_reader(
+            spark, args, plan.kafka_config, lambda line: to_stderr(f"{PREFIX}: {line}")
+        )
         publish = progress_publisher(spark, plan.uri)
         progress = DriverProgress.for_spark(
             spark, "rebuild", plan.topic, args.progress_interval, publish=publish

@@ -1,29 +1,37 @@
 """Example stateful PySpark pipeline: running totals per account, kept in a compacted changelog.
 
-    spark-submit running_totals.py --kafka-config-file CFG.json --report-file R.json \\
-        --input-topic payments --changelog-topic totals --group totals-pipeline
+    spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0 running_totals.py \\
+        --kafka-config-file CFG.json --report-file R.json \\
+        --input-topic payments --changelog-topic totals --group totals-pipeline --checkpoint DIR
 
 Input records: key = account id, value = an integer amount (ASCII) or ``CLOSE`` (the account is closed:
-its total is deleted). Each run
+its total is deleted). The input is read as PySpark users read Kafka: a Structured Streaming query on
+Spark's own Kafka source (``spark.readStream.format("kafka")``, ``read_committed``), whose offsets live in
+the query's checkpoint (``--checkpoint``: a local folder in client mode; a URI every driver reaches, such
+as ``hdfs://`` or ``s3a://``, in cluster mode). Each run is one ``trigger(availableNow=True)``: it processes
+what the topic holds when it starts, then stops. Partitions added to the topic are discovered by the source
+and read from their earliest offset, so a partition increase loses nothing. Each micro-batch
+(``foreachBatch``)
 
-1. takes the input's end offsets (last stable offsets) as the batch's bound and the group's committed
-   offsets as its start, per partition; the bounds are cross-checked with where a fetch ends, so a broker
-   whose ListOffsets lags its data fails the run instead of folding a fraction of the batch (issue 17), and
-   a read that ends short of its bound fails too;
-2. reads every input partition's new records in a Spark task with confluent-kafka ``assign()``
-   (read_committed) and reduces them per account;
-3. folds the changelog partitions that hold the touched accounts (read_committed, placed by murmur2) to
+1. reduces every input partition's records per account in offset order, on the executors (one Spark task
+   per Kafka partition);
+2. folds the changelog partitions that hold the touched accounts (read_committed, placed by murmur2) to
    get their current totals;
-4. writes the new totals (or tombstones) to the changelog with a transactional producer
-   (``partitioner=murmur2_random``, Kafka's Java placement) and commits the input offsets in the same
-   transaction: exactly once, whatever fails in between.
+3. writes the new totals (or tombstones) to the changelog with a transactional producer
+   (``partitioner=murmur2_random``, Kafka's Java placement) and commits the batch's input offsets to
+   ``--group`` in the same transaction. The checkpoint is Spark's record of progress; the group's offsets
+   make a replayed batch (a crash after the commit, before the checkpoint) a no-op, so each batch is applied
+   exactly once, and show the kstate tooling where the pipeline is (the key-order barrier).
 
-Across an increase of the input topic (issue 21) a batch must not span the producers' switch: an account
-that moved has its older events on its old partition and its newer ones on its new partition, and a
-per-partition reduction cannot order them (a CLOSE on one side, deposits on the other). While the
-key-order barrier of the input topic names the group and the group's committed offsets are below it, the
-batch ends at the barrier on every partition (new partitions: nothing); the next run, past it, reads the
-rest. Without a barrier (``key_order="relax"``, or no control topic) the batch is not cut.
+Before the query starts, the input's end offsets are cross-checked with where a fetch ends (issue 17): a
+broker whose ListOffsets lags its data fails the run before anything is read or written.
+
+Across an increase of the input topic (issue 21) a batch may span the producers' switch: an account that
+moved has its older events on its old partition and its newer ones on its new partition. While the
+key-order barrier of the input topic names the group, each partition's records are split at the barrier's
+offset (new partitions: all after it) and an account's changes are applied in that order: every total is
+exact after one run. Without a barrier (``key_order="relax"``, or no control topic) the changes of one
+account from two partitions cannot be ordered and the last one read wins: totals can end wrong.
 
 The store is the model airflow-provider-kstate checks: changelog key -> latest value, null deletes.
 No Airflow import: this runs under spark-submit.
@@ -33,12 +41,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 CLOSE = b"CLOSE"
+#: A change to one account: (reset, delta, closed), see :func:`reduce_events`.
+Change = tuple[bool, int, bool]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -49,7 +62,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--report-file", required=True, help="where to write the JSON report")
     parser.add_argument("--input-topic", required=True)
     parser.add_argument("--changelog-topic", required=True)
-    parser.add_argument("--group", required=True, help="consumer group keeping the input offsets")
+    parser.add_argument("--group", required=True, help="consumer group the batches' input offsets go to")
+    parser.add_argument(
+        "--checkpoint",
+        default="",
+        help="the query's checkpoint location (default: a folder per group under the temporary directory)",
+    )
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument(
         "--control-topic", default="_kstate_control", help="the kstate control topic (key-order barrier)"
@@ -57,13 +75,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def reduce_events(events: list[tuple[bytes, bytes]]) -> dict[bytes, tuple[bool, int, bool]]:
+def reduce_events(events: Iterable[tuple[bytes, bytes]]) -> dict[bytes, Change]:
     """Reduce one partition's ``(account, value)`` events in offset order.
 
     Returns ``{account: (reset, delta, closed)}``: ``reset`` when a CLOSE came (the old total is dropped),
     ``delta`` the sum of the amounts after the last CLOSE, ``closed`` when the last event was a CLOSE.
     """
-    out: dict[bytes, tuple[bool, int, bool]] = {}
+    out: dict[bytes, Change] = {}
     for key, value in events:
         reset, delta, _ = out.get(key, (False, 0, False))
         if value.strip().upper() == CLOSE:
@@ -73,7 +91,14 @@ def reduce_events(events: list[tuple[bytes, bytes]]) -> dict[bytes, tuple[bool, 
     return out
 
 
-def apply(current: int | None, change: tuple[bool, int, bool]) -> int | None:
+def compose(first: Change, then: Change) -> Change:
+    """Return the change of ``first`` followed by ``then`` (the same account)."""
+    if then[0]:
+        return then
+    return (first[0], first[1] + then[1], first[2] and then == (False, 0, False))
+
+
+def apply(current: int | None, change: Change) -> int | None:
     """Return the account's new total (None: deleted) from its current total and its reduced change."""
     reset, delta, closed = change
     if closed:
@@ -81,36 +106,57 @@ def apply(current: int | None, change: tuple[bool, int, bool]) -> int | None:
     return (0 if reset or current is None else current) + delta
 
 
-def read_input(
-    cfg: dict[str, Any], topic: str, part: int, start: int, end: int, timeout: float
-) -> Iterator[Any]:
-    """Spark task: yield ``(account, (reset, delta, closed))`` for one input partition's batch."""
-    from confluent_kafka import KafkaError
-
-    from airflow_provider_kstate.spark_apps.kafka_io import KafkaReadError, read_batches
-
-    events: list[tuple[bytes, bytes]] = []
-    bad = 0
-    for msgs in read_batches(cfg, topic, part, start, end, timeout):
-        for m in msgs:
-            if m.error() is not None:  # partition EOF (the end of the read), or a consumer error
-                if m.error().code() != KafkaError._PARTITION_EOF:
-                    raise KafkaReadError(f"{topic}[{part}]: {m.error().str()}")
-                continue
-            if m.offset() >= end:
-                break
-            if m.key() is None or m.value() is None or not _is_event(m.value()):
-                bad += 1
-                continue
-            events.append((m.key(), m.value()))
-    yield from reduce_events(events).items()
-    # b"" is no account: it carries what this task read (unusable records, usable events)
-    yield b"", (False, bad, False, len(events))
-
-
 def _is_event(value: bytes) -> bool:
     text = value.strip()
     return text.upper() == CLOSE or text.lstrip(b"-").isdigit()
+
+
+def reduce_partition(rows: Iterator[Any], barrier: dict[int, int] | None) -> Iterator[Any]:
+    """Spark task over one Kafka partition's rows (``partition, offset, key, value``, in offset order).
+
+    Yields ``(account, (phase, partition, change))``: phase 0 below the barrier's offset of the partition,
+    1 at or past it (always 0 without a barrier); then ``(b"", (bad, events))``, what the task read.
+    """
+    groups: dict[tuple[int, int], list[tuple[bytes, bytes]]] = {}
+    bad = events = 0
+    for row in rows:
+        key, value = row["key"], row["value"]
+        if key is None or value is None or not _is_event(bytes(value)):
+            bad += 1
+            continue
+        part = int(row["partition"])
+        phase = 0 if barrier is None or row["offset"] < barrier.get(part, 0) else 1
+        groups.setdefault((part, phase), []).append((bytes(key), bytes(value)))
+        events += 1
+    for (part, phase), evs in sorted(groups.items()):
+        for key, change in reduce_events(evs).items():
+            yield key, (phase, part, change)
+    yield b"", (bad, events)
+
+
+def combine(collected: list[Any], ordered: bool) -> tuple[dict[bytes, Change], int, int]:
+    """Return each account's change in the batch, and the unusable and usable records read.
+
+    :param ordered: the changes of one account are ordered by phase (a barrier split them); else one
+        account's changes from two partitions cannot be ordered and the last one collected wins.
+    """
+    parts: dict[bytes, list[tuple[int, int, Change]]] = {}
+    bad = events = 0
+    for key, item in collected:
+        if key == b"":
+            bad, events = bad + item[0], events + item[1]
+        else:
+            parts.setdefault(key, []).append(item)
+    changes: dict[bytes, Change] = {}
+    for key, items in parts.items():
+        if not ordered:
+            changes[key] = items[-1][2]
+            continue
+        change: Change = (False, 0, False)
+        for _phase, _part, step in sorted(items, key=lambda i: i[0]):
+            change = compose(change, step)
+        changes[key] = change
+    return changes, bad, events
 
 
 def fold_totals(
@@ -133,55 +179,107 @@ def offsets(cfg: dict[str, Any], topic: str) -> dict[int, tuple[int, int]]:
     return checked_offsets(cfg, topic, list(range(topic_partition_count(cfg, topic))))
 
 
-def committed(
-    cfg: dict[str, Any], group: str, topic: str, bounds: dict[int, tuple[int, int]]
-) -> tuple[Any, dict[int, int]]:
-    """Return the group's consumer (for the transaction) and the start offset of each input partition."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {**cfg, "group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed"}
-    )
-    tps = consumer.committed([TopicPartition(topic, p) for p in bounds], timeout=30)
-    starts = {
-        tp.partition: max(tp.offset, bounds[tp.partition][0]) if tp.offset >= 0 else bounds[tp.partition][0]
-        for tp in tps
-    }
-    return consumer, starts
-
-
-def barrier_ends(
-    cfg: dict[str, Any],
-    control_topic: str,
-    topic: str,
-    group: str,
-    starts: dict[int, int],
-    ends: dict[int, int],
+def barrier_offsets(
+    cfg: dict[str, Any], control_topic: str, topic: str, group: str
 ) -> tuple[dict[int, int], int]:
-    """Cut the batch at the key-order barrier of ``topic`` while ``group`` has not passed it.
-
-    :return: the batch's end per partition, and the barrier's epoch when it cut the batch (else 0).
-    """
+    """Return the key-order barrier of ``topic`` when it names ``group`` (its offset per partition, its
+    epoch), else ``({}, 0)``."""
     from confluent_kafka.admin import AdminClient
 
     from airflow_provider_kstate.client.config import tail_config
     from airflow_provider_kstate.client.follower import ControlTail
-    from airflow_provider_kstate.client.protocol import Barrier, Release, barrier_key, release_key
+    from airflow_provider_kstate.client.protocol import Barrier, barrier_key
 
     if control_topic not in AdminClient(tail_config(cfg)).list_topics(timeout=30).topics:
-        return ends, 0
+        return {}, 0
     tail = ControlTail(cfg, control_topic)
     try:
         latest = dict(tail.catch_up())
     finally:
         tail.close()
-    barrier, release = latest.get(barrier_key(topic)), latest.get(release_key(topic, group))
+    barrier = latest.get(barrier_key(topic))
     if not isinstance(barrier, Barrier) or not barrier.applies(group):
-        return ends, 0
-    released = isinstance(release, Release) and release.epoch >= barrier.epoch
-    if released or all(starts[p] >= barrier.offset(p) for p in ends):
-        return ends, 0
-    return {p: min(end, max(starts[p], barrier.offset(p))) for p, end in ends.items()}, barrier.epoch
+        return {}, 0
+    return {p: barrier.offset(p) for p in range(len(barrier.offsets))}, barrier.epoch
+
+
+@dataclass
+class Totals:
+    """What the runs' micro-batches did (the report)."""
+
+    cfg: dict[str, Any]
+    args: argparse.Namespace
+    barrier: dict[int, int]
+    epoch: int
+    batches: int = 0
+    replayed: int = 0
+    read: int = 0
+    bad: int = 0
+    touched: set[bytes] = field(default_factory=set)
+    updated: int = 0
+    closed: int = 0
+
+
+def batch_ends(batch: Any) -> dict[int, int]:
+    """Return ``{partition: last offset + 1}`` of the records of a micro-batch."""
+    from pyspark.sql import functions as F
+
+    rows = batch.groupBy("partition").agg(F.max("offset").alias("last")).collect()
+    return {int(r["partition"]): int(r["last"]) + 1 for r in rows}
+
+
+def process(batch: Any, batch_id: int, run: Totals) -> None:
+    """``foreachBatch``: reduce, fold the current totals, write the new ones and the offsets in one transaction."""
+    from airflow_provider_kstate.client.murmur2 import partition_for
+
+    ends = batch_ends(batch)
+    if not ends:
+        return
+    consumer = group_consumer(run.cfg, run.args.group)
+    try:
+        if already_applied(consumer, run.args.input_topic, ends):
+            run.replayed += 1
+            return
+        barrier = run.barrier or None
+        events = batch.select("partition", "offset", "key", "value")
+        collected = events.rdd.mapPartitions(lambda rows: reduce_partition(rows, barrier)).collect()
+        changes, bad, read = combine(collected, ordered=barrier is not None)
+        spark = batch.sparkSession
+        ends_log = {p: hi for p, (_lo, hi) in offsets(run.cfg, run.args.changelog_topic).items()}
+        touched = spark.sparkContext.broadcast(set(changes))
+        parts = sorted({partition_for(k, len(ends_log)) for k in changes})
+        cfg, log, timeout = run.cfg, run.args.changelog_topic, run.args.timeout
+        current = dict(
+            spark.sparkContext.parallelize(parts, max(len(parts), 1))
+            .flatMap(lambda p: fold_totals(cfg, log, p, ends_log[p], touched.value, timeout))
+            .collect()
+        )
+        totals = {k: apply(current.get(k), change) for k, change in changes.items()}
+        write_changelog(run.cfg, run.args, totals, consumer, ends)
+    finally:
+        consumer.close()
+    run.batches += 1
+    run.read, run.bad = run.read + read + bad, run.bad + bad
+    run.touched |= set(totals)
+    run.updated += sum(1 for v in totals.values() if v is not None)
+    run.closed += sum(1 for v in totals.values() if v is None)
+
+
+def group_consumer(cfg: dict[str, Any], group: str) -> Any:
+    """A consumer of ``group`` that never joins it: its metadata for the transaction, its committed offsets."""
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        {**cfg, "group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed"}
+    )
+
+
+def already_applied(consumer: Any, topic: str, ends: dict[int, int]) -> bool:
+    """Whether the group's committed offsets already cover the batch (a replay after a crash)."""
+    from confluent_kafka import TopicPartition
+
+    tps = consumer.committed([TopicPartition(topic, p) for p in ends], timeout=30)
+    return all(tp.offset >= ends[tp.partition] for tp in tps)
 
 
 def write_changelog(
@@ -221,58 +319,82 @@ def write_changelog(
         raise
 
 
+def checkpoint_location(args: argparse.Namespace) -> str:
+    """The query's checkpoint: ``--checkpoint``, else a folder per group under the temporary directory."""
+    return args.checkpoint or os.path.join(tempfile.gettempdir(), "kstate-example-checkpoints", args.group)
+
+
+def input_stream(spark: Any, cfg: dict[str, Any], topic: str) -> Any:
+    """The input as PySpark users read Kafka: Spark's Kafka source, read_committed, from earliest."""
+    from airflow_provider_kstate.spark_apps.kafka_source import java_options
+
+    return (
+        spark.readStream.format("kafka")
+        .options(**java_options(cfg))
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("kafka.isolation.level", "read_committed")
+        .option("failOnDataLoss", "true")
+        .load()
+    )
+
+
+def consumed(progress: list[Any]) -> tuple[int, dict[str, int]]:
+    """Return the offsets the query's batches spanned and the input offsets it ended at, from its progress."""
+    spanned, last_end = 0, {}
+    for entry in progress:
+        source = entry["sources"][0] if isinstance(entry, dict) else entry.sources[0]
+        start, end = (
+            source[k] if isinstance(source, dict) else getattr(source, k)
+            for k in ("startOffset", "endOffset")
+        )
+        start = json.loads(start) if isinstance(start, str) else start or {}
+        end = json.loads(end) if isinstance(end, str) else end or {}
+        for topic_ends in end.values():
+            topic_starts = next(iter(start.values()), {}) if start else {}
+            for p, hi in topic_ends.items():
+                spanned += max(0, int(hi) - int(topic_starts.get(p, 0)))
+                last_end[p] = int(hi)
+    return spanned, dict(sorted(last_end.items(), key=lambda kv: int(kv[0])))
+
+
 def run(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
-    from airflow_provider_kstate.client.murmur2 import partition_for
-
     spark = SparkSession.builder.appName("kstate-example-running-totals").getOrCreate()
-    sc = spark.sparkContext
-    bounds = offsets(cfg, args.input_topic)
-    consumer, starts = committed(cfg, args.group, args.input_topic, bounds)
-    ends, barrier = barrier_ends(
-        cfg,
-        args.control_topic,
-        args.input_topic,
-        args.group,
-        starts,
-        {p: hi for p, (_lo, hi) in bounds.items()},
+    bounds = offsets(cfg, args.input_topic)  # refuses a broker whose ListOffsets lags its fetches
+    barrier, epoch = barrier_offsets(cfg, args.control_topic, args.input_topic, args.group)
+    totals = Totals(cfg, args, barrier, epoch)
+    query = (
+        input_stream(spark, cfg, args.input_topic)
+        .writeStream.foreachBatch(lambda batch, batch_id: process(batch, batch_id, totals))
+        .option("checkpointLocation", checkpoint_location(args))
+        .trigger(availableNow=True)
+        .queryName(f"kstate-example-{args.group}")
+        .start()
     )
-    ranges = [(p, starts[p], ends[p]) for p in sorted(ends) if starts[p] < ends[p]]
-    inp, timeout = args.input_topic, args.timeout
-    changes_rdd = sc.parallelize(ranges, max(len(ranges), 1)).flatMap(
-        lambda r: read_input(cfg, inp, r[0], r[1], r[2], timeout)
-    )
-    collected = changes_rdd.collect()
-    counts = [c for k, c in collected if k == b""]  # one per task
-    changes = dict(kv for kv in collected if kv[0] != b"")
-    bad, events = sum(c[1] for c in counts), sum(c[3] for c in counts)
-    ends_log = {p: hi for p, (_lo, hi) in offsets(cfg, args.changelog_topic).items()}
-    log_n = len(ends_log)
-    touched = sc.broadcast(set(changes))
-    parts = sorted({partition_for(k, log_n) for k in changes})
-    log = args.changelog_topic
-    current_rdd = sc.parallelize(parts, max(len(parts), 1)).flatMap(
-        lambda p: fold_totals(cfg, log, p, ends_log[p], touched.value, timeout)
-    )
-    current = dict(current_rdd.collect())
-    totals = {k: apply(current.get(k), change) for k, change in changes.items()}
-    if totals or any(starts[p] < ends[p] for p in ends):
-        write_changelog(cfg, args, totals, consumer, ends)
-    consumer.close()
+    query.awaitTermination()
+    spanned, ends = consumed([p for p in query.recentProgress if _rows(p)])
     spark.stop()
     return {
         "ok": True,
         "input_partitions": len(bounds),
-        "offsets_consumed": sum(hi - start for _p, start, hi in ranges),
-        "payments_read": events + bad,  # what the reads returned, not what the offsets span
-        "accounts_touched": len(totals),
-        "bad_records": bad,
-        "accounts_updated": sum(1 for v in totals.values() if v is not None),
-        "accounts_closed": sum(1 for v in totals.values() if v is None),
-        "input_offsets": {str(p): o for p, o in sorted(ends.items())},
-        "cut_at_barrier": barrier,  # the key-order barrier's epoch when it ended this batch, else 0
+        "offsets_consumed": spanned,
+        "payments_read": totals.read,  # what the reads returned, not what the offsets span
+        "accounts_touched": len(totals.touched),
+        "bad_records": totals.bad,
+        "accounts_updated": totals.updated,
+        "accounts_closed": totals.closed,
+        "input_offsets": ends,
+        "batches": totals.batches,
+        "batches_replayed": totals.replayed,
+        "checkpoint": checkpoint_location(args),
+        "ordered_at_barrier": epoch,  # the key-order barrier's epoch when it ordered the batches, else 0
     }
+
+
+def _rows(progress: Any) -> int:
+    return int(progress["numInputRows"] if isinstance(progress, dict) else progress.numInputRows)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,11 +147,12 @@ def work(tmp_path_factory: Any) -> Path:
 
 
 def submit(
-    app: str, *args: str, watch: Callable[[], None] | None = None
+    app: str, *args: str, watch: Callable[[], None] | None = None, spark_args: Sequence[str] = ()
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """Run ``spark-submit APP ARGS`` on local[2]; return the process and the report it wrote.
 
     :param watch: called every 20 ms while the application runs.
+    :param spark_args: more ``spark-submit`` options (``--jars ...``).
     """
     venv_bin = str(Path(sys.executable).parent)
     env = {
@@ -170,6 +171,7 @@ def submit(
         "spark.log.level=WARN",
         "--conf",
         "spark.ui.enabled=false",
+        *spark_args,
         str(APPS / app),
         *args,
     ]

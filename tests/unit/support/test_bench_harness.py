@@ -100,9 +100,7 @@ def test_the_bench_broker_is_the_named_cluster_and_leaves_no_folder(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_bench_broker_runs_in_the_bench_folder(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_a_bench_broker_runs_in_the_bench_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Each bench has its own data folder; a per-process one is removed afterwards, nothing reuses it."""
     started: list[Path] = []
 
