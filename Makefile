@@ -53,9 +53,11 @@ test: venv java browser-deps node-deps
 	$(PY) scripts/run_tests.py
 
 # The crash, restart and soak tests (issue 10): every step boundary, broker restarts, 20 soak rounds
-# (KSTATE_SOAK_ROUNDS). `make test` deselects them and runs a fast subset.
+# (KSTATE_SOAK_ROUNDS); the three-node Apache Kafka cluster with nodes killed; the Kafka 4 proofs that
+# repeat one of make test (the classic Java cells, the KIP-848 command pairs and window, the naive Connect
+# and share-group scenarios, the Spark source's deep check and re-key). `make test` deselects them.
 chaos: venv java
-	KSTATE_CHAOS=1 KSTATE_TANSU=1 $(PY) scripts/run_tests.py tests/tansu tests/e2e/test_crash.py tests/integration/test_soak.py tests/integration/test_key_order.py tests/integration/test_key_order_pipeline.py tests/integration/test_snapshot_versions.py tests/integration/test_snapshot_race.py tests/integration/test_snapshot_faults.py tests/e2e/test_on_kill.py "tests/integration/test_spark_apps.py::test_rebuild_equals_the_truth_and_the_deep_check_passes" "tests/integration/test_spark_apps.py::test_rekey_to_more_partitions" "tests/integration/test_spark_apps.py::test_every_file_fault_is_damage_to_a_named_partition_and_a_rebuild_heals_it" "tests/integration/test_openlineage.py::test_rebuild_reads_the_changelog_and_writes_the_snapshot" "tests/integration/test_openlineage.py::test_the_listener_forks_in_a_real_deployment"
+	KSTATE_CHAOS=1 KSTATE_TANSU=1 $(PY) scripts/run_tests.py tests/tansu tests/e2e/test_crash.py tests/integration/test_soak.py tests/integration/test_key_order.py tests/integration/test_key_order_pipeline.py tests/integration/test_snapshot_versions.py tests/integration/test_snapshot_race.py tests/integration/test_snapshot_faults.py tests/e2e/test_on_kill.py "tests/integration/test_spark_apps.py::test_rebuild_equals_the_truth_and_the_deep_check_passes" "tests/integration/test_spark_apps.py::test_rekey_to_more_partitions" "tests/integration/test_spark_apps.py::test_every_file_fault_is_damage_to_a_named_partition_and_a_rebuild_heals_it" "tests/integration/test_openlineage.py::test_rebuild_reads_the_changelog_and_writes_the_snapshot" "tests/integration/test_openlineage.py::test_the_listener_forks_in_a_real_deployment" tests/integration/test_apache_kafka_cluster.py tests/integration/test_kip848.py tests/integration/test_java_fleet.py tests/integration/test_connect_worker.py tests/integration/test_share_groups.py tests/integration/test_spark_kafka_source.py
 
 # The Spark applications on a real standalone cluster (a master and 2 workers whose executors run a bare
 # Python: the provider shipped as a zip, its dependencies as a venv-pack archive). Not in make test (about

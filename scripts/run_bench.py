@@ -12,6 +12,7 @@ BENCHES = [
     "bench_client_throughput.py",
     "bench_partition_increase.py",
     "bench_state.py",
+    "bench_changelog_reader.py",
     "bench_increase_scale.py",
 ]
 

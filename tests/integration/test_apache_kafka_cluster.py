@@ -17,7 +17,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kstate_support import apache_kafka, broker
 from kstate_support.traffic import wait_until
 
-pytestmark = pytest.mark.integration
+# A fault test (nodes SIGKILLed; about 40 s quiet, 100 s in a loaded suite): make chaos.
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 
 @pytest.fixture

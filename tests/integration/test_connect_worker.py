@@ -97,6 +97,7 @@ def _by_partition(lost: dict[int, int]) -> dict[int, int]:
     return dict(sorted(out.items()))
 
 
+@pytest.mark.chaos  # the scenario, measured (make chaos); make test keeps the provider's run
 def test_naive_increase_at_a_connect_sink_loses_at_latest_and_not_at_the_default_earliest(
     connect: ConnectWorker, admin: Any, kafka_config: dict[str, Any], make_topic: Any
 ) -> None:

@@ -250,6 +250,7 @@ def test_a_mixed_fleet_each_group_by_its_driver_no_group_held_hostage(
             f"{[(round(t - calm, 2), st, n) for t, st, n in watcher.samples if t > calm and st != 'STABLE'][:8]}"
         )
         assert wait_until(lambda: fleet.ready(*fleet.groups[kjs]), 30), "the KafkaJS group is not running"
+        _settle(admin, cc)
         window_start = time.monotonic()
         done = run_dag(DAG_ID, {**conf, "group_drivers": {kjs: "kjs"}})
         assert wait_until(lambda: _out_of_group(watcher, window_start, 4) is not None, 30), "cc never back"
@@ -287,6 +288,8 @@ def test_a_mixed_fleet_each_group_by_its_driver_no_group_held_hostage(
     assert out[kjs] >= 3.0 > out[cc], f"downtime per group in the progress document: {out}"
     assert restart is not None and downtime is not None
     assert downtime <= max(1.5 * restart, restart + 0.5), (
-        f"the ControlledConsumer group was out {downtime:.3f} s, a plain restart {restart:.3f} s"
+        f"the ControlledConsumer group was out {downtime:.3f} s, a plain restart {restart:.3f} s; the window "
+        f"{window['timings']}; samples not STABLE after the window's start: "
+        f"{[(round(t - window_start, 2), st, n) for t, st, n in watcher.samples if t > window_start and st != 'STABLE'][:12]}"
     )
     assert not verdict.lost, verdict.summary()

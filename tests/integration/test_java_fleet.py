@@ -29,6 +29,10 @@ from kstate_support.traffic import wait_until
 
 pytestmark = pytest.mark.integration
 
+#: make test runs the KIP-848 cells (the new protocol); the classic ones repeat the KafkaJS and librdkafka
+#: proofs of the classic protocol and run in make chaos.
+CELLS = [pytest.param(p, marks=pytest.mark.chaos) if p == "classic" else p for p in PROTOCOLS]
+
 #: The members' metadata refresh: under classic the group sees new partitions (and rebalances) within it;
 #: under KIP-848 the broker's heartbeat decides.
 MEMBER_METADATA_MS = 5000
@@ -67,7 +71,7 @@ def _jvm_start(fleet: JavaFleet, name: str) -> float:
     return (join - start) / 1000
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("protocol", CELLS)
 def test_naive_increase_loses_records_at_a_latest_reset_java_group(
     protocol: str, admin: Any, make_topic: Any, java_fleet: JavaFleet
 ) -> None:
@@ -111,7 +115,7 @@ def test_naive_increase_loses_records_at_a_latest_reset_java_group(
     assert processed == {0, 1, 2, 3}, f"the group consumed the new partitions, after the gap: {processed}"
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("protocol", CELLS)
 def test_the_provider_drives_java_services_by_command_pairs_and_loses_nothing(
     protocol: str,
     admin: Any,

@@ -161,6 +161,7 @@ class CommandDrivenGroup:
             fleet.stop()
 
 
+@pytest.mark.chaos  # repeats the proof above with command pairs (test_java_fleet proves those in make test)
 def test_safe_increase_with_plain_librdkafka_consumers_driven_by_a_command_pair(
     kafka_config: dict[str, Any],
     admin: Any,
@@ -215,6 +216,7 @@ def _window(timeline: Timeline, after: float, members: list[str], partitions: in
     return window["window"]
 
 
+@pytest.mark.chaos  # a measurement (printed), not a proof: make chaos
 def test_pause_window_against_a_plain_restart_under_the_consumer_protocol(
     kafka_config: dict[str, Any], make_topic: Any, run_dag: Any
 ) -> None:

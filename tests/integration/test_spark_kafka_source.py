@@ -167,6 +167,7 @@ def test_rebuilds_with_either_reader_equal_the_truth_and_each_other(changelog: C
     assert manifests[0].end_offsets == manifests[1].end_offsets
 
 
+@pytest.mark.chaos  # 70 s: make chaos (make test keeps the rebuilds' equality)
 def test_the_deep_check_is_identical_either_way_good_and_damaged(changelog: Changelog, work: Path) -> None:
     _, good_c = run("deep_check.py", changelog, str(work / "confluent"), "confluent", "--sample-keys", "50")
     _, good_s = run("deep_check.py", changelog, str(work / "confluent"), "spark", "--sample-keys", "50")
@@ -191,6 +192,7 @@ def test_the_deep_check_is_identical_either_way_good_and_damaged(changelog: Chan
     same_check(bad_c, bad_s)
 
 
+@pytest.mark.chaos  # 40 s: make chaos
 def test_a_rekeyed_rebuild_resolves_strays_the_same_way(changelog: Changelog, work: Path) -> None:
     _, conf = run("rebuild.py", changelog, str(work / "rekey-c"), "confluent", "--partitions", "8")
     _, spark = run("rebuild.py", changelog, str(work / "rekey-s"), "spark", "--partitions", "8")
