@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kstate_support import ROOT
+from kstate_support import ROOT, maven
 
 #: The release of ``make demo``/``make test``; ``KSTATE_KAFKA_VERSION`` picks another served one (4.0.0+).
 DEFAULT_VERSION = "4.4.0"
@@ -61,7 +61,8 @@ Configuration:
 
 
 class KafkaSetupError(RuntimeError):
-    """The Apache Kafka distribution could not be assembled, formatted or started (the message says why)."""
+    """An Apache Kafka node could not be formatted or started (the message says why); a failed fetch of its
+    jars is a :class:`~kstate_support.maven.MavenError`."""
 
 
 @dataclass
@@ -97,24 +98,13 @@ def java() -> str:
 def libs(release: str | None = None) -> Path:
     """The folder holding every jar of Apache Kafka ``release``, fetched from Maven Central on first use."""
     release = release or version()
-    folder = DIST_DIR / release / "libs"
-    done = folder / ".complete"
-    if done.exists():
-        return folder
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise KafkaSetupError("Maven (mvn) is needed to fetch Apache Kafka: apt-get install -y maven")
-    shutil.rmtree(folder, ignore_errors=True)
-    cmd = [
-        mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-        f"-Dkafka.version={release}", f"-DoutputDirectory={folder}",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0 or not any(folder.glob(f"kafka_2.13-{release}.jar")):
-        tail = (proc.stdout + proc.stderr).strip()[-2000:]
-        raise KafkaSetupError(f"fetching Apache Kafka {release} from Maven Central failed:\n{tail}")
-    done.write_text(release + "\n")
-    return folder
+    return maven.copy_dependencies(
+        POM,
+        DIST_DIR / release / "libs",
+        f"-Dkafka.version={release}",
+        what=f"fetch Apache Kafka {release} from Maven Central",
+        expect=f"kafka_2.13-{release}.jar",
+    )
 
 
 def free_ports(count: int) -> list[int]:

@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import time
@@ -30,7 +29,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kstate_support import ROOT, apache_kafka
+from kstate_support import ROOT, apache_kafka, maven
 from kstate_support.fleet import CommandPair
 
 POM = ROOT / "support" / "connect" / "pom.xml"
@@ -85,23 +84,15 @@ def plugin_jar(release: str | None = None) -> Path:
     sources = [POM, *SOURCES.rglob("*")]
     if jar.exists() and all(p.stat().st_mtime <= jar.stat().st_mtime for p in sources):
         return jar
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise ConnectError("Maven (mvn) is needed to build the sink connector: apt-get install -y maven")
-    cmd = [
-        mvn,
-        "-q",
-        "-B",
-        "-f",
-        str(POM),
+    maven.run(
+        POM,
         "package",
         f"-Dkafka.version={release}",
         f"-Dconnect.build={build}",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0 or not jar.exists():
-        tail = (proc.stdout + proc.stderr).strip()[-2000:]
-        raise ConnectError(f"building the sink connector (support/connect) failed:\n{tail}")
+        what="build the sink connector (support/connect)",
+    )
+    if not jar.exists():
+        raise ConnectError(f"building the sink connector (support/connect) left no {jar}")
     return jar
 
 

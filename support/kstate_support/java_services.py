@@ -16,12 +16,11 @@ import fcntl
 import hashlib
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kstate_support import ROOT
+from kstate_support import ROOT, maven
 from kstate_support.fleet import TEST_CONSUMER, CommandPair, Fleet, FleetError
 
 #: The Maven project of the services.
@@ -69,15 +68,12 @@ def build(build_dir: Path = BUILD_DIR) -> Path:
     with _locked(build_dir.with_name(build_dir.name + ".lock")):
         if stamp.exists() and stamp.read_text().strip() == wanted:
             return build_dir
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise FleetError("Maven (mvn) is needed to build the Java services: apt-get install -y maven")
         shutil.rmtree(build_dir, ignore_errors=True)
-        cmd = [mvn, "-q", "-B", "-f", str(JAVA_DIR / "pom.xml"), "package", f"-Dkstate.build={build_dir}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
-        if proc.returncode != 0 or not (build_dir / "classes").is_dir():
-            tail = (proc.stdout + proc.stderr).strip()[-3000:]
-            raise FleetError(f"building the Java services failed (rc {proc.returncode}):\n{tail}")
+        maven.run(
+            JAVA_DIR / "pom.xml", "package", f"-Dkstate.build={build_dir}", what="build the Java services"
+        )
+        if not (build_dir / "classes").is_dir():
+            raise FleetError(f"building the Java services left no {build_dir / 'classes'}")
         stamp.write_text(wanted + "\n")
     return build_dir
 

@@ -13,13 +13,10 @@ find them there. ``spark-submit --jars`` then ships them with no resolution at s
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 from importlib.metadata import version as dist_version
-from pathlib import Path
 
-from kstate_support import ROOT
+from kstate_support import ROOT, maven
 
 POM = ROOT / "support" / "spark-kafka" / "pom.xml"
 DIST_DIR = ROOT / ".kstate" / "spark-kafka"
@@ -32,10 +29,6 @@ ARTIFACTS = (
 )
 #: Read by the example pipeline's DAG: the jars to ship with ``--jars`` (else it uses ``--packages``).
 ENV = "KSTATE_SPARK_KAFKA_JARS"
-
-
-class SparkKafkaSetupError(RuntimeError):
-    """The connector's jars could not be fetched (the message says why)."""
 
 
 def spark_version() -> str:
@@ -51,28 +44,15 @@ def package() -> str:
 def jars(release: str | None = None) -> list[str]:
     """The connector's jars for Spark ``release`` (default: PySpark's), fetched from Maven Central once."""
     release = release or spark_version()
-    folder = DIST_DIR / release / "jars"
-    done = folder / ".complete"
-    if not done.exists():
-        _fetch(release, folder)
-        done.write_text(release + "\n")
-    return sorted(str(p) for p in folder.glob("*.jar"))
-
-
-def _fetch(release: str, folder: Path) -> None:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise SparkKafkaSetupError("Maven (mvn) is needed to fetch spark-sql-kafka: apt-get install -y maven")
-    shutil.rmtree(folder, ignore_errors=True)
-    cmd = [
-        mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-        f"-Dspark.version={release}", f"-DoutputDirectory={folder}",
+    folder = maven.copy_dependencies(
+        POM,
+        DIST_DIR / release / "jars",
+        f"-Dspark.version={release}",
         f"-DincludeArtifactIds={','.join(ARTIFACTS)}",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0 or not any(folder.glob(f"spark-sql-kafka-0-10_2.13-{release}.jar")):
-        tail = (proc.stdout + proc.stderr).strip()[-2000:]
-        raise SparkKafkaSetupError(f"fetching spark-sql-kafka {release} from Maven Central failed:\n{tail}")
+        what=f"fetch spark-sql-kafka {release} from Maven Central",
+        expect=f"spark-sql-kafka-0-10_2.13-{release}.jar",
+    )
+    return sorted(str(p) for p in folder.glob("*.jar"))
 
 
 def submit_args() -> list[str]:
@@ -88,5 +68,5 @@ def export() -> None:
 if __name__ == "__main__":
     try:
         print(",".join(jars(sys.argv[1] if len(sys.argv) > 1 else None)))
-    except SparkKafkaSetupError as exc:
+    except maven.MavenError as exc:
         sys.exit(str(exc))
