@@ -112,6 +112,21 @@ def _produce(
     return delivered
 
 
+def write_history(log: Changelog, tag: str, pause_s: float = 0.0) -> None:
+    """The changelog's history: overwrites, tombstones, a committed and an aborted transaction (keys only
+    the aborted one wrote among them), then more writes ``pause_s`` later."""
+    log.produce([(k, b"v1-" + k) for k in KEYS])
+    log.produce([(k, b"v2-" + k) for k in KEYS[::3]])
+    log.produce([(k, None) for k in KEYS[::10]])  # tombstones
+    log.produce([(k, b"committed-" + k) for k in KEYS[:60:2]], txn=f"kstate-test-c-{tag}")
+    aborted = [(k, b"aborted-" + k) for k in KEYS[:90:3]] + [
+        (b"only-aborted-%02d" % i, b"x") for i in range(24)
+    ]
+    log.produce(aborted, txn=f"kstate-test-a-{tag}", abort=True)
+    time.sleep(pause_s)
+    log.produce([(k, b"v3-" + k) for k in KEYS[100:130]] + [(KEYS[2], None)])
+
+
 @pytest.fixture(scope="module")
 def changelog(kafka_config: dict[str, Any], admin: AdminClient, tmp_path_factory: Any) -> Iterator[Changelog]:
     tag = uuid.uuid4().hex[:8]
@@ -121,15 +136,7 @@ def changelog(kafka_config: dict[str, Any], admin: AdminClient, tmp_path_factory
     cfg = tmp_path_factory.mktemp("cfg") / "kafka.json"
     cfg.write_text(json.dumps(kafka_config))
     log = Changelog(topic, kafka_config, str(cfg))
-    log.produce([(k, b"v1-" + k) for k in KEYS])
-    log.produce([(k, b"v2-" + k) for k in KEYS[::3]])
-    log.produce([(k, None) for k in KEYS[::10]])  # tombstones
-    log.produce([(k, b"committed-" + k) for k in KEYS[:60:2]], txn=f"kstate-test-c-{tag}")
-    aborted = [(k, b"aborted-" + k) for k in KEYS[:90:3]] + [
-        (b"only-aborted-%02d" % i, b"x") for i in range(24)
-    ]
-    log.produce(aborted, txn=f"kstate-test-a-{tag}", abort=True)
-    log.produce([(k, b"v3-" + k) for k in KEYS[100:130]] + [(KEYS[2], None)])
+    write_history(log, tag)
     yield log
     for f in admin.delete_topics([topic]).values():
         try:

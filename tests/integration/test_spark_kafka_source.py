@@ -27,7 +27,6 @@ from airflow_provider_kstate.client.murmur2 import partition_for
 from airflow_provider_kstate.spark_apps import kafka_io
 from airflow_provider_kstate.store.manifest import read_manifest
 from tests.integration.test_spark_apps import (
-    KEYS,
     Changelog,
     N,
     assert_snapshot_is_truth,
@@ -35,6 +34,7 @@ from tests.integration.test_spark_apps import (
     read_snapshot,
     rewrite_partition,
     submit,
+    write_history,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -85,16 +85,7 @@ def changelog(kafka_config: dict[str, Any], admin: AdminClient, tmp_path_factory
     cfg = tmp_path_factory.mktemp("cfg") / "kafka.json"
     cfg.write_text(json.dumps(kafka_config))
     log = Changelog(topic, kafka_config, str(cfg))
-    log.produce([(k, b"v1-" + k) for k in KEYS])
-    log.produce([(k, b"v2-" + k) for k in KEYS[::3]])
-    log.produce([(k, None) for k in KEYS[::10]])  # tombstones
-    log.produce([(k, b"committed-" + k) for k in KEYS[:60:2]], txn=f"kstate-test-c-{tag}")
-    aborted = [(k, b"aborted-" + k) for k in KEYS[:90:3]] + [
-        (b"only-aborted-%02d" % i, b"x") for i in range(24)
-    ]
-    log.produce(aborted, txn=f"kstate-test-a-{tag}", abort=True)
-    time.sleep(0.5)
-    log.produce([(k, b"v3-" + k) for k in KEYS[100:130]] + [(KEYS[2], None)])
+    write_history(log, tag, pause_s=0.5)
     # the cleaner compacts the rolled segments: superseded records disappear, their offsets become gaps
     deadline = time.monotonic() + 90
     while True:
