@@ -29,6 +29,7 @@ import pytest
 from kstate_support import ROOT
 from kstate_support.connect import ConnectWorker, read_sink
 from kstate_support.fleet import wait_group
+from kstate_support.increase_runs import states, xcom
 from kstate_support.traffic import GroupWatcher, SeqProducer, wait_until
 
 pytestmark = pytest.mark.integration
@@ -202,14 +203,6 @@ def _timeline(watcher: GroupWatcher, after: float) -> list[tuple[float, str, int
     return out
 
 
-def _states(dr: Any) -> dict[str, str]:
-    return {ti.task_id.removeprefix(PREFIX): ti.state for ti in dr.get_task_instances()}
-
-
-def _xcom(dr: Any, task: str) -> Any:
-    return dr.get_task_instance(PREFIX + task).xcom_pull(task_ids=PREFIX + task)
-
-
 def test_the_provider_drives_a_connect_sink_by_its_rest_recipe_and_loses_nothing(
     connect: ConnectWorker,
     admin: Any,
@@ -250,7 +243,7 @@ def test_the_provider_drives_a_connect_sink_by_its_rest_recipe_and_loses_nothing
             },
         )
         ended = time.monotonic()
-        assert dr.state == "success", _states(dr)
+        assert dr.state == "success", states(dr)
         wait_group(admin, group, "STABLE", 2, timeout=30)
         assert wait_until(lambda: _out(watcher, began, 4) is not None, 10), _timeline(watcher, began)
         time.sleep(2.0)  # traffic on the four partitions, read by the resumed connector
@@ -269,7 +262,7 @@ def test_the_provider_drives_a_connect_sink_by_its_rest_recipe_and_loses_nothing
     assert out is not None, f"the group never left, or never came back: {_timeline(watcher, began)}"
     downtime = float(out)
     plain = max(before, after)  # the slower of two plain stop/resumes: the machine's noise on both sides
-    window = _xcom(dr, "pause_window")
+    window = xcom(dr, "pause_window")
     progress = json.loads((Path(window["report_uri"]).parent / "progress.json").read_text())
     mine = progress["groups"][group]
     asked = (mine["back_at"] - mine["out_since"]) / 1000.0
@@ -283,7 +276,7 @@ def test_the_provider_drives_a_connect_sink_by_its_rest_recipe_and_loses_nothing
     )
     connect.delete(name)
 
-    plan = _xcom(dr, "plan")["groups"][group]
+    plan = xcom(dr, "plan")["groups"][group]
     assert plan["driver"]["name"] == "connect" and plan["driver"]["kind"] == "command", plan
     assert window["drivers"]["stopped_groups"] == [group], window["drivers"]
     assert window["drivers"]["started_groups"] == [group], window["drivers"]

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from kstate_support.fleet import Fleet, drain, start_group, warm_up
+from kstate_support.increase_runs import states, xcom
 from kstate_support.traffic import GroupWatcher, wait_until
 
 from airflow_provider_kstate.client.consumer import ControlledConsumer
@@ -27,14 +28,6 @@ pytestmark = pytest.mark.integration
 
 DAG_ID = "kstate_partition_increase"
 PREFIX = "safe_partition_increase."
-
-
-def _xcom(dr: Any, task: str) -> Any:
-    return dr.get_task_instance(PREFIX + task).xcom_pull(task_ids=PREFIX + task)
-
-
-def _states(dr: Any) -> dict[str, str]:
-    return {ti.task_id.removeprefix(PREFIX): ti.state for ti in dr.get_task_instances()}
 
 
 def _registry(monkeypatch: pytest.MonkeyPatch, **drivers: Any) -> None:
@@ -78,7 +71,7 @@ def _keyed_increase(
             "producer_drivers": ["producer"],
         },
     )
-    assert dr.state == "success", _states(dr)
+    assert dr.state == "success", states(dr)
     assert fleet.running(producer), "the producer service is not running after the run"
     time.sleep(1.5)  # traffic on the six partitions
     fleet.stop(producer)
@@ -87,12 +80,12 @@ def _keyed_increase(
     return {
         "group": group,
         "verdict": fleet.judge([producer], group, since=since),
-        "plan": _xcom(dr, "plan")["groups"][group],
-        "paused": _xcom(dr, "pause_window" if single else "pause_consumers"),
-        "switch": _xcom(dr, "pause_window")["switch"] if single else _xcom(dr, "scale_producers"),
-        "resumed": _xcom(dr, "resume_consumers") if not single else None,
-        "started": _xcom(dr, "start_producers"),
-        "verify": _xcom(dr, "verify")["key_order"],
+        "plan": xcom(dr, "plan")["groups"][group],
+        "paused": xcom(dr, "pause_window" if single else "pause_consumers"),
+        "switch": xcom(dr, "pause_window")["switch"] if single else xcom(dr, "scale_producers"),
+        "resumed": xcom(dr, "resume_consumers") if not single else None,
+        "started": xcom(dr, "start_producers"),
+        "verify": xcom(dr, "verify")["key_order"],
     }
 
 
@@ -263,21 +256,21 @@ def test_a_mixed_fleet_each_group_by_its_driver_no_group_held_hostage(
     fleet.stop("mix-p")
     drain(fleet, ["mix-p"], kjs)
     verdict = fleet.judge(["mix-p"], kjs, since=since)
-    window = _xcom(done, "pause_window")
+    window = xcom(done, "pause_window")
     print(
         f"mixed: cc out {downtime:.3f} s, plain restarts {before:.3f} / {after:.3f} s; window {window['timings']}"
     )
     print(f"mixed: kjs {verdict.summary()}")
 
-    refused_states = _states(refused)
+    refused_states = states(refused)
     assert refused.state == "failed" and refused_states["plan"] == "failed", refused_states
     assert refused_states["pause_window"] == "upstream_failed", refused_states
-    stuck_states = _states(never_left)
+    stuck_states = states(never_left)
     assert never_left.state == "failed" and stuck_states["pause_window"] == "failed", stuck_states
     stuck_ti = never_left.get_task_instance(PREFIX + "pause_window")
     assert stuck_ti.try_number == 1, "a wait that ran out for a member that never left was retried"
 
-    assert done.state == "success", _states(done)
+    assert done.state == "success", states(done)
     assert window["drivers"]["stopped_groups"] == [kjs] and window["timings"]["command_stop_s"] >= 3.0
     progress = json.loads((Path(window["report_uri"]).parent / "progress.json").read_text())
     groups = progress["groups"]

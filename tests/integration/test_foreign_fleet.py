@@ -17,16 +17,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import NewPartitions
 from kstate_support.fleet import Fleet, drain, start_group, wait_group, warm_up
+from kstate_support.increase_runs import grow
 from kstate_support.traffic import wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def _grow(admin: Any, topic: str, partitions: int) -> None:
-    for future in admin.create_partitions([NewPartitions(topic, partitions)]).values():
-        future.result(timeout=30)
 
 
 def _committed(admin: Any, group: str, topic: str) -> dict[int, int]:
@@ -55,7 +50,7 @@ def test_naive_increase_loses_records_at_a_kafkajs_latest_reset_group(
     fleet.start("naive-p")
     since = warm_up(fleet, group)
 
-    _grow(admin, topic, 4)
+    grow(admin, topic, 4)
     assert wait_until(lambda: fleet.assigned(group) == {0, 1, 2, 3}, 15), "the group never took 2 and 3"
     time.sleep(1.0)  # live traffic on all four partitions, now consumed
     fleet.stop("naive-p")
@@ -100,7 +95,7 @@ def test_loss_free_but_order_blind_increase_reorders_keys(admin: Any, make_topic
     processed_before: dict[int, int] = {}
     for r in fleet.lines(*members):
         processed_before[r["p"]] = max(processed_before.get(r["p"], 0), r["o"] + 1)
-    _grow(admin, topic, 6)
+    grow(admin, topic, 6)
     seed = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, 0) for p in (4, 5)])]
     for future in admin.alter_consumer_group_offsets(seed).values():
         future.result(timeout=30)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import NewPartitions
+from kstate_support.increase_runs import grow
 from kstate_support.statsd_listener import (
     INCREASE,
     StatsdListener,
@@ -24,17 +24,12 @@ pytestmark = pytest.mark.integration
 DAG_ID = "kstate_partition_increase"
 
 
-def _grow(admin: Any, topic: str, partitions: int) -> None:
-    for future in admin.create_partitions([NewPartitions(topic, partitions)]).values():
-        future.result(timeout=30)
-
-
 def test_naive_increase_loses_messages(kafka_config: dict[str, Any], admin: Any, make_topic: Any) -> None:
     """The scenario is real: growing 1 -> 2 under live latest-reset consumers skips new-partition messages."""
     topic = make_topic("naive", partitions=1)
     with live_traffic(kafka_config, topic, f"{topic}-g", n=2) as (producer, fleet):
         since = warm_up(producer, fleet)
-        _grow(admin, topic, 2)
+        grow(admin, topic, 2)
         wait_until(lambda: len({p for s, p in producer.placed.items() if s >= since and p == 1}) > 0, 15)
         wait_until(lambda: False, 6)  # keep producing while the consumers have not seen partition 1 yet
         producer.stop()

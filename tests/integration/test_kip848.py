@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import NewPartitions
+from kstate_support.increase_runs import states, xcom
 from kstate_support.traffic import (
     ConsumerFleet,
     SeqProducer,
@@ -36,14 +37,6 @@ pytestmark = pytest.mark.integration
 DAG_ID = "kstate_partition_increase"
 PREFIX = "safe_partition_increase."
 CONSUMER = "consumer"
-
-
-def _states(dr: Any) -> dict[str, str]:
-    return {ti.task_id.removeprefix(PREFIX): ti.state for ti in dr.get_task_instances()}
-
-
-def _xcom(dr: Any, task: str) -> Any:
-    return dr.get_task_instance(PREFIX + task).xcom_pull(task_ids=PREFIX + task)
 
 
 def test_naive_increase_loses_at_a_consumer_protocol_group(
@@ -90,8 +83,8 @@ def test_safe_increase_with_controlled_consumers_under_the_consumer_protocol(
         since = warm_up(producer, fleet)
         for target in (4, 8):
             dr = run_dag(DAG_ID, {"topic": topic, "partitions": target, "consumer_groups": [group]})
-            assert dr.state == "success", _states(dr)
-            plan = _xcom(dr, "plan")["groups"][group]
+            assert dr.state == "success", states(dr)
+            plan = xcom(dr, "plan")["groups"][group]
             assert (plan["class"], plan["type"], plan["key_order"]) == ("active", "CONSUMER", "barrier"), plan
         wait_until(lambda: set(producer.placed.values()) == set(range(8)), 15)
         producer.stop()
@@ -186,8 +179,8 @@ def test_safe_increase_with_plain_librdkafka_consumers_driven_by_a_command_pair(
         for target in (2, 4):
             conf = {"topic": topic, "partitions": target, "consumer_groups": [group]}
             dr = run_dag(DAG_ID, {**conf, "group_drivers": {group: "plain-rdkafka"}})
-            assert dr.state == "success", _states(dr)
-            plan = _xcom(dr, "plan")["groups"][group]
+            assert dr.state == "success", states(dr)
+            plan = xcom(dr, "plan")["groups"][group]
             assert (plan["type"], plan["driver"]["name"], plan["key_order"]) == (
                 "CONSUMER",
                 "plain-rdkafka",
@@ -243,7 +236,7 @@ def test_pause_window_against_a_plain_restart_under_the_consumer_protocol(
             since = warm_up(producer, fleet)
             began = time.monotonic()
             dr = run_dag(DAG_ID, {"topic": topic, "partitions": 8, "consumer_groups": [f"{topic}-g"]})
-            assert dr.state == "success", _states(dr)
+            assert dr.state == "success", states(dr)
             windows.append(_window(timeline, began, fleet.members, 8))
         finally:
             producer.stop()
