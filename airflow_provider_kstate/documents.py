@@ -75,7 +75,7 @@ class Document(BaseModel):
 
     @classmethod
     def what(cls) -> str:
-        """The document's name in messages (``Plan`` for ``PlanDocument``)."""
+        """The document's name in messages (``Progress`` for ``ProgressDocument``)."""
         return cls.__name__.removesuffix("Document") or cls.__name__
 
     @classmethod

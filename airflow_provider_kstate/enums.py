@@ -1,8 +1,8 @@
 """String enums and the one coercer of a choice: a value given as text (a DAG param, an XCom, a plan
 written by hand) becomes a member, or is refused with an error that names the choices.
 
-No Airflow import (the domain, the client piece and the Spark applications use it). The operators pass
-their Airflow face of the error (:mod:`airflow_provider_kstate.params`), the domain a plain one.
+No Airflow import (the domain, the client piece and the Spark applications use it). Callers may pass
+another error class (a driver's, a plan's).
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ def choice(what: str, value: object, choices: type[E], error: type[Exception] = 
     Surrounding blanks are ignored; an empty member reads "or empty" in the message.
 
     :param what: the value's name in the message (``key_order``, ``group role`` ...).
-    :param error: the exception class to raise (a plain domain error by default; an operator passes its
-        Airflow face).
+    :param error: the exception class to raise (:class:`InvalidChoiceError` by default).
     """
     text = value.value if isinstance(value, Enum) else str(value if value is not None else "").strip()
     members = [str(c.value) for c in choices]

@@ -1,149 +1,276 @@
-"""The domain's errors: plain Python exceptions, importable without Airflow.
+"""The provider's errors: plain Python exceptions, importable without Airflow (the client piece and the Spark
+applications use them too). They are THE public errors: hooks, the domain, the store and the doctor raise
+them, and users catch them by these names.
 
-``increase/`` raises these (``store/`` and ``client/`` raise their own plain errors). Each has an Airflow
-face of the same name in :mod:`airflow_provider_kstate.exceptions`, an ``AirflowException`` subclass
-(``KStateFatalError`` where a retry cannot fix it) that also subclasses the domain error. The operators and
-sensors translate on the way out (:func:`airflow_provider_kstate.exceptions.airflow_errors`), so a task
-fails with the named Airflow error; code that catches the domain error here catches its face too.
+Each says whether a retry can help by its class attribute :attr:`KStateError.retryable`, never by a base
+class. Where a task ends (:mod:`airflow_provider_kstate.task_edge`, the operators' and sensors' one edge), a
+non-retryable error fails the task at once (``AirflowFailException`` from it); a retryable one leaves as
+itself, so Airflow's retries apply.
 """
 
 from __future__ import annotations
 
 
 class KStateError(Exception):
-    """Base class of the domain's errors."""
+    """Base class of every error the provider raises. One raised as itself (no more specific name) is
+    retryable."""
+
+    #: Whether running the task again may succeed: False fails the task at once, without its retries.
+    retryable: bool = True
 
 
-class InternalTopicError(KStateError):
-    """The topic is internal to Kafka (``__consumer_offsets`` and the like) and must not be changed."""
+class KStateConfigError(KStateError):
+    """A connection or argument is missing or malformed."""
+
+    retryable = False
 
 
-class InvalidPartitionCountError(KStateError):
-    """The target partition count is not an increase over the current one."""
+class InvalidArgumentError(KStateConfigError, ValueError):
+    """An argument is malformed or out of its range; the message names it. It is a ``ValueError`` too, so
+    a pydantic validator that raises it reports a validation error."""
 
-
-class GroupNotEmptyError(KStateError):
-    """A consumer group still has live members where the step needs it EMPTY."""
-
-
-class UnsafeResumeError(KStateError):
-    """Resuming consumers now would make them skip data on new partitions; they stay paused."""
-
-
-class UnprotectedGroupError(KStateError):
-    """A consumer group at risk on the topic is neither named nor excluded: the run would not protect it."""
-
-
-class UnknownGroupError(KStateError):
-    """A named consumer group is unknown to the cluster: likely a typo."""
-
-
-class ReportError(KStateError):
-    """A report file could not be written or read at its location."""
-
-
-class TopicChangedError(KStateError):
-    """The topic's partition count changed under the run (another tool or run grew it)."""
-
-
-class UnsupportedGroupTypeError(KStateError):
-    """A group on the topic is of a type the run cannot pause and seed (a share group, a Kafka Streams
-    application not acknowledged, a group whose type the client cannot tell)."""
-
-
-class InvalidArgumentError(KStateError, ValueError):
-    """An argument is malformed or out of its range; the message names it."""
+    retryable = False
 
 
 class InvalidChoiceError(InvalidArgumentError):
     """A value is not one of its choices (a mode, a key order, a group role ...); the message names them."""
 
-
-class InvalidDriverError(KStateError):
-    """A driver (a group's or a producer service's) is malformed or names nothing the run knows."""
+    retryable = False
 
 
-class UndrivableGroupError(KStateError):
-    """A live group at risk does not run the client piece and has no driver: the run cannot make it leave."""
+class TopicNotFoundError(KStateError):
+    """The topic does not exist on the cluster."""
+
+    retryable = False
+
+
+class InternalTopicError(KStateError):
+    """The topic is internal to Kafka (``__consumer_offsets`` and the like) and must not be changed."""
+
+    retryable = False
+
+
+class InvalidPartitionCountError(KStateError):
+    """The target partition count is not an increase over the current one."""
+
+    retryable = False
+
+
+class BrokerUnavailableError(KStateError):
+    """The cluster, or one of its listeners, did not answer within the timeout."""
+
+    retryable = True
+
+
+class GroupNotEmptyError(KStateError):
+    """A consumer group still has live members where the step needs it EMPTY."""
+
+    retryable = True
 
 
 class GroupNeverLeftError(GroupNotEmptyError):
     """A paused or stopped group still had members when its wait ran out: a retry would wait again for a
     member that does not leave, with every other group out of its group meanwhile."""
 
-
-class DriverCommandError(KStateError):
-    """A command of a group's or a producer's driver failed (non-zero exit, or killed at its timeout)."""
+    retryable = False
 
 
-class DrainTimeoutError(KStateError):
-    """A drained group did not commit past the old partitions' end offsets before the drain's deadline."""
+class GroupNotStableError(KStateError):
+    """A consumer group did not come back STABLE with every partition assigned in time."""
 
-
-class SnapshotError(KStateError):
-    """A snapshot, its manifest or its pointer is missing, unreadable or malformed (``store/``)."""
-
-
-class SparkAppInputError(KStateError):
-    """A Spark application refused its input (config, snapshot, topic): a retry cannot change it."""
-
-
-class ChangelogReadError(KStateError):
-    """A changelog could not be read to its bound: broker unreachable, topic missing, a read timed out."""
-
-
-class NotCompactedChangelogError(ChangelogReadError):
-    """The changelog is not compacted and retention moved its log start: a snapshot from it lacks state."""
-
-
-class BrokerUnavailableError(KStateError):
-    """The cluster, or one of its listeners, did not answer (the broker doctor's probes)."""
-
-
-class BrokerDeviationError(KStateError):
-    """The broker breaks a Kafka promise the run relies on (the doctor's verdict, or a read that disagrees
-    with the broker's own offsets)."""
-
-
-class KafkaRequestError(KStateError):
-    """A Kafka request failed with an error the step does not handle itself (a raw ``KafkaException``,
-    translated where a task ends): retryable when Kafka says the error is."""
-
-
-class KafkaRequestRefusedError(KafkaRequestError):
-    """A Kafka request failed with an error Kafka says is not retriable (authorization, an invalid
-    request ...): a retry cannot fix it."""
-
-
-class TopicNotFoundError(KStateError):
-    """The topic does not exist on the cluster."""
+    retryable = True
 
 
 class SeedError(KStateError):
     """Committing the seed offsets failed for one or more partitions."""
 
-
-class BrokerUnsupportedError(BrokerDeviationError):
-    """The broker cannot perform an operation the run needs (for example it does not serve CreatePartitions)."""
+    retryable = True
 
 
-class LeaseHeldError(KStateError):
-    """Another run holds the lease on the topic (or the snapshot)."""
+class UnsafeResumeError(KStateError):
+    """Resuming consumers now would make them skip data on new partitions; they stay paused."""
+
+    retryable = False
+
+
+class VerificationError(KStateError):
+    """The post-increase verification found a partition whose messages a group would skip."""
+
+    retryable = False
+
+
+class UnprotectedGroupError(KStateError):
+    """A consumer group at risk on the topic is neither named nor excluded: the run would not protect it."""
+
+    retryable = False
+
+
+class UnknownGroupError(KStateError):
+    """A named consumer group is unknown to the cluster: likely a typo."""
+
+    retryable = False
+
+
+class UnsupportedGroupTypeError(KStateError):
+    """A group on the topic is of a type the run cannot pause and seed (a share group, a Kafka Streams
+    application not acknowledged, a group whose type the client cannot tell)."""
+
+    retryable = False
+
+
+class InvalidDriverError(KStateError):
+    """A driver (a group's or a producer service's) is malformed or names nothing the run knows."""
+
+    retryable = False
+
+
+class UndrivableGroupError(KStateError):
+    """A live group at risk does not run the client piece and has no driver: the run cannot make it leave."""
+
+    retryable = False
+
+
+class DriverCommandError(KStateError):
+    """A command of a group's or a producer's driver failed (non-zero exit, or killed at its timeout)."""
+
+    retryable = False
+
+
+class DrainTimeoutError(KStateError):
+    """A drained group did not commit past the old partitions' end offsets before the drain's deadline."""
+
+    retryable = False
+
+
+class ReportError(KStateError):
+    """A report file could not be written or read at its location."""
+
+    retryable = False
+
+
+class TopicChangedError(KStateError):
+    """The topic's partition count changed under the run (another tool or run grew it)."""
+
+    retryable = False
 
 
 class PlanChangedError(KStateError):
     """The cluster changed between the plan and its approval (another partition count, a new group at risk, a
-    group handled differently): the approved plan no longer says what the run would do."""
+    group handled differently): the approved plan no longer says what the run would do; the run stops
+    before anyone is paused."""
+
+    retryable = False
 
 
-class ControlRecordError(KStateError):
-    """A control record does not validate against its kind's schema (a reader ignores it)."""
+class ApprovalTimeoutError(KStateError):
+    """Nobody answered the approval request before its deadline: nothing was changed, the lease released."""
+
+    retryable = False
+
+
+class LeaseHeldError(KStateError):
+    """Another run holds the lease on the topic."""
+
+    retryable = False
+
+
+class SnapshotLeaseHeldError(LeaseHeldError):
+    """Another maintenance run holds the lease on the snapshot (it is writing a version of it)."""
+
+    retryable = False
 
 
 class LeaseRecordError(KStateError):
     """A record of the lease log cannot be read (malformed, or of a newer version): the lease cannot be
     decided, so nothing is changed."""
 
+    retryable = False
+
+
+class ControlAckTimeout(KStateError):
+    """Clients did not acknowledge a control command in time."""
+
+    retryable = True
+
+
+class ControlRecordError(KStateError):
+    """A control record does not validate against its kind's schema (a reader ignores it)."""
+
+    retryable = False
+
+
+class StateCheckFailed(KStateError):
+    """A state store disagrees with its changelog."""
+
+    retryable = True
+
+
+class SnapshotError(KStateError):
+    """A snapshot, its manifest or its pointer is missing, unreadable or malformed (``store/``)."""
+
+    retryable = True
+
+
+class SnapshotMissingError(SnapshotError):
+    """No snapshot at the URI (never built, or a build that did not finish)."""
+
+    retryable = True
+
+
+class SparkApplicationError(KStateError):
+    """A kstate Spark application failed; the message is its own error line."""
+
+    retryable = True
+
+
+class SparkAppInputError(KStateError):
+    """A Spark application refused its input (config, snapshot, topic): a retry cannot change it."""
+
+    retryable = False
+
+
+class ChangelogReadError(KStateError):
+    """A changelog could not be read to its bound: broker unreachable, topic missing, a read timed out."""
+
+    retryable = True
+
+
+class NotCompactedChangelogError(ChangelogReadError):
+    """The changelog is not compacted and retention moved its log start: a snapshot from it lacks state
+    (acknowledge with ``allow_non_compacted_changelog=True`` to accept the risk)."""
+
+    retryable = False
+
+
+class BrokerDeviationError(KStateError):
+    """The broker breaks a Kafka promise the run relies on (the doctor's verdict names which, or a read
+    disagrees with the broker's own offsets); nothing was changed. Accept a named deviation with
+    ``allow_broker_deviation`` (logged as RISK ACCEPTED)."""
+
+    retryable = False
+
+
+class BrokerUnsupportedError(BrokerDeviationError):
+    """The broker cannot perform an operation the run needs (for example it does not serve CreatePartitions)."""
+
+    retryable = False
+
 
 class VerdictError(KStateError):
     """A doctor's verdict cannot be read (malformed, or of a newer version): the cache treats it as absent."""
+
+    retryable = False
+
+
+class KafkaRequestError(KStateError):
+    """A Kafka request failed with an error the step does not handle itself (a raw ``KafkaException``,
+    translated where a task ends) and Kafka says it is retriable: the task is retried."""
+
+    retryable = True
+
+
+class KafkaRequestRefusedError(KafkaRequestError):
+    """A Kafka request failed with an error Kafka says is not retriable (authorization, an invalid
+    request ...): a retry cannot fix it."""
+
+    retryable = False

@@ -11,7 +11,8 @@ PROJECT_URL = "https://github.com/example-org/airflow-provider-kstate"
 
 
 def get_provider_info() -> dict[str, Any]:
-    """Return the provider's metadata: its hooks, operators, sensors and triggers.
+    """Return the provider's metadata: its hooks, operators, sensors and triggers (every public module of
+    ``hooks/``, ``operators/``, ``sensors/`` and ``triggers/``: a unit test checks the lists are complete).
 
     No connection type of its own: the hooks use the ``kafka`` connection type of
     apache-airflow-providers-apache-kafka (librdkafka settings in the extras), which stays that
@@ -40,6 +41,9 @@ def get_provider_info() -> dict[str, Any]:
                     f"{pkg}.hooks.control",
                     f"{pkg}.hooks.lease",
                     f"{pkg}.hooks.snapshot",
+                    f"{pkg}.hooks.doctor",
+                    f"{pkg}.hooks.reports",
+                    f"{pkg}.hooks.kafka_config",
                 ],
             }
         ],
@@ -47,7 +51,9 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": "Kafka State",
                 "python-modules": [
+                    f"{pkg}.operators.base",
                     f"{pkg}.operators.plan",
+                    f"{pkg}.operators.approval",
                     f"{pkg}.operators.consumers",
                     f"{pkg}.operators.partitions",
                     f"{pkg}.operators.seed",
@@ -57,13 +63,19 @@ def get_provider_info() -> dict[str, Any]:
                     f"{pkg}.operators.window",
                     f"{pkg}.operators.snapshot",
                     f"{pkg}.operators.maintenance",
+                    f"{pkg}.operators.spark_app",
+                    f"{pkg}.operators.doctor",
                 ],
             }
         ],
         "sensors": [
             {
                 "integration-name": "Kafka State",
-                "python-modules": [f"{pkg}.sensors.groups", f"{pkg}.sensors.partitions"],
+                "python-modules": [
+                    f"{pkg}.sensors.base",
+                    f"{pkg}.sensors.groups",
+                    f"{pkg}.sensors.partitions",
+                ],
             }
         ],
         "triggers": [

@@ -38,8 +38,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from pydantic import ConfigDict, Field
 
 from airflow_provider_kstate.documents import Document
-from airflow_provider_kstate.errors import LeaseRecordError
-from airflow_provider_kstate.exceptions import LeaseHeldError, SnapshotLeaseHeldError
+from airflow_provider_kstate.errors import LeaseHeldError, LeaseRecordError, SnapshotLeaseHeldError
 
 #: Airflow run states in which a lease holder can no longer act.
 ENDED = ("success", "failed")

@@ -1,5 +1,5 @@
-"""Operator parameters: templated or UI-given values turned into typed ones, with errors (Airflow faces,
-fatal) that name the argument."""
+"""Operator parameters: templated or UI-given values turned into typed ones, with errors (not retryable)
+that name the argument."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from airflow_provider_kstate.enums import choice
-from airflow_provider_kstate.exceptions import InvalidChoiceError, KStateConfigError
+from airflow_provider_kstate.errors import InvalidChoiceError, KStateConfigError
 
 E = TypeVar("E", bound=Enum)
 

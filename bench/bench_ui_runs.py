@@ -55,7 +55,7 @@ COLUMNS = [
 def write_verify(base: Path, owner: str, partitions: int, groups: int) -> tuple[str, float]:
     """Write a verify report of ``groups`` x ``partitions`` rows as the verify step does; return (folder, s)."""
     from airflow_provider_kstate.increase.report import report_location, write_report
-    from airflow_provider_kstate.operators.verify import Marks, _rows
+    from airflow_provider_kstate.increase.verification import Marks, report_rows
 
     uri = report_location(str(base), TOPIC, owner, "verify")
     half = partitions // 2
@@ -66,7 +66,7 @@ def write_verify(base: Path, owner: str, partitions: int, groups: int) -> tuple[
         for g in range(groups):
             offsets: list[int | None] = [900 if p < half else 0 for p in range(partitions)]
             lags = [100 if p < half else 1_000 for p in range(partitions)]
-            report.write_lines(_rows(f"group-{g:04d}", offsets, marks, lags, flags, {}))
+            report.write_lines(report_rows(f"group-{g:04d}", offsets, marks, lags, flags, {}))
     return Path(uri).parent.name, time.perf_counter() - started
 
 

@@ -4,7 +4,8 @@
 (and the verbs the control channel, the lease log and the checks need) on a librdkafka configuration. The
 Airflow hook (:class:`~airflow_provider_kstate.hooks.admin.KStateAdminHook`) builds it from a ``kafka``
 connection; the ``kstate`` command line builds it from its arguments. It raises the domain's errors
-(:mod:`airflow_provider_kstate.errors`), which leave a task as their Airflow faces.
+(:mod:`airflow_provider_kstate.errors`); a task's edge (:mod:`airflow_provider_kstate.task_edge`) decides
+whether a retry can help.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kstate.cluster.admin import MAX_IN_FLIGHT, ClusterAdmin
-from airflow_provider_kstate.exceptions import airflow_errors
 from airflow_provider_kstate.hooks.kafka_config import connection_config
 from airflow_provider_kstate.increase.model import DEAD, EMPTY, STABLE, GroupInfo, Member
 
@@ -23,7 +22,7 @@ class KStateAdminHook(KafkaBaseHook):
     Reuses the ``kafka`` connection type of ``apache-airflow-providers-apache-kafka``: the connection's
     extras are the librdkafka config (``bootstrap.servers``, ``security.protocol``, ``sasl.*``, ``ssl.*``).
     The verbs are :class:`~airflow_provider_kstate.cluster.admin.ClusterAdmin`'s (no Airflow), made on
-    the connection's AdminClient; they raise the named Airflow errors.
+    the connection's AdminClient; they raise the provider's errors (:mod:`airflow_provider_kstate.errors`).
 
     :param kafka_config_id: the Airflow connection id.
     :param timeout: seconds to wait for each admin request.
@@ -85,92 +84,75 @@ class KStateAdminHook(KafkaBaseHook):
             return False, str(exc)
         return True, "Connection successful."
 
-    # -- the verbs: ClusterAdmin's, with the Airflow faces of its errors ------------------------------
+    # -- the verbs: ClusterAdmin's, raising its errors ---------------------------------------------------
 
     def metadata(self, topic: str | None = None) -> Any:
         """The cluster's metadata (of ``topic``, or of every topic)."""
-        with airflow_errors():
-            return self.cluster.metadata(topic)
+        return self.cluster.metadata(topic)
 
     def ensure_internal_topic(self, topic: str, config: dict[str, str]) -> None:
         """Create one of the provider's own one-partition topics (lease, control) unless it exists."""
-        with airflow_errors():
-            self.cluster.ensure_internal_topic(topic, config)
+        self.cluster.ensure_internal_topic(topic, config)
 
     def list_topics(self) -> list[str]:
         """Return the names of all topics."""
-        with airflow_errors():
-            return self.cluster.list_topics()
+        return self.cluster.list_topics()
 
     def partition_count(self, topic: str) -> int:
         """Return the partition count of ``topic``; raise TopicNotFoundError when it does not exist."""
-        with airflow_errors():
-            return self.cluster.partition_count(topic)
+        return self.cluster.partition_count(topic)
 
     def topic_config(self, topic: str) -> dict[str, str]:
         """Return the topic's effective configuration."""
-        with airflow_errors():
-            return self.cluster.topic_config(topic)
+        return self.cluster.topic_config(topic)
 
     def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
         """Grow ``topic`` to ``total`` partitions (``validate_only``: ask the broker without changing)."""
-        with airflow_errors():
-            self.cluster.increase_partitions(topic, total, validate_only)
+        self.cluster.increase_partitions(topic, total, validate_only)
 
     def watermarks(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
         """Return ``{partition: (log_start, high_watermark)}``."""
-        with airflow_errors():
-            return self.cluster.watermarks(topic, partitions)
+        return self.cluster.watermarks(topic, partitions)
 
     def log_starts(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
         """Return ``{partition: log_start}``."""
-        with airflow_errors():
-            return self.cluster.log_starts(topic, partitions)
+        return self.cluster.log_starts(topic, partitions)
 
     def list_groups(self) -> list[str]:
         """Return the ids of all consumer groups the cluster knows."""
-        with airflow_errors():
-            return self.cluster.list_groups()
+        return self.cluster.list_groups()
 
     def group_types(self) -> dict[str, str]:
         """Return ``{group: TYPE}`` of every group the cluster lists."""
-        with airflow_errors():
-            return self.cluster.group_types()
+        return self.cluster.group_types()
 
     def committed_offsets(self, group: str, topic: str, partitions: int | None = None) -> dict[int, int]:
         """Return the group's committed offsets on ``topic`` (partitions without one are absent)."""
-        with airflow_errors():
-            return self.cluster.committed_offsets(group, topic, partitions)
+        return self.cluster.committed_offsets(group, topic, partitions)
 
     def committed_offsets_many(
         self, groups: Iterable[str], topic: str, partitions: int | None = None
     ) -> Iterator[tuple[str, dict[int, int]]]:
         """Yield ``(group, {partition: offset})`` for each group's committed offsets on ``topic``."""
-        with airflow_errors():
-            yield from self.cluster.committed_offsets_many(groups, topic, partitions)
+        yield from self.cluster.committed_offsets_many(groups, topic, partitions)
 
     def groups_on_topic(self, topic: str, partitions: int | None = None) -> list[str]:
         """Return the groups at risk on ``topic`` (committed offsets on it, or live members assigned it)."""
-        with airflow_errors():
-            return self.cluster.groups_on_topic(topic, partitions)
+        return self.cluster.groups_on_topic(topic, partitions)
 
     def share_groups_on_topic(self, topic: str, types: Mapping[str, str]) -> dict[str, str] | None:
         """Return ``{share group: share.auto.offset.reset}`` of the share groups reading ``topic`` (None:
         unknown)."""
-        with airflow_errors():
-            return self.cluster.share_groups_on_topic(topic, types)
+        return self.cluster.share_groups_on_topic(topic, types)
 
     def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
         """Describe ``groups``, keeping of each member only its partitions of ``topic``."""
-        with airflow_errors():
-            return self.cluster.describe_groups(groups, topic)
+        return self.cluster.describe_groups(groups, topic)
 
     def seed_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
         """Commit ``offsets`` for ``group`` on ``topic`` (only while the group is EMPTY)."""
-        with airflow_errors():
-            self.cluster.seed_offsets(group, topic, offsets)
+        self.cluster.seed_offsets(group, topic, offsets)
 
     def seed_offsets_many(self, topic: str, offsets: Mapping[str, Mapping[int, int]]) -> None:
         """Commit ``{group: {partition: offset}}`` on ``topic``."""
-        with airflow_errors():
-            self.cluster.seed_offsets_many(topic, offsets)
+        self.cluster.seed_offsets_many(topic, offsets)

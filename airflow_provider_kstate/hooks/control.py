@@ -9,7 +9,6 @@ from airflow.sdk import BaseHook
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
 from airflow_provider_kstate.cluster.control import Controller
-from airflow_provider_kstate.exceptions import airflow_errors
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
 
@@ -46,5 +45,4 @@ class KStateControlHook(BaseHook):
 
     def client_piece_clients(self) -> dict[str, set[str]]:
         """Return ``{group: client ids}`` of the consumers that acknowledged on the control topic."""
-        with airflow_errors():
-            return self.get_conn.client_piece_clients()
+        return self.get_conn.client_piece_clients()

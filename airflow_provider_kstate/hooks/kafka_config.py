@@ -28,7 +28,7 @@ from airflow.providers.apache.kafka.hooks.base import (
 from airflow.sdk import BaseHook
 
 from airflow_provider_kstate.compat import conf
-from airflow_provider_kstate.exceptions import KStateConfigError
+from airflow_provider_kstate.errors import KStateConfigError
 
 __all__ = ["connection_config", "msk_iam_token"]
 

@@ -9,7 +9,6 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_provider_kstate.cluster.lease_log import KafkaLeaseLog
-from airflow_provider_kstate.exceptions import airflow_errors
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC
 from airflow_provider_kstate.lease import Lease, LeaseRecords
@@ -45,24 +44,20 @@ class KStateLeaseHook(BaseHook):
 
     def current(self, topic: str) -> Lease | None:
         """Return the live lease on ``topic``, or None when it is free."""
-        with airflow_errors():
-            return self.get_conn.current(topic)
+        return self.get_conn.current(topic)
 
     def acquire(
         self, topic: str, owner: str, ttl_seconds: float, plan: dict[str, Any] | None = None
     ) -> Lease:
         """Take (or renew) the lease on ``topic`` for ``owner``; LeaseHeldError when another owner holds it."""
-        with airflow_errors():
-            return self.get_conn.acquire(topic, owner, ttl_seconds, plan)
+        return self.get_conn.acquire(topic, owner, ttl_seconds, plan)
 
     def take_over(
         self, topic: str, owner: str, from_owner: str, ttl_seconds: float, plan: dict[str, Any] | None = None
     ) -> Lease:
         """Take the lease on ``topic`` from ``from_owner`` (a run that is no longer running)."""
-        with airflow_errors():
-            return self.get_conn.take_over(topic, owner, from_owner, ttl_seconds, plan)
+        return self.get_conn.take_over(topic, owner, from_owner, ttl_seconds, plan)
 
     def release(self, topic: str, owner: str) -> None:
         """Give up ``owner``'s lease on ``topic`` (a no-op if it does not hold it)."""
-        with airflow_errors():
-            self.get_conn.release(topic, owner)
+        self.get_conn.release(topic, owner)

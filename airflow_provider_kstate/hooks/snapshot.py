@@ -2,7 +2,7 @@
 
 The store's logic (manifest, URIs, the fast check, the applications' contract) lives in
 :mod:`airflow_provider_kstate.store`, which knows nothing of Airflow; this hook binds it to Airflow
-connections and turns its errors into the provider's named exceptions.
+connections and turns its errors into the provider's named errors.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_kstate.exceptions import KStateConfigError, SnapshotError, SnapshotMissingError
+from airflow_provider_kstate.errors import KStateConfigError, SnapshotError, SnapshotMissingError
 from airflow_provider_kstate.store import contract
 from airflow_provider_kstate.store import fast_check as checks
 from airflow_provider_kstate.store.layout import LEGACY_MESSAGE

@@ -29,8 +29,8 @@ from airflow_provider_kstate.increase.plan import (
     KeyOrderMark,
     Plan,
     PlanMode,
+    headline,
 )
-from airflow_provider_kstate.increase.report import ranges
 
 #: The run's step while it waits for an answer, and the steps and outcomes after one (``progress.json``).
 AWAITING_APPROVAL = "awaiting_approval"
@@ -247,16 +247,9 @@ def approval_prompt(
     :param deadline: when the request expires (shown as is).
     """
     history = history or DowntimeHistory()
-    new = plan.new_partitions
-    change = (
-        f"**{plan.original_partitions} -> {plan.target_partitions} partitions**: creates partitions "
-        f"{ranges(new)} ({len(new):,})"
-        if plan.mode == PlanMode.INCREASE
-        else f"**stays at {plan.target_partitions} partitions**: a repair, seeds every gap and creates nothing"
-    )
     live = plan.of_class(GroupClass.ACTIVE)
     lines = [
-        f"Topic `{plan.topic}`: {change}. Planned {plan.planned_at or 'now'} by run `{plan.owner}`.",
+        f"Topic `{plan.topic}`: {headline(plan, markdown=True)}. Planned {plan.planned_at or 'now'} by run `{plan.owner}`.",
         "",
         f"{len(plan.groups)} group{' reads' if len(plan.groups) == 1 else 's read'} the topic; "
         f"{len(plan.where('seed'))} protected (seeded), {len(live)} with live members (out of their group "

@@ -5,7 +5,7 @@ and the refusal, before anything is paused, of a live group the run cannot drive
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.errors import InvalidDriverError, UndrivableGroupError
@@ -87,8 +87,8 @@ def assign_drivers(
         clients = [m.client_id for m in info.members] if info is not None else []
         driver = choice.groups.get(group) or (TASK if choice.own_tasks else CONTROL)
         problem = _problem(group, driver, clients, present.get(group, set()))
-        groups[group] = replace(groups[group], driver=driver, driver_problem=problem)
-    return replace(plan, groups=groups, producers=dict(choice.producers))
+        groups[group] = groups[group].replace(driver=driver, driver_problem=problem)
+    return plan.replace(groups=groups, producers=dict(choice.producers))
 
 
 def drive(

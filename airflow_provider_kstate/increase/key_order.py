@@ -19,7 +19,7 @@ With ``key_order="relax"`` the switch is a plain layout change, as before.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_kstate.client.protocol import (
@@ -178,8 +178,8 @@ def mark_key_order(
         info = infos.get(group)
         clients = [m.client_id for m in info.members] if info is not None else []
         mark, reason = group_order(key_order, clients, present.get(group, set()), stoppable)
-        groups[group] = replace(groups[group], key_order=mark, key_order_reason=reason)
-    return replace(plan, groups=groups)
+        groups[group] = groups[group].replace(key_order=mark, key_order_reason=reason)
+    return plan.replace(groups=groups)
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """The plan of a safe partition increase: what the topic is, which groups are at risk and what each step does.
 
-A :class:`Plan` travels through XCom and is stored with the topic's lease as a small JSON-safe dict
-(:meth:`Plan.to_dict` / :meth:`Plan.from_dict`, or :meth:`Plan.to_json` / :meth:`Plan.from_json`); its size
-grows with the number of groups, never with the number of partitions. The dict is a
-:class:`PlanDocument` (schema ``docs/schemas/increase/plan.schema.json``): validated on read, with a version
-``v`` (a plan written before it had one reads as version 1).
+:class:`Plan` (with a :class:`GroupPlan` per group) is the one model of the plan: the domain works with it,
+and its dict is the plan's wire form, the document that travels through XCom and is stored with the topic's
+lease (:meth:`Plan.to_dict` / :meth:`Plan.from_dict`, or :meth:`Plan.to_json` / :meth:`Plan.from_json`;
+schema ``docs/schemas/increase/plan.schema.json``, generated from the model): validated on read, with a
+version ``v`` (a plan written before it had one reads as version 1). Its size grows with the number of
+groups, never with the number of partitions. A field added to the model is in the wire form and the schema.
 
 Group classes: ``active`` (a live classic or consumer-protocol group: paused, waited for, seeded and
 waited for again after resume), ``empty`` (committed offsets, no members: seeded, not waited for),
@@ -22,21 +23,26 @@ an offset on a partition of the topic) left by a crashed run or by a topic grown
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from functools import cache
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
+    AliasChoices,
     BeforeValidator,
     ConfigDict,
     Field,
-    TypeAdapter,
-    ValidationError,
+    GetCoreSchemaHandler,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
     computed_field,
     field_validator,
+    model_serializer,
+    model_validator,
 )
-from typing_extensions import Required, TypedDict
+from pydantic_core import CoreSchema, core_schema
+from typing_extensions import Self
 
 from airflow_provider_kstate import enums
 from airflow_provider_kstate.documents import Document
@@ -59,6 +65,7 @@ from airflow_provider_kstate.increase.model import (
     UNKNOWN_TYPE,
     GroupInfo,
 )
+from airflow_provider_kstate.increase.report import ranges
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.increase.ports import AdminPort
@@ -126,7 +133,7 @@ class PlanMode(StrEnum):
 
 
 #: What each class of group goes through (the flags a plan stores only where they differ).
-CLASS_FLAGS = {
+CLASS_FLAGS: dict[str, dict[str, bool]] = {
     GroupClass.ACTIVE: {"pause": True, "seed": True, "wait": True},
     GroupClass.EMPTY: {"pause": True, "seed": True, "wait": False},
 }
@@ -157,134 +164,211 @@ def check_topic_name(topic: str) -> None:
         )
 
 
-@dataclass(frozen=True)
-class GroupPlan:
-    """What the run does to one group, and what the broker said of it at plan time."""
+def _str(what: str, choices: type[_Choice]) -> BeforeValidator:
+    """Read ``what`` as a member of ``choices`` (:func:`choice`: InvalidPlanError naming them)."""
+    return BeforeValidator(lambda value: choice(what, str(value), choices))
 
-    cls: GroupClass
-    state: str
-    type: str = CLASSIC
-    member_count: int = 0
-    members: tuple[str, ...] = ()
-    pause: bool = False
-    seed: bool = False
-    wait: bool = False
+
+class _DriverWire:
+    """A :class:`Driver` as a field of the plan: read from its dict form (:class:`DriverDict`, validated),
+    or given as a driver (the Python API); written as that dict."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        as_dict = handler.generate_schema(DriverDict)
+
+        def read(value: Any, validate: Callable[[Any], Any]) -> Driver:
+            return value if isinstance(value, Driver) else Driver.from_dict(validate(value))
+
+        return core_schema.no_info_wrap_validator_function(
+            read,
+            as_dict,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda driver: driver.to_dict(), return_schema=as_dict
+            ),
+        )
+
+
+def _read_implies(schema: dict[str, Any]) -> None:
+    """A field whose value, when a compact form leaves it out, follows from the others: no fixed default."""
+    schema.pop("default", None)
+
+
+#: A driver in the plan (a group's, a producer service's).
+DriverField = Annotated[Driver, _DriverWire]
+
+
+class _PlanModel(Document):
+    """What the plan and its groups share: a frozen, validated model whose wire form is its dict, built
+    with keywords or, in field order, positionally (``Plan("orders", 2, 4, groups)``)."""
+
+    read_error: ClassVar[type[Exception]] = InvalidPlanError
+
+    def __init__(self, /, *args: Any, **fields: Any) -> None:
+        super().__init__(**dict(zip(type(self).model_fields, args, strict=False)), **fields)
+
+    def replace(self, **changes: Any) -> Self:
+        """Return a copy with ``changes`` (validated, as a new model: a mark given as a string becomes its
+        member, a wrong one is refused)."""
+        return type(self).model_validate({**self.__dict__, **changes})
+
+
+class GroupPlan(_PlanModel):
+    """What the run does to one group, and what the broker said of it at plan time.
+
+    Its compact form (each entry of the plan's ``groups``) writes ``class``, ``state`` and ``member_count``
+    always, the flags where they differ from what the class implies, the key-order reason with the mark,
+    the driver for the groups the run seeds, and every other field where it differs from its default; read
+    back (a dict with ``class``), what was left out takes those values again (``member_count``:
+    ``len(members)``).
+    """
+
+    #: Written whatever their value.
+    always: ClassVar[tuple[str, ...]] = ("cls", "state", "member_count")
+    #: Written exactly when the other field is set.
+    written_with: ClassVar[dict[str, str]] = {"key_order_reason": "key_order", "driver": "seed"}
+
+    cls: Annotated[GroupClass, _str("group class", GroupClass)] = Field(
+        validation_alias=AliasChoices("class", "cls"),
+        serialization_alias="class",
+        description="what the group is to the run",
+    )
+    state: str = Field(default="", description="the broker's group state at plan time")
+    member_count: int = Field(
+        default=0,
+        ge=0,
+        description="live members at plan time (absent: len(members))",
+        json_schema_extra=_read_implies,
+    )
+    members: tuple[str, ...] = Field(
+        default=(), description=f"client_id@host of up to {MEMBER_SAMPLE} members"
+    )
+    type: str = Field(default=CLASSIC, description=f"the group's protocol type (absent: {CLASSIC})")
     #: What the group's clients are, when it is known: ``streams`` (a Kafka Streams application),
     #: ``connect-sink`` (a Kafka Connect sink connector); empty for plain consumers.
-    role: GroupRole = GroupRole.PLAIN
+    role: Annotated[GroupRole, _str("group role", GroupRole)] = Field(
+        default=GroupRole.PLAIN, description="streams, connect-sink"
+    )
     #: Per-key order at the switch, as the plan sees it: ``barrier`` (every live member runs the client
     #: piece: the group holds at the barrier), ``relaxed`` (it cannot hold: ``key_order_reason`` says why),
     #: ``offline`` (no live members: its consumers hold at start if they use the client piece); empty for
     #: the groups the run leaves alone. The switch checks again at run time (``switch.relaxed_groups``).
-    key_order: KeyOrderMark = KeyOrderMark.NONE
-    key_order_reason: str = ""
+    key_order: Annotated[KeyOrderMark, _str("group key_order", KeyOrderMark)] = Field(
+        default=KeyOrderMark.NONE, description="per-key order at the switch"
+    )
+    key_order_reason: str = Field(default="", description="why the group is marked so")
     #: How the run stops and starts the group's services (:mod:`~airflow_provider_kstate.increase.drivers`):
     #: set for the groups it seeds.
-    driver: Driver = CONTROL
+    driver: DriverField = Field(
+        default=CONTROL, description="how the run stops and starts it (seeded groups)"
+    )
     #: Why the run cannot drive the group with that driver ("" when it can): the plan is refused.
-    driver_problem: str = ""
+    driver_problem: str = Field(default="", description="why the run cannot drive it: the plan is refused")
     #: A share group reading the topic: its ``share.auto.offset.reset`` as the broker applies it.
-    share_reset: str = ""
+    share_reset: str = Field(
+        default="", description="a share group reading the topic: its share.auto.offset.reset"
+    )
+    pause: bool = Field(
+        default=False, description="absent: as the class implies", json_schema_extra=_read_implies
+    )
+    seed: bool = Field(
+        default=False, description="absent: as the class implies", json_schema_extra=_read_implies
+    )
+    wait: bool = Field(
+        default=False, description="absent: as the class implies", json_schema_extra=_read_implies
+    )
 
-    def __post_init__(self) -> None:
-        # A class, role or mark given as a plain string (a hand-built plan) becomes its member, or is refused.
-        object.__setattr__(self, "cls", group_class(self.cls))
-        object.__setattr__(self, "role", choice("group role", self.role, GroupRole))
-        object.__setattr__(self, "key_order", choice("group key_order", self.key_order, KeyOrderMark))
+    @classmethod
+    def what(cls) -> str:
+        return "group plan"
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return the compact XCom form; the flags follow from the class unless they differ."""
-        out: dict[str, Any] = {
-            "class": str(self.cls),
-            "state": self.state,
-            "member_count": self.member_count,
-        }
-        if self.members:
-            out["members"] = list(self.members)
-        if self.type != CLASSIC:
-            out["type"] = self.type
-        if self.role:
-            out["role"] = str(self.role)
-        if self.key_order:
-            out["key_order"] = str(self.key_order)
-            out["key_order_reason"] = self.key_order_reason
-        if self.seed:
-            out["driver"] = self.driver.to_dict()
-        if self.driver_problem:
-            out["driver_problem"] = self.driver_problem
-        if self.share_reset:
-            out["share_reset"] = self.share_reset
-        flags = {flag: getattr(self, flag) for flag in FLAGS}
-        if flags != CLASS_FLAGS.get(self.cls, NO_FLAGS):
-            out.update(flags)
+    @model_validator(mode="before")
+    @classmethod
+    def _read_compact(cls, data: Any) -> Any:
+        """Give a compact form (a dict with ``class``) back what its writer left out."""
+        if not isinstance(data, Mapping) or "class" not in data:
+            return data  # built in Python (``cls=``): the fields as given
+        out = dict(data)
+        members = out.get("members")
+        if isinstance(members, (list, tuple)):
+            out.setdefault("member_count", len(members))
+            out["members"] = members[:MEMBER_SAMPLE]
+        group = out["class"]
+        implied = CLASS_FLAGS.get(group, NO_FLAGS) if isinstance(group, str) else NO_FLAGS
+        return {**implied, **out}
+
+    # No return annotation: the published schema stays the model's own (the compact form leaves fields out).
+    @model_serializer(mode="wrap")
+    def _write_compact(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        full = handler(self)
+        flags = {flag: getattr(self, flag) for flag in FLAGS} != CLASS_FLAGS.get(self.cls, NO_FLAGS)
+        out = {}
+        for name, info in type(self).model_fields.items():
+            key = info.serialization_alias if info.serialization_alias in full else name
+            if name in FLAGS:
+                written = flags
+            elif name in self.written_with:
+                written = bool(getattr(self, self.written_with[name]))
+            else:
+                written = name in self.always or getattr(self, name) != info.default
+            if written:
+                out[key] = full[key]
         return out
 
-    @classmethod
-    def from_dict(cls, data: Any) -> GroupPlan:
-        """Read one group's plan from its compact form (validated: :data:`GroupDict`)."""
-        try:
-            entry = _group_adapter().validate_python(data)
-        except ValidationError as exc:
-            raise InvalidPlanError(f"not a valid group plan: {_first_error(exc)}") from None
-        return cls.of_entry(entry)
 
-    @classmethod
-    def of_entry(cls, entry: GroupDict) -> GroupPlan:
-        """The group's plan from its validated compact form: the flags its class implies unless written."""
-        members = tuple(entry.get("members", ()))
-        group = entry["class"]
-        defaults = CLASS_FLAGS.get(group, NO_FLAGS)
-        driver = entry.get("driver")
-        return cls(
-            cls=group,
-            state=entry.get("state", ""),
-            type=entry.get("type", CLASSIC),
-            role=entry.get("role", GroupRole.PLAIN),
-            key_order=entry.get("key_order", KeyOrderMark.NONE),
-            key_order_reason=entry.get("key_order_reason", ""),
-            driver=Driver.from_dict(driver) if driver else CONTROL,
-            driver_problem=entry.get("driver_problem", ""),
-            share_reset=entry.get("share_reset", ""),
-            member_count=entry.get("member_count", len(members)),
-            members=members[:MEMBER_SAMPLE],
-            **{flag: bool(entry.get(flag, defaults[flag])) for flag in FLAGS},
-        )
+class Plan(_PlanModel):
+    """A validated request: the topic, its partition counts and the plan of each group; its dict is the
+    plan's wire form (XCom, the lease). ``producers`` is written only when the run may stop producer
+    services; ``mode`` is derived (written, ignored on read); a plan written before the version existed
+    reads as version 1."""
 
-
-#: The plan's scalar fields, the same in :class:`Plan` and its wire form :class:`PlanDocument`.
-_SCALARS = (
-    "topic",
-    "original_partitions",
-    "target_partitions",
-    "groups_discovered",
-    "planned_at",
-    "owner",
-    "dry_run",
-    "control_topic",
-    "lease_topic",
-    "report_uri",
-)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A validated request: the topic, its partition counts and the plan of each group."""
+    model_config = ConfigDict(title="kstate increase: the plan (XCom, the topic's lease)")
+    schema_name: ClassVar[str] = "increase/plan"
 
     topic: str
-    original_partitions: int
-    target_partitions: int
-    groups: dict[str, GroupPlan] = field(default_factory=dict)
-    groups_discovered: bool = True
-    planned_at: str = ""
-    owner: str = ""
+    original_partitions: int = Field(ge=0, description="the topic's partition count at plan time")
+    target_partitions: int = Field(ge=0, description="the count after the run (equal: a repair)")
+    groups: dict[str, GroupPlan] = Field(default_factory=dict, description="group -> what the run does to it")
+    groups_discovered: bool = Field(
+        default=True, description="false: the groups were named, and checked against discovery"
+    )
+    planned_at: str = Field(default="", description="UTC, ISO 8601")
+    owner: str = Field(default="", description="the run (dag_id/run_id) once it runs")
     dry_run: bool = False
     control_topic: str = ""
     lease_topic: str = ""
     report_uri: str = ""
     #: The producer services the run may stop and start (``{service: driver}``; ``control`` stands for the
     #: ControlledProducers): set when a group is drained, or the run's key order is ``drain``.
-    producers: dict[str, Driver] = field(default_factory=dict)
+    producers: dict[str, DriverField] = Field(
+        default_factory=dict, description="producer service -> its driver, for a drain (absent: none)"
+    )
+    v: Literal[1] = Field(
+        default=1, description="version; a plan written before it had one has none: read as 1"
+    )
 
+    @field_validator(
+        "owner", "control_topic", "lease_topic", "report_uri", "groups", "producers", mode="before"
+    )
+    @classmethod
+    def _null_is_empty(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return {} if info.field_name in ("groups", "producers") else ""
+        return value
+
+    @field_validator("producers", mode="wrap")
+    @classmethod
+    def _name_producers(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """A producer's driver read from its dict form without a name is named after its service."""
+        drivers = handler(value)
+        if not isinstance(value, Mapping):
+            return drivers
+        return {
+            s: replace(d, name=s) if not d.name and isinstance(value.get(s), Mapping) else d
+            for s, d in drivers.items()
+        }
+
+    @computed_field(description="increase (creates partitions) or repair (seeds gaps only); derived")  # type: ignore[prop-decorator]
     @property
     def mode(self) -> PlanMode:
         """``increase`` when the run creates partitions, ``repair`` when it only seeds gaps."""
@@ -305,26 +389,17 @@ class Plan:
 
     def with_run(self, **changes: Any) -> Plan:
         """Return a copy with run fields (owner, dry_run, topics, report_uri) set."""
-        return replace(self, **changes)
-
-    def document(self) -> PlanDocument:
-        """The plan as its wire document (:class:`PlanDocument`)."""
-        return PlanDocument(
-            **{name: getattr(self, name) for name in _SCALARS},
-            groups={g: entry.to_dict() for g, entry in self.groups.items()},  # type: ignore[misc]
-            producers={s: d.to_dict() for s, d in self.producers.items()},  # type: ignore[misc]
-        )
+        return self.replace(**changes)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-safe form stored in XCom and in the lease (no per-partition list)."""
-        return self.document().to_dict()
-
-    def to_json(self) -> str:
-        """Return the plan as compact JSON text (its dict form)."""
-        return self.document().to_json()
+        out = super().to_dict()
+        if not out["producers"]:
+            del out["producers"]
+        return out
 
     @classmethod
-    def from_dict(cls, data: Plan | dict[str, Any]) -> Plan:
+    def from_dict(cls, data: Any) -> Plan:
         """Read a plan from XCom (also a plan written by an earlier version, with ``new_partitions``): once, at
         the operator's or sensor's edge (``typed_plan``), where a :class:`Plan` given in Python passes
         through; the domain takes only :class:`Plan`.
@@ -335,12 +410,7 @@ class Plan:
             return data
         if not isinstance(data, dict) or "topic" not in data:
             raise InvalidPlanError(f"not a kstate plan: {str(data)[:200]!r}")
-        return PlanDocument.from_dict(data).plan()
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Plan:
-        """Read a plan from its JSON text (:meth:`from_dict`)."""
-        return PlanDocument.from_json(text).plan()
+        return super().from_dict(data)
 
     def marked(self, mark: KeyOrderMark) -> list[str]:
         """Return the seeded groups whose key order is ``mark``, in plan order."""
@@ -349,121 +419,6 @@ class Plan:
     def undrivable(self) -> dict[str, str]:
         """Return ``{group: why the run cannot drive it}`` (a plan with any is refused), in plan order."""
         return {g: e.driver_problem for g, e in self.groups.items() if e.driver_problem}
-
-
-def _str(what: str, choices: type[_Choice]) -> BeforeValidator:
-    """Read ``what`` as a member of ``choices`` (:func:`choice`: InvalidPlanError naming them)."""
-    return BeforeValidator(lambda value: choice(what, str(value), choices))
-
-
-#: One group's plan in its compact form (:meth:`GroupPlan.to_dict`): the flags are written only where they
-#: differ from what the class implies, the key-order mark and the driver only where they apply.
-GroupDict = TypedDict(
-    "GroupDict",
-    {
-        "class": Required[
-            Annotated[
-                GroupClass, _str("group class", GroupClass), Field(description="what the group is to the run")
-            ]
-        ],
-        "state": Annotated[str, Field(description="the broker's group state at plan time")],
-        "member_count": Annotated[
-            int, Field(ge=0, description="live members at plan time (absent: len(members))")
-        ],
-        "members": Annotated[
-            list[str], Field(description=f"client_id@host of up to {MEMBER_SAMPLE} members")
-        ],
-        "type": Annotated[str, Field(description=f"the group's protocol type (absent: {CLASSIC})")],
-        "role": Annotated[
-            GroupRole, _str("group role", GroupRole), Field(description="streams, connect-sink")
-        ],
-        "key_order": Annotated[
-            KeyOrderMark,
-            _str("group key_order", KeyOrderMark),
-            Field(description="per-key order at the switch"),
-        ],
-        "key_order_reason": Annotated[str, Field(description="why the group is marked so")],
-        "driver": Annotated[DriverDict, Field(description="how the run stops and starts it (seeded groups)")],
-        "driver_problem": Annotated[
-            str, Field(description="why the run cannot drive it: the plan is refused")
-        ],
-        "share_reset": Annotated[
-            str, Field(description="a share group reading the topic: its share.auto.offset.reset")
-        ],
-        "pause": Annotated[bool, Field(description="absent: as the class implies")],
-        "seed": Annotated[bool, Field(description="absent: as the class implies")],
-        "wait": Annotated[bool, Field(description="absent: as the class implies")],
-    },
-    total=False,
-)
-
-
-@cache
-def _group_adapter() -> TypeAdapter[GroupDict]:
-    return TypeAdapter(GroupDict)
-
-
-def _first_error(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    return f"{'.'.join(str(p) for p in error.get('loc', ())) or 'group'}: {error.get('msg')}"
-
-
-class PlanDocument(Document):
-    """The plan's wire form (XCom, the lease): what :meth:`Plan.to_dict` writes and :meth:`Plan.from_dict`
-    reads. ``producers`` is written only when the run may stop producer services; ``mode`` is derived (written,
-    ignored on read); a plan written before the version existed reads as version 1."""
-
-    model_config = ConfigDict(title="kstate increase: the plan (XCom, the topic's lease)")
-    schema_name: ClassVar[str] = "increase/plan"
-    read_error: ClassVar[type[Exception]] = InvalidPlanError
-
-    topic: str
-    original_partitions: int = Field(ge=0, description="the topic's partition count at plan time")
-    target_partitions: int = Field(ge=0, description="the count after the run (equal: a repair)")
-    groups_discovered: bool = Field(
-        default=True, description="false: the groups were named, and checked against discovery"
-    )
-    planned_at: str = Field(default="", description="UTC, ISO 8601")
-    owner: str = Field(default="", description="the run (dag_id/run_id) once it runs")
-    dry_run: bool = False
-    control_topic: str = ""
-    lease_topic: str = ""
-    report_uri: str = ""
-    groups: dict[str, GroupDict] = Field(default_factory=dict, description="group -> what the run does to it")
-    producers: dict[str, DriverDict] = Field(
-        default_factory=dict, description="producer service -> its driver, for a drain (absent: none)"
-    )
-    v: Literal[1] = Field(
-        default=1, description="version; a plan written before it had one has none: read as 1"
-    )
-
-    @field_validator(
-        "owner", "control_topic", "lease_topic", "report_uri", "groups", "producers", mode="before"
-    )
-    @classmethod
-    def _null_is_empty(cls, value: Any, info: Any) -> Any:
-        if value is None:
-            return {} if info.field_name in ("groups", "producers") else ""
-        return value
-
-    @computed_field(description="increase (creates partitions) or repair (seeds gaps only); derived")  # type: ignore[prop-decorator]
-    @property
-    def mode(self) -> PlanMode:
-        return PlanMode.INCREASE if self.target_partitions > self.original_partitions else PlanMode.REPAIR
-
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        if not out["producers"]:
-            del out["producers"]
-        return out
-
-    def plan(self) -> Plan:
-        """The :class:`Plan` this document describes."""
-        return Plan(
-            **{name: getattr(self, name) for name in _SCALARS},
-            groups={g: GroupPlan.of_entry(e) for g, e in self.groups.items()},
-            producers={s: Driver.from_dict(d, s) for s, d in self.producers.items()},
-        )
 
 
 def classify(
@@ -486,17 +441,17 @@ def classify(
         role=_role(info, group_type),
     )
     if info.group.startswith(spark_prefixes):
-        return replace(base, cls=GroupClass.SPARK)
+        return base.replace(cls=GroupClass.SPARK)
     unknown = info.group not in types if types is not None else info.state == DEAD
     if unknown and not info.members:
-        return replace(base, cls=GroupClass.ABSENT)
+        return base.replace(cls=GroupClass.ABSENT)
     if info.state == DEAD and not info.members:
         # Listed, yet described DEAD: DescribeGroups below v6 describes a consumer-protocol (KIP-848) group
         # that way, members and all. Its members cannot be seen, so it cannot be paused safely.
-        return replace(base, cls=GroupClass.UNDESCRIBED)
+        return base.replace(cls=GroupClass.UNDESCRIBED)
     special = {SHARE: GroupClass.SHARE, UNKNOWN_TYPE: GroupClass.UNKNOWN_TYPE}.get(group_type)
     if special or base.role == GroupRole.STREAMS:
-        return replace(base, cls=special or GroupClass.STREAMS)
+        return base.replace(cls=special or GroupClass.STREAMS)
     return as_consumer_group(base, info)
 
 
@@ -508,14 +463,14 @@ def share_plan(base: GroupPlan, reset: str, kept: bool) -> GroupPlan:
     :param kept: the broker starts added partitions at their first record whatever the reset.
     """
     safe = kept or reset.strip().lower() == "earliest"
-    return replace(base, cls=GroupClass.SHARE_SAFE if safe else GroupClass.SHARE, share_reset=reset)
+    return base.replace(cls=GroupClass.SHARE_SAFE if safe else GroupClass.SHARE, share_reset=reset)
 
 
 def as_consumer_group(base: GroupPlan, info: GroupInfo) -> GroupPlan:
     """Return ``base`` as a group the run pauses and seeds: ``empty`` without members, else ``active``."""
     if info.state == EMPTY and not info.members:
-        return replace(base, cls=GroupClass.EMPTY, pause=True, seed=True, wait=False)
-    return replace(base, cls=GroupClass.ACTIVE, pause=True, seed=True, wait=True)
+        return base.replace(cls=GroupClass.EMPTY, pause=True, seed=True, wait=False)
+    return base.replace(cls=GroupClass.ACTIVE, pause=True, seed=True, wait=True)
 
 
 def _role(info: GroupInfo, group_type: str) -> GroupRole:
@@ -593,7 +548,7 @@ def build_plan(
         if plans[g].cls == GroupClass.STREAMS:
             plans[g] = as_consumer_group(plans[g], infos[g])
     for g in excluded & set(plans):
-        plans[g] = replace(plans[g], cls=GroupClass.EXCLUDED, pause=False, seed=False, wait=False)
+        plans[g] = plans[g].replace(cls=GroupClass.EXCLUDED, pause=False, seed=False, wait=False)
     check_group_types(topic, target, current, plans)
     return Plan(
         topic=topic,
@@ -708,17 +663,22 @@ def _check_named(
         )
 
 
+def headline(plan: Plan, *, markdown: bool = False) -> str:
+    """The plan's change in one line, the header of every rendering of a plan: the runbook (the plan task's
+    log, the preview) and, in Markdown, the approval prompt."""
+    strong = "**" if markdown else ""
+    if plan.mode == PlanMode.REPAIR:
+        return f"{strong}stays at {plan.target_partitions} partitions{strong}: a repair (seed every gap, create nothing)"
+    new = plan.new_partitions
+    counts = f"{strong}{plan.original_partitions} -> {plan.target_partitions} partitions{strong}"
+    created = f"partitions {ranges(new)} ({len(new):,})"
+    return f"{counts}: creates {created}" if markdown else f"{counts}, new {created}"
+
+
 def describe(plan: Plan) -> list[str]:
     """Return the plan as runbook lines for the task log: a header, then one line per group."""
-    new = plan.new_partitions
-    what = (
-        f"{plan.original_partitions} -> {plan.target_partitions} partitions, new partitions "
-        f"{new.start}-{new.stop - 1} ({len(new):,})"
-        if plan.mode == PlanMode.INCREASE
-        else f"stays at {plan.target_partitions} partitions: repair (seed every gap, create nothing)"
-    )
     lines = [
-        f"topic {plan.topic}: {what}",
+        f"topic {plan.topic}: {headline(plan)}",
         f"groups ({'discovered' if plan.groups_discovered else 'named, and checked against discovery'}): "
         f"{len(plan.groups)}",
     ]

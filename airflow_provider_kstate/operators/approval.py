@@ -17,7 +17,7 @@ from airflow_provider_kstate import errors
 from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.compat import HITL_AWAITS_INPUT
 from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
-from airflow_provider_kstate.exceptions import ApprovalTimeoutError, KStateConfigError
+from airflow_provider_kstate.errors import ApprovalTimeoutError, KStateConfigError
 from airflow_provider_kstate.increase.approval import (
     APPROVED,
     AWAITING_APPROVAL,
@@ -229,7 +229,13 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
                 ),
             )
         except errors.KStateError as exc:  # e.g. a share group appeared: the topic is refused as it stands
-            return Plan(approved.topic, current, approved.target_partitions, dict(approved.groups)), str(exc)
+            now = Plan(
+                topic=approved.topic,
+                original_partitions=current,
+                target_partitions=approved.target_partitions,
+                groups=dict(approved.groups),
+            )
+            return now, str(exc)
         present = self.control.client_piece_clients()
         return drive(
             now, self.admin, present, approved_choice(approved, now), check_key_order(self.key_order)

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
-from airflow_provider_kstate.exceptions import TranslatesDomainErrors
 from airflow_provider_kstate.increase.events import Events, ProgressFile
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.increase.plan import Plan
@@ -16,6 +15,7 @@ from airflow_provider_kstate.increase.report import progress_location, report_lo
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 from airflow_provider_kstate.lease import LeaseKeeper, run_owner
 from airflow_provider_kstate.metrics import RunMetrics
+from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 if TYPE_CHECKING:  # the hooks import confluent-kafka: load them when a task runs, not when a DAG is parsed
     from airflow_provider_kstate.cluster.control import Controller

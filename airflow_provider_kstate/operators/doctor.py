@@ -8,9 +8,10 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.doctor.cache import DEFAULT_TTL
 from airflow_provider_kstate.doctor.promises import NEEDS, Needs, check_names
-from airflow_provider_kstate.exceptions import KStateConfigError, TranslatesDomainErrors
+from airflow_provider_kstate.errors import KStateConfigError
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
 from airflow_provider_kstate.params import as_bool, as_str_list
+from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 
 class KStateBrokerDoctorOperator(TranslatesDomainErrors, BaseOperator):

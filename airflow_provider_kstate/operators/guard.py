@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_kstate.compat import AirflowSkipException
-from airflow_provider_kstate.exceptions import KStateError, LeaseHeldError, UnsafeResumeError
+from airflow_provider_kstate.errors import KStateError, LeaseHeldError, UnsafeResumeError
 from airflow_provider_kstate.increase.drivers import CommandPairs, DriverKind
 from airflow_provider_kstate.increase.fleet import commands_of, live_groups, producer_commands
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED

@@ -12,10 +12,11 @@ from airflow.providers.standard.operators.branch import BaseBranchOperator
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.enums import StrEnum
-from airflow_provider_kstate.exceptions import StateCheckFailed, TranslatesDomainErrors
+from airflow_provider_kstate.errors import StateCheckFailed
 from airflow_provider_kstate.params import as_choice
 from airflow_provider_kstate.store.fast_check import partial_scope
 from airflow_provider_kstate.store.results import CheckReport
+from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 
 class RebuildMode(StrEnum):

@@ -9,7 +9,7 @@ from airflow.sdk import BaseOperator
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC, DRAIN, PRESERVE
 from airflow_provider_kstate.compat import AirflowSkipException
 from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS, SHARE_NEW_PARTITIONS
-from airflow_provider_kstate.exceptions import KStateConfigError, TopicChangedError, TranslatesDomainErrors
+from airflow_provider_kstate.errors import KStateConfigError, TopicChangedError
 from airflow_provider_kstate.increase.fleet import DriverChoice, check_drivable, drive
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, ORDER_RELAXED, check_key_order
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
@@ -24,6 +24,7 @@ from airflow_provider_kstate.lease import LeaseKeeper
 from airflow_provider_kstate.operators.base import run_events
 from airflow_provider_kstate.operators.doctor import allowed_deviations
 from airflow_provider_kstate.params import as_bool, as_int, as_mapping, as_str_list, as_topic
+from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.doctor.verdict import Verdict

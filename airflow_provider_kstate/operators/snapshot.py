@@ -23,12 +23,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.assets import annotate_outlets
-from airflow_provider_kstate.exceptions import (
-    KStateConfigError,
-    SnapshotError,
-    StateCheckFailed,
-    TranslatesDomainErrors,
-)
+from airflow_provider_kstate.errors import KStateConfigError, SnapshotError, StateCheckFailed
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook, check_uri
 from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
@@ -46,6 +41,7 @@ from airflow_provider_kstate.spark_apps.progress import DEFAULT_INTERVAL
 from airflow_provider_kstate.store import results
 from airflow_provider_kstate.store.layout import DEFAULT_KEEP_VERSIONS
 from airflow_provider_kstate.store.results import CheckReport, RebuildReport
+from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

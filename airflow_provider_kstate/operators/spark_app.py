@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_provider_kstate.exceptions import (
+from airflow_provider_kstate.errors import (
     BrokerDeviationError,
     KStateConfigError,
     KStateError,
     NotCompactedChangelogError,
     SnapshotError,
     SparkApplicationError,
-    TranslatesDomainErrors,
 )
 from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
 from airflow_provider_kstate.store import contract
 from airflow_provider_kstate.store import uri as uris
+from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

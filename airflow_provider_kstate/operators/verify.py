@@ -1,99 +1,21 @@
-"""Prove, per group and partition, that no message is skipped; then free the topic."""
+"""Prove, per group and partition, that no message is skipped; then free the topic. The rule is the
+domain's (:mod:`airflow_provider_kstate.increase.verification`); this step reads the cluster and the
+seed report, calls it, and logs and writes what it found."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_kstate.client.protocol import PRESERVE
-from airflow_provider_kstate.errors import ReportError
-from airflow_provider_kstate.exceptions import VerificationError
+from airflow_provider_kstate.errors import ReportError, VerificationError
 from airflow_provider_kstate.failpoints import failpoint
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, check_key_order, watch_release
 from airflow_provider_kstate.increase.plan import PlanMode
-from airflow_provider_kstate.increase.report import (
-    Exceptions,
-    ReportWriter,
-    expand,
-    ranges,
-    read_evidence,
-    read_report,
-    write_report,
-)
+from airflow_provider_kstate.increase.report import Exceptions, ReportWriter, ranges, write_report
+from airflow_provider_kstate.increase.verification import Marks, SeedEvidence, judge_group, report_rows
 from airflow_provider_kstate.lease import run_owner
 from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator
-
-
-def judge(row: dict[str, Any]) -> str:
-    """Return why the group would skip messages of this partition, or "" when it would skip none.
-
-    An offset the group already had before the run is safe, whatever its value: the run did not move it.
-    """
-    if row["committed"] is None:
-        return "no committed offset: a latest-reset consumer would start at the log end"
-    seeded_offset, seed_start = row.get("seeded_offset"), row.get("seed_log_start")
-    if (
-        row.get("seeded", seeded_offset is not None)
-        and seeded_offset is not None
-        and seed_start is not None
-        and seeded_offset > seed_start
-    ):
-        return f"seeded at {seeded_offset}, past the log start {seed_start} at seed time"
-    if row.get("new", True) and row["committed"] < row["log_start"]:
-        return f"committed {row['committed']} is below the log start {row['log_start']}: records were deleted unread"
-    return ""
-
-
-def caution(row: dict[str, Any]) -> str:
-    """Return what is unusual but not a skip caused by the run (an old partition's retention overtook
-    a slow group), or ""."""
-    if row["committed"] is not None and not row.get("new") and row["committed"] < row["log_start"]:
-        return f"committed {row['committed']} is below the log start {row['log_start']} (retention overtook the group before this run)"
-    return ""
-
-
-class SeedEvidence:
-    """The seed report, held compactly: per group, a flag per partition this run seeded, and the rows whose
-    seeded offset was past the log start at seed time (there should be none)."""
-
-    def __init__(self, partitions: int) -> None:
-        self.partitions = partitions
-        self.seeded: dict[str, bytearray] = {}
-        self.past_start: dict[str, dict[int, tuple[int, int]]] = {}
-        self.rows = 0
-
-    def read(self, rows: Iterable[dict[str, Any]]) -> None:
-        count, seeded = self.partitions, self.seeded
-        for row in rows:
-            self.rows += 1
-            p = row["partition"]
-            if not row["seeded"] or p >= count:
-                continue
-            group = row["group"]
-            flags = seeded.get(group)
-            if flags is None:
-                flags = seeded[group] = bytearray(count)
-            flags[p] = 1
-            if row["committed"] > row["log_start_at_seed"]:
-                self.past_start.setdefault(group, {})[p] = (row["committed"], row["log_start_at_seed"])
-
-    def read_index(self, index: dict[str, Any]) -> None:
-        """Take the seeded partitions from a seed report's index (``seed.evidence.json``): the same facts
-        as the report's rows, without parsing one row per group and partition. The seed step commits the
-        log start it read, so no seeded offset is past it."""
-        count = self.partitions
-        self.rows = int(index.get("rows") or 0)
-        for group, text in index.get("seeded", {}).items():
-            flags = self.seeded[group] = bytearray(count)
-            for p in expand(text):
-                if p < count:
-                    flags[p] = 1
-
-    def flags(self, group: str) -> bytearray:
-        return self.seeded.get(group) or bytearray(self.partitions)
 
 
 class KStateVerifyOperator(KStateStepOperator):
@@ -146,10 +68,7 @@ class KStateVerifyOperator(KStateStepOperator):
         barrier = self._drained(plan, barrier)
         count = self.admin.partition_count(self.topic)
         watermarks = self.admin.watermarks(self.topic, range(count))
-        new_from = plan.original_partitions if plan.mode == PlanMode.INCREASE else count
-        marks = Marks(
-            [watermarks[p][0] for p in range(count)], [watermarks[p][1] for p in range(count)], new_from
-        )
+        marks = Marks.of(plan, watermarks, count)
         evidence, seed_uri = self._evidence(context, count)
         uri = self.report_uri(context, "verify")
         problems, cautions = Exceptions(self.log, "VERIFY"), Exceptions(self.log, "VERIFY caution:")
@@ -246,13 +165,8 @@ class KStateVerifyOperator(KStateStepOperator):
     def _evidence(self, context: Any, count: int) -> tuple[SeedEvidence, str]:
         given = self.seed_report if isinstance(self.seed_report, dict) else {}
         uri = str(given.get("report_uri") or self.report_uri(context, "seed"))
-        evidence = SeedEvidence(count)
         try:
-            index = read_evidence(uri, self.report_storage)
-            if index is not None:
-                evidence.read_index(index)
-            else:
-                evidence.read(read_report(uri, self.report_storage))
+            evidence = SeedEvidence.from_report(count, uri, self.report_storage)
         except ReportError as exc:
             self.log.warning("VERIFY no seed report (%s): judging from the cluster alone", exc)
             return SeedEvidence(count), ""
@@ -269,44 +183,16 @@ class KStateVerifyOperator(KStateStepOperator):
         problems: Exceptions,
         cautions: Exceptions,
     ) -> int:
-        """Judge one group's partitions (tight loops: 4,096 partitions x 100 groups in well under a second)."""
-        count = len(marks.starts)
-        offsets = [committed.get(p) for p in range(count)]
+        """Judge one group's partitions (:func:`judge_group`), log its exceptions and line, write its rows."""
+        verdict = judge_group(group, committed, marks, evidence)
+        for p in verdict.bad:
+            problems.add("group %s partition %s: SKIP: %s", group, p, verdict.problems[p])
+        for p, text in verdict.cautions.items():
+            cautions.add("group %s partition %s: %s", group, p, text)
         flags = evidence.flags(group)
-        below = [p for p, o in enumerate(offsets) if o is not None and o < marks.starts[p]]
-        bad = sorted(
-            {p for p, o in enumerate(offsets) if o is None}
-            | {p for p in below if p >= marks.new_from}
-            | set(evidence.past_start.get(group, ()))
-        )
-        texts = {p: self._problem(group, p, offsets, marks, evidence) for p in bad}
-        for p in bad:
-            problems.add("group %s partition %s: SKIP: %s", group, p, texts[p])
-        for p in below:
-            if p not in texts:
-                cautions.add(
-                    "group %s partition %s: %s", group, p, caution(self._row(p, offsets, marks, flags))
-                )
-        lags = [0 if o is None else max(e - o, 0) for o, e in zip(offsets, marks.ends, strict=True)]
-        report.write_lines(_rows(group, offsets, marks, lags, flags, texts))
-        worst = max(range(count), key=lags.__getitem__) if count else -1
-        self._line(group, count, bad, sum(flags), sum(lags), (lags[worst] if count else 0, worst))
-        return sum(lags)
-
-    def _row(self, p: int, offsets: list[int | None], marks: Marks, flags: bytearray) -> dict[str, Any]:
-        return {
-            "committed": offsets[p],
-            "log_start": marks.starts[p],
-            "new": p >= marks.new_from,
-            "seeded": bool(flags[p]),
-        }
-
-    def _problem(
-        self, group: str, p: int, offsets: list[int | None], marks: Marks, evidence: SeedEvidence
-    ) -> str:
-        row = self._row(p, offsets, marks, evidence.flags(group))
-        seeded_offset, seed_start = evidence.past_start.get(group, {}).get(p, (None, None))
-        return judge({**row, "seeded_offset": seeded_offset, "seed_log_start": seed_start})
+        report.write_lines(report_rows(group, verdict.offsets, marks, verdict.lags, flags, verdict.problems))
+        self._line(group, len(marks.starts), verdict.bad, verdict.seeded, verdict.lag, verdict.worst)
+        return verdict.lag
 
     def _line(
         self, group: str, count: int, bad: list[int], seeded: int, lag: int, worst: tuple[int, int]
@@ -326,30 +212,3 @@ class KStateVerifyOperator(KStateStepOperator):
             f"{worst[0]:,}",
             worst[1],
         )
-
-
-@dataclass(frozen=True)
-class Marks:
-    """The topic's log start and end per partition, read once for every group; partitions from
-    ``new_from`` on are the ones this run created."""
-
-    starts: list[int]
-    ends: list[int]
-    new_from: int
-
-
-def _rows(
-    group: str,
-    offsets: list[int | None],
-    marks: Marks,
-    lags: list[int],
-    flags: bytearray,
-    texts: dict[int, str],
-) -> list[str]:
-    head = '{"group":' + json.dumps(group) + ',"partition":'
-    return [
-        f'{head}{p},"committed":{"null" if o is None else o},"log_start":{marks.starts[p]},'
-        f'"log_end":{marks.ends[p]},"lag":{lags[p]},"new":{"true" if p >= marks.new_from else "false"},'
-        f'"seeded":{"true" if flags[p] else "false"},"problem":{json.dumps(texts[p]) if p in texts else "null"}}}\n'
-        for p, o in enumerate(offsets)
-    ]

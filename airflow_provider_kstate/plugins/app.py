@@ -55,7 +55,7 @@ def _admin(conn_id: str) -> Any:
 
 def _refuse(exc: Exception) -> HTTPException:
     """Turn a provider error into a 400/404 naming the problem (the provider's messages hold no secrets)."""
-    from airflow_provider_kstate.exceptions import TopicNotFoundError
+    from airflow_provider_kstate.errors import TopicNotFoundError
 
     return HTTPException(status_code=404 if isinstance(exc, TopicNotFoundError) else 400, detail=str(exc))
 
@@ -83,7 +83,7 @@ def create_app() -> FastAPI:
 
 
 def _topic_routes(app: FastAPI, dependencies: list[Any]) -> None:
-    from airflow_provider_kstate.errors import KStateError  # and every Airflow face of one
+    from airflow_provider_kstate.errors import KStateError
 
     @app.get("/api/topics", dependencies=dependencies)
     def topics(conn_id: str = Query("kafka_default")) -> dict[str, Any]:
@@ -114,7 +114,7 @@ def _verdicts() -> dict[str, dict[str, Any]]:
 
 
 def _run_routes(app: FastAPI, dependencies: list[Any]) -> None:
-    from airflow_provider_kstate.errors import ReportError  # and its Airflow face
+    from airflow_provider_kstate.errors import ReportError
 
     @app.get("/api/runs", dependencies=dependencies)
     def runs(topic: str | None = None, offset: int = 0, limit: int = 20) -> dict[str, Any]:

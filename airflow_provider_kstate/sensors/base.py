@@ -10,11 +10,11 @@ from airflow.sdk import BaseSensorOperator
 
 from airflow_provider_kstate import errors
 from airflow_provider_kstate.compat import AirflowSensorTimeout, conf
-from airflow_provider_kstate.exceptions import KStateError, TranslatesDomainErrors
 from airflow_provider_kstate.increase.checks import CHECKS, CheckResult
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.operators.base import parsed_plan
+from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 
 class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):
@@ -61,8 +61,8 @@ class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):
         raise NotImplementedError
 
     def timeout_error(self, detail: dict[str, Any]) -> errors.KStateError:
-        """Return the error raised when the wait times out, naming what is still in the way (a domain error
-        leaves ``execute`` as its Airflow face)."""
+        """Return the error raised when the wait times out, naming what is still in the way (its ``retryable``
+        says whether the task is retried)."""
         raise NotImplementedError
 
     def poke(self, context: Any) -> bool:
@@ -115,4 +115,4 @@ class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):
             return event.get("detail", {})
         if status == "timeout":
             raise self.timeout_error(event.get("detail", {}))
-        raise KStateError(f"{self.check_name} failed in the triggerer: {event.get('message')}")
+        raise errors.KStateError(f"{self.check_name} failed in the triggerer: {event.get('message')}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_kstate import errors
-from airflow_provider_kstate.exceptions import GroupNotStableError
 from airflow_provider_kstate.increase.key_order import drain_of
 from airflow_provider_kstate.increase.steps import not_empty_error
 from airflow_provider_kstate.sensors.base import KStateConditionSensor
@@ -39,9 +38,9 @@ class KStateGroupsStableSensor(KStateConditionSensor):
         plan = self.typed_plan
         return {"topic": plan.topic, "groups": plan.where("wait"), "partitions": plan.target_partitions}
 
-    def timeout_error(self, detail: dict[str, Any]) -> GroupNotStableError:
+    def timeout_error(self, detail: dict[str, Any]) -> errors.GroupNotStableError:
         plan = self.typed_plan
-        return GroupNotStableError(
+        return errors.GroupNotStableError(
             f"timed out after {self.timeout}s waiting for consumer groups on {plan.topic!r} to come back "
             f"STABLE with all {plan.target_partitions} partitions assigned: {detail}. Offsets are seeded, "
             "so restarting those consumers is safe."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_kstate.exceptions import KStateError
+from airflow_provider_kstate.errors import KStateError
 from airflow_provider_kstate.sensors.base import KStateConditionSensor
 
 

@@ -564,7 +564,13 @@ def main(argv: list[str] | None = None) -> int:
             report = check(spark, args, kafka_config, count, progress)
         finally:
             progress.close()
-    except (AppError, ManifestError, kafka_io.KafkaReadError) as exc:
+    except (
+        AppError,
+        ManifestError,
+        kafka_io.KafkaReadError,
+        kafka_io.OffsetBoundError,
+        kafka_io.NotCompactedError,
+    ) as exc:
         return fail(args.report_file, str(exc), to_stderr, PREFIX, error_code(exc))
     except Exception as exc:  # noqa: BLE001 - Spark/Py4J errors: one line, not a stack trace
         message = f"{type(exc).__name__}: {first_line(exc)}"

@@ -30,11 +30,11 @@ BATCH = 10_000
 _POLL = 0.2  # consume() waits for a full batch or this long: short, so a partition's tail costs little
 
 
-class KafkaReadError(ChangelogReadError, RuntimeError):
+class KafkaReadError(ChangelogReadError):
     """The changelog could not be read: broker unreachable, topic missing, read timed out."""
 
 
-class OffsetBoundError(KafkaReadError, BrokerDeviationError):
+class OffsetBoundError(BrokerDeviationError):
     """The end offsets that bound a read disagree with what a read reaches: the broker's ListOffsets and
     its fetches tell two stories (issue 17: Tansu's "latest" is the last batch's base offset + 1, its last
     stable offset is 0 while a transaction is open), so a fold bounded by them would be silently short.
@@ -43,7 +43,7 @@ class OffsetBoundError(KafkaReadError, BrokerDeviationError):
     """
 
 
-class NotCompactedError(KafkaReadError, NotCompactedChangelogError):
+class NotCompactedError(NotCompactedChangelogError):
     """The changelog is not compacted and retention has moved its log start: the state of the keys whose
     only records were deleted is gone, so a rebuild or check from it would be silently incomplete."""
 

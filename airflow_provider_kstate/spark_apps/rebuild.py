@@ -494,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()  # records/s measure the job's work, not JVM start-up
         report = rebuild(spark, plan)
     except Exception as exc:  # noqa: BLE001 - Spark/Py4J errors: one line, not a stack trace
-        known = isinstance(exc, (RebuildError, ManifestError, kafka_io.KafkaReadError))
+        read = (kafka_io.KafkaReadError, kafka_io.OffsetBoundError, kafka_io.NotCompactedError)
+        known = isinstance(exc, (RebuildError, ManifestError, *read))
         message = str(exc) if known else f"{type(exc).__name__}: {first_line(exc)}"
         progress.finish("failed", error=message)
         return fail(args.report_file, message, to_stderr, PREFIX, error_code(exc))

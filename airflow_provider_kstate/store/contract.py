@@ -45,7 +45,7 @@ CALLBACK_KEYS = ("oauth_cb", "error_cb", "throttle_cb", "stats_cb", "logger")
 DEFAULT_TIMEOUT = 120.0
 
 
-class AppError(SparkAppInputError, RuntimeError):
+class AppError(SparkAppInputError):
     """An application input is wrong (config, snapshot, topic); the message is the report's ``error``."""
 
 

@@ -148,6 +148,13 @@ def server_properties(node: Node, nodes: list[Node], log_dir: Path) -> str:
         "share.coordinator.state.topic.min.isr": min_isr,
         # Test-sized, not a change of semantics: a group's first join is not held back 3 s for more members.
         "group.initial.rebalance.delay.ms": 0,
+        # KIP-848 and share group members heartbeat every second instead of every 5 (the broker's default,
+        # also its minimum): an assignment that needs a revocation first (a second member joins) reaches
+        # the members in 1-2 s, not 5-10 s. Both the provider's window and a plain restart wait on it alike.
+        "group.consumer.min.heartbeat.interval.ms": 1000,
+        "group.consumer.heartbeat.interval.ms": 1000,
+        "group.share.min.heartbeat.interval.ms": 1000,
+        "group.share.heartbeat.interval.ms": 1000,
         # The cleaner looks for work every second instead of every 15 (compaction tests wait on it).
         "log.cleaner.backoff.ms": 1000,
         "auto.create.topics.enable": "true",

@@ -15,7 +15,8 @@ from kstate_support.kafka import partition_count, task_states
 
 from airflow_provider_kstate.client.channel import ControlChannel
 from airflow_provider_kstate.client.protocol import PAUSE, RESUME, Ack, command_key
-from airflow_provider_kstate.exceptions import BrokerUnavailableError, GroupNotEmptyError, UnsafeResumeError
+from airflow_provider_kstate.compat import AirflowFailException
+from airflow_provider_kstate.errors import BrokerUnavailableError, GroupNotEmptyError, UnsafeResumeError
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 from airflow_provider_kstate.increase.plan import build_plan
@@ -240,14 +241,16 @@ def test_never_resume_after_partial_seed(
 
     plan = dr.get_task_instance(f"{G}.plan").xcom_pull(task_ids=f"{G}.plan")
     context = _context(PER_STEP, dr.run_id)
-    with pytest.raises(UnsafeResumeError, match="UNSAFE TO RESUME"):
+    with pytest.raises(AirflowFailException, match="UNSAFE TO RESUME") as failed:
         KStateResumeConsumersOperator(task_id="resume", plan=plan).execute(context)
-    with pytest.raises(UnsafeResumeError):
+    assert isinstance(failed.value.__cause__, UnsafeResumeError)
+    with pytest.raises(AirflowFailException) as failed:
         guard = KStateFailureGuardOperator(task_id="guard", plan_task_id="plan")
         guard.plan = plan
         guard.execute(
             {"ti": SimpleNamespace(dag_id=PER_STEP, run_id=dr.run_id, xcom_pull=lambda task_ids: plan)}
         )
+    assert isinstance(failed.value.__cause__, UnsafeResumeError)
     assert _latest_command(kafka_config, group) == PAUSE
 
     # The runbook's recovery: rerun the steps from seed on; they continue from where the cluster stands.

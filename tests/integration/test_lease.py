@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kstate.exceptions import LeaseHeldError
+from airflow_provider_kstate.errors import LeaseHeldError
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 
 pytestmark = pytest.mark.integration

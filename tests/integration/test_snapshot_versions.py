@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from airflow_provider_kstate.exceptions import SnapshotLeaseHeldError
+from airflow_provider_kstate.errors import SnapshotLeaseHeldError
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
 from airflow_provider_kstate.spark_apps.progress import PROGRESS_NAME

@@ -187,7 +187,7 @@ def test_rebuild_and_deep_check_on_the_cluster_match_local(
 def test_without_the_archive_the_bare_executors_cannot_run_the_apps(
     cluster: tuple[StandaloneCluster, str], env_archive: str, store_topic: str, tmp_path: Path
 ) -> None:
-    from airflow_provider_kstate.exceptions import SparkApplicationError
+    from airflow_provider_kstate.errors import SparkApplicationError
     from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
 
     kwargs = {**_cluster_kwargs(cluster, env_archive, tmp_path), "kafka_config_id": "kafka_default"}

@@ -468,7 +468,8 @@ def test_partition_increase_leaves_the_store_behind_and_auto_rekeys_it(
 def test_bad_input_gives_clear_errors_and_keeps_the_snapshot(
     store: Store, kafka_config: dict[str, Any], run_dag: Any, tmp_path: Path
 ) -> None:
-    from airflow_provider_kstate.exceptions import KStateConfigError, SnapshotError, TopicNotFoundError
+    from airflow_provider_kstate.compat import AirflowFailException
+    from airflow_provider_kstate.errors import KStateConfigError, SnapshotError, TopicNotFoundError
     from airflow_provider_kstate.operators.snapshot import (
         KStateDeepCheckOperator,
         KStateFastCheckOperator,
@@ -477,16 +478,20 @@ def test_bad_input_gives_clear_errors_and_keeps_the_snapshot(
 
     files = sorted((p, p.stat().st_mtime_ns) for p in Path(store.uri).rglob("*"))
     missing = f"{store.log}-missing"
-    with pytest.raises(TopicNotFoundError, match=missing):
+    with pytest.raises(AirflowFailException, match=missing) as failed:
         KStateFastCheckOperator(task_id="f", topic=missing, snapshot_uri=store.uri).execute({})
-    with pytest.raises(TopicNotFoundError, match=missing):
+    assert isinstance(failed.value.__cause__, TopicNotFoundError)
+    with pytest.raises(AirflowFailException, match=missing) as failed:
         KStateRebuildOperator(task_id="r", topic=missing, snapshot_uri=store.uri).execute({})
-    with pytest.raises(KStateConfigError, match="unsupported scheme 'ftp'"):
+    assert isinstance(failed.value.__cause__, TopicNotFoundError)
+    with pytest.raises(AirflowFailException, match="unsupported scheme 'ftp'") as failed:
         KStateRebuildOperator(task_id="r", topic=store.log, snapshot_uri="ftp://host/snap").execute({})
-    with pytest.raises(KStateConfigError, match="unchanged layout"):
+    assert isinstance(failed.value.__cause__, KStateConfigError)
+    with pytest.raises(AirflowFailException, match="unchanged layout") as failed:
         KStateRebuildOperator(
             task_id="r", topic=store.log, snapshot_uri=store.uri, partitions=99, only_partitions=[0]
         ).execute({})
+    assert isinstance(failed.value.__cause__, KStateConfigError)
     dr = run_dag(MAINTENANCE, store.conf(changelog_topic=missing))
     assert str(dr.state) == "failed" and ti_state(dr, "fast_check") == "failed"
     assert sorted((p, p.stat().st_mtime_ns) for p in Path(store.uri).rglob("*")) == files

@@ -1,8 +1,14 @@
-"""The domain's plain errors (errors.py) and their Airflow faces (exceptions.py): one place translates."""
+"""One error hierarchy (errors.py): each error says whether a retry can help; one edge (task_edge.py) turns
+a non-retryable one into ``AirflowFailException`` where a task ends, and lets a retryable one through."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import inspect
+import pkgutil
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,43 +17,93 @@ from airflow_provider_kstate import errors, exceptions
 from airflow_provider_kstate.compat import AirflowFailException
 from airflow_provider_kstate.increase.plan import InvalidPlanError
 from airflow_provider_kstate.operators.base import KStateStepOperator
+from airflow_provider_kstate.task_edge import TASK_METHODS, TranslatesDomainErrors, task_edge
+
+PACKAGE = Path(errors.__file__).parent
 
 
-def test_every_domain_error_has_an_airflow_face_of_its_name() -> None:
-    domain = [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
-    assert len(domain) >= 10 and set(exceptions.FACES) == set(domain)
-    for error, face in exceptions.FACES.items():
-        assert face is getattr(exceptions, error.__name__)
-        assert issubclass(face, error) and issubclass(face, exceptions.KStateError)
-    # the fatal and retryable ones stay as users catch them
-    assert issubclass(exceptions.UnsafeResumeError, AirflowFailException)
-    assert issubclass(exceptions.ReportError, exceptions.KStateFatalError)
-    assert not issubclass(exceptions.GroupNotEmptyError, exceptions.KStateFatalError)
+def _domain() -> list[type[errors.KStateError]]:
+    return [c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__]
 
 
-def test_a_domain_error_leaves_as_its_face_with_its_message_traceback_and_cause() -> None:
-    def domain() -> None:
+def test_every_error_says_whether_a_retry_can_help_by_its_attribute() -> None:
+    domain = _domain()
+    assert len(domain) >= 40 and all(issubclass(c, errors.KStateError) for c in domain)
+    for error in domain:
+        assert isinstance(error.__dict__.get("retryable"), bool), error.__name__
+    # the fatal and retryable ones stay as users knew them
+    assert not errors.UnsafeResumeError.retryable and not errors.ReportError.retryable
+    assert errors.GroupNotEmptyError.retryable and not errors.GroupNeverLeftError.retryable
+    assert errors.ChangelogReadError.retryable and not errors.NotCompactedChangelogError.retryable
+    assert errors.KafkaRequestError.retryable and not errors.KafkaRequestRefusedError.retryable
+    assert not InvalidPlanError("x").retryable  # a subclass the domain defines inherits its answer
+
+
+def test_exceptions_re_exports_the_same_classes_and_no_error_is_defined_twice() -> None:
+    assert set(exceptions.__all__) == {c.__name__ for c in _domain()}
+    for name in exceptions.__all__:
+        assert getattr(exceptions, name) is getattr(errors, name)
+    defined: Counter[str] = Counter()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.name.endswith(("Error", "Exception")):
+                defined[node.name] += 1
+    assert [name for name, n in defined.items() if n > 1] == []
+
+
+def test_no_error_of_the_package_has_two_bases_from_the_hierarchy() -> None:
+    modules = [errors.__name__]
+    for sub in ("store", "spark_apps", "doctor", "client", "cluster", "increase"):
+        package = importlib.import_module(f"airflow_provider_kstate.{sub}")
+        modules += [f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
+    seen = 0
+    for name in modules:
         try:
-            raise FileNotFoundError("seed.evidence.json")
-        except OSError as exc:
-            raise errors.ReportError("report x: seed.evidence.json") from exc
-
-    with pytest.raises(exceptions.ReportError, match="report x") as info:
-        with exceptions.airflow_errors():
-            domain()
-    assert isinstance(info.value, exceptions.KStateFatalError)
-    assert isinstance(info.value.__cause__, FileNotFoundError)
-    assert info.traceback[-1].name == "domain"  # the line that raised it
-    # a face passes unchanged; a subclass the domain defines leaves as its nearest face
-    face = exceptions.GroupNotEmptyError("members left")
-    assert exceptions.airflow_error(face) is face
-    plan_error = exceptions.airflow_error(InvalidPlanError("not a kstate plan"))
-    assert (
-        type(plan_error) is exceptions.InvalidPartitionCountError and str(plan_error) == "not a kstate plan"
-    )
+            module = importlib.import_module(name)
+        except ImportError:  # a Spark application without pyspark here
+            continue
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if (
+                cls.__module__ == name
+                and issubclass(cls, errors.KStateError)
+                and cls is not errors.KStateError
+            ):
+                seen += 1
+                ours = [b for b in cls.__bases__ if issubclass(b, errors.KStateError)]
+                assert len(ours) == 1, f"{name}.{cls.__name__}: {ours}"
+    assert seen > len(_domain())
 
 
-def test_a_step_operator_fails_with_the_face_of_what_the_domain_raised() -> None:
+def _fatal() -> None:
+    try:
+        raise FileNotFoundError("seed.evidence.json")
+    except OSError as exc:
+        raise errors.ReportError("report x: seed.evidence.json") from exc
+
+
+def test_a_fatal_error_fails_the_task_with_the_error_as_its_cause() -> None:
+    with pytest.raises(AirflowFailException, match="report x") as info:
+        task_edge(_fatal)()
+    cause = info.value.__cause__
+    assert type(cause) is errors.ReportError and str(info.value) == str(cause)
+    assert isinstance(cause.__cause__, FileNotFoundError)  # the error's own cause is kept
+    assert cause.__traceback__ is not None and cause.__traceback__.tb_next is not None  # where it was raised
+
+
+def test_a_retryable_error_leaves_as_itself_so_airflow_retries_it() -> None:
+    error = errors.GroupNotEmptyError("c1@host")
+
+    def retryable() -> None:
+        raise error
+
+    with pytest.raises(errors.GroupNotEmptyError) as info:
+        task_edge(retryable)()
+    assert info.value is error and not isinstance(info.value, AirflowFailException)
+    with pytest.raises(ZeroDivisionError):  # anything else passes unchanged
+        task_edge(lambda: 1 / 0)()
+
+
+def test_a_step_operator_fails_or_is_retried_as_its_error_says() -> None:
     class Step(KStateStepOperator):
         def execute(self, context: Any) -> None:
             raise errors.UnsafeResumeError("UNSAFE TO RESUME")
@@ -56,45 +112,76 @@ def test_a_step_operator_fails_with_the_face_of_what_the_domain_raised() -> None
             raise errors.GroupNotEmptyError("c1@host")
 
     step = Step(task_id="s", plan={})
-    with pytest.raises(exceptions.UnsafeResumeError, match="UNSAFE TO RESUME"):
+    with pytest.raises(AirflowFailException, match="UNSAFE TO RESUME") as fatal:
         step.execute({})
-    with pytest.raises(exceptions.GroupNotEmptyError, match="c1@host"):
+    assert isinstance(fatal.value.__cause__, errors.UnsafeResumeError)
+    with pytest.raises(errors.GroupNotEmptyError, match="c1@host"):
         step.execute_complete({}, {})
 
 
 def test_a_raw_kafka_exception_leaves_a_task_as_a_named_error_retried_only_when_kafka_says_so() -> None:
     from confluent_kafka import KafkaError, KafkaException
 
-    with pytest.raises(exceptions.KafkaRequestError, match="a Kafka request failed: _TIMED_OUT") as retried:
-        with exceptions.airflow_errors():
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True))
-    assert not isinstance(retried.value, exceptions.KStateFatalError)
-    with pytest.raises(exceptions.KafkaRequestRefusedError, match="TOPIC_AUTHORIZATION_FAILED") as refused:
-        with exceptions.airflow_errors():
-            raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "not allowed"))
-    assert isinstance(refused.value, exceptions.KStateFatalError)
-    assert isinstance(refused.value.__cause__, KafkaException)
+    def timed_out() -> None:
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True))
+
+    def refused() -> None:
+        raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "not allowed"))
+
+    with pytest.raises(errors.KafkaRequestError, match="a Kafka request failed: _TIMED_OUT") as retried:
+        task_edge(timed_out)()
+    assert retried.value.retryable and isinstance(retried.value.__cause__, KafkaException)
+    with pytest.raises(AirflowFailException, match="TOPIC_AUTHORIZATION_FAILED") as failed:
+        task_edge(refused)()
+    assert type(failed.value.__cause__) is errors.KafkaRequestRefusedError
+    assert isinstance(failed.value.__cause__.__cause__, KafkaException)
 
 
-def test_the_store_the_spark_apps_and_the_doctor_raise_domain_errors_with_faces() -> None:
+def test_every_operator_and_sensor_runs_its_task_methods_inside_the_edge() -> None:
+    from airflow.sdk import BaseOperator
+
+    classes = []
+    for sub in ("operators", "sensors"):
+        package = importlib.import_module(f"airflow_provider_kstate.{sub}")
+        for info in pkgutil.iter_modules(package.__path__):
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            classes += [
+                c
+                for _, c in inspect.getmembers(module, inspect.isclass)
+                if c.__module__ == module.__name__ and issubclass(c, BaseOperator)
+            ]
+    assert len(classes) >= 20
+    for cls in classes:
+        assert issubclass(cls, TranslatesDomainErrors), cls.__name__
+        for name in TASK_METHODS:
+            if name in cls.__dict__:
+                assert getattr(cls.__dict__[name], "__task_edge__", False), f"{cls.__name__}.{name}"
+
+
+def test_the_store_the_spark_apps_and_the_doctor_raise_errors_of_the_hierarchy() -> None:
     from airflow_provider_kstate.doctor.doctor import ClusterUnreachable
     from airflow_provider_kstate.doctor.verdict import BrokerDeviation
     from airflow_provider_kstate.doctor.wire import WireUnavailable
+    from airflow_provider_kstate.spark_apps import kafka_io
     from airflow_provider_kstate.store.contract import AppError
     from airflow_provider_kstate.store.layout import PointerError, SnapshotAbsent, pointer_bytes
     from airflow_provider_kstate.store.manifest import ManifestError
 
-    faces = {
-        PointerError("garbled"): exceptions.SnapshotError,
-        SnapshotAbsent("none"): exceptions.SnapshotError,
-        ManifestError("not JSON"): exceptions.SnapshotError,
-        AppError("bad config"): exceptions.SparkAppInputError,
-        ClusterUnreachable("down"): exceptions.BrokerUnavailableError,
-        WireUnavailable("SASL"): exceptions.BrokerUnavailableError,
-        BrokerDeviation("ListOffsets lies", ("list_offsets",)): exceptions.BrokerDeviationError,
+    kinds = {
+        PointerError("garbled"): errors.SnapshotError,
+        SnapshotAbsent("none"): errors.SnapshotError,
+        ManifestError("not JSON"): errors.SnapshotError,
+        AppError("bad config"): errors.SparkAppInputError,
+        ClusterUnreachable("down"): errors.BrokerUnavailableError,
+        WireUnavailable("SASL"): errors.BrokerUnavailableError,
+        BrokerDeviation("ListOffsets lies", ("list_offsets",)): errors.BrokerDeviationError,
+        kafka_io.KafkaReadError("timed out"): errors.ChangelogReadError,
+        kafka_io.OffsetBoundError("bounds"): errors.BrokerDeviationError,
+        kafka_io.NotCompactedError("log start moved"): errors.NotCompactedChangelogError,
     }
-    for error, face in faces.items():
-        assert isinstance(exceptions.airflow_error(error), face), error
-    with pytest.raises(exceptions.SnapshotError, match="is not a version name"):
-        with exceptions.airflow_errors():
-            pointer_bytes("latest")
+    for error, kind in kinds.items():
+        assert isinstance(error, kind) and error.retryable is kind.retryable, error
+    with pytest.raises(AirflowFailException, match="bad config"):
+        task_edge(lambda: (_ for _ in ()).throw(AppError("bad config")))()
+    with pytest.raises(errors.SnapshotError, match="is not a version name"):
+        task_edge(pointer_bytes)("latest")

@@ -64,3 +64,37 @@ def test_the_unit_tests_mirror_the_package_folders() -> None:
     packages = {d.name for d in PACKAGE.iterdir() if (d / "__init__.py").exists()}
     assert folders - {"support"} <= packages, sorted(folders - packages - {"support"})
     assert len(folders & packages) >= 10
+
+
+#: The package's layers above its domain: Airflow's side (the hooks, the tasks, the UI, the Airflow errors).
+UPPER = ("hooks", "operators", "sensors", "triggers", "task_groups", "plugins", "example_dags", "exceptions")
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """The top-level names of every absolute import of ``path`` (``airflow`` for ``from airflow.sdk ...``)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_the_increase_domain_imports_neither_airflow_nor_the_layers_above_it() -> None:
+    """``increase/`` (the plan, the steps, the verification rule) is the domain: no module of it imports, at
+    any depth, Airflow or a module of the layers above it (``hooks/``, the operators, ...), directly or
+    through another module of the package."""
+    graph = _graph()
+    domain = {m for m in graph if m.startswith("airflow_provider_kstate.increase")}
+    assert "airflow_provider_kstate.increase.verification" in domain
+    reached, todo = set(domain), list(domain)
+    while todo:
+        for target in graph[todo.pop()] - reached:
+            reached.add(target)
+            todo.append(target)
+    upward = sorted(m for m in reached if m.split(".")[1] in UPPER)
+    assert upward == [], f"the domain reaches the layers above it: {upward}"
+    files = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    airflow = sorted(m for m in reached if "airflow" in _top_level_imports(files[m]))
+    assert airflow == [], f"the domain reaches Airflow through {airflow}"

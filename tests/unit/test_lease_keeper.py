@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kstate.exceptions import LeaseHeldError, SnapshotLeaseHeldError
+from airflow_provider_kstate.errors import LeaseHeldError, SnapshotLeaseHeldError
 from airflow_provider_kstate.lease import Lease, LeaseKeeper, replay
 
 

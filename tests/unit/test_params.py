@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kstate.exceptions import KStateConfigError
+from airflow_provider_kstate.errors import KStateConfigError
 from airflow_provider_kstate.params import as_bool, as_int, as_str_list, as_topic
 
 

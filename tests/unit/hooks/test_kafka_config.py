@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from airflow.sdk import BaseHook
 
-from airflow_provider_kstate.exceptions import KStateConfigError
+from airflow_provider_kstate.errors import KStateConfigError
 from airflow_provider_kstate.hooks import kafka_config
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.hooks.kafka_config import connection_config, msk_iam_token

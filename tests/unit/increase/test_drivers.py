@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +128,7 @@ def test_a_group_that_cannot_hold_is_drained_when_its_producers_can_be_stopped()
     relaxed = mark_key_order(plan, infos, present, "preserve")
     assert relaxed.groups["kjs"].key_order == KeyOrderMark.RELAXED
     assert "producers cannot be stopped (no producer_drivers)" in relaxed.groups["kjs"].key_order_reason
-    stoppable = replace(plan, producers={"kjs-producer": K8S})
+    stoppable = plan.replace(producers={"kjs-producer": K8S})
     drained = mark_key_order(stoppable, infos, present, "preserve")
     assert [drained.groups[g].key_order for g in ("svc", "kjs", "idle")] == ["barrier", "drained", "offline"]
     assert drained.marked(KeyOrderMark.DRAINED) == ["kjs"]
@@ -271,8 +270,8 @@ def test_a_stop_that_does_not_stop_keeps_everyone_else_in_their_group_and_is_und
 
 def test_a_wait_that_ran_out_is_not_retried_but_a_group_not_empty_yet_is() -> None:
     from airflow_provider_kstate import errors
-    from airflow_provider_kstate.exceptions import GroupNotEmptyError, KStateFatalError, airflow_error
+    from airflow_provider_kstate.errors import GroupNotEmptyError
 
-    never_left = airflow_error(GroupNeverLeftError("members still present"))
-    assert isinstance(never_left, KStateFatalError) and isinstance(never_left, GroupNotEmptyError)
-    assert not isinstance(airflow_error(errors.GroupNotEmptyError("seed: not EMPTY yet")), KStateFatalError)
+    never_left = GroupNeverLeftError("members still present")
+    assert not never_left.retryable and isinstance(never_left, GroupNotEmptyError)
+    assert errors.GroupNotEmptyError("seed: not EMPTY yet").retryable

@@ -8,7 +8,7 @@ import pytest
 from kstate_support.fakes import PLAN, FakeHook
 from kstate_support.fakes import group_info as _info
 
-from airflow_provider_kstate import exceptions
+from airflow_provider_kstate import errors
 from airflow_provider_kstate.errors import (
     InternalTopicError,
     InvalidPartitionCountError,
@@ -62,10 +62,8 @@ def test_plan_protects_every_group_at_risk() -> None:
     assert accepted.groups["audit"].cls == "excluded" and accepted.where("seed") == ["billing"]
     allowed = build_plan(hook, "orders", 4, ["ghost-group", "billing", "audit"], allow_unknown_groups=True)  # type: ignore[arg-type]
     assert allowed.groups["ghost-group"].cls == "absent" and allowed.where("seed") == ["billing", "audit"]
-    # Errors a retry cannot fix are not retried: their Airflow faces are fatal.
-    assert issubclass(exceptions.UnprotectedGroupError, exceptions.KStateFatalError) and issubclass(
-        exceptions.UnknownGroupError, exceptions.KStateFatalError
-    )
+    # Errors a retry cannot fix are not retried: they say so.
+    assert not errors.UnprotectedGroupError.retryable and not errors.UnknownGroupError.retryable
 
 
 def test_plan_round_trips_and_stays_small() -> None:

@@ -9,7 +9,7 @@ import pytest
 from kstate_support.fakes import PLAN
 
 from airflow_provider_kstate.client.protocol import PRESERVE, KeyOrder
-from airflow_provider_kstate.exceptions import KStateConfigError
+from airflow_provider_kstate.errors import KStateConfigError
 from airflow_provider_kstate.increase.key_order import check_key_order
 from airflow_provider_kstate.increase.plan import GroupClass, InvalidPlanError, Plan, PlanMode
 from airflow_provider_kstate.operators.maintenance import RebuildMode, verdict

@@ -16,7 +16,7 @@ def test_a_seed_report_carries_an_index_of_what_was_seeded_and_verify_reads_it(t
         read_report,
         write_report,
     )
-    from airflow_provider_kstate.operators.verify import SeedEvidence
+    from airflow_provider_kstate.increase.verification import SeedEvidence
 
     assert list(expand("0-2,5,7-8")) == [0, 1, 2, 5, 7, 8] and list(expand("none")) == []
     uri = str(tmp_path / "t" / "seed.jsonl.gz")

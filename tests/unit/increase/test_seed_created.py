@@ -44,11 +44,11 @@ class Admin:
         self.seeded = {g: dict(o) for g, o in offsets.items()}
 
 
-def _steps(admin: Admin) -> SafeIncreaseSteps:
+def _steps(fake: Admin) -> SafeIncreaseSteps:
     plans = {"billing": GroupPlan(cls=GroupClass.EMPTY, state="EMPTY", member_count=0, pause=True, seed=True)}
     plan = Plan("orders", 4, 8, plans, planned_at="now", owner="run-1")
     control: Any = None
-    return SafeIncreaseSteps(plan, admin, control, logging.getLogger("test_seed"), "run-1")  # type: ignore[arg-type]
+    return SafeIncreaseSteps(plan, fake, control, logging.getLogger("test_seed"), "run-1")  # type: ignore[arg-type]
 
 
 def test_partitions_this_run_created_are_seeded_at_0_without_asking() -> None:

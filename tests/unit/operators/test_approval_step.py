@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -94,14 +93,14 @@ def test_the_prompt_shows_the_plan_the_broker_check_and_the_expected_downtime() 
 
 def test_the_prompt_without_history_or_verdict_and_with_risks_accepted() -> None:
     plan = _plan(_cluster())
-    excluded = replace(plan.groups["idle"], cls=GroupClass.EXCLUDED, pause=False, seed=False, wait=False)
-    plan = replace(plan, groups={**plan.groups, "idle": excluded})
+    excluded = plan.groups["idle"].replace(cls=GroupClass.EXCLUDED, pause=False, seed=False, wait=False)
+    plan = plan.replace(groups={**plan.groups, "idle": excluded})
     body = approval_prompt(plan, broker=BrokerCheck("c", 0.0, ("latest_offset",)))
     assert "**Expected downtime:** no earlier run of this topic." in body
     assert "breaks latest_offset, accepted by name" in body and "RISK ACCEPTED" in body
     assert "left alone: **RISK ACCEPTED** (excluded)" in body
     assert "no verdict cached" in approval_prompt(plan)
-    repair = replace(plan, target_partitions=4)
+    repair = plan.replace(target_partitions=4)
     assert "**stays at 4 partitions**: a repair" in approval_prompt(repair)
     assert approval_subject(repair) == "Approve the repair of orders (4 partitions)?"
 
@@ -196,8 +195,8 @@ def test_each_change_that_matters_is_named() -> None:
 def test_a_key_order_mark_that_changes_is_a_change() -> None:
     approved = _plan(_cluster())
     live = approved.groups["live"]
-    relaxed = replace(live, key_order="relaxed", key_order_reason="a member without the client piece")
-    now = replace(approved, groups={**approved.groups, "live": relaxed})
+    relaxed = live.replace(key_order="relaxed", key_order_reason="a member without the client piece")
+    now = approved.replace(groups={**approved.groups, "live": relaxed})
     assert plan_changes(approved, now).changed == {
         "live": "key order was barrier, would be relaxed now (a member without the client piece)"
     }
@@ -205,8 +204,8 @@ def test_a_key_order_mark_that_changes_is_a_change() -> None:
         "the plan made again refuses the topic: share group 'x'"
     ]
     absent = {"ghost": GroupPlan(cls=GroupClass.ABSENT, state="DEAD")}
-    named = replace(approved, groups={**approved.groups, **absent})
-    appeared = replace(named, groups={**named.groups, "ghost": approved.groups["idle"]})
+    named = approved.replace(groups={**approved.groups, **absent})
+    appeared = named.replace(groups={**named.groups, "ghost": approved.groups["idle"]})
     assert plan_changes(named, appeared).new_groups == {"ghost": "empty, 0 members"}
 
 
@@ -256,12 +255,13 @@ def _progress(tmp_path: Path) -> dict[str, Any]:
 
 
 def test_a_timeout_releases_the_lease_and_fails(tmp_path: Path) -> None:
-    from airflow_provider_kstate.exceptions import ApprovalTimeoutError, KStateFatalError
+    from airflow_provider_kstate.compat import AirflowFailException
+    from airflow_provider_kstate.errors import ApprovalTimeoutError
 
     op, lease_log = _wired(tmp_path, _cluster())
-    with pytest.raises(ApprovalTimeoutError, match="nobody answered the approval of 'orders'") as info:
+    with pytest.raises(AirflowFailException, match="nobody answered the approval of 'orders'") as info:
         op.execute_complete(_context(), {"error": "timed out", "error_type": "timeout"})
-    assert isinstance(info.value, KStateFatalError), "not retried: a retry would ask again"
+    assert isinstance(info.value.__cause__, ApprovalTimeoutError), "not retried: a retry would ask again"
     assert lease_log.current("orders") is None
     assert (_progress(tmp_path)["step"], _progress(tmp_path)["outcome"]) == ("expired", "expired")
 
@@ -285,7 +285,8 @@ def test_a_reject_releases_the_lease_and_changes_nothing(tmp_path: Path) -> None
 
 
 def test_an_approve_goes_on_only_while_the_cluster_matches(tmp_path: Path) -> None:
-    from airflow_provider_kstate.exceptions import KStateFatalError, PlanChangedError
+    from airflow_provider_kstate.compat import AirflowFailException
+    from airflow_provider_kstate.errors import PlanChangedError
 
     event = {"chosen_options": ["Approve"], "params_input": {}, "responded_at": _now()}
     event["responded_by_user"] = {"id": "1", "name": "bob"}
@@ -296,9 +297,9 @@ def test_an_approve_goes_on_only_while_the_cluster_matches(tmp_path: Path) -> No
 
     changed = _cluster(audit=group_info("audit", "EMPTY"))
     op, lease_log = _wired(tmp_path, changed)
-    with pytest.raises(PlanChangedError, match="new group at risk: audit") as info:
+    with pytest.raises(AirflowFailException, match="new group at risk: audit") as info:
         op.execute_complete(_context(), event)
-    assert isinstance(info.value, KStateFatalError)
+    assert isinstance(info.value.__cause__, PlanChangedError)
     assert lease_log.current("orders") is None
     assert (_progress(tmp_path)["step"], _progress(tmp_path)["outcome"]) == ("plan_changed", "failed")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kstate.exceptions import (
+from airflow_provider_kstate.errors import (
     KStateConfigError,
     SnapshotError,
     StateCheckFailed,

@@ -15,7 +15,7 @@ def test_pause_window_stops_at_a_failed_seed_and_never_resumes(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     """In one window, a seed failure ends the task before scale and resume (the guard decides next)."""
-    from airflow_provider_kstate.exceptions import SeedError
+    from airflow_provider_kstate.errors import SeedError
     from airflow_provider_kstate.operators.window import KStatePauseWindowOperator
 
     calls: list[str] = []

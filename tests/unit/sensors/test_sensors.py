@@ -5,15 +5,17 @@ from __future__ import annotations
 import pytest
 from kstate_support.fakes import PLAN
 
-from airflow_provider_kstate.exceptions import GroupNotEmptyError, GroupNotStableError, KStateError
+from airflow_provider_kstate.compat import AirflowFailException
+from airflow_provider_kstate.errors import GroupNotEmptyError, GroupNotStableError, KStateError
 
 
 def test_sensor_timeouts_name_what_is_left() -> None:
     from airflow_provider_kstate.sensors.groups import KStateGroupsEmptySensor, KStateGroupsStableSensor
 
     empty = KStateGroupsEmptySensor(task_id="e", plan=PLAN, timeout=5)
-    with pytest.raises(GroupNotEmptyError, match="c1@host"):
+    with pytest.raises(AirflowFailException, match="c1@host") as never_left:  # not retried
         empty.execute_complete({}, {"status": "timeout", "detail": {"live": {"members": ["c1@host"]}}})
+    assert isinstance(never_left.value.__cause__, GroupNotEmptyError)
     assert empty.check_arguments() == {"topic": "orders", "groups": ["live", "idle"]}
     stable = KStateGroupsStableSensor(task_id="s", plan=PLAN, timeout=5)
     assert stable.check_arguments() == {"topic": "orders", "groups": ["live"], "partitions": 4}

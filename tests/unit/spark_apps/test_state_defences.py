@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_kstate.compat import AirflowFailException
 from airflow_provider_kstate.doctor.verdict import CheckResult, Verdict
-from airflow_provider_kstate.exceptions import BrokerDeviationError, KStateConfigError, SparkApplicationError
+from airflow_provider_kstate.errors import BrokerDeviationError, KStateConfigError, SparkApplicationError
 from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
 from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
 from airflow_provider_kstate.operators import spark_app
@@ -86,8 +87,9 @@ def test_the_rebuild_is_refused_before_the_lease_and_spark_when_read_committed_i
 ) -> None:
     _doctor(monkeypatch, _verdict("read_committed"))
     op = KStateRebuildOperator(task_id="rebuild", topic=TOPIC, snapshot_uri=str(tmp_path / "snap"))
-    with pytest.raises(BrokerDeviationError, match=r"read_committed.*Nothing was changed") as refused:
+    with pytest.raises(AirflowFailException, match=r"read_committed.*Nothing was changed") as refused:
         op.execute({})
+    assert isinstance(refused.value.__cause__, BrokerDeviationError)
     assert "allow_broker_deviation=['read_committed']" in str(refused.value)
     assert calls == []  # no lease taken, nothing submitted, nothing published
 
@@ -97,8 +99,9 @@ def test_the_deep_check_is_refused_before_spark(
 ) -> None:
     _doctor(monkeypatch, _verdict("latest_offset", "last_stable_offset"))
     op = KStateDeepCheckOperator(task_id="deep", topic=TOPIC, snapshot_uri=str(tmp_path / "snap"))
-    with pytest.raises(BrokerDeviationError, match="latest_offset.*last_stable_offset"):
+    with pytest.raises(AirflowFailException, match="latest_offset.*last_stable_offset") as refused:
         op.execute({})
+    assert isinstance(refused.value.__cause__, BrokerDeviationError)
     assert calls == []
 
 

@@ -211,11 +211,11 @@ def test_framing_problem() -> None:
 
 
 def test_the_compaction_refusal_is_fatal_and_acknowledged_by_a_parameter() -> None:
-    from airflow_provider_kstate.exceptions import KStateFatalError, NotCompactedChangelogError
+    from airflow_provider_kstate.errors import NotCompactedChangelogError
     from airflow_provider_kstate.operators.snapshot import KStateDeepCheckOperator, KStateRebuildOperator
     from airflow_provider_kstate.store.contract import NOT_COMPACTED, app_parser
 
-    assert issubclass(NotCompactedChangelogError, KStateFatalError)
+    assert not NotCompactedChangelogError.retryable
     common = {"topic": TOPIC, "snapshot_uri": "/tmp/s"}
     assert "--allow-non-compacted" not in KStateDeepCheckOperator(task_id="d", **common).app_args()
     deep = KStateDeepCheckOperator(task_id="d", allow_non_compacted_changelog=True, **common)

@@ -371,26 +371,23 @@ def test_the_page_shows_an_invalid_progress_document_as_unreadable(tmp_path: Pat
 
 
 def test_the_operators_map_each_error_code_in_one_table() -> None:
-    from airflow_provider_kstate import exceptions
+    from airflow_provider_kstate import errors
     from airflow_provider_kstate.operators.spark_app import APP_ERRORS, app_error
 
     assert set(APP_ERRORS) == {ErrorCode.NOT_COMPACTED, ErrorCode.OFFSET_BOUNDS}
     faces = {
-        ErrorCode.NOT_COMPACTED: exceptions.NotCompactedChangelogError,
-        ErrorCode.OFFSET_BOUNDS: exceptions.BrokerDeviationError,
+        ErrorCode.NOT_COMPACTED: errors.NotCompactedChangelogError,
+        ErrorCode.OFFSET_BOUNDS: errors.BrokerDeviationError,
     }
     for code in ErrorCode:
         error = app_error(AppFailure(error="the line", error_code=code), "/apps/rebuild.py", "rebuild")
-        assert type(error) is faces.get(code, exceptions.SparkApplicationError), code
+        assert type(error) is faces.get(code, errors.SparkApplicationError), code
         assert str(error).startswith(
             "rebuild.py refused: the line"
             if code is ErrorCode.NOT_COMPACTED
             else "rebuild.py failed: the line"
         )
-    assert isinstance(
-        app_error(AppFailure(error="x", error_code=ErrorCode.NOT_COMPACTED), "a", "t"),
-        exceptions.KStateFatalError,
-    )
+    assert not app_error(AppFailure(error="x", error_code=ErrorCode.NOT_COMPACTED), "a", "t").retryable
     assert "rebuild refused to trust the read" in str(
         app_error(AppFailure(error="x", error_code=ErrorCode.OFFSET_BOUNDS), "a", "rebuild")
     )
