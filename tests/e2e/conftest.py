@@ -6,6 +6,9 @@ first e2e test, ``session_broker``) are passed to it as
 ``AIRFLOW_CONN_*`` variables. ``KSTATE_MAINTENANCE_SCHEDULE`` is empty so that only the runs a test triggers
 exist (``kstate_state_maintenance`` is ``@daily`` and would otherwise start a scheduled run with its
 defaults as soon as it is unpaused); the scheduler still creates asset-triggered runs. The standalone log is copied to ``artifacts/e2e-standalone.log``.
+
+The deployment stops after the last e2e test of the session, not at the session's end: idle, its scheduler,
+DAG processor, triggerer and API server took CPU from every later test on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ import pytest
 from tests.e2e.deployment import AirflowDeployment, airflow_deployment
 
 ROOT = Path(__file__).resolve().parents[2]
+E2E = Path(__file__).resolve().parent
+#: The session's deployment while it runs (stopped early by :func:`pytest_runtest_teardown`).
+RUNNING: list[AirflowDeployment] = []
 ARTIFACTS = ROOT / "artifacts"
 EXAMPLE_DAGS = ("kstate_partition_increase", "kstate_state_maintenance")
 #: The crash tests (``test_crash.py``) arm failpoints by writing names here; absent, failpoints cost nothing.
@@ -65,9 +71,18 @@ def deployment(bootstrap: str, artifacts_dir: Path) -> Iterator[AirflowDeploymen
         dep.wait_for_dags(EXAMPLE_DAGS, timeout=120)
         for dag_id in EXAMPLE_DAGS:
             dep.unpause(dag_id)
+        RUNNING.append(dep)
         yield dep
+        RUNNING.clear()
     # stop() raised if anything was left running; a stop that needed SIGTERM/SIGKILL is worth a warning.
     if dep.unclean_stop:
         warnings.warn(
             f"airflow standalone needed SIGTERM/SIGKILL to stop ({dep.stopped_in:.1f}s)", stacklevel=1
         )
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After the last e2e test (the next test lies outside ``tests/e2e``), stop the deployment: ``stop()``
+    is idempotent, so the fixture's own stop at the session's end then does nothing."""
+    if RUNNING and (nextitem is None or E2E not in Path(str(nextitem.path)).parents):
+        RUNNING[0].stop()

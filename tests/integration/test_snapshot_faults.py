@@ -5,9 +5,10 @@ by a real ``spark-submit rebuild.py`` are shared by the module; each test damage
 inside its current version directory (:func:`layout.resolve`), first proves the fault is on disk, then
 checks that the checks name the partition and that a rebuild heals it.
 
-In ``make test``: the fast check of every file fault on a real snapshot (no Spark per case), and the
-stale-checksum case through the whole maintenance DAG (``rebuild=auto``). Behind ``chaos``: the deep check
-of every fault class, the manifest faults and the compaction refusal (several spark-submits each).
+In ``make test``: the fast check of every file fault on a real snapshot (no Spark per case); the heal
+through the whole maintenance DAG is ``test_state_maintenance``'s (a deep-check failure rebuilt by
+``rebuild=auto``). Behind ``chaos``: the stale-checksum case through the maintenance DAG, the deep check of
+every fault class, the manifest faults and the compaction refusal (several spark-submits each).
 """
 
 from __future__ import annotations
@@ -248,6 +249,7 @@ def test_fast_check_fails_the_whole_snapshot_for_a_bad_manifest(store: Store, fa
     assert report["failed_partitions"] == []  # the whole snapshot, not a partition
 
 
+@pytest.mark.chaos  # 52 s; make test: test_state_maintenance heals a deep-check failure through the same DAG
 def test_stale_checksum_is_found_and_healed_by_the_maintenance_dag(store: Store, run_dag: Any) -> None:
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session

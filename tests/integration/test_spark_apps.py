@@ -429,6 +429,7 @@ def test_deep_check_names_each_corruption(changelog: Changelog, work: Path) -> N
 
 @pytest.mark.integration
 @pytest.mark.spark
+@pytest.mark.chaos  # 29 s; make test: test_state_maintenance's damaged store, rebuilt with the bad one kept aside
 def test_rebuild_repairs_and_keeps_the_previous_snapshot(changelog: Changelog, work: Path) -> None:
     bad = work / "bad"
     old_version = data(bad)
@@ -445,6 +446,7 @@ def test_rebuild_repairs_and_keeps_the_previous_snapshot(changelog: Changelog, w
 
 @pytest.mark.integration
 @pytest.mark.spark
+@pytest.mark.chaos  # 15 s; make test: test_state_maintenance rebuilds only the 3 damaged partitions, keeps the rest
 def test_only_partitions_rebuilds_just_those(changelog: Changelog, work: Path) -> None:
     uri = work / "bad"
     before = read_manifest(str(data(uri)))
@@ -564,7 +566,7 @@ def _hadoop_crc(data: bytes, chunk: int = 512) -> bytes:
 
 @pytest.mark.integration
 @pytest.mark.spark
-@pytest.mark.chaos  # 60 s; make test keeps test_snapshot_faults' fast-check cases and the stale checksum end to end
+@pytest.mark.chaos  # 60 s; make test keeps test_snapshot_faults' fast-check cases and test_state_maintenance's heal
 def test_every_file_fault_is_damage_to_a_named_partition_and_a_rebuild_heals_it(
     changelog: Changelog, work: Path
 ) -> None:

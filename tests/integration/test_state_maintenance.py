@@ -405,6 +405,7 @@ def assert_store_metrics(listener: StatsdListener, dr: Any, topic: str, damaged:
     assert took.kind == "ms" and rebuilt["seconds"] * 1000 < took.value < task_ms  # JVM start-up included
 
 
+@pytest.mark.chaos  # 36 s; make test: the fast check's "recreated" rule in tests/unit/store/test_fast_check_faults.py
 def test_recreated_changelog_fails_with_never_and_is_rebuilt_with_auto(
     store: Store, admin: AdminClient, kafka_config: dict[str, Any], run_dag: Any
 ) -> None:
@@ -445,8 +446,7 @@ def admin_high(admin: AdminClient, topic: str, p: int) -> int:
 def test_partition_increase_leaves_the_store_behind_and_auto_rekeys_it(
     store: Store, admin: AdminClient, kafka_config: dict[str, Any], run_dag: Any
 ) -> None:
-    before = snapshot_rows(store.uri)
-    assert sum(len(rows) for rows in before.values()) == 31  # the store the previous test rebuilt
+    assert manifest(store.uri)["partitions"] == LOG_PARTITIONS  # the store an earlier test rebuilt
     for f in admin.create_partitions([NewPartitions(store.log, LOG_PARTITIONS + 2)]).values():
         f.result(timeout=30)
     _wait(
