@@ -56,6 +56,14 @@ class InvalidPartitionCountError(KStateError):
     retryable = False
 
 
+class PartitionsUnavailableError(KStateError):
+    """Partitions of the topic are offline (no leader, or a leader that does not answer) or have fewer
+    in-sync replicas than its ``min.insync.replicas``: acks=all writes to them fail. The plan refuses before
+    anyone is paused; a broker that comes back and replicas that catch up heal it, so a retry can help."""
+
+    retryable = True
+
+
 class BrokerUnavailableError(KStateError):
     """The cluster, or one of its listeners, did not answer within the timeout."""
 

@@ -52,6 +52,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "Kafka State",
                 "python-modules": [
                     f"{pkg}.operators.base",
+                    f"{pkg}.operators.kafka",
                     f"{pkg}.operators.plan",
                     f"{pkg}.operators.approval",
                     f"{pkg}.operators.consumers",

@@ -67,7 +67,16 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param
 
-from airflow_provider_kstate.task_groups.partition_increase import safe_partition_increase
+from airflow_provider_kstate.task_groups.partition_increase import (
+    ApprovalConfig,
+    BrokerCheckConfig,
+    ConnectionConfig,
+    FleetConfig,
+    GroupsConfig,
+    KeyOrderConfig,
+    StepsConfig,
+    safe_partition_increase,
+)
 
 
 def _params() -> dict[str, Param]:
@@ -182,22 +191,31 @@ for dag_id, single_window in (
         tags=["kafka", "kstate"],
         params=_params(),
     ):
+        # Every field below is templated: the DAG's Params reach the config objects as they reach an operator.
         safe_partition_increase(
             topic="{{ params.topic }}",
             partitions="{{ params.partitions }}",
-            consumer_groups="{{ params.consumer_groups }}",
-            exclude_groups="{{ params.exclude_groups }}",
-            acknowledge_streams_groups="{{ params.acknowledge_streams_groups }}",
-            allow_broker_deviation="{{ params.allow_broker_deviation }}",
-            refresh_broker_check="{{ params.refresh_broker_check }}",
             dry_run="{{ params.dry_run }}",
-            require_approval="{{ params.require_approval }}",
-            approval_timeout="{{ params.approval_timeout }}",
-            key_order="{{ params.key_order }}",
-            group_drivers="{{ params.group_drivers }}",
-            producer_drivers="{{ params.producer_drivers }}",
-            # The commands behind the names: an Airflow Variable, set by whoever deploys the DAG.
-            drivers="{{ var.json.get('kstate_drivers', {}) }}",
-            kafka_config_id="kafka_default",
-            single_window=single_window,
+            connection=ConnectionConfig(kafka_config_id="kafka_default"),
+            groups=GroupsConfig(
+                consumer_groups="{{ params.consumer_groups }}",
+                exclude_groups="{{ params.exclude_groups }}",
+                acknowledge_streams_groups="{{ params.acknowledge_streams_groups }}",
+            ),
+            fleet=FleetConfig(
+                group_drivers="{{ params.group_drivers }}",
+                producer_drivers="{{ params.producer_drivers }}",
+                # The commands behind the names: an Airflow Variable, set by whoever deploys the DAG.
+                drivers="{{ var.json.get('kstate_drivers', {}) }}",
+            ),
+            broker_check=BrokerCheckConfig(
+                allow_broker_deviation="{{ params.allow_broker_deviation }}",
+                refresh_broker_check="{{ params.refresh_broker_check }}",
+            ),
+            ordering=KeyOrderConfig(key_order="{{ params.key_order }}"),
+            steps=StepsConfig(single_window=single_window),
+            approval=ApprovalConfig(
+                require_approval="{{ params.require_approval }}",
+                approval_timeout="{{ params.approval_timeout }}",
+            ),
         )

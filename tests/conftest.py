@@ -1,6 +1,8 @@
 """Shared fixtures: the real broker (on first use), a real Airflow home for ``dag.test()``, unique names.
 
-Nothing here starts a broker: unit tests need none. The broker of the session is started by the first
+Nothing here starts a broker: unit tests need none. The fixtures every suite shares (``unique``,
+``make_topic``, ``control``, ``controller``, ...) live in one plugin, :mod:`kstate_support.fixtures`,
+registered here once (``pytest_plugins``). The broker of the session is started by the first
 test that asks for ``bootstrap``, ``kafka_config``, ``admin``, ``make_topic`` or ``run_dag``; the
 integration and e2e conftests ask for it up front (``kstate_support.session_broker``). It is the one named by
 ``KSTATE_BOOTSTRAP_SERVERS`` (a real cluster; extra librdkafka settings such as SASL go in
@@ -19,7 +21,6 @@ import os
 import shutil
 import signal
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,9 @@ from kstate_support import airflow_env, quiet, session_broker
 
 ROOT = Path(__file__).resolve().parent.parent
 quiet.filter_known_warnings()  # before anything imports Airflow
+
+#: The shared fixtures (``unique``, ``make_topic``, ``control`` ...): one home for every suite.
+pytest_plugins = ("kstate_support.fixtures",)
 
 _STATE = ROOT / ".kstate"
 _AIRFLOW_HOME = _STATE / f"airflow-test-{os.getpid()}"
@@ -98,37 +102,6 @@ def admin(kafka_config: dict[str, Any]) -> Iterator[Any]:
     client = AdminClient(kafka_config)
     yield client
     del client  # AdminClient has no close(): the last reference goes, sessionfinish collects the rest
-
-
-@pytest.fixture
-def unique() -> Callable[[str], str]:
-    """Return a maker of names unique to this test run (topics, groups), safe on a shared cluster."""
-    tag = uuid.uuid4().hex[:8]
-    return lambda prefix: f"kstate-test-{prefix}-{tag}"
-
-
-@pytest.fixture
-def make_topic(admin: Any, unique: Callable[[str], str]) -> Iterator[Callable[..., str]]:
-    """Create topics for a test and delete them afterwards."""
-    from confluent_kafka.admin import NewTopic
-
-    created: list[str] = []
-
-    def _make(prefix: str = "t", partitions: int = 1, config: dict[str, str] | None = None) -> str:
-        name = unique(prefix)
-        futures = admin.create_topics([NewTopic(name, partitions, -1, config=config or {})])
-        for future in futures.values():
-            future.result(timeout=30)
-        created.append(name)
-        return name
-
-    yield _make
-    if created:
-        for future in admin.delete_topics(created).values():
-            try:
-                future.result(timeout=30)
-            except Exception:  # noqa: BLE001 - best-effort clean-up
-                pass
 
 
 @pytest.fixture(scope="session")

@@ -37,6 +37,8 @@ from airflow_provider_kstate.increase.model import (
     UNKNOWN_TYPE,
     GroupInfo,
     Member,
+    PartitionReplicas,
+    TopicReplicas,
     state_name,
 )
 
@@ -132,6 +134,33 @@ class ClusterAdmin:
         entries = _result(next(iter(futures.values())), self.timeout, f"describe configs of {topic!r}")
         return {name: entry.value for name, entry in entries.items()}
 
+    def topic_replicas(self, topic: str, leaders_only: bool = False) -> TopicReplicas:
+        """Return each partition's leader, replicas and in-sync replicas (the metadata), the topic's effective
+        ``min.insync.replicas`` (DescribeConfigs) and the brokers that do not answer: those the metadata
+        no longer lists (fenced) and those it lists that refuse a connection (a cluster without its
+        controller quorum keeps listing its dead brokers). ``leaders_only``: the metadata alone.
+
+        :raises TopicNotFoundError: the topic does not exist.
+        """
+        cluster = self.metadata(topic)
+        meta = cluster.topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise TopicNotFoundError(f"topic {topic!r} does not exist on the cluster")
+        partitions = tuple(
+            PartitionReplicas(p, m.leader, tuple(m.replicas), tuple(m.isrs))
+            for p, m in sorted(meta.partitions.items())
+        )
+        if leaders_only:
+            return TopicReplicas(topic, partitions)
+        min_isr = int(self.topic_config(topic).get("min.insync.replicas") or 1)
+        brokers = {b.id: (b.host, b.port) for b in cluster.brokers.values()}
+        up = wire.answering(self.config, brokers, min(self.timeout, 3.0))
+        if up is None:
+            log.info("REPLICAS which brokers answer is unknown (the wire client reached none): metadata only")
+            up = set(brokers)
+        named = {b for p in partitions for b in (*p.replicas, *p.isr, p.leader) if b >= 0}
+        return TopicReplicas(topic, partitions, min_isr, frozenset(named - up))
+
     def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
         """Grow ``topic`` to ``total`` partitions (``validate_only``: ask the broker without changing).
 
@@ -163,6 +192,31 @@ class ClusterAdmin:
         low = self._list_offsets(topic, wanted, OffsetSpec.earliest())
         high = self._list_offsets(topic, wanted, OffsetSpec.latest())
         return {p: (low[p], high[p]) for p in wanted}
+
+    def loaded_ends(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+        """Return ``{partition: high_watermark}`` in one ListOffsets pass, 0 for a partition its leader has not
+        loaded yet (a leader error): nothing can have been written to it, so it is not asked again. For the
+        partitions an increase just created (Kafka brings thousands online over seconds)."""
+        wanted = sorted(set(partitions))
+        out: dict[int, int] = {}
+        if wanted:
+            deadline = time.monotonic() + self.timeout
+            waiting = self._list_offsets_once(topic, wanted, OffsetSpec.latest(), out, deadline)
+            out.update(dict.fromkeys((p for p, _err in waiting), 0))
+            if waiting:
+                log.info("OFFSETS %s partitions of %r not loaded by a leader yet: empty", len(waiting), topic)
+        return out
+
+    def unloaded(self, topic: str, partitions: Iterable[int]) -> list[int]:
+        """Return the partitions of ``partitions`` whose leader does not serve them yet (one ListOffsets pass;
+        a leader error): the metadata names a leader at once, the broker loads the partition later."""
+        wanted = sorted(set(partitions))
+        if not wanted:
+            return []
+        waiting = self._list_offsets_once(
+            topic, wanted, OffsetSpec.latest(), {}, time.monotonic() + self.timeout
+        )
+        return sorted(p for p, _err in waiting)
 
     def log_starts(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
         """Return ``{partition: log_start}`` (one ListOffsets pass, without the high watermarks)."""

@@ -19,6 +19,7 @@ import socket
 import ssl
 import struct
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -446,3 +447,32 @@ def _share_offsets_at(
         raise WireUnavailable(f"share group {group!r}: {exc}") from exc
     finally:
         conn.close()
+
+
+def answering(
+    config: dict[str, Any], brokers: dict[int, tuple[str, int]], timeout: float = 3.0
+) -> set[int] | None:
+    """Return the ids of ``brokers`` (``{id: (host, port)}``, the metadata's) that answer ApiVersions (which a
+    broker answers before authentication), asked concurrently; None when none answers, where this client
+    cannot tell (its security settings): the caller then knows nothing of which brokers are down.
+    """
+
+    def answers(address: tuple[str, int]) -> bool:
+        try:
+            conn = Connection(config, address, timeout)
+        except WireUnavailable:
+            return False
+        try:
+            parse_api_versions(conn.call(API_VERSIONS, 0))
+            return True
+        except (WireUnavailable, ValueError):
+            return False
+        finally:
+            conn.close()
+
+    if not brokers:
+        return None
+    with ThreadPoolExecutor(max_workers=min(16, len(brokers))) as pool:
+        found = dict(zip(brokers, pool.map(answers, brokers.values()), strict=True))
+    up = {b for b, ok in found.items() if ok}
+    return up or None

@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kstate.cluster.admin import MAX_IN_FLIGHT, ClusterAdmin
 from airflow_provider_kstate.hooks.kafka_config import connection_config
-from airflow_provider_kstate.increase.model import DEAD, EMPTY, STABLE, GroupInfo, Member
+from airflow_provider_kstate.increase.model import DEAD, EMPTY, STABLE, GroupInfo, Member, TopicReplicas
 
 __all__ = ["DEAD", "EMPTY", "STABLE", "GroupInfo", "KStateAdminHook", "Member"]
 
@@ -106,6 +106,11 @@ class KStateAdminHook(KafkaBaseHook):
         """Return the topic's effective configuration."""
         return self.cluster.topic_config(topic)
 
+    def topic_replicas(self, topic: str, leaders_only: bool = False) -> TopicReplicas:
+        """Return each partition's leader, replicas and ISR, the topic's ``min.insync.replicas`` and the
+        brokers that do not answer (``leaders_only``: the metadata alone)."""
+        return self.cluster.topic_replicas(topic, leaders_only)
+
     def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
         """Grow ``topic`` to ``total`` partitions (``validate_only``: ask the broker without changing)."""
         self.cluster.increase_partitions(topic, total, validate_only)
@@ -113,6 +118,14 @@ class KStateAdminHook(KafkaBaseHook):
     def watermarks(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
         """Return ``{partition: (log_start, high_watermark)}``."""
         return self.cluster.watermarks(topic, partitions)
+
+    def loaded_ends(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+        """Return ``{partition: high_watermark}``, 0 where the leader has not loaded the partition yet."""
+        return self.cluster.loaded_ends(topic, partitions)
+
+    def unloaded(self, topic: str, partitions: Iterable[int]) -> list[int]:
+        """Return the partitions their leader does not serve yet."""
+        return self.cluster.unloaded(topic, partitions)
 
     def log_starts(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
         """Return ``{partition: log_start}``."""

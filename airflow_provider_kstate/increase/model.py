@@ -1,7 +1,9 @@
-"""Light shared names: group states and descriptions, default ids. Imports nothing heavy (parse time)."""
+"""Light shared names: group states and descriptions, a topic's replicas, default ids. Imports nothing heavy
+(parse time)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 DEFAULT_CONN_ID = "kafka_default"
@@ -67,3 +69,39 @@ class GroupInfo:
     def assigned(self) -> set[int]:
         """Return the partitions of the described topic held by some member."""
         return {p for m in self.members for p in m.partitions}
+
+
+#: The metadata's leader id of a partition without a leader.
+NO_LEADER = -1
+
+
+@dataclass(frozen=True)
+class PartitionReplicas:
+    """One partition as the metadata describes it: its leader (:data:`NO_LEADER` when none), its replicas
+    and its in-sync replicas (broker ids)."""
+
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicReplicas:
+    """The replication of a topic: its partitions, its effective ``min.insync.replicas`` and the brokers
+    that did not answer (``down``: fenced, or listed but unreachable; empty when not asked)."""
+
+    topic: str
+    partitions: tuple[PartitionReplicas, ...]
+    min_isr: int = 1
+    down: frozenset[int] = frozenset()
+
+    @property
+    def replication_factor(self) -> int:
+        """The replication factor CreatePartitions gives new partitions: that of the first partition."""
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+    def leaderless(self, partitions: Iterable[int]) -> list[int]:
+        """Of ``partitions``, those the metadata does not show yet, or shows without a leader."""
+        leaders = {p.partition: p.leader for p in self.partitions}
+        return [p for p in partitions if leaders.get(p, NO_LEADER) < 0]

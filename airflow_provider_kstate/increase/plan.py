@@ -65,6 +65,7 @@ from airflow_provider_kstate.increase.model import (
     UNKNOWN_TYPE,
     GroupInfo,
 )
+from airflow_provider_kstate.increase.replicas import ReplicationState
 from airflow_provider_kstate.increase.report import ranges
 
 if TYPE_CHECKING:
@@ -343,6 +344,11 @@ class Plan(_PlanModel):
     producers: dict[str, DriverField] = Field(
         default_factory=dict, description="producer service -> its driver, for a drain (absent: none)"
     )
+    #: The topic's replication as the plan saw it (:mod:`~airflow_provider_kstate.increase.replicas`):
+    #: written when it was checked.
+    replication: ReplicationState | None = Field(
+        default=None, description="the topic's replication at plan time (absent: not checked)"
+    )
     v: Literal[1] = Field(
         default=1, description="version; a plan written before it had one has none: read as 1"
     )
@@ -396,6 +402,8 @@ class Plan(_PlanModel):
         out = super().to_dict()
         if not out["producers"]:
             del out["producers"]
+        if out["replication"] is None:
+            del out["replication"]
         return out
 
     @classmethod
@@ -491,6 +499,7 @@ def build_plan(
     allow_unknown_groups: bool = False,
     acknowledge_streams_groups: Iterable[str] = (),
     share_new_partitions_kept: bool = False,
+    replication: ReplicationState | None = None,
 ) -> Plan:
     """Validate the request against the cluster and return the plan (nothing is changed).
 
@@ -515,6 +524,8 @@ def build_plan(
     :param share_new_partitions_kept: the broker starts a share group on a partition added while it reads
         at the partition's first record, whatever its ``share.auto.offset.reset`` (the broker doctor's
         ``share_new_partitions`` promise: measured kept on Apache Kafka 4.4.0, broken on 4.2.0 and 4.2.2).
+    :param replication: the topic's replication as checked
+        (:func:`~airflow_provider_kstate.increase.replicas.check_replication`), kept in the plan.
     :raises InvalidPartitionCountError: the target is below the current count.
     :raises UnprotectedGroupError: a group at risk is neither named nor excluded.
     :raises UnknownGroupError: a named group is unknown to the cluster.
@@ -557,6 +568,7 @@ def build_plan(
         groups=plans,
         groups_discovered=not named,
         planned_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        replication=replication,
     )
 
 
@@ -700,6 +712,8 @@ def describe(plan: Plan) -> list[str]:
         )
     for service, producer in plan.producers.items():
         lines.append(f"  producers {service}: driver {producer.describe()} (stopped for a drain)")
+    if plan.replication is not None:
+        lines.append(plan.replication.describe())
     return lines
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import IO, Protocol
 
-from airflow_provider_kstate.increase.model import GroupInfo
+from airflow_provider_kstate.increase.model import GroupInfo, TopicReplicas
 
 
 class AdminPort(Protocol):
@@ -26,12 +26,25 @@ class AdminPort(Protocol):
         """Grow ``topic`` to ``total`` partitions."""
         ...
 
+    def topic_replicas(self, topic: str, leaders_only: bool = False) -> TopicReplicas:
+        """Return each partition's leader, replicas and ISR, the topic's effective ``min.insync.replicas``
+        and the brokers that do not answer (``leaders_only``: the metadata alone, one cheap request)."""
+        ...
+
     def watermarks(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
         """Return ``{partition: (log start, log end)}``."""
         ...
 
     def log_starts(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
         """Return ``{partition: log start}``."""
+        ...
+
+    def unloaded(self, topic: str, partitions: Iterable[int]) -> list[int]:
+        """Return the partitions their leader does not serve yet (named in the metadata, not loaded)."""
+        ...
+
+    def loaded_ends(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+        """Return ``{partition: log end}`` in one pass, 0 where no leader has loaded the partition yet."""
         ...
 
     def committed_offsets_many(

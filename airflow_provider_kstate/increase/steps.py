@@ -266,7 +266,13 @@ class SafeIncreaseSteps:
                 interval = min(max_interval, interval * 2)
 
     def increase(self, timeout: float) -> dict[str, Any]:
-        """Grow the topic to the target (validate first); a no-op when it is already there (a retry, a repair)."""
+        """Grow the topic to the target (validate first); a no-op when it is already there (a retry, a repair).
+        Returns once the metadata shows the new partitions (up to ``timeout``), not once each has a leader:
+        nothing up to the resume needs their leaders (the seed commits 0 on them, see :meth:`_log_starts`;
+        an offset commit goes to the group's coordinator), and Kafka takes its time to bring thousands online
+        (4,032 on one 2-core broker: ~20 s) while the old partitions' consumers would wait paused. Verify
+        waits for their leaders (:func:`~airflow_provider_kstate.increase.replicas.wait_for_leaders`).
+        CreatePartitions gives them the topic's replication factor (see :mod:`~airflow_provider_kstate.increase.replicas`)."""
         original, target = self.plan.original_partitions, self.plan.target_partitions
         self.events.step("increase")
         current = self.admin.partition_count(self.topic)

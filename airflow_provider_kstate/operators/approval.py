@@ -49,6 +49,8 @@ from airflow_provider_kstate.operators.base import KStateStepOperator
 from airflow_provider_kstate.params import as_bool, as_str_list
 
 if TYPE_CHECKING:
+    from airflow.sdk import Context
+
     from airflow_provider_kstate.hooks.reports import ObjectStorageReports
 
 #: Seconds the topic's lease outlives the approval deadline while the run waits (an answer can land a little
@@ -132,7 +134,7 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         is the DAG's or the task's, so the HITL form would show every DAG param: apache/airflow#57498.)"""
         return {}
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         if not as_bool("require_approval", self.require_approval):
             self.log.info("APPROVE not required (require_approval is off): the run goes on with the plan")
             return {"required": False, "approved": True}
@@ -156,7 +158,7 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         )
         return super().execute(context)
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         plan = self.typed_plan
         if event.get("error_type") == "timeout":
             self._end(context, EXPIRED, EXPIRED)
@@ -192,14 +194,14 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
             raise KStateConfigError(f"approval_timeout must be a positive number of seconds, got {value!r}")
         return timedelta(seconds=seconds)
 
-    def _end(self, context: Any, step: str, outcome: str) -> None:
+    def _end(self, context: Context, step: str, outcome: str) -> None:
         """The run stops here: release the topic's lease, record the outcome in the progress document."""
         self.keeper(context).release()
         events = self.events(context)
         events.step(step)
         events.finish(outcome)
 
-    def _check_unchanged(self, context: Any, approved: Plan) -> None:
+    def _check_unchanged(self, context: Context, approved: Plan) -> None:
         """Fail, before anyone is paused, when the cluster no longer matches the approved plan."""
         self.keeper(context).renew(approved.to_dict())  # back to the steps' TTL; fails if another run took it
         now, refused = self._replan(approved)

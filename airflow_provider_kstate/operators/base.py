@@ -1,44 +1,68 @@
-"""What every step of the safe partition increase shares: the plan argument and its hooks."""
+"""What the plan and every step of the safe partition increase share: where the run talks to and writes
+to; the steps' plan argument and their hooks."""
 
 from __future__ import annotations
 
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator
-
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
 from airflow_provider_kstate.increase.events import Events, ProgressFile
-from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
+from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.increase.report import progress_location, report_location
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 from airflow_provider_kstate.lease import LeaseKeeper, run_owner
 from airflow_provider_kstate.metrics import RunMetrics
-from airflow_provider_kstate.task_edge import TranslatesDomainErrors
+from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 
 if TYPE_CHECKING:  # the hooks import confluent-kafka: load them when a task runs, not when a DAG is parsed
+    from airflow.sdk import Context
+
     from airflow_provider_kstate.cluster.control import Controller
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
     from airflow_provider_kstate.hooks.lease import KStateLeaseHook
     from airflow_provider_kstate.hooks.reports import ObjectStorageReports
 
 
-class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
-    """Base of the steps after the plan: each takes the plan (an XCom) and is idempotent.
+class KStateIncreaseOperator(KStateKafkaOperator):
+    """Base of the plan and the steps of a safe partition increase: where the run talks to and writes to
+    (the factory's :class:`~airflow_provider_kstate.task_groups.config.ConnectionConfig`).
 
-    A step's ``execute`` raises the named Airflow errors (:mod:`airflow_provider_kstate.exceptions`), never
-    the domain's plain ones: :class:`~airflow_provider_kstate.exceptions.TranslatesDomainErrors`.
-
-    :param plan: the plan pushed by :class:`KStatePlanOperator` (pass its ``.output``).
     :param kafka_config_id: the Airflow connection id (``kafka`` type of the Kafka provider).
+    :param request_timeout: seconds to wait for each request to the cluster.
     :param control_topic: the control topic services with the client piece watch.
     :param lease_topic: the topic that holds per-topic leases.
-    :param request_timeout: seconds to wait for each request to the cluster.
-    :param lease_ttl: seconds the topic's lease lives without renewal; the step renews it before it
-        changes anything (when a third of it has passed) and fails if another run holds it.
+    :param lease_ttl: seconds the topic's lease lives without renewal; a step renews it before it changes
+        anything (when a third of it has passed) and fails if another run holds it.
     :param report_conn_id: the Airflow connection whose credentials reach the report location (object
         storage); None: the location's default.
+    """
+
+    def __init__(
+        self,
+        *,
+        control_topic: str = DEFAULT_CONTROL_TOPIC,
+        lease_topic: str = DEFAULT_LEASE_TOPIC,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+        report_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.control_topic = control_topic
+        self.lease_topic = lease_topic
+        self.lease_ttl = lease_ttl
+        self.report_conn_id = report_conn_id
+
+
+class KStateStepOperator(KStateIncreaseOperator):
+    """Base of the steps after the plan: each takes the plan (an XCom) and is idempotent.
+
+    A step's errors leave through the task edge (:mod:`airflow_provider_kstate.task_edge`): one a retry
+    cannot fix fails the task at once. The connection, the topics and the timeouts are
+    :class:`KStateIncreaseOperator`'s.
+
+    :param plan: the plan pushed by :class:`KStatePlanOperator` (pass its ``.output``).
     """
 
     template_fields: tuple[str, ...] = ("plan",)
@@ -47,26 +71,9 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
     #: it reads (``plan``, ``verify``) or changes (``increase``, ``seed``, ``window``); None: neither.
     lineage_kind: ClassVar[str | None] = None
 
-    def __init__(
-        self,
-        *,
-        plan: Any,
-        kafka_config_id: str = DEFAULT_CONN_ID,
-        control_topic: str = DEFAULT_CONTROL_TOPIC,
-        lease_topic: str = DEFAULT_LEASE_TOPIC,
-        request_timeout: float = 30.0,
-        lease_ttl: float = DEFAULT_LEASE_TTL,
-        report_conn_id: str | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, plan: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.plan = plan
-        self.kafka_config_id = kafka_config_id
-        self.control_topic = control_topic
-        self.lease_topic = lease_topic
-        self.request_timeout = request_timeout
-        self.lease_ttl = lease_ttl
-        self.report_conn_id = report_conn_id
 
     @cached_property
     def admin(self) -> KStateAdminHook:
@@ -107,11 +114,11 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
     def topic(self) -> str:
         return self.typed_plan.topic
 
-    def keeper(self, context: Any) -> LeaseKeeper:
+    def keeper(self, context: Context) -> LeaseKeeper:
         """Return the keeper of the topic's lease for this task's DAG run."""
         return LeaseKeeper.for_topic(self.lease, self.topic, context, self.lease_ttl, self.log)
 
-    def steps(self, context: Any, **options: Any) -> SafeIncreaseSteps:
+    def steps(self, context: Context, **options: Any) -> SafeIncreaseSteps:
         """Return the steps of this operator's plan, run as this task's DAG run; before each change they
         renew the topic's lease (:meth:`LeaseKeeper.renew`) and fail if another run took it.
 
@@ -129,13 +136,13 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
             **options,
         )
 
-    def events(self, context: Any) -> Events:
+    def events(self, context: Context) -> Events:
         """Where this task reports the run's step and each group's state: the run's progress document
         (``progress.json`` in its report folder, which the kstate page watches), then the metrics read from
         it (each live group's downtime, :class:`~airflow_provider_kstate.metrics.RunMetrics`)."""
         return run_events(self.report_storage, self.typed_plan, run_owner(context), self.log)
 
-    def post_execute(self, context: Any, result: Any = None) -> None:
+    def post_execute(self, context: Context, result: Any = None) -> None:
         """Drop this task's Kafka clients when it ends, so none outlives the task (and its broker)."""
         super().post_execute(context, result)
         control = self.__dict__.pop("control", None)
@@ -144,7 +151,7 @@ class KStateStepOperator(TranslatesDomainErrors, BaseOperator):
         for name in ("admin", "lease"):
             self.__dict__.pop(name, None)
 
-    def report_uri(self, context: Any, step: str) -> str:
+    def report_uri(self, context: Context, step: str) -> str:
         """Return the URI of this run's report file for ``step`` (``seed``, ``verify``)."""
         return report_location(self.typed_plan.report_uri, self.topic, run_owner(context), step)
 

@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.increase.key_order import check_key_order
+from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 from airflow_provider_kstate.operators.base import KStateStepOperator, drain_hold
 
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
-class KStatePauseConsumersOperator(KStateStepOperator):
-    """Tell the services of every group at risk to leave its group, and pin producers to the old layout.
 
-    Services that wrap their clients with ``airflow_provider_kstate.client`` obey; for others, put your own
-    task in this one's place (a ``BashOperator`` running ``kubectl scale --replicas=0``, say): the next
-    step, :class:`KStateGroupsEmptySensor`, waits for the broker to report the groups EMPTY either way.
-    Re-sending a pause is harmless, so the step is idempotent. With ``key_order="preserve"`` it also
-    announces the key-order barrier to the protected groups' consumers.
-
-    Each group is taken out by its driver: command-driven groups are stopped first (and waited for, up to
-    ``empty_timeout``), then the others get the pause record; for a drain the producers are stopped before
-    both.
+class KStatePausingOperator(KStateStepOperator):
+    """Base of the steps that take consumers out of their groups (:class:`KStatePauseConsumersOperator`, and
+    the pause window, :class:`~airflow_provider_kstate.operators.window.KStatePauseWindowOperator`): the
+    key order, the wait for EMPTY and the drain's deadline, and the steps built from them.
 
     :param key_order: ``preserve``, ``drain`` or ``relax`` (templated).
-    :param empty_timeout: seconds to wait for the command-driven groups to become EMPTY.
+    :param empty_timeout: seconds to wait for the paused (or stopped) groups to become EMPTY.
     :param drain_timeout: seconds the drain may last (the ControlledProducers' hold outlives it).
     """
 
@@ -42,13 +38,32 @@ class KStatePauseConsumersOperator(KStateStepOperator):
         self.empty_timeout = empty_timeout
         self.drain_timeout = drain_timeout
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        steps = self.steps(
+    def pausing_steps(self, context: Context) -> SafeIncreaseSteps:
+        """Return this run's steps with the key order, the EMPTY wait and the producers' hold for a drain."""
+        return self.steps(
             context,
             key_order=check_key_order(self.key_order),
             empty_timeout=self.empty_timeout,
             drain_hold=drain_hold(self.empty_timeout, self.drain_timeout),
         )
+
+
+class KStatePauseConsumersOperator(KStatePausingOperator):
+    """Tell the services of every group at risk to leave its group, and pin producers to the old layout.
+
+    Services that wrap their clients with ``airflow_provider_kstate.client`` obey; for others, put your own
+    task in this one's place (a ``BashOperator`` running ``kubectl scale --replicas=0``, say): the next
+    step, :class:`KStateGroupsEmptySensor`, waits for the broker to report the groups EMPTY either way.
+    Re-sending a pause is harmless, so the step is idempotent. With ``key_order="preserve"`` it also
+    announces the key-order barrier to the protected groups' consumers.
+
+    Each group is taken out by its driver: command-driven groups are stopped first (and waited for, up to
+    ``empty_timeout``), then the others get the pause record; for a drain the producers are stopped before
+    both (``empty_timeout``: the wait for the command-driven groups; see :class:`KStatePausingOperator`).
+    """
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        steps = self.pausing_steps(context)
         try:
             return steps.pause()
         finally:
@@ -62,7 +77,7 @@ class KStateResumeConsumersOperator(KStateStepOperator):
     :raises UnsafeResumeError: partitions exist that a seeded group has no offset on; nothing is resumed.
     """
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         try:
             return self.steps(context).resume()
         finally:

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from airflow.sdk import BaseOperator
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.doctor.cache import DEFAULT_TTL
 from airflow_provider_kstate.doctor.promises import NEEDS, Needs, check_names
 from airflow_provider_kstate.errors import KStateConfigError
-from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
+from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 from airflow_provider_kstate.params import as_bool, as_str_list
-from airflow_provider_kstate.task_edge import TranslatesDomainErrors
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
-class KStateBrokerDoctorOperator(TranslatesDomainErrors, BaseOperator):
+class KStateBrokerDoctorOperator(KStateKafkaOperator):
     """Check that the cluster keeps the Kafka promises the run relies on; fail before anything changes.
 
     The cheap checks (ApiVersions lists every API the run needs) run every time; the behavioural checks
@@ -30,11 +30,12 @@ class KStateBrokerDoctorOperator(TranslatesDomainErrors, BaseOperator):
     :param refresh: re-run the behavioural checks now instead of using the cached verdict (templated).
     :param ttl: seconds a cached verdict stays valid.
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
-    :param request_timeout: seconds each request may take.
+    :param request_timeout: seconds each request may take (default 20).
     """
 
     template_fields: tuple[str, ...] = ("allow_broker_deviation", "refresh")
     ui_color = "#fff3e0"
+    default_request_timeout = 20.0
 
     def __init__(
         self,
@@ -43,8 +44,6 @@ class KStateBrokerDoctorOperator(TranslatesDomainErrors, BaseOperator):
         allow_broker_deviation: list[str] | str | None = None,
         refresh: bool | str = False,
         ttl: float = DEFAULT_TTL,
-        kafka_config_id: str = DEFAULT_CONN_ID,
-        request_timeout: float = 20.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -52,10 +51,8 @@ class KStateBrokerDoctorOperator(TranslatesDomainErrors, BaseOperator):
         self.allow_broker_deviation = allow_broker_deviation
         self.refresh = refresh
         self.ttl = ttl
-        self.kafka_config_id = kafka_config_id
-        self.request_timeout = request_timeout
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         needed = needed_promises(self.needs)
         allow = allowed_deviations(self.allow_broker_deviation)
         from airflow_provider_kstate.hooks.doctor import KStateDoctorHook

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.compat import AirflowSkipException
 from airflow_provider_kstate.errors import KStateError, LeaseHeldError, UnsafeResumeError
@@ -14,6 +14,9 @@ from airflow_provider_kstate.increase.safety import partial_increase_runbook, un
 from airflow_provider_kstate.increase.steps import names
 from airflow_provider_kstate.lease import LeaseKeeper
 from airflow_provider_kstate.operators.base import KStateStepOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class KStateFailureGuardOperator(KStateStepOperator):
@@ -53,7 +56,7 @@ class KStateFailureGuardOperator(KStateStepOperator):
         self.plan_task_id = plan_task_id
         self.approval_task_id = approval_task_id
 
-    def execute(self, context: Any) -> None:
+    def execute(self, context: Context) -> None:
         self.plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
         if not self.plan:
             raise AirflowSkipException(
@@ -96,7 +99,7 @@ class KStateFailureGuardOperator(KStateStepOperator):
             "again with the same target, to finish."
         )
 
-    def _approved(self, context: Any) -> bool:
+    def _approved(self, context: Context) -> bool:
         """Whether the run got past its approval step (True without one): its XCom says ``approved``."""
         if not self.approval_task_id:
             return True

@@ -6,7 +6,7 @@ Python operators.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.operators.branch import BaseBranchOperator
 from airflow.sdk import BaseOperator
@@ -17,6 +17,9 @@ from airflow_provider_kstate.params import as_choice
 from airflow_provider_kstate.store.fast_check import partial_scope
 from airflow_provider_kstate.store.results import CheckReport
 from airflow_provider_kstate.task_edge import TranslatesDomainErrors
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class RebuildMode(StrEnum):
@@ -87,7 +90,7 @@ class KStateChooseDeepCheckOperator(TranslatesDomainErrors, BaseBranchOperator):
         self.deep_task_id = deep_task_id
         self.otherwise_task_id = otherwise_task_id
 
-    def choose_branch(self, context: Any) -> str:
+    def choose_branch(self, context: Context) -> str:
         fast = read_report(context["ti"].xcom_pull(task_ids=self.fast_check_task_id), "fast")
         deep = bool(context["params"].get("deep")) and bool(fast and fast.snapshot_ok)
         self.log.info("DECIDE deep check %s", "runs" if deep else "skipped")
@@ -108,7 +111,7 @@ class KStateStoreVerdictOperator(TranslatesDomainErrors, BaseBranchOperator):
         self.fast_check_task_id = fast_check_task_id
         self.deep_check_task_id = deep_check_task_id
 
-    def choose_branch(self, context: Any) -> str:
+    def choose_branch(self, context: Context) -> str:
         ti = context["ti"]
         fast = read_report(ti.xcom_pull(task_ids=self.fast_check_task_id), "fast")
         if fast is None:
@@ -138,7 +141,7 @@ class KStateStoreBadOperator(TranslatesDomainErrors, BaseOperator):
         super().__init__(**kwargs)
         self.report_task_ids = report_task_ids
 
-    def execute(self, context: Any) -> None:
+    def execute(self, context: Context) -> None:
         pulled = (read_report(context["ti"].xcom_pull(task_ids=t)) for t in self.report_task_ids)
         details = "; ".join(
             f"{r.check} check: problems {r.problems}, failed partitions {r.failed_partitions}"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class KStateIncreasePartitionsOperator(KStateStepOperator):
@@ -17,7 +20,7 @@ class KStateIncreasePartitionsOperator(KStateStepOperator):
 
     lineage_kind = "increase"
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         result = self.steps(context).increase(self.request_timeout)
         METRICS_OUT.created(self.typed_plan, result)
         return result

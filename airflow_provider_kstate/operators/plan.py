@@ -6,13 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC, DRAIN, PRESERVE
+from airflow_provider_kstate.client.protocol import DRAIN, PRESERVE
 from airflow_provider_kstate.compat import AirflowSkipException
 from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS, SHARE_NEW_PARTITIONS
 from airflow_provider_kstate.errors import KStateConfigError, TopicChangedError
 from airflow_provider_kstate.increase.fleet import DriverChoice, check_drivable, drive
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, ORDER_RELAXED, check_key_order
-from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.increase.plan import (
     DEFAULT_SPARK_PREFIXES,
     Plan,
@@ -20,18 +19,21 @@ from airflow_provider_kstate.increase.plan import (
     check_topic_name,
     describe,
 )
+from airflow_provider_kstate.increase.replicas import check_replication
 from airflow_provider_kstate.lease import LeaseKeeper
-from airflow_provider_kstate.operators.base import run_events
+from airflow_provider_kstate.operators.base import KStateIncreaseOperator, run_events
 from airflow_provider_kstate.operators.doctor import allowed_deviations
 from airflow_provider_kstate.params import as_bool, as_int, as_mapping, as_str_list, as_topic
 from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 if TYPE_CHECKING:
+    from airflow.sdk import Context
+
     from airflow_provider_kstate.doctor.verdict import Verdict
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
 
-class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
+class KStatePlanOperator(KStateIncreaseOperator):
     """Plan a partition increase (or a repair) and push the plan to XCom; with ``dry_run`` nothing else happens.
 
     The topic must exist and must not be internal; ``partitions`` must not be below its current count. A
@@ -72,15 +74,11 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
     :param own_tasks: your own pause and resume tasks drive every group without a driver (the per-step
         layout's ``pause_consumers=``; the factory sets it).
     :param dry_run: plan only: take no lease and change nothing.
-    :param kafka_config_id: the Airflow connection id (``kafka`` type).
-    :param control_topic: the control topic services with the client piece watch.
-    :param lease_topic: the topic that holds per-topic leases.
-    :param lease_ttl: seconds the lease lives without renewal (running steps renew it).
     :param report_uri: where the per-group, per-partition reports go: a local folder or any URI Airflow's
         ``ObjectStoragePath`` reaches (``s3://bucket/kstate``); empty: ``$AIRFLOW_HOME/kstate-reports``.
-    :param report_conn_id: the Airflow connection whose credentials reach ``report_uri`` (object storage).
     :param spark_group_prefixes: group-id prefixes of Spark Structured Streaming sources (left alone).
-    :param request_timeout: seconds to wait for each request to the cluster.
+    :param kwargs: the connection, the topics, ``report_conn_id`` and the timeouts of
+        :class:`~airflow_provider_kstate.operators.base.KStateIncreaseOperator`.
     """
 
     template_fields: tuple[str, ...] = (
@@ -118,14 +116,8 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         drivers: Any = None,
         own_tasks: bool = False,
         dry_run: bool | str = False,
-        kafka_config_id: str = DEFAULT_CONN_ID,
-        control_topic: str = DEFAULT_CONTROL_TOPIC,
-        lease_topic: str = DEFAULT_LEASE_TOPIC,
-        lease_ttl: float = DEFAULT_LEASE_TTL,
         report_uri: str = "",
-        report_conn_id: str | None = None,
         spark_group_prefixes: tuple[str, ...] = DEFAULT_SPARK_PREFIXES,
-        request_timeout: float = 30.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -143,16 +135,10 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         self.own_tasks = own_tasks
         # BaseOperator already has a dry_run() method: keep the flag under another attribute name.
         self.plan_only = dry_run
-        self.kafka_config_id = kafka_config_id
-        self.control_topic = control_topic
-        self.lease_topic = lease_topic
-        self.lease_ttl = lease_ttl
         self.report_uri = report_uri
-        self.report_conn_id = report_conn_id
         self.spark_group_prefixes = spark_group_prefixes
-        self.request_timeout = request_timeout
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         topic = as_topic("topic", self.topic)
         target = as_int("partitions", self.partitions)
         dry_run = as_bool("dry_run", self.plan_only)
@@ -196,6 +182,7 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
         if both:
             raise KStateConfigError(f"groups {both} are both in consumer_groups and exclude_groups: pick one")
         verdict = self._trust_broker(topic)
+        replication = check_replication(hook, topic)  # refuses partitions offline or below min ISR
         if target > hook.partition_count(topic):
             # Ask the broker to validate this very increase: a broker without CreatePartitions, a quota or a
             # policy refuses here, before any consumer is paused.
@@ -213,7 +200,10 @@ class KStatePlanOperator(TranslatesDomainErrors, BaseOperator):
                 "acknowledge_streams_groups", self.acknowledge_streams_groups
             ),
             share_new_partitions_kept=verdict.kept(SHARE_NEW_PARTITIONS),
+            replication=replication,
         )
+        if replication.warning:
+            self.log.warning("PLAN WARNING %s", replication.warning)
 
         for group in plan.of_class("excluded"):
             self.log.warning(
@@ -325,7 +315,7 @@ class KStateDryRunGateOperator(TranslatesDomainErrors, BaseOperator):
         super().__init__(**kwargs)
         self.plan = plan
 
-    def execute(self, context: Any) -> None:
+    def execute(self, context: Context) -> None:
         plan = Plan.from_dict(self.plan)
         if plan.dry_run:
             raise AirflowSkipException("dry run: the plan is in XCom; nothing was changed")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.increase.key_order import check_key_order, drain_of
 from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class KStateScaleProducersOperator(KStateStepOperator):
@@ -31,7 +34,7 @@ class KStateScaleProducersOperator(KStateStepOperator):
         super().__init__(**kwargs)
         self.key_order = key_order
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         steps = self.steps(context)
         steps.key_order = check_key_order(self.key_order)
         try:
@@ -58,7 +61,7 @@ class KStateStartProducersOperator(KStateStepOperator):
         super().__init__(**kwargs)
         self.switch = switch
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         drain = drain_of(self.switch)
         if not drain["groups"]:
             self.log.info("SCALE %s: no group is drained: the producers switched with the window", self.topic)

@@ -16,11 +16,9 @@ bad. The checks' logic and report text live in :mod:`airflow_provider_kstate.sto
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-
-from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.assets import annotate_outlets
 from airflow_provider_kstate.errors import KStateConfigError, SnapshotError, StateCheckFailed
@@ -29,6 +27,7 @@ from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook, check_uri
 from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
 from airflow_provider_kstate.lease import LeaseKeeper
 from airflow_provider_kstate.metrics import METRICS_OUT
+from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 from airflow_provider_kstate.operators.spark_app import (
     BOUND_DEVIATIONS,
     DEFAULT_SPARK_CONF,
@@ -41,7 +40,6 @@ from airflow_provider_kstate.spark_apps.progress import DEFAULT_INTERVAL
 from airflow_provider_kstate.store import results
 from airflow_provider_kstate.store.layout import DEFAULT_KEEP_VERSIONS
 from airflow_provider_kstate.store.results import CheckReport, RebuildReport
-from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -93,7 +91,7 @@ def _finish_check(
     return doc
 
 
-class KStateFastCheckOperator(TranslatesDomainErrors, BaseOperator):
+class KStateFastCheckOperator(KStateKafkaOperator):
     """Check a snapshot's manifest against the changelog's offsets and layout, in the worker, O(partitions).
 
     Pushes the report (``ok``, ``problems``, ``failed_partitions``, per-partition offsets) to XCom.
@@ -103,35 +101,35 @@ class KStateFastCheckOperator(TranslatesDomainErrors, BaseOperator):
     :param snapshot_uri: the snapshot's directory (local path or filesystem URI). (templated)
     :param kafka_config_id: the Kafka connection (conn type ``kafka``).
     :param fail_on_bad: raise StateCheckFailed when the store is bad (else only report it).
-    :param timeout: seconds to wait for each admin request.
+    :param request_timeout: seconds to wait for each admin request (``timeout``, its old name, works until
+        the next release, with a ``DeprecationWarning``).
     :param storage_conn_id: a connection whose credentials reach the snapshot's object store.
     """
 
-    template_fields: Sequence[str] = ("topic", "snapshot_uri")
+    template_fields: tuple[str, ...] = ("topic", "snapshot_uri")
     ui_color = "#d9f2e6"
+    renamed_parameters = {"timeout": "request_timeout"}
 
     def __init__(
         self,
         *,
         topic: str,
         snapshot_uri: str,
-        kafka_config_id: str = "kafka_default",
         fail_on_bad: bool = True,
-        timeout: float = 30.0,
         storage_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.topic = topic
         self.snapshot_uri = snapshot_uri
-        self.kafka_config_id = kafka_config_id
         self.fail_on_bad = fail_on_bad
-        self.timeout = timeout
         self.storage_conn_id = storage_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         hook = KStateSnapshotHook(
-            kafka_config_id=self.kafka_config_id, timeout=self.timeout, storage_conn_id=self.storage_conn_id
+            kafka_config_id=self.kafka_config_id,
+            timeout=self.request_timeout,
+            storage_conn_id=self.storage_conn_id,
         )
         report = hook.fast_check(self.topic, self.snapshot_uri)
         # the XCom: the fast check's report document, as it built it
@@ -234,7 +232,11 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
         )
 
     def snapshot_hook(self) -> KStateSnapshotHook:
-        return KStateSnapshotHook(kafka_config_id=self.kafka_config_id, storage_conn_id=self.storage_conn_id)
+        return KStateSnapshotHook(
+            kafka_config_id=self.kafka_config_id,
+            timeout=self.request_timeout,
+            storage_conn_id=self.storage_conn_id,
+        )
 
     def _base_args(self, accepted: list[str] | None = None) -> list[str]:
         args = ["--topic", self.topic, "--snapshot-uri", self.snapshot_uri]
@@ -407,7 +409,9 @@ class KStateRebuildOperator(_StoreSparkOperator):
 
         :raises SnapshotLeaseHeldError: another run that is still running holds it.
         """
-        hook = KStateLeaseHook(kafka_config_id=self.kafka_config_id, lease_topic=self.lease_topic)
+        hook = KStateLeaseHook(
+            kafka_config_id=self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
+        )
         keeper = LeaseKeeper.for_snapshot(hook, root, context, self.lease_ttl, self.log)
         with keeper.holding():
             yield keeper.key

@@ -31,9 +31,9 @@ from airflow_provider_kstate.errors import (
     SparkApplicationError,
 )
 from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
+from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 from airflow_provider_kstate.store import contract
 from airflow_provider_kstate.store import uri as uris
-from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -106,7 +106,7 @@ class Submission:
     conf: dict[str, str] = field(default_factory=dict)
 
 
-class KStateSparkApplicationOperator(TranslatesDomainErrors, SparkSubmitOperator):
+class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
     """Submit a PySpark application that reads the Kafka config from a file and writes a JSON report.
 
     The application is called as ``APP --kafka-config-file CFG --report-file R [application_args]``; the
@@ -115,6 +115,8 @@ class KStateSparkApplicationOperator(TranslatesDomainErrors, SparkSubmitOperator
     accepted (``conf``, ``archives``, ``deploy_mode`` ...).
 
     :param kafka_config_id: the Kafka connection (conn type ``kafka``).
+    :param request_timeout: seconds to wait for each request to the cluster (the admin and lease requests
+        made in the worker; the application's own reads have theirs).
     :param spark_conn_id: the Spark connection (conn type ``spark``); same as ``conn_id``.
     :param spark_conf: extra Spark properties, merged over ``DEFAULT_SPARK_CONF`` (``conf`` wins). (templated)
     :param spark_name: the Spark application name (default ``kstate-<task_id>``); same as ``name``.
@@ -138,7 +140,6 @@ class KStateSparkApplicationOperator(TranslatesDomainErrors, SparkSubmitOperator
     def __init__(
         self,
         *,
-        kafka_config_id: str = "kafka_default",
         spark_conn_id: str | None = None,
         spark_conf: dict[str, Any] | None = None,
         spark_name: str | None = None,
@@ -153,7 +154,6 @@ class KStateSparkApplicationOperator(TranslatesDomainErrors, SparkSubmitOperator
         kwargs.setdefault("name", spark_name or f"kstate-{kwargs.get('task_id', 'app')}")
         archives = kwargs.pop("archives", None)  # given to spark-submit with the run's, see _configured
         super().__init__(**kwargs)
-        self.kafka_config_id = kafka_config_id
         self.spark_conn_id: str = kwargs["conn_id"]
         self.archives: str | None = archives
         self.deploy_mode: str | None = kwargs.get("deploy_mode")
@@ -179,7 +179,7 @@ class KStateSparkApplicationOperator(TranslatesDomainErrors, SparkSubmitOperator
 
     def snapshot_hook(self) -> KStateSnapshotHook:
         """Return the hook of the Kafka connection (and of the snapshot's storage)."""
-        return KStateSnapshotHook(kafka_config_id=self.kafka_config_id)
+        return KStateSnapshotHook(kafka_config_id=self.kafka_config_id, timeout=self.request_timeout)
 
     # -- submitting -------------------------------------------------------------------------------------
 

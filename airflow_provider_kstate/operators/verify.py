@@ -4,18 +4,22 @@ seed report, calls it, and logs and writes what it found."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.errors import ReportError, VerificationError
 from airflow_provider_kstate.failpoints import failpoint
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, check_key_order, watch_release
 from airflow_provider_kstate.increase.plan import PlanMode
+from airflow_provider_kstate.increase.replicas import wait_for_leaders
 from airflow_provider_kstate.increase.report import Exceptions, ReportWriter, ranges, write_report
 from airflow_provider_kstate.increase.verification import Marks, SeedEvidence, judge_group, report_rows
 from airflow_provider_kstate.lease import run_owner
 from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class KStateVerifyOperator(KStateStepOperator):
@@ -62,8 +66,19 @@ class KStateVerifyOperator(KStateStepOperator):
         self.key_order = key_order
         self.barrier_timeout = barrier_timeout
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def _wait_for_leaders(self, new: range) -> None:
+        """The new partitions' leaders, awaited here (after the resume), not in the pause window."""
+        if new:
+            took = wait_for_leaders(
+                self.admin, self.topic, new, max(self.barrier_timeout, self.request_timeout)
+            )
+            self.log.info(
+                "VERIFY %s: the %s new partitions have leaders (%.3f s)", self.topic, f"{len(new):,}", took
+            )
+
+    def execute(self, context: Context) -> dict[str, Any]:
         plan = self.typed_plan
+        self._wait_for_leaders(plan.new_partitions)
         barrier = self._barrier(context) if check_key_order(self.key_order) == PRESERVE else {}
         barrier = self._drained(plan, barrier)
         count = self.admin.partition_count(self.topic)
@@ -108,7 +123,7 @@ class KStateVerifyOperator(KStateStepOperator):
         self._add_topic_event(context, plan, count)
         return summary
 
-    def _barrier(self, context: Any) -> dict[str, Any]:
+    def _barrier(self, context: Context) -> dict[str, Any]:
         """Release every live group once it passed the key-order barrier; per group, when it did."""
         plan = self.typed_plan
         seeded = plan.where("seed")
@@ -120,7 +135,7 @@ class KStateVerifyOperator(KStateStepOperator):
         finally:
             self.control.close()
 
-    def _report_progress(self, context: Any, order: dict[str, Any], problems: int) -> None:
+    def _report_progress(self, context: Context, order: dict[str, Any], problems: int) -> None:
         """The groups past the barrier (or drained) are ``passed``; the run ends here."""
         from airflow_provider_kstate.increase.events import GroupState
 
@@ -148,7 +163,7 @@ class KStateVerifyOperator(KStateStepOperator):
             self.log.info("VERIFY group %s was drained before the producers started: %s", group, entry)
         return {**order, "groups": groups}
 
-    def _add_topic_event(self, context: Any, plan: Any, count: int) -> None:
+    def _add_topic_event(self, context: Context, plan: Any, count: int) -> None:
         """Add the grown topic's ``kafka://`` Asset event to this task's AssetAlias outlets (an increase)."""
         from airflow_provider_kstate.assets import add_topic_event
 
@@ -162,7 +177,7 @@ class KStateVerifyOperator(KStateStepOperator):
                 "ASSET %s: event added (%s -> %s partitions)", asset.uri, plan.original_partitions, count
             )
 
-    def _evidence(self, context: Any, count: int) -> tuple[SeedEvidence, str]:
+    def _evidence(self, context: Context, count: int) -> tuple[SeedEvidence, str]:
         given = self.seed_report if isinstance(self.seed_report, dict) else {}
         uri = str(given.get("report_uri") or self.report_uri(context, "seed"))
         try:

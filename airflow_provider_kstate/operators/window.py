@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.failpoints import failpoint
-from airflow_provider_kstate.increase.key_order import check_key_order
 from airflow_provider_kstate.increase.plan import GroupClass, PlanMode
 from airflow_provider_kstate.increase.report import ReportWriter, write_report
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps, SeedResult
 from airflow_provider_kstate.metrics import METRICS_OUT
-from airflow_provider_kstate.operators.base import KStateStepOperator, drain_hold
+from airflow_provider_kstate.operators.consumers import KStatePausingOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
-class KStatePauseWindowOperator(KStateStepOperator):
+class KStatePauseWindowOperator(KStatePausingOperator):
     """Pause, wait for EMPTY, increase, seed, resume and scale back-to-back in one task.
 
     The same idempotent steps as the per-step operators, without the scheduler's latency between them.
@@ -36,37 +37,14 @@ class KStatePauseWindowOperator(KStateStepOperator):
     out because a member never left is not retried (:class:`GroupNeverLeftError`).
 
     Returns a summary (per group: partitions seeded and kept) with the URI of the seed report, the
-    per-group, per-partition evidence that :class:`KStateVerifyOperator` reads.
-
-    :param empty_timeout: seconds to wait for the paused (or stopped) groups to become EMPTY.
-    :param key_order: ``preserve``, ``drain`` or ``relax`` (templated).
-    :param drain_timeout: seconds the drain may last (the ControlledProducers' hold outlives it).
+    per-group, per-partition evidence that :class:`KStateVerifyOperator` reads. ``key_order``,
+    ``empty_timeout`` and ``drain_timeout``: see :class:`~airflow_provider_kstate.operators.consumers.KStatePausingOperator`.
     """
 
     lineage_kind = "window"
 
-    template_fields: tuple[str, ...] = ("plan", "key_order")
-
-    def __init__(
-        self,
-        *,
-        empty_timeout: float = 600.0,
-        key_order: str = PRESERVE,
-        drain_timeout: float = 600.0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.empty_timeout = empty_timeout
-        self.key_order = key_order
-        self.drain_timeout = drain_timeout
-
-    def execute(self, context: Any) -> dict[str, Any]:
-        steps = self.steps(
-            context,
-            key_order=check_key_order(self.key_order),
-            empty_timeout=self.empty_timeout,
-            drain_hold=drain_hold(self.empty_timeout, self.drain_timeout),
-        )
+    def execute(self, context: Context) -> dict[str, Any]:
+        steps = self.pausing_steps(context)
         uri = self.report_uri(context, "seed")
         try:
             with write_report(uri, self.report_storage, evidence=True) as report:

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator
 
 from airflow_provider_kstate import errors
 from airflow_provider_kstate.compat import AirflowSensorTimeout, conf
 from airflow_provider_kstate.increase.checks import CHECKS, CheckResult
-from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.operators.base import parsed_plan
-from airflow_provider_kstate.task_edge import TranslatesDomainErrors
+from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
-class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):
+class KStateConditionSensor(KStateKafkaOperator, BaseSensorOperator):
     """Wait for a cluster condition, by poking or (``deferrable=True``) in the triggerer.
 
     Subclasses name the check (``check_name``), build its arguments from the plan and turn a timeout's
@@ -25,6 +27,7 @@ class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):
 
     :param plan: the plan (XCom of the plan step).
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
+    :param request_timeout: seconds to wait for each request of a poke (default 10).
     :param deferrable: wait in the triggerer instead of holding a worker slot. Default: Airflow's
         ``[operators] default_deferrable`` (False unless set), as the Airflow providers' sensors do.
     :param poke_interval: seconds between checks.
@@ -34,12 +37,12 @@ class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):
     check_name = ""
     template_fields: tuple[str, ...] = ("plan",)
     ui_color = "#e8f4fd"
+    default_request_timeout = 10.0
 
     def __init__(
         self,
         *,
         plan: Any,
-        kafka_config_id: str = DEFAULT_CONN_ID,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poke_interval: float = 2.0,
         timeout: float = 600.0,
@@ -47,7 +50,6 @@ class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):
     ) -> None:
         super().__init__(poke_interval=poke_interval, timeout=timeout, **kwargs)
         self.plan = plan
-        self.kafka_config_id = kafka_config_id
         self.deferrable = deferrable
         self._last = CheckResult(False, {})
 
@@ -65,16 +67,16 @@ class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):
         says whether the task is retried)."""
         raise NotImplementedError
 
-    def poke(self, context: Any) -> bool:
+    def poke(self, context: Context) -> bool:
         from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
-        hook = KStateAdminHook(kafka_config_id=self.kafka_config_id, timeout=10.0)
+        hook = KStateAdminHook(kafka_config_id=self.kafka_config_id, timeout=self.request_timeout)
         self._last = CHECKS[self.check_name](hook, **self.check_arguments())
         if not self._last.ok:
             self.log.info("%s: still waiting for %s", self.check_name, self._last.detail)
         return self._last.ok
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         if self.deferrable:
             from airflow_provider_kstate.triggers.groups import KStateConditionTrigger
 
@@ -102,7 +104,7 @@ class KStateConditionSensor(TranslatesDomainErrors, BaseSensorOperator):
         self.log.info("%s: condition met", self.check_name)
         return self._last.detail
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Resume after the trigger fired: return on success, raise a named error otherwise."""
         status = event.get("status")
         self.log.info(

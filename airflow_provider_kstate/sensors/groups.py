@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate import errors
 from airflow_provider_kstate.increase.key_order import drain_of
 from airflow_provider_kstate.increase.steps import not_empty_error
 from airflow_provider_kstate.sensors.base import KStateConditionSensor
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class KStateGroupsEmptySensor(KStateConditionSensor):
@@ -70,7 +73,7 @@ class KStateGroupsDrainedSensor(KStateConditionSensor):
         drain = drain_of(self.switch)
         return {"topic": self.typed_plan.topic, "groups": drain["groups"], "offsets": drain["offsets"]}
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         if not drain_of(self.switch)["groups"]:
             self.log.info("groups_drained: the plan drains no group: nothing to wait for")
             return {}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.errors import KStateError
 from airflow_provider_kstate.sensors.base import KStateConditionSensor
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class KStateNewPartitionsWrittenSensor(KStateConditionSensor):
@@ -24,7 +27,7 @@ class KStateNewPartitionsWrittenSensor(KStateConditionSensor):
     def check_arguments(self) -> dict[str, Any]:
         return {"topic": self.typed_plan.topic, "baseline": dict(self.baseline.get("baseline") or {})}
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         if not (self.baseline or {}).get("baseline"):
             self.log.info("partitions_written: no baseline (the producers start after a drain): not waiting")
             return {}

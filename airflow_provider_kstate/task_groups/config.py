@@ -2,9 +2,10 @@
 grouped into a few typed, frozen config objects (as astronomer-cosmos groups its ``ProjectConfig``,
 ``ProfileConfig`` and ``ExecutionConfig``).
 
-Every field is also a flat keyword argument of the factory (``kafka_config_id="kafka_prod"`` is
-``connection=ConnectionConfig(kafka_config_id="kafka_prod")``); a flat argument overrides the same field of
-a config object given beside it. Fields marked *templated* accept Jinja (``"{{ params.x }}"``).
+The config objects are the one way to give them. Fields marked *templated* accept Jinja
+(``"{{ params.x }}"``), so a DAG's Params reach them as they reach an operator's argument (``dags/`` does
+so). A field given as a flat keyword argument of the factory (``kafka_config_id="kafka_prod"``, the spelling
+before issue 31) still works for one release, with a ``DeprecationWarning`` naming its config object.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC, KeyOrder
 from airflow_provider_kstate.increase.approval import DEFAULT_APPROVAL_TIMEOUT
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
+from airflow_provider_kstate.params import warn_renamed
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator
@@ -204,14 +206,21 @@ class IncreaseOptions:
 
     @classmethod
     def build(cls, flat: dict[str, Any], **configs: Any) -> IncreaseOptions:
-        """Return the options of the config objects given (None: defaults), each flat keyword argument set
-        on the config that holds its field; an unknown one is a ``TypeError`` naming it."""
+        """Return the options of the config objects given (None: defaults).
+
+        :param flat: deprecated flat keyword arguments (``{field: value}``), each set on the config that holds
+            its field, over the object given beside it, with a ``DeprecationWarning`` naming that config; an
+            unknown one is a ``TypeError`` naming it.
+        """
         options = cls(**{name: config for name, config in configs.items() if config is not None})
         by_config: dict[str, dict[str, Any]] = {}
         for key, value in flat.items():
             if key not in FLAT:
                 raise TypeError(f"safe_partition_increase() got an unexpected keyword argument {key!r}")
-            by_config.setdefault(FLAT[key], {})[key] = value
+            config = FLAT[key]
+            holder = type(getattr(options, config)).__name__
+            warn_renamed("safe_partition_increase()", key, f"{config}={holder}({key}=...)")
+            by_config.setdefault(config, {})[key] = value
         return replace(
             options, **{name: replace(getattr(options, name), **kw) for name, kw in by_config.items()}
         )
@@ -227,7 +236,8 @@ class IncreaseOptions:
         return not custom if self.steps.single_window is None else self.steps.single_window
 
 
-#: ``{flat keyword argument: the IncreaseOptions field whose config holds it}``.
+#: ``{flat keyword argument: the IncreaseOptions field whose config holds it}``: the deprecated flat
+#: spelling, accepted until the next release.
 FLAT = {
     f.name: config.name
     for config in fields(IncreaseOptions)

@@ -111,8 +111,9 @@ def safe_partition_increase(
     :param ordering: per-key order at the producers' switch (:class:`KeyOrderConfig`).
     :param steps: the layout of the steps and your own tasks in their place (:class:`StepsConfig`).
     :param approval: a human approves the plan before anyone is paused (:class:`ApprovalConfig`).
-    :param flat: any field of those config objects as a flat keyword argument (``kafka_config_id=...``,
-        ``consumer_groups=...``, ``key_order=...``, ``require_approval=...``), overriding the object's field.
+    :param flat: deprecated: a field of those config objects as a flat keyword argument
+        (``consumer_groups=...`` for ``groups=GroupsConfig(consumer_groups=...)``); it still works until
+        the next release, overriding the object's field, with a ``DeprecationWarning`` naming the config.
     """
     options = IncreaseOptions.build(
         flat,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
+from kstate_support.fixtures import wait_until
 
-from airflow_provider_kstate.client.channel import ControlChannel
 from airflow_provider_kstate.client.consumer import ControlledConsumer
 from airflow_provider_kstate.client.murmur2 import partition_for
 from airflow_provider_kstate.client.producer import ControlledProducer
@@ -26,21 +26,6 @@ WAIT = 20.0  # upper bound for anything that should take well under a second
 def group_state(admin: Any, group: str) -> tuple[ConsumerGroupState, int]:
     desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
     return desc.state, len(desc.members)
-
-
-def wait_until(
-    check: Callable[[], bool], timeout: float = WAIT, step: Callable[[], Any] | None = None
-) -> float:
-    """Call ``step`` (e.g. the app's poll) until ``check()``; return the seconds it took; fail after timeout."""
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"condition not met within {timeout}s")
-        if step is not None:
-            step()
-        else:
-            time.sleep(0.01)
-    return time.monotonic() - start
 
 
 def produce_ids(config: dict[str, Any], topic: str, count: int) -> None:
@@ -72,19 +57,6 @@ def committed_total(config: dict[str, Any], group: str, topic: str, partitions: 
     finally:
         probe.close()
     return sum(max(tp.offset, 0) for tp in tps)
-
-
-@pytest.fixture
-def control(kafka_config: dict[str, Any], unique: Callable[[str], str], admin: Any) -> Any:
-    channel = ControlChannel(kafka_config, unique("control"))
-    channel.ensure()
-    yield channel
-    channel.close()
-    for future in admin.delete_topics([channel.topic]).values():
-        try:
-            future.result(timeout=30)
-        except Exception:  # noqa: BLE001 - best-effort clean-up
-            pass
 
 
 def consumer_config(kafka_config: dict[str, Any], group: str) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
+from kstate_support.fixtures import wait_until
 
-from airflow_provider_kstate.client.channel import ControlChannel
 from airflow_provider_kstate.client.consumer import ControlledConsumer
 from airflow_provider_kstate.client.producer import ControlledProducer
 from airflow_provider_kstate.client.protocol import (
@@ -27,34 +27,6 @@ from airflow_provider_kstate.client.protocol import (
 )
 
 pytestmark = pytest.mark.integration
-
-WAIT = 20.0
-
-
-def wait_until(
-    check: Callable[[], bool], step: Callable[[], Any] | None = None, timeout: float = WAIT
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        if step is not None:
-            step()
-        else:
-            time.sleep(0.01)
-
-
-@pytest.fixture
-def control(kafka_config: dict[str, Any], unique: Callable[[str], str], admin: Any) -> Any:
-    channel = ControlChannel(kafka_config, unique("control"))
-    channel.ensure()
-    yield channel
-    channel.close()
-    for future in admin.delete_topics([channel.topic]).values():
-        try:
-            future.result(timeout=30)
-        except Exception:  # noqa: BLE001 - best-effort clean-up
-            pass
 
 
 def ends(kafka_config: dict[str, Any], topic: str, partitions: int) -> list[int]:

@@ -11,6 +11,7 @@ and the producer's layout pin. No mocks; every wait is bounded.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import time
@@ -25,12 +26,12 @@ from confluent_kafka.admin import NewPartitions
 from jsonschema import Draft202012Validator
 from kstate_support import ROOT
 from kstate_support import kafka as kfacts
+from kstate_support.fixtures import wait_until as shared_wait_until
 from kstate_support.key_order import OrderChecker
 from kstate_support.node import NODE_CLIENT, consumers, node_ready, producer
 
 from airflow_provider_kstate.client.murmur2 import partition_for
 from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
-from airflow_provider_kstate.hooks.control import KStateControlHook
 from airflow_provider_kstate.increase.key_order import ORDER_BARRIER, group_order
 
 pytestmark = [
@@ -42,14 +43,8 @@ WAIT = 30.0
 DAG_ID = "kstate_partition_increase"
 
 
-def wait_until(check: Callable[[], bool], timeout: float = WAIT, interval: float = 0.01) -> float:
-    """Wait until ``check()``; return the seconds it took; fail after ``timeout``."""
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)
-    return time.monotonic() - start
+#: The shared bounded wait (:func:`kstate_support.fixtures.wait_until`), up to ``WAIT`` unless told otherwise.
+wait_until = functools.partial(shared_wait_until, timeout=WAIT)
 
 
 def describe(admin: Any, group: str) -> Any:
@@ -63,20 +58,6 @@ def group_is(admin: Any, group: str, state: ConsumerGroupState, members: int) ->
 
 def brokers(kafka_config: dict[str, Any]) -> list[str]:
     return str(kafka_config["bootstrap.servers"]).split(",")
-
-
-@pytest.fixture
-def control(unique: Callable[[str], str], admin: Any) -> Any:
-    """The controller (the control hook's connection) on a control topic of this test's own."""
-    hook = KStateControlHook(control_topic=unique("node-control")).get_conn
-    hook.channel()  # creates the control topic
-    yield hook
-    hook.close()
-    for future in admin.delete_topics([hook.control_topic]).values():
-        try:
-            future.result(timeout=30)
-        except Exception:  # noqa: BLE001 - best-effort clean-up
-            pass
 
 
 def acks(hook: Any, prefix: str, epoch: int) -> dict[str, str]:
@@ -126,7 +107,7 @@ def processed(*apps: Any) -> list[dict[str, Any]]:
 
 
 def test_node_consumers_pause_by_leaving_and_resume(
-    kafka_config: dict[str, Any], admin: Any, make_topic: Callable[..., str], control: Any
+    kafka_config: dict[str, Any], admin: Any, make_topic: Callable[..., str], controller: Any
 ) -> None:
     """Pause: the Node members commit what they processed and leave (the broker reports EMPTY), ack
     ``paused``; one started while paused stays out; resume: STABLE, ``running``; the plan sees them all as
@@ -142,7 +123,7 @@ def test_node_consumers_pause_by_leaving_and_resume(
         "brokers": brokers(kafka_config),
         "groupId": group,
         "topics": [topic],
-        "controlTopic": control.control_topic,
+        "controlTopic": controller.control_topic,
     }
     clients = [f"{group}-{i}" for i in range(3)]
     first = consumers({**base, "members": [{"clientId": c, "workMs": 4} for c in clients[:2]]}, "first")
@@ -151,13 +132,13 @@ def test_node_consumers_pause_by_leaving_and_resume(
         wait_until(lambda: group_is(admin, group, ConsumerGroupState.STABLE, 2))
         wait_until(lambda: len(processed(first)) >= 200)
 
-        epoch = control.pause([group], topic, issuer="test_node_client")
+        epoch = controller.pause([group], topic, issuer="test_node_client")
         left = wait_until(lambda: group_is(admin, group, ConsumerGroupState.EMPTY, 0), interval=0.005)
         assert left < 2.0, f"the Node members left {left:.2f}s after the pause (check interval 0.1 s)"
         for c in clients[:2]:
             first.wait(lambda e, c=c: e["event"] == "state" and e["c"] == c and e["state"] == "paused")
         wait_until(
-            lambda: acks(control, f"ack/{group}/", epoch) == dict.fromkeys(clients[:2], "paused"),
+            lambda: acks(controller, f"ack/{group}/", epoch) == dict.fromkeys(clients[:2], "paused"),
             interval=0.1,
         )
         before = processed(first)
@@ -172,19 +153,20 @@ def test_node_consumers_pause_by_leaving_and_resume(
         late = consumers({**base, "members": [{"clientId": clients[2]}]}, "late")
         started = late.wait(lambda e: e["event"] == "started")
         assert started["state"] == "paused" and started["epoch"] == epoch
-        wait_until(lambda: acks(control, f"ack/{group}/", epoch).get(clients[2]) == "paused", interval=0.1)
+        wait_until(lambda: acks(controller, f"ack/{group}/", epoch).get(clients[2]) == "paused", interval=0.1)
         time.sleep(1.0)
         assert group_is(admin, group, ConsumerGroupState.EMPTY, 0), "a consumer started while paused joined"
         assert late.of("record") == [] and len(processed(first)) == len(before)
 
-        resume = control.resume([group], topic, issuer="test_node_client")
+        resume = controller.resume([group], topic, issuer="test_node_client")
         took = wait_until(lambda: group_is(admin, group, ConsumerGroupState.STABLE, 3))
         wait_until(
-            lambda: acks(control, f"ack/{group}/", resume) == dict.fromkeys(clients, "running"), interval=0.1
+            lambda: acks(controller, f"ack/{group}/", resume) == dict.fromkeys(clients, "running"),
+            interval=0.1,
         )
         members = {m.client_id for m in describe(admin, group).members}
         assert members == set(clients), "a member's Kafka client id is its acknowledgement's client"
-        present = control.client_piece_clients()[group]
+        present = controller.client_piece_clients()[group]
         assert members <= present
         assert group_order("preserve", members, present)[0] == ORDER_BARRIER
 
@@ -204,7 +186,7 @@ def test_node_consumers_pause_by_leaving_and_resume(
     again = {(e["p"], e["o"]) for e in before} & {(e["p"], e["o"]) for e in after}
     assert not again, f"{len(again)} records processed before the pause were processed again after it"
     # in log order; compaction may have removed older values of a key, never the latest
-    states = written_by(kafka_config, control.control_topic, set(clients))
+    states = written_by(kafka_config, controller.control_topic, set(clients))
     for c in clients:
         mine = [(v["state"], v["epoch"]) for v in states if v["client"] == c]
         assert set(mine) <= {("running", 0), ("paused", epoch), ("running", resume)}, mine
@@ -229,12 +211,12 @@ def read_back(kafka_config: dict[str, Any], topic: str, partitions: int, expecte
 
 
 def test_node_producer_keeps_the_pinned_layout_until_the_new_one(
-    kafka_config: dict[str, Any], admin: Any, make_topic: Callable[..., str], control: Any
+    kafka_config: dict[str, Any], admin: Any, make_topic: Callable[..., str], controller: Any
 ) -> None:
     """Pinned to 2, the Node producer writes only to partitions 0-1 after the topic has 4 and until the
     layout of 4 arrives; then it places every key with murmur2 % 4 (checked against the Python murmur2)."""
     topic = make_topic("node-layout", partitions=2)
-    pin = control.set_layout(topic, 2, issuer="test_node_client")
+    pin = controller.set_layout(topic, 2, issuer="test_node_client")
     client = f"{topic}-producer"
     config = {
         "brokers": brokers(kafka_config),
@@ -242,25 +224,27 @@ def test_node_producer_keeps_the_pinned_layout_until_the_new_one(
         "clientId": client,
         "keys": 100,
         "rate": 400,
-        "controlTopic": control.control_topic,
+        "controlTopic": controller.control_topic,
     }
     with producer(config) as app:
         started = app.wait(lambda e: e["event"] == "started")
         assert (started["n"], started["epoch"]) == (2, pin)
-        wait_until(lambda: acks(control, f"ack-layout/{topic}/", pin) == {client: "layout"}, interval=0.1)
+        wait_until(lambda: acks(controller, f"ack-layout/{topic}/", pin) == {client: "layout"}, interval=0.1)
         admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=30)
         wait_until(lambda: kfacts.partition_count(admin, topic) == 4)
         created = time.time() * 1000
         time.sleep(1.0)
         published = time.time() * 1000
-        raised = control.set_layout(topic, 4, issuer="test_node_client")
-        wait_until(lambda: acks(control, f"ack-layout/{topic}/", raised) == {client: "layout"}, interval=0.1)
+        raised = controller.set_layout(topic, 4, issuer="test_node_client")
+        wait_until(
+            lambda: acks(controller, f"ack-layout/{topic}/", raised) == {client: "layout"}, interval=0.1
+        )
         acked = time.time() * 1000
         app.wait(lambda e: e["event"] == "sent" and e["t"] > acked + 1000)
         assert app.stop("stop") == 0, app.stderr()
     layout_acks = [
         (v["state"], v["epoch"], v["partitions"])
-        for v in written_by(kafka_config, control.control_topic, {client})
+        for v in written_by(kafka_config, controller.control_topic, {client})
     ]
     assert set(layout_acks) <= {("layout", pin, 2), ("layout", raised, 4)}, layout_acks
     assert layout_acks[-1] == ("layout", raised, 4), layout_acks

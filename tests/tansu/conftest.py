@@ -3,7 +3,8 @@ some of the Kafka promises the provider relies on (issue 17; Tansu 0.6.0 from th
 see :mod:`kstate_support.tansu`).
 
 The fixtures have the names of the top-level conftest's (``bootstrap``, ``kafka_config``, ``admin``,
-``make_topic``, ``unique``, ``run_dag``) but point at Tansu, and every test here runs with Airflow's
+``run_dag``) but point at Tansu; ``unique`` and ``make_topic`` are the shared ones
+(:mod:`kstate_support.fixtures`), with Tansu's names (``kstate-tansu-...``) and replication factor 1, and every test here runs with Airflow's
 ``kafka_default`` (``AIRFLOW_CONN_KAFKA_DEFAULT``) and ``KSTATE_BOOTSTRAP_SERVERS`` pointed at Tansu, so a
 ``dag.test()`` run talks to Tansu. Nothing here starts the embedded broker. Tansu is the one named by
 ``KSTATE_TANSU_BOOTSTRAP`` (``python -m kstate_support.tansu up``), else one started on first use on a free
@@ -19,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -101,34 +101,16 @@ def admin(kafka_config: dict[str, Any]) -> Iterator[Any]:
     del client
 
 
-@pytest.fixture
-def unique() -> Callable[[str], str]:
-    """Return a maker of names unique to this test run (topics, groups)."""
-    tag = uuid.uuid4().hex[:8]
-    return lambda prefix: f"kstate-tansu-{prefix}-{tag}"
+@pytest.fixture(scope="session")
+def name_prefix() -> str:
+    """Names made by the shared ``unique`` say Tansu."""
+    return "kstate-tansu"
 
 
-@pytest.fixture
-def make_topic(admin: Any, unique: Callable[[str], str]) -> Iterator[Callable[..., str]]:
-    """Create topics on Tansu for a test and delete them afterwards."""
-    from confluent_kafka.admin import NewTopic
-
-    created: list[str] = []
-
-    def _make(prefix: str = "t", partitions: int = 1, config: dict[str, str] | None = None) -> str:
-        name = unique(prefix)
-        for future in admin.create_topics([NewTopic(name, partitions, 1, config=config or {})]).values():
-            future.result(timeout=30)
-        created.append(name)
-        return name
-
-    yield _make
-    if created:
-        for future in admin.delete_topics(created).values():
-            try:
-                future.result(timeout=30)
-            except Exception:  # noqa: BLE001 - best-effort clean-up
-                pass
+@pytest.fixture(scope="session")
+def replication_factor() -> int:
+    """Tansu's topics are created with an explicit replication factor of 1."""
+    return 1
 
 
 @pytest.fixture(scope="session")

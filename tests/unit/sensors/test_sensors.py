@@ -54,12 +54,17 @@ def test_the_factory_defers_its_sensors_by_default() -> None:
     """The factory's documented default: its sensors defer whatever ``default_deferrable`` says."""
     from airflow.sdk import DAG
 
-    from airflow_provider_kstate.task_groups.partition_increase import safe_partition_increase
+    from airflow_provider_kstate.task_groups.partition_increase import (
+        StepsConfig,
+        WaitConfig,
+        safe_partition_increase,
+    )
 
+    per_step = StepsConfig(single_window=False)
     with DAG("unit_deferrable", schedule=None):
-        group = safe_partition_increase(topic="t", partitions=3, single_window=False)
+        group = safe_partition_increase(topic="t", partitions=3, steps=per_step)
         poking = safe_partition_increase(
-            topic="t", partitions=3, single_window=False, deferrable=False, group_id="p"
+            topic="t", partitions=3, steps=per_step, waits=WaitConfig(deferrable=False), group_id="p"
         )
     sensors = [t for t in group.children.values() if t.task_id.endswith(("_empty", "_stable"))]
     assert len(sensors) == 2 and all(s.deferrable for s in sensors)

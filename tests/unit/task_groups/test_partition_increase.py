@@ -12,15 +12,24 @@ def test_constructors_touch_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Building every step against a connection that does not exist must not fail: nothing is looked up."""
     from airflow.sdk import DAG
 
-    from airflow_provider_kstate.task_groups.partition_increase import safe_partition_increase
+    from airflow_provider_kstate.task_groups.partition_increase import (
+        ConnectionConfig,
+        StepsConfig,
+        safe_partition_increase,
+    )
 
     monkeypatch.setattr(
         "socket.socket.connect", lambda *a: (_ for _ in ()).throw(AssertionError("network at parse time"))
     )
+    nowhere = ConnectionConfig(kafka_config_id="does_not_exist")
     with DAG("unit_parse", schedule=None):
-        window = safe_partition_increase(topic="t", partitions=3, kafka_config_id="does_not_exist")
+        window = safe_partition_increase(topic="t", partitions=3, connection=nowhere)
         per_step = safe_partition_increase(
-            topic="t", partitions=3, kafka_config_id="does_not_exist", single_window=False, group_id="steps"
+            topic="t",
+            partitions=3,
+            connection=nowhere,
+            steps=StepsConfig(single_window=False),
+            group_id="steps",
         )
     assert {t.split(".")[-1] for t in window.children} == {
         "check_broker",
@@ -40,15 +49,27 @@ def test_single_window_is_the_default_only_with_the_built_in_signals() -> None:
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.sdk import DAG
 
-    from airflow_provider_kstate.task_groups.partition_increase import safe_partition_increase
+    from airflow_provider_kstate.task_groups.partition_increase import (
+        StepsConfig,
+        WaitConfig,
+        safe_partition_increase,
+    )
 
     with DAG("unit_layouts", schedule=None):
         custom = safe_partition_increase(
-            topic="t", partitions=3, pause_consumers=EmptyOperator(task_id="scale_down"), group_id="custom"
+            topic="t",
+            partitions=3,
+            steps=StepsConfig(pause_consumers=EmptyOperator(task_id="scale_down")),
+            group_id="custom",
         )
         assert "custom.pause_window" not in custom.children and "custom.seed_offsets" in custom.children
         with pytest.raises(ValueError, match="single_window=False"):
-            safe_partition_increase(topic="t", partitions=3, wait_for_writes=True, single_window=True)
+            safe_partition_increase(
+                topic="t",
+                partitions=3,
+                waits=WaitConfig(wait_for_writes=True),
+                steps=StepsConfig(single_window=True),
+            )
 
 
 def _shape(group: Any) -> dict[str, Any]:
@@ -76,7 +97,9 @@ def _shape(group: Any) -> dict[str, Any]:
     }
 
 
-def test_config_objects_and_flat_arguments_build_the_same_task_group() -> None:
+def test_the_deprecated_flat_arguments_build_the_same_task_group_with_a_warning() -> None:
+    """The flat keyword arguments (the spelling before issue 31) still work for one release: the same task
+    group as the config objects, each with a DeprecationWarning naming the config object that holds it."""
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.sdk import DAG
 
@@ -116,8 +139,13 @@ def test_config_objects_and_flat_arguments_build_the_same_task_group() -> None:
     }
     with DAG("unit_configs", schedule=None):
         resume = EmptyOperator(task_id="resume_by_hand")
-        by_flat = safe_partition_increase(
-            topic="t", partitions=3, group_id="flat", resume_consumers=resume, **flat
+        with pytest.warns(DeprecationWarning) as warned:
+            by_flat = safe_partition_increase(
+                topic="t", partitions=3, group_id="flat", resume_consumers=resume, **flat
+            )
+        assert len(warned) == len(flat) + 1
+        assert "use groups=GroupsConfig(consumer_groups=...) instead" in " ".join(
+            str(w.message) for w in warned
         )
         by_config = safe_partition_increase(
             topic="t",
@@ -131,15 +159,19 @@ def test_config_objects_and_flat_arguments_build_the_same_task_group() -> None:
             steps=StepsConfig(False, 4, resume_consumers=resume),
         )
         # a flat argument overrides the field of the config object given beside it
-        mixed = safe_partition_increase(
+        with pytest.warns(DeprecationWarning, match="kafka_config_id= is deprecated"):
+            mixed = safe_partition_increase(
+                topic="t",
+                partitions=3,
+                group_id="mixed",
+                connection=ConnectionConfig(kafka_config_id="kafka_other", lease_ttl=99.0),
+                kafka_config_id="kafka_prod",
+            )
+        default = safe_partition_increase(
             topic="t",
             partitions=3,
-            group_id="mixed",
-            connection=ConnectionConfig(kafka_config_id="kafka_other", lease_ttl=99.0),
-            kafka_config_id="kafka_prod",
-        )
-        default = safe_partition_increase(
-            topic="t", partitions=3, group_id="default", kafka_config_id="kafka_prod", lease_ttl=99.0
+            group_id="default",
+            connection=ConnectionConfig(kafka_config_id="kafka_prod", lease_ttl=99.0),
         )
     shape = _shape(by_flat)
     assert shape == _shape(by_config)
@@ -155,28 +187,39 @@ def test_config_objects_and_flat_arguments_build_the_same_task_group() -> None:
 def test_the_approval_step_sits_between_the_gate_and_the_pause_only_when_asked_for() -> None:
     from airflow.sdk import DAG
 
-    from airflow_provider_kstate.task_groups.partition_increase import ApprovalConfig, safe_partition_increase
+    from airflow_provider_kstate.task_groups.partition_increase import (
+        ApprovalConfig,
+        StepsConfig,
+        safe_partition_increase,
+    )
 
+    per_step_layout = StepsConfig(single_window=False)
     with DAG("unit_approval", schedule=None):
-        off = safe_partition_increase(topic="t", partitions=3, group_id="off", require_approval=False)
+        off = safe_partition_increase(
+            topic="t", partitions=3, group_id="off", approval=ApprovalConfig(require_approval=False)
+        )
         window = safe_partition_increase(
-            topic="t", partitions=3, group_id="window", require_approval="{{ params.require_approval }}"
+            topic="t",
+            partitions=3,
+            group_id="window",
+            approval=ApprovalConfig(require_approval="{{ params.require_approval }}"),
         )
         steps = safe_partition_increase(
             topic="t",
             partitions=3,
             group_id="steps",
-            single_window=False,
+            steps=per_step_layout,
             approval=ApprovalConfig(require_approval=True, approval_timeout=30),
         )
-        flat = safe_partition_increase(
-            topic="t",
-            partitions=3,
-            group_id="flat",
-            single_window=False,
-            require_approval=True,
-            approval_timeout=30,
-        )
+        with pytest.warns(DeprecationWarning, match="use approval=ApprovalConfig"):
+            flat = safe_partition_increase(
+                topic="t",
+                partitions=3,
+                group_id="flat",
+                steps=per_step_layout,
+                require_approval=True,
+                approval_timeout=30,
+            )
     assert "off.approve_plan" not in off.children and len(off.children) == 9, "off: no task, no cost"
     shape = _shape(window)
     assert len(shape) == 10
