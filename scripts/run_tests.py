@@ -25,6 +25,9 @@ def _pytest(args: list[str]) -> int:
 def main(argv: list[str]) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The suite's Spark applications are short local runs: the JIT's first tier only and the serial collector
+    # start a driver ~17% sooner on 2 cores (15.1-18.3 s -> 13.3-15.0 s, side by side); a test setting only.
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     if os.environ.get("KSTATE_BOOTSTRAP_SERVERS"):
         print(f"testing against the cluster at {os.environ['KSTATE_BOOTSTRAP_SERVERS']}", flush=True)
