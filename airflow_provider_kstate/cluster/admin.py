@@ -142,7 +142,9 @@ class ClusterAdmin:
 
         :raises TopicNotFoundError: the topic does not exist.
         """
-        cluster = self.metadata(topic)
+        # The whole cluster's metadata, as partition_count: a Metadata request naming a topic that does not
+        # exist creates it on a broker with auto.create.topics.enable (Kafka's default): a typo'd topic would.
+        cluster = self.metadata()
         meta = cluster.topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:
             raise TopicNotFoundError(f"topic {topic!r} does not exist on the cluster")

@@ -11,12 +11,8 @@ and the same :func:`~kstate_support.fleet.judge`, so a Java group is judged as a
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,53 +25,18 @@ JAVA_DIR = Path(__file__).resolve().parent.parent / "java"
 SVC = JAVA_DIR / "svc.sh"
 #: Where :func:`build` puts the classes and ``libs`` (what ``svc.sh`` runs unless ``KSTATE_JAVA_BUILD``).
 BUILD_DIR = ROOT / ".kstate" / "java-build"
-STAMP = ".stamp"
 
 #: Group protocols of the consumer service: the classic one and KIP-848's.
 PROTOCOLS = ("classic", "consumer")
 
 
-def source_hash() -> str:
-    """A hash of what the build depends on: the pom and every source file."""
-    digest = hashlib.sha256()
-    for path in [JAVA_DIR / "pom.xml", *sorted((JAVA_DIR / "src").rglob("*"))]:
-        if path.is_file():
-            digest.update(str(path.relative_to(JAVA_DIR)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def build(build_dir: Path = BUILD_DIR) -> Path:
-    """Build the services into ``build_dir`` unless it holds a build of the current sources; return it.
-
-    One build at a time (a lock beside the folder), so two sessions starting together build once.
+    """Build the services into ``build_dir`` unless it holds a build of the current sources; return it
+    (:func:`kstate_support.maven.package_once`: one build at a time, so two sessions starting together build once).
 
     :param build_dir: the output folder (``classes``, ``libs``).
     """
-    wanted = source_hash()
-    stamp = build_dir / STAMP
-    with _locked(build_dir.with_name(build_dir.name + ".lock")):
-        if stamp.exists() and stamp.read_text().strip() == wanted:
-            return build_dir
-        shutil.rmtree(build_dir, ignore_errors=True)
-        maven.run(
-            JAVA_DIR / "pom.xml", "package", f"-Dkstate.build={build_dir}", what="build the Java services"
-        )
-        if not (build_dir / "classes").is_dir():
-            raise FleetError(f"building the Java services left no {build_dir / 'classes'}")
-        stamp.write_text(wanted + "\n")
-    return build_dir
+    return maven.package_once(JAVA_DIR, build_dir, "build the Java services")
 
 
 class JavaFleet(Fleet):

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -31,7 +29,6 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +39,6 @@ from kstate_support import ROOT, maven
 STREAMS_DIR = Path(__file__).resolve().parent.parent / "streams"
 #: Where :func:`build` puts the classes and ``libs``.
 BUILD_DIR = ROOT / ".kstate" / "streams-build"
-STAMP = ".stamp"
 MAIN = "io.kstate.streams.App"
 
 #: The topologies of the app.
@@ -59,44 +55,10 @@ class StreamsError(RuntimeError):
     """The app could not be built or started, or did not reach a state in time."""
 
 
-def source_hash() -> str:
-    """A hash of what the build depends on: the pom and every source file."""
-    digest = hashlib.sha256()
-    for path in [STREAMS_DIR / "pom.xml", *sorted((STREAMS_DIR / "src").rglob("*"))]:
-        if path.is_file():
-            digest.update(str(path.relative_to(STREAMS_DIR)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def build(build_dir: Path = BUILD_DIR) -> Path:
-    """Build the app into ``build_dir`` unless it holds a build of the current sources; return it.
-
-    One build at a time (a lock beside the folder)."""
-    wanted = source_hash()
-    stamp = build_dir / STAMP
-    with _locked(build_dir.with_name(build_dir.name + ".lock")):
-        if stamp.exists() and stamp.read_text().strip() == wanted:
-            return build_dir
-        shutil.rmtree(build_dir, ignore_errors=True)
-        maven.run(
-            STREAMS_DIR / "pom.xml", "package", f"-Dkstate.build={build_dir}", what="build the Streams app"
-        )
-        if not (build_dir / "classes").is_dir():
-            raise StreamsError(f"building the Streams app left no {build_dir / 'classes'}")
-        stamp.write_text(wanted + "\n")
-    return build_dir
+    """Build the app into ``build_dir`` unless it holds a build of the current sources; return it
+    (:func:`kstate_support.maven.package_once`)."""
+    return maven.package_once(STREAMS_DIR, build_dir, "build the Streams app")
 
 
 class StreamsApp:

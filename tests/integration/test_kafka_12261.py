@@ -38,7 +38,14 @@ def test_naive_increase_loses_messages(kafka_config: dict[str, Any], admin: Any,
     assert set(lost.values()) == {1}, f"only the new partition should lose messages, got {lost}"
 
 
-@pytest.mark.parametrize("dag_id", [DAG_ID, "kstate_partition_increase_per_step"])
+@pytest.mark.parametrize(
+    "dag_id",
+    [
+        DAG_ID,
+        # 19 s; make test runs the per-step DAG in test_fleet_drivers (preserve, drained) and test_faults
+        pytest.param("kstate_partition_increase_per_step", marks=pytest.mark.chaos),
+    ],
+)
 def test_safe_increase_loses_nothing_over_rounds(
     kafka_config: dict[str, Any], admin: Any, make_topic: Any, run_dag: Any, dag_id: str
 ) -> None:

@@ -332,6 +332,7 @@ def node_increase(
     }
 
 
+@pytest.mark.chaos  # 41 s; make test: the Node pause and resume, the producer's layout pin; the barrier in test_key_order
 def test_node_clients_keep_key_order_through_the_barrier(
     kafka_config: dict[str, Any], make_topic: Callable[..., str], run_dag: Any
 ) -> None:

@@ -225,3 +225,38 @@ def test_pyspark_cluster_deploy_mode_is_refused_by_the_standalone_master(
     assert "not supported for python applications on standalone clusters" in (
         str(info.value) + logged.out + logged.err
     )
+
+
+def test_the_rebuild_through_sparks_kafka_source_on_the_cluster_matches_local(
+    cluster: tuple[StandaloneCluster, str],
+    env_archive: str,
+    store_topic: str,
+    kafka_config: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``changelog_reader="spark"`` on the standalone cluster: Spark's Kafka source in the executors of the
+    workers (its jars shipped with ``jars``: the bare executors have none), the same snapshot as the default
+    reader on ``local[2]``."""
+    from kstate_support import spark_kafka
+
+    from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
+
+    _secret_connection(monkeypatch, kafka_config)
+    local_uri, cluster_uri = str(tmp_path / "local"), str(tmp_path / "cluster-spark-source")
+    common = {"topic": store_topic, "kafka_config_id": "kafka_cluster"}
+    local = KStateRebuildOperator(task_id="rl", snapshot_uri=local_uri, conf=dict(SMALL), **common).execute(
+        _context()
+    )
+    kwargs = _cluster_kwargs(cluster, env_archive, tmp_path)
+    kwargs.pop("kafka_config_id")
+    remote = KStateRebuildOperator(
+        task_id="rs",
+        snapshot_uri=cluster_uri,
+        changelog_reader="spark",
+        jars=",".join(spark_kafka.jars()),
+        **common,
+        **kwargs,
+    ).execute(_context())
+    assert _comparable(remote) == _comparable(local)
+    assert _manifest_stats(cluster_uri) == _manifest_stats(local_uri)
