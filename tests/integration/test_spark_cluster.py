@@ -242,7 +242,8 @@ def test_the_rebuild_through_sparks_kafka_source_on_the_cluster_matches_local(
 
     from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
 
-    _secret_connection(monkeypatch, kafka_config)
+    # the plain connection: the Spark reader refuses SASL settings without a mechanism (the secret one above)
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_CLUSTER", json.dumps({"conn_type": "kafka", "extra": kafka_config}))
     local_uri, cluster_uri = str(tmp_path / "local"), str(tmp_path / "cluster-spark-source")
     common = {"topic": store_topic, "kafka_config_id": "kafka_cluster"}
     local = KStateRebuildOperator(task_id="rl", snapshot_uri=local_uri, conf=dict(SMALL), **common).execute(
