@@ -21,7 +21,11 @@ from kstate_support import apache_kafka, broker
 from kstate_support.traffic import wait_until
 
 from airflow_provider_kstate.cluster.admin import ClusterAdmin
-from airflow_provider_kstate.errors import PartitionsUnavailableError, TopicNotFoundError
+from airflow_provider_kstate.errors import (
+    BrokerUnavailableError,
+    PartitionsUnavailableError,
+    TopicNotFoundError,
+)
 from airflow_provider_kstate.increase.plan import build_plan
 from airflow_provider_kstate.increase.replicas import check_replication, wait_for_leaders
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
@@ -60,7 +64,10 @@ def _commit_zeros(bootstrap: str) -> None:
 def _passes(admin: ClusterAdmin) -> bool:
     try:
         check_replication(admin, TOPIC)
-    except PartitionsUnavailableError:
+    except (
+        PartitionsUnavailableError,
+        BrokerUnavailableError,
+    ):  # the latter: the killed node was the controller
         return False
     return True
 
