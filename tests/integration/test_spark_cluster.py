@@ -95,10 +95,23 @@ def _secret_connection(monkeypatch: pytest.MonkeyPatch, kafka_config: dict[str, 
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_CLUSTER", json.dumps({"conn_type": "kafka", "extra": extra}))
 
 
-def _cluster_kwargs(cluster: tuple[StandaloneCluster, str], env_archive: str, tmp: Path) -> dict[str, Any]:
+def _rebuild_locally(uri: str, **common: Any) -> dict[str, Any]:
+    """The same rebuild on ``local[2]``: what the cluster's must equal."""
+    from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
+
+    return KStateRebuildOperator(task_id="rl", snapshot_uri=uri, conf=dict(SMALL), **common).execute(
+        _context()
+    )
+
+
+def _cluster_kwargs(
+    cluster: tuple[StandaloneCluster, str], env_archive: str, tmp: Path, **common: Any
+) -> dict[str, Any]:
+    """The operator's arguments for the cluster; with ``common`` (topic, connection), what the test adds."""
     return {
         "spark_conn_id": "spark_cluster",
         "kafka_config_id": "kafka_cluster",
+        **common,
         "conf": dict(SMALL),
         "ship_provider": True,
         "python_env_archive": env_archive,
@@ -146,21 +159,16 @@ def test_rebuild_and_deep_check_on_the_cluster_match_local(
     _secret_connection(monkeypatch, kafka_config)
     local_uri, cluster_uri = str(tmp_path / "local"), str(tmp_path / "cluster")
     common = {"topic": store_topic, "kafka_config_id": "kafka_cluster"}
-    local = KStateRebuildOperator(task_id="rl", snapshot_uri=local_uri, conf=dict(SMALL), **common).execute(
-        _context()
-    )
-    kwargs = _cluster_kwargs(cluster, env_archive, tmp_path)
-    kwargs.pop("kafka_config_id")
-    remote = KStateRebuildOperator(task_id="rc", snapshot_uri=cluster_uri, **common, **kwargs).execute(
-        _context()
-    )
+    local = _rebuild_locally(local_uri, **common)
+    kwargs = _cluster_kwargs(cluster, env_archive, tmp_path, **common)
+    remote = KStateRebuildOperator(task_id="rc", snapshot_uri=cluster_uri, **kwargs).execute(_context())
     assert _comparable(remote) == _comparable(local)
     assert _manifest_stats(cluster_uri) == _manifest_stats(local_uri)
 
     deep_local = KStateDeepCheckOperator(
         task_id="dl", snapshot_uri=local_uri, conf=dict(SMALL), **common
     ).execute(_context())
-    deep_remote = KStateDeepCheckOperator(task_id="dc", snapshot_uri=cluster_uri, **common, **kwargs).execute(
+    deep_remote = KStateDeepCheckOperator(task_id="dc", snapshot_uri=cluster_uri, **kwargs).execute(
         _context()
     )
     assert deep_remote["ok"] and deep_local["ok"]
@@ -243,20 +251,18 @@ def test_the_rebuild_through_sparks_kafka_source_on_the_cluster_matches_local(
     from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
 
     # the plain connection: the Spark reader refuses SASL settings without a mechanism (the secret one above)
-    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_CLUSTER", json.dumps({"conn_type": "kafka", "extra": kafka_config}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_CLUSTER", json.dumps({"conn_type": "kafka", "extra": kafka_config})
+    )
     local_uri, cluster_uri = str(tmp_path / "local"), str(tmp_path / "cluster-spark-source")
     common = {"topic": store_topic, "kafka_config_id": "kafka_cluster"}
-    local = KStateRebuildOperator(task_id="rl", snapshot_uri=local_uri, conf=dict(SMALL), **common).execute(
-        _context()
-    )
-    kwargs = _cluster_kwargs(cluster, env_archive, tmp_path)
-    kwargs.pop("kafka_config_id")
+    local = _rebuild_locally(local_uri, **common)
+    kwargs = _cluster_kwargs(cluster, env_archive, tmp_path, **common)
     remote = KStateRebuildOperator(
         task_id="rs",
         snapshot_uri=cluster_uri,
         changelog_reader="spark",
         jars=",".join(spark_kafka.jars()),
-        **common,
         **kwargs,
     ).execute(_context())
     assert _comparable(remote) == _comparable(local)
