@@ -106,7 +106,7 @@ class BarrierKeeper:
         self.passages.append(Passage(barrier.topic, barrier.epoch, time.monotonic()))
         self._next_check = 0.0
         if inner is not None:
-            self.hold_reached(inner, barrier.topic, _assigned(inner, barrier.topic))
+            self.hold_reached(inner, barrier.topic, _assigned(inner, barrier.topic), announced=True)
         log.info(
             "group %s: key-order barrier of %s (epoch %s): holding each partition at %s",
             self.group,
@@ -129,10 +129,17 @@ class BarrierKeeper:
 
     # -- holding ------------------------------------------------------------------------------------------
 
-    def hold_reached(self, inner: Consumer, topic: str, partitions: list[TopicPartition]) -> None:
+    def hold_reached(
+        self, inner: Consumer, topic: str, partitions: list[TopicPartition], announced: bool = False
+    ) -> None:
         """Pause those of ``partitions`` whose position (or, with none yet, committed offset) is at the
         barrier. A partition without either starts where ``auto.offset.reset`` puts it: when that is at
-        the barrier, it is paused and that offset committed (so the group can pass the barrier)."""
+        the barrier, it is paused and that offset committed (so the group can pass the barrier).
+
+        :param announced: called as the barrier arrives: the producers are held, so every partition ends at
+            its barrier offset and where ``auto.offset.reset`` puts it is known without asking the broker
+            (a new partition's offsets can take seconds to be served while its leader loads it).
+        """
         barrier = self.active.get(topic)
         if barrier is None or not partitions:
             return
@@ -141,13 +148,23 @@ class BarrierKeeper:
         if unknown:
             committed = _safe(lambda tps: inner.committed(tps, timeout=COMMITTED_TIMEOUT), unknown)
             known.update({tp.partition: tp.offset for tp in committed if tp.offset >= 0})
-        starts = self._reset_offsets(inner, [tp for tp in partitions if tp.partition not in known])
+        unstarted = [tp for tp in partitions if tp.partition not in known]
+        starts = self._held_starts(barrier, unstarted) if announced else {}
+        starts.update(self._reset_offsets(inner, [tp for tp in unstarted if tp.partition not in starts]))
         known.update(starts)
         at = [p for p, offset in known.items() if offset >= barrier.offset(p)]
         self._pause(inner, topic, at)
         seed = [TopicPartition(topic, p, starts[p]) for p in at if p in starts]
         if seed:
             _safe(lambda tps: inner.commit(offsets=tps, asynchronous=False), seed)
+
+    def _held_starts(self, barrier: Barrier, partitions: list[TopicPartition]) -> dict[int, int]:
+        """Where ``partitions`` start while the producers are held: at the end (the barrier offset) with
+        ``latest``; at the log start with ``earliest``, known only for a partition that never had a record
+        (barrier offset 0, so log start 0: every new partition)."""
+        if not self.reset_earliest:
+            return {tp.partition: barrier.offset(tp.partition) for tp in partitions}
+        return {tp.partition: 0 for tp in partitions if barrier.offset(tp.partition) == 0}
 
     def _reset_offsets(self, inner: Consumer, partitions: list[TopicPartition]) -> dict[int, int]:
         """Where partitions without a committed offset start: their log start or end."""
