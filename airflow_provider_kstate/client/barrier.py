@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 PENDING_FAST_SECONDS = 30.0
 #: Bound of the committed-offsets request of the release check.
 COMMITTED_TIMEOUT = 5.0
+#: ListOffsets' special timestamps: a partition's log start and its end.
+LIST_EARLIEST, LIST_LATEST = -2, -1
 
 
 @dataclass
@@ -167,16 +169,14 @@ class BarrierKeeper:
         return {tp.partition: 0 for tp in partitions if barrier.offset(tp.partition) == 0}
 
     def _reset_offsets(self, inner: Consumer, partitions: list[TopicPartition]) -> dict[int, int]:
-        """Where partitions without a committed offset start: their log start or end."""
-        out = {}
-        for tp in partitions:
-            try:
-                low, high = inner.get_watermark_offsets(tp, timeout=COMMITTED_TIMEOUT, cached=False)
-            except KafkaException as exc:
-                log.debug("barrier: watermarks of %s: %s", tp, exc)
-                continue
-            out[tp.partition] = int(low if self.reset_earliest else high)
-        return out
+        """Where partitions without a committed offset start: their log start or end, asked in one ListOffsets
+        per leader (Kafka's timestamps ``-2``/``-1``: earliest/latest), not two requests per partition."""
+        if not partitions:
+            return {}
+        spot = LIST_EARLIEST if self.reset_earliest else LIST_LATEST
+        asked = [TopicPartition(tp.topic, tp.partition, spot) for tp in partitions]
+        found = _safe(lambda tps: inner.offsets_for_times(tps, timeout=COMMITTED_TIMEOUT), asked)
+        return {tp.partition: int(tp.offset) for tp in found if tp.error is None and tp.offset >= 0}
 
     def handed_out(self, inner: Consumer, msg: Message) -> None:
         """Called for every message handed to the application while a barrier is active: pause the
