@@ -79,6 +79,9 @@ def _preview(args: argparse.Namespace, config: dict[str, Any]) -> tuple[dict[str
     from airflow_provider_kstate.increase.preview import preview, preview_lines, preview_plan
 
     admin = ClusterAdmin(config, timeout=args.timeout, name=str(config.get("bootstrap.servers")))
+    admin.check_connection()  # a refused SASL or TLS handshake: named at once (KafkaAuthenticationError)
+    groups = [g for g in args.groups.split(",") if g]
+    _check_access(admin, args, config, groups)
     present = Controller(admin, args.control_topic).client_piece_clients()
     plan = preview_plan(
         admin,
@@ -86,12 +89,29 @@ def _preview(args: argparse.Namespace, config: dict[str, Any]) -> tuple[dict[str
         args.partitions,
         present,
         key_order=args.key_order,
-        groups=[g for g in args.groups.split(",") if g],
+        groups=groups,
         exclude_groups=[g for g in args.exclude.split(",") if g],
     )
+    seeded = [g for g in plan.where("seed") if g not in groups]
+    if seeded:
+        _check_access(admin, args, config, seeded)
     verdict = last_verdict(config, args.timeout)
     document = preview(admin, plan, {"checked": False} if verdict is None else verdict.shown())
     return document, preview_lines(document, plan)
+
+
+def _check_access(admin: Any, args: argparse.Namespace, config: dict[str, Any], groups: list[str]) -> None:
+    """Refuse a principal without the ACLs a run would need (KafkaAuthorizationError, each one named)."""
+    from airflow_provider_kstate.errors import TopicNotFoundError
+    from airflow_provider_kstate.increase.access import check_access
+    from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
+
+    try:
+        increase = args.partitions is not None and args.partitions > admin.partition_count(args.topic)
+    except TopicNotFoundError:  # or not describable: the check names the missing Describe
+        increase = True
+    topics = [DEFAULT_LEASE_TOPIC, args.control_topic]
+    check_access(admin, args.topic, topics, groups, increase=increase, config=config)
 
 
 def _refused(exc: Exception) -> int:

@@ -126,6 +126,22 @@ class UnsupportedGroupTypeError(KStateError):
     retryable = False
 
 
+class UnsupportedStreamsTopologyError(UnsupportedGroupTypeError):
+    """A Kafka Streams application reads the topic with a topology the run cannot resize (sources not
+    co-partitioned, a store whose changelog it cannot re-place ...): refused at plan time, naming why and
+    what to do (:mod:`airflow_provider_kstate.increase.streams_apps`)."""
+
+    retryable = False
+
+
+class StreamsResizeError(KStateError):
+    """Resizing a Kafka Streams application stopped: it did not drain, its changelog re-placement or its
+    check failed (:mod:`airflow_provider_kstate.cluster.streams_resize`); the message says what state it
+    left and what to do."""
+
+    retryable = False
+
+
 class InvalidDriverError(KStateError):
     """A driver (a group's or a producer service's) is malformed or names nothing the run knows."""
 
@@ -280,5 +296,21 @@ class KafkaRequestError(KStateError):
 class KafkaRequestRefusedError(KafkaRequestError):
     """A Kafka request failed with an error Kafka says is not retriable (authorization, an invalid
     request ...): a retry cannot fix it."""
+
+    retryable = False
+
+
+class KafkaAuthenticationError(KStateError):
+    """The cluster refused the connection itself: SASL authentication failed (a wrong user name or password),
+    or TLS did (the broker's certificate is not signed by the CA of ``ssl.ca.location``, has expired, or the
+    broker refused the client's certificate). The message names the listener (bootstrap address and
+    ``security.protocol``) and the cause; nothing was changed. A retry sends the same credentials."""
+
+    retryable = False
+
+
+class KafkaAuthorizationError(KafkaRequestRefusedError):
+    """The connection's principal lacks an ACL the run needs: the message names each missing operation and
+    resource, with the ``kafka-acls`` command that grants it; refused at plan time, nothing was changed."""
 
     retryable = False

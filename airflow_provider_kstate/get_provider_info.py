@@ -66,6 +66,7 @@ def get_provider_info() -> dict[str, Any]:
                     f"{pkg}.operators.maintenance",
                     f"{pkg}.operators.spark_app",
                     f"{pkg}.operators.doctor",
+                    f"{pkg}.operators.streams_resize",
                 ],
             }
         ],

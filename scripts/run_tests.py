@@ -3,11 +3,18 @@ unless KSTATE_BOOTSTRAP_SERVERS names a real cluster, run the whole suite agains
 Extra arguments go to pytest.
 
     python scripts/run_tests.py [-k expr] [-m "not deployment"]
+
+Without test paths among the arguments the suite runs as two pytest processes side by side on the one
+broker: ``tests/e2e`` (a real Airflow deployment; its tests mostly wait for the scheduler, ~3/4 of the
+machine idle) and everything else. The e2e output is kept in ``.kstate/e2e-pytest.log`` and printed once
+both finished, followed by the other's summary again, so the output still ends on a pytest summary. ``KSTATE_TEST_SERIAL=1``
+runs one pytest process, as with test paths.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,11 +22,60 @@ from pathlib import Path
 from kstate_support import ROOT
 from kstate_support import broker as broker_helper
 
+E2E = "tests/e2e"
+E2E_LOG = ROOT / ".kstate" / "e2e-pytest.log"
+
+
+def _command(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-ra", "-p", "no:cacheprovider", *args]
+
 
 def _pytest(args: list[str]) -> int:
-    cmd = [sys.executable, "-m", "pytest", "-ra", "-p", "no:cacheprovider", *args]
-    print("+", " ".join(cmd), flush=True)
-    return subprocess.call(cmd, cwd=ROOT)
+    if os.environ.get("KSTATE_TEST_SERIAL") == "1" or any(a.startswith("tests") for a in args):
+        cmd = _command(args)
+        print("+", " ".join(cmd), flush=True)
+        return subprocess.call(cmd, cwd=ROOT)
+    return _side_by_side(args)
+
+
+def _side_by_side(args: list[str]) -> int:
+    """Run ``tests/e2e`` and the rest as two pytest processes at once; return the worse exit status."""
+    e2e_cmd, rest_cmd = _command([*args, E2E]), _command([*args, "--ignore", E2E, "tests"])
+    E2E_LOG.parent.mkdir(parents=True, exist_ok=True)
+    print("+", " ".join(e2e_cmd), f"> {E2E_LOG.relative_to(ROOT)} (alongside)", flush=True)
+    with E2E_LOG.open("wb") as log:
+        e2e = subprocess.Popen(e2e_cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        print("+", " ".join(rest_cmd), flush=True)
+        try:
+            rest, summary = _tee(rest_cmd)
+        except BaseException:  # interrupted: the e2e suite stops its deployment on SIGINT
+            e2e.send_signal(signal.SIGINT)
+            raise
+        finally:
+            status = e2e.wait()
+    print(f"\n{'=' * 25} {E2E} (ran alongside the rest) {'=' * 25}", flush=True)
+    sys.stdout.buffer.write(E2E_LOG.read_bytes())
+    print(f"\n{'=' * 25} the rest's summary again (exit status {rest}) {'=' * 25}", flush=True)
+    sys.stdout.buffer.write(b"".join(summary))
+    sys.stdout.flush()
+    return rest or status
+
+
+def _tee(cmd: list[str]) -> tuple[int, list[bytes]]:
+    """Run ``cmd`` with its output shown as it comes; return its exit status and its summary lines (from
+    pytest's "short test summary info", else its last line)."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    summary: list[bytes] = []
+    for line in proc.stdout:
+        sys.stdout.buffer.write(line)
+        sys.stdout.flush()
+        if b"short test summary info" in line:
+            summary = []
+        summary.append(line)
+        if len(summary) > 400:
+            summary = summary[-1:]
+    return proc.wait(), summary
 
 
 def main(argv: list[str]) -> int:

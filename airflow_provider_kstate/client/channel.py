@@ -37,14 +37,24 @@ def ensure_topic(admin: AdminClient, topic: str, config: dict[str, str], timeout
                 raise
 
 
+#: Errors of a read of a topic created a moment ago (see :func:`end_offset`).
+JUST_CREATED = frozenset(
+    {"_UNKNOWN_PARTITION", "UNKNOWN_TOPIC_OR_PART", "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE"}
+)
+
+
 def end_offset(consumer: Consumer, topic: str, timeout: float) -> int:
-    """Return the high watermark of ``topic``'s partition 0, waiting for a just-created topic to appear."""
+    """Return the high watermark of ``topic``'s partition 0, waiting for a just-created topic to appear:
+    unknown to this client's metadata (``_UNKNOWN_PARTITION``), or to the broker asked, which has not applied
+    the creation yet (``UNKNOWN_TOPIC_OR_PART``), or without a leader yet (``NOT_LEADER_FOR_PARTITION``,
+    ``LEADER_NOT_AVAILABLE``): on a multi-broker cluster, when another member created it a moment before
+    (each seen on a 3-node Apache Kafka 4.4.0 cluster, issue 33)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)[1])
         except KafkaException as exc:
-            if exc.args[0].name() != "_UNKNOWN_PARTITION" or time.monotonic() > deadline:
+            if exc.args[0].name() not in JUST_CREATED or time.monotonic() > deadline:
                 raise
             consumer.list_topics(topic, timeout=timeout)  # refresh metadata for a just-created topic
             time.sleep(0.2)

@@ -17,10 +17,11 @@ from dataclasses import replace
 from queue import Empty, SimpleQueue
 from typing import Any, TypeVar
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, OffsetSpec
 
 from airflow_provider_kstate.client.channel import ensure_topic
+from airflow_provider_kstate.cluster.connection import refused_connection, security_of
 from airflow_provider_kstate.doctor import wire
 from airflow_provider_kstate.errors import (
     BrokerUnavailableError,
@@ -41,8 +42,11 @@ from airflow_provider_kstate.increase.model import (
     TopicReplicas,
     state_name,
 )
+from airflow_provider_kstate.increase.replicas import MIN_ISR_UNKNOWN
 
 K = TypeVar("K")
+#: An answer to ask again (a group coordinator still loading).
+_RETRY = object()
 log = logging.getLogger(__name__)
 
 #: Partitions per offsets request. librdkafka's admin offset calls cost O(n^2) in the partitions of one
@@ -95,14 +99,43 @@ class ClusterAdmin:
     # -- topics -------------------------------------------------------------------------------------
 
     def metadata(self, topic: str | None = None) -> Any:
-        """The cluster's metadata (of ``topic``, or of every topic)."""
+        """The cluster's metadata (of ``topic``, or of every topic).
+
+        :raises KafkaAuthenticationError: the cluster refused the connection (SASL or TLS: named).
+        :raises BrokerUnavailableError: no answer within the timeout.
+        """
         try:
             return self.client.list_topics(topic=topic, timeout=self.timeout)
         except KafkaException as exc:
+            self._raise_refused()
             raise BrokerUnavailableError(
                 f"Kafka {self.name}: cluster unreachable within {self.timeout}s "
                 f"({exc.args[0].str() if exc.args else exc})"
             ) from exc
+
+    def check_connection(self, first: float = 3.0) -> None:
+        """Connect before anything else: a cluster that refuses the connection's credentials or TLS fails
+        within seconds with the cause named, instead of a request timing out later.
+
+        :param first: seconds the first metadata request may take before the handshake is looked at.
+        :raises KafkaAuthenticationError: SASL authentication or TLS failed (the listener and cause named).
+        :raises BrokerUnavailableError: no answer within the timeout.
+        """
+        try:
+            self.client.list_topics(timeout=min(first, self.timeout))
+            return
+        except KafkaException:
+            self._raise_refused()
+        self.metadata()
+
+    def _raise_refused(self) -> None:
+        """Raise the named refusal when the cluster refuses this connection's handshake (else nothing). A
+        ``PLAINTEXT`` connection has no handshake to refuse: not probed (an unreachable cluster is named at once)."""
+        if security_of(self.config) == "PLAINTEXT":
+            return
+        refused = refused_connection(self.config, min(self.timeout, 5.0), self.name)
+        if refused is not None:
+            raise refused
 
     def ensure_internal_topic(self, topic: str, config: dict[str, str]) -> None:
         """Create one of the provider's own one-partition topics (lease, control) unless it exists."""
@@ -154,14 +187,28 @@ class ClusterAdmin:
         )
         if leaders_only:
             return TopicReplicas(topic, partitions)
-        min_isr = int(self.topic_config(topic).get("min.insync.replicas") or 1)
         brokers = {b.id: (b.host, b.port) for b in cluster.brokers.values()}
         up = wire.answering(self.config, brokers, min(self.timeout, 3.0))
         if up is None:
             log.info("REPLICAS which brokers answer is unknown (the wire client reached none): metadata only")
             up = set(brokers)
         named = {b for p in partitions for b in (*p.replicas, *p.isr, p.leader) if b >= 0}
-        return TopicReplicas(topic, partitions, min_isr, frozenset(named - up))
+        down = frozenset(named - up)
+        try:
+            min_isr = int(self.topic_config(topic).get("min.insync.replicas") or 1)
+        except BrokerUnavailableError as exc:
+            # librdkafka sends a topic's DescribeConfigs to the controller the metadata names. A cluster that
+            # lost its controller quorum often names a dead broker there (one of those its frozen metadata
+            # still lists; Apache Kafka 4.4.0, 2 of 3 nodes down: 4 of 12 plans timed out on it). With
+            # brokers of the topic down, judge the partitions without it (MIN_ISR_UNKNOWN: the judgement
+            # refuses every partition not fully in sync, named) instead of failing without naming them.
+            if not down:
+                raise
+            log.warning(
+                "REPLICAS min.insync.replicas of %r unknown (%s): brokers %s down", topic, exc, sorted(down)
+            )
+            min_isr = MIN_ISR_UNKNOWN
+        return TopicReplicas(topic, partitions, min_isr, down)
 
     def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
         """Grow ``topic`` to ``total`` partitions (``validate_only``: ask the broker without changing).
@@ -183,6 +230,13 @@ class ClusterAdmin:
                 raise BrokerUnsupportedError(
                     f"the broker cannot add partitions to {topic!r}: {err.str()} (CreatePartitions, API 37, is "
                     "missing from its ApiVersions). Nothing was changed."
+                ) from exc
+            if err.name() in UNREACHABLE:
+                # the broker asked died with the request in flight (a 3-node cluster, its broker SIGKILLed:
+                # issue 33): the create may or may not have been applied; the step's retry looks again.
+                raise BrokerUnavailableError(
+                    f"create partitions of {topic!r}: no answer ({err.str()}); the partitions may or may not "
+                    "have been created: the retry reads the partition count again"
                 ) from exc
             raise
 
@@ -301,6 +355,72 @@ class ClusterAdmin:
                 del remaining[id(entry[1])]
                 yield entry[0], entry[1]
             fill()
+
+    # -- access (ACLs) ------------------------------------------------------------------------------
+
+    def authorized_operations(
+        self, topics: Iterable[str] = (), groups: Iterable[str] = ()
+    ) -> dict[tuple[str, str], frozenset[str] | None]:
+        """Return what this connection's principal may do on each topic and group, as Kafka's authorizer
+        answers it (DescribeTopics and DescribeGroups with ``include_authorized_operations``, KIP-430):
+        ``{("topic", name): {"READ", "ALTER", ...}}``. An empty set: not even DESCRIBE (the broker answers
+        an authorization error, also for a topic that does not exist). None: the broker did not say (a
+        topic that does not exist, a group without a coordinator yet, a broker before KIP-430).
+        """
+        out: dict[tuple[str, str], frozenset[str] | None] = {}
+        names = list(dict.fromkeys(topics))
+        if names:
+            try:
+                futures = self.client.describe_topics(
+                    TopicCollection(names), request_timeout=self.timeout, include_authorized_operations=True
+                )
+            except (KafkaException, NotImplementedError, TypeError) as exc:  # a client or broker without it
+                log.info("ACCESS topics: the authorizer's answer is unknown (%s)", exc)
+                futures = {}
+            for topic, future in futures.items():
+                out[("topic", topic)] = self._operations(future, f"describe topic {topic!r}")
+        wanted = list(dict.fromkeys(groups))
+        for _attempt in range(5):  # a group whose coordinator is still loading answers NOT_COORDINATOR
+            if not wanted:
+                break
+            try:
+                futures = self.client.describe_consumer_groups(
+                    wanted, request_timeout=self.timeout, include_authorized_operations=True
+                )
+            except (KafkaException, NotImplementedError, TypeError) as exc:
+                log.info("ACCESS groups: the authorizer's answer is unknown (%s)", exc)
+                break
+            retry = []
+            for group, future in futures.items():
+                ops = self._operations(future, f"describe group {group!r}", retry_on=("NOT_COORDINATOR",))
+                if ops is _RETRY:
+                    retry.append(group)
+                    out[("group", group)] = None
+                else:
+                    out[("group", group)] = ops
+            wanted = retry
+            if retry:
+                time.sleep(0.3)
+        return out
+
+    def _operations(self, future: Any, what: str, retry_on: tuple[str, ...] = ()) -> Any:
+        try:
+            answer = _result(future, self.timeout, what)
+        except KafkaException as exc:
+            name = exc.args[0].name() if exc.args and hasattr(exc.args[0], "name") else ""
+            if name.endswith("_AUTHORIZATION_FAILED"):
+                return frozenset()
+            if name in retry_on:
+                return _RETRY
+            # A topic that does not exist, a broker without KIP-430 or that cannot say: not judged here (the
+            # plan's own requests name what they meet).
+            log.info("ACCESS %s: the authorizer's answer is unknown (%s)", what, name or exc)
+            return None
+        except BrokerUnavailableError as exc:
+            log.info("ACCESS %s: the authorizer's answer is unknown (%s)", what, exc)
+            return None
+        ops = getattr(answer, "authorized_operations", None)
+        return None if ops is None else frozenset(op.name for op in ops)
 
     # -- consumer groups ----------------------------------------------------------------------------
 
@@ -514,12 +634,16 @@ def _describe_refused(refused: dict[str, dict[int, str]], cap: int = 10) -> str:
     return "; ".join(parts) + more_groups
 
 
+#: librdkafka's errors for a request that got no answer (the broker went away, or never answered).
+UNREACHABLE = ("_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN")
+
+
 def _result(future: Any, timeout: float, what: str) -> Any:
     try:
         return future.result(timeout=timeout)
     except KafkaException as exc:
         err: Any = exc.args[0] if exc.args else exc
-        if getattr(err, "name", lambda: "")() in ("_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN"):
+        if getattr(err, "name", lambda: "")() in UNREACHABLE:
             raise BrokerUnavailableError(f"{what}: cluster unreachable ({err.str()})") from exc
         raise
     except TimeoutError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from airflow_provider_kstate.cluster.connection import raise_if_refused
 from airflow_provider_kstate.doctor.cache import DEFAULT_CACHE_TOPIC, DEFAULT_TTL, VerdictCache
 from airflow_provider_kstate.doctor.probe import Probe, cheap_checks, cluster_id
 from airflow_provider_kstate.doctor.promises import BEHAVIOUR_PROMISES
@@ -28,6 +29,8 @@ def diagnose(
 
     :param config: librdkafka settings of the cluster (never logged).
     """
+    # A refused SASL or TLS handshake is named at once (not retryable), not after every check timed out.
+    raise_if_refused(config, min(timeout, 5.0))
     cheap = cheap_checks(config, min(timeout, 10.0))
     cache = VerdictCache(config, cache_topic, timeout)
     cached = None if refresh else cache.load(cluster_id(config, timeout), max_age=ttl)

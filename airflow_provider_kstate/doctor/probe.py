@@ -407,6 +407,11 @@ def _guarded(check: Callable[[], CheckResult]) -> CheckResult:
         text = err.str() if hasattr(err, "str") else str(err)
         if name in ("_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN"):
             return CheckResult(None, f"the cluster did not answer: {text}")
+        if name.endswith("_AUTHORIZATION_FAILED"):  # an ACL of the principal, not a promise of the broker
+            return CheckResult(
+                None,
+                f"not probed: the connection's principal lacks an ACL the probe needs ({name}; see the README)",
+            )
         return CheckResult(False, f"the broker failed the probe: {name or text}")
     except TimeoutError:
         return CheckResult(None, "the cluster did not answer in time")

@@ -19,6 +19,7 @@ DAG_IDS = (
     "kstate_partition_increase_per_step",
     "kstate_state_maintenance",
     "kstate_example_pipeline",
+    "kstate_streams_resize",
 )
 
 

@@ -76,6 +76,11 @@ class KStateAdminHook(KafkaBaseHook):
             name=f"connection {self.kafka_config_id!r}",
         )
 
+    def check_connection(self) -> None:
+        """Connect first: raise :class:`~airflow_provider_kstate.errors.KafkaAuthenticationError` naming the
+        listener and the cause when the cluster refuses the connection's SASL credentials or TLS."""
+        self.cluster.check_connection()
+
     def test_connection(self) -> tuple[bool, str]:
         """Test the connection from the UI with the config the hook uses (its extra is never shown)."""
         try:
@@ -110,6 +115,12 @@ class KStateAdminHook(KafkaBaseHook):
         """Return each partition's leader, replicas and ISR, the topic's ``min.insync.replicas`` and the
         brokers that do not answer (``leaders_only``: the metadata alone)."""
         return self.cluster.topic_replicas(topic, leaders_only)
+
+    def authorized_operations(
+        self, topics: Iterable[str] = (), groups: Iterable[str] = ()
+    ) -> dict[tuple[str, str], frozenset[str] | None]:
+        """Return what the connection's principal may do on each topic and group (Kafka's authorizer)."""
+        return self.cluster.authorized_operations(topics, groups)
 
     def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
         """Grow ``topic`` to ``total`` partitions (``validate_only``: ask the broker without changing)."""

@@ -67,6 +67,7 @@ from airflow_provider_kstate.increase.model import (
 )
 from airflow_provider_kstate.increase.replicas import ReplicationState
 from airflow_provider_kstate.increase.report import ranges
+from airflow_provider_kstate.increase.streams_apps import StreamsAppPlan, discover_streams, streams_runbook
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.increase.ports import AdminPort
@@ -349,6 +350,10 @@ class Plan(_PlanModel):
     replication: ReplicationState | None = Field(
         default=None, description="the topic's replication at plan time (absent: not checked)"
     )
+    #: The Kafka Streams applications at risk and their resize (:mod:`~airflow_provider_kstate.increase.streams_apps`).
+    streams_apps: dict[str, StreamsAppPlan] = Field(
+        default_factory=dict, description="application id -> its topology and resize (absent: none)"
+    )
     v: Literal[1] = Field(
         default=1, description="version; a plan written before it had one has none: read as 1"
     )
@@ -404,6 +409,8 @@ class Plan(_PlanModel):
             del out["producers"]
         if out["replication"] is None:
             del out["replication"]
+        if not out["streams_apps"]:
+            del out["streams_apps"]
         return out
 
     @classmethod
@@ -550,6 +557,12 @@ def build_plan(
     discovered = list(dict.fromkeys([*hook.groups_on_topic(topic, current), *(shares or {}), *untyped]))
     names = list(dict.fromkeys([*named, *discovered]))
     infos = hook.describe_groups(names, topic)
+    # Kafka Streams applications: KIP-1071 groups the client does not list, their topologies (refused here
+    # when the run cannot resize them).
+    streams = discover_streams(hook, topic, current, target, types, infos, excluded)
+    infos.update(streams.infos)
+    discovered += [g for g in streams.infos if g not in discovered]
+    names = list(dict.fromkeys([*names, *discovered]))
     plans = {g: classify(infos[g], spark_prefixes, types) for g in names}
     for g, reset in (shares or {}).items():
         plans[g] = share_plan(plans[g], reset, share_new_partitions_kept)
@@ -569,6 +582,7 @@ def build_plan(
         groups_discovered=not named,
         planned_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         replication=replication,
+        streams_apps=streams.apps,
     )
 
 
@@ -714,6 +728,7 @@ def describe(plan: Plan) -> list[str]:
         lines.append(f"  producers {service}: driver {producer.describe()} (stopped for a drain)")
     if plan.replication is not None:
         lines.append(plan.replication.describe())
+    lines += streams_runbook(plan.streams_apps)
     return lines
 
 

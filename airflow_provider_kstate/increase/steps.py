@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.client.protocol import PRESERVE
 from airflow_provider_kstate.errors import (
+    BrokerUnavailableError,
     GroupNeverLeftError,
     GroupNotEmptyError,
     KStateError,
@@ -140,6 +141,10 @@ class SafeIncreaseSteps:
     #: and the seconds the command-driven groups' start and readiness commands took after it.
     resumed_at: float | None = None
     start_s: float | None = None
+    #: The most partitions this run has seen the topic have (see :meth:`partition_count`).
+    partitions_seen: int = 0
+    #: Set by :meth:`increase` when the create got no answer: it may be applied later (see there).
+    create_unknown: bool = False
 
     def __post_init__(self) -> None:
         if self.pairs is None:
@@ -148,6 +153,14 @@ class SafeIncreaseSteps:
     @property
     def topic(self) -> str:
         return self.plan.topic
+
+    def partition_count(self) -> int:
+        """The topic's partition count: the most this run has seen. Each broker answers the metadata from
+        its own copy, applied one after another, so two answers in a row can go back after a create (3-node
+        Apache Kafka 4.4.0, a node just restarted: 8 partitions, then 4 again; issue 33). Partitions never
+        go away: the larger count is the truth, and a seed or a resume rule must never cover fewer."""
+        self.partitions_seen = max(self.partitions_seen, self.admin.partition_count(self.topic))
+        return self.partitions_seen
 
     @property
     def commands(self) -> CommandPairs:
@@ -275,7 +288,7 @@ class SafeIncreaseSteps:
         CreatePartitions gives them the topic's replication factor (see :mod:`~airflow_provider_kstate.increase.replicas`)."""
         original, target = self.plan.original_partitions, self.plan.target_partitions
         self.events.step("increase")
-        current = self.admin.partition_count(self.topic)
+        current = self.partition_count()
         if current == target:
             self.log.info(
                 "INCREASE topic %s already has %s partitions: nothing to create", self.topic, target
@@ -289,10 +302,17 @@ class SafeIncreaseSteps:
         self.lease_check()
         self.admin.increase_partitions(self.topic, target, validate_only=True)
         self.log.info("INCREASE topic %s: the broker validated %s -> %s", self.topic, original, target)
-        self.admin.increase_partitions(self.topic, target)
+        try:
+            self.admin.increase_partitions(self.topic, target)
+        except BrokerUnavailableError:
+            # the broker died with the create in flight: the controller may still apply it. Nobody may be
+            # resumed on the old count now (the new partitions could appear under running latest-reset
+            # consumers): the window does not undo; the step's retry, or the failure guard later, decides.
+            self.create_unknown = True
+            raise
         self.created_from = original
         deadline = time.monotonic() + timeout
-        while self.admin.partition_count(self.topic) != target:
+        while self.partition_count() != target:
             if time.monotonic() > deadline:
                 raise KStateError(f"topic {self.topic!r}: metadata did not show {target} partitions in time")
             time.sleep(FAST_POLL)
@@ -314,7 +334,7 @@ class SafeIncreaseSteps:
         just created, which hold none), one ListOffsets pass reads the gaps' log starts, one pass commits.
         """
         groups = self.plan.where("seed") if groups is None else groups
-        result = SeedResult(self.admin.partition_count(self.topic))
+        result = SeedResult(self.partition_count())
         if not groups:
             return result
         self.events.step("seed")
@@ -523,6 +543,6 @@ class SafeIncreaseSteps:
         """Return ``{group: [partitions]}`` that exist now but hold no offset of a group that is seeded."""
         seeded = set(self.plan.where("seed"))
         wanted = [g for g in groups if g in seeded]
-        count = self.admin.partition_count(self.topic)
+        count = self.partition_count()
         unknown = [g for g in wanted if self.known.get(g) != count]
         return unseeded(self.admin, self.plan, unknown, count) if unknown else {}

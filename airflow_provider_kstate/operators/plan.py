@@ -149,6 +149,8 @@ class KStatePlanOperator(KStateIncreaseOperator):
             self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
         )
         admin = hook.admin  # the lease hook has the connection's admin hook: the plan is built with it
+        # A wrong password, an unknown CA or an expired certificate fails here, named, before anything else.
+        admin.check_connection()
         keeper = LeaseKeeper.for_topic(hook, topic, context, self.lease_ttl, self.log)
         plan = None if dry_run else self._continued_plan(keeper, target)
         if plan is None:
@@ -181,6 +183,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
         both = sorted(set(groups) & set(excluded))
         if both:
             raise KStateConfigError(f"groups {both} are both in consumer_groups and exclude_groups: pick one")
+        self._check_access(hook, topic, target, groups)  # refuses a principal without the ACLs the run needs
         verdict = self._trust_broker(topic)
         replication = check_replication(hook, topic)  # refuses partitions offline or below min ISR
         if target > hook.partition_count(topic):
@@ -204,12 +207,35 @@ class KStatePlanOperator(KStateIncreaseOperator):
         )
         if replication.warning:
             self.log.warning("PLAN WARNING %s", replication.warning)
+        unchecked = [g for g in plan.where("seed") if g not in groups]
+        if unchecked:  # the discovered groups the run seeds: Describe and Read on each
+            self._check_access(hook, topic, target, unchecked)
 
         for group in plan.of_class("excluded"):
             self.log.warning(
                 "PLAN RISK ACCEPTED: group %s reads %s but is excluded: not paused, not seeded", group, topic
             )
         return self._mark_key_order(hook, plan)
+
+    def _check_access(self, hook: KStateAdminHook, topic: str, target: int, groups: list[str]) -> None:
+        """Refuse, before anyone is paused, a principal that lacks an ACL the run needs on the topic, the
+        lease and control topics or ``groups`` (:mod:`airflow_provider_kstate.increase.access`)."""
+        from airflow_provider_kstate.errors import TopicNotFoundError
+        from airflow_provider_kstate.increase.access import check_access
+
+        try:
+            increase = target > hook.partition_count(topic)
+        except TopicNotFoundError:  # or not describable: the check names the missing Describe
+            increase = True
+        check_access(
+            hook,
+            topic,
+            [self.lease_topic, self.control_topic],
+            groups,
+            increase=increase,
+            config=hook.cluster.config,
+            name=f"connection {self.kafka_config_id!r}:",
+        )
 
     def _mark_key_order(self, hook: KStateAdminHook, plan: Plan) -> Plan:
         """Give each protected group its driver and mark its key order (barrier / drained / relaxed /

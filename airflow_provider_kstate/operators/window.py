@@ -125,10 +125,16 @@ class KStatePauseWindowOperator(KStatePausingOperator):
         """Resume every paused group when the partitions were not created; an error here is logged (the
         step's own error is the one to report, and the failure guard undoes again from the cluster)."""
         plan = steps.plan
+        if steps.create_unknown:
+            self.log.warning(
+                "UNDO %s: not now: the create got no answer and may still be applied; the groups stay paused "
+                "(the retry continues, or the failure guard decides from the cluster)",
+                self.topic,
+            )
+            return
         try:
-            if plan.mode == PlanMode.INCREASE and self.admin.partition_count(self.topic) == (
-                plan.original_partitions
-            ):
+            # the steps' count: never fewer than the run saw (a lagging broker may answer the old count)
+            if plan.mode == PlanMode.INCREASE and steps.partition_count() == plan.original_partitions:
                 steps.undo_before_create()
         except Exception as exc:  # noqa: BLE001 - the original error is raised; the guard undoes again
             self.log.error("UNDO %s failed (%s): the failure guard resumes the groups", self.topic, exc)

@@ -2,7 +2,8 @@
 confluent-kafka ``assign()`` (:mod:`.kafka_io`).
 
 * :func:`java_options` - the ``kafka.*`` options of the Java client from the connection's librdkafka
-  settings (plaintext, SSL with PEM files, SASL PLAIN/SCRAM); :class:`Untranslatable` for anything else.
+  settings (plaintext, SSL with PEM files, mutual TLS, SASL PLAIN/SCRAM, unsecured OAUTHBEARER);
+  :class:`Untranslatable` for anything else.
 * :func:`connector_present` - whether the session has the connector (``--packages`` or ``--jars``).
 * :func:`choose_reader` - the reader of ``--changelog-reader confluent|spark``: ``confluent`` by default, the
   faster where both run (``bench/bench_changelog_reader.py``: Spark's source reached 0.51x to 0.77x of its
@@ -53,6 +54,16 @@ _IGNORED = (
     "statistics.interval.ms",
 )
 _SCRAM = {"SCRAM-SHA-256", "SCRAM-SHA-512"}
+#: librdkafka settings translated below (not one to one): SASL credentials, the client certificate (mutual
+#: TLS: PEM files, given to the Java client inline) and unsecured OAUTHBEARER tokens.
+_TRANSLATED = (
+    "sasl.username",
+    "sasl.password",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "sasl.oauthbearer.config",
+    "enable.sasl.oauthbearer.unsecure.jwt",
+)
 
 
 class Untranslatable(ValueError):
@@ -72,25 +83,70 @@ def java_options(kafka_config: Mapping[str, Any]) -> dict[str, str]:
             out[key] = str(value)
         elif key in _RENAMED:
             out[_RENAMED[key]] = str(value)
-        elif key not in _IGNORED and key not in ("sasl.username", "sasl.password"):
+        elif key not in _IGNORED and key not in _TRANSLATED:
             unknown.append(key)
     if unknown:
         raise Untranslatable(f"no Java client setting for {sorted(unknown)}")
     if "ssl.truststore.location" in out:
         out["ssl.truststore.type"] = "PEM"
-    mechanism = out.get("sasl.mechanism", "")
-    if "sasl.username" in kafka_config:
-        module = {"PLAIN": "plain.PlainLoginModule"}.get(mechanism)
-        if module is None and mechanism in _SCRAM:
-            module = "scram.ScramLoginModule"
-        if module is None:
-            raise Untranslatable(f"sasl.username with sasl.mechanism={mechanism or '<none>'}")
-        user = json.dumps(str(kafka_config["sasl.username"]))
-        password = json.dumps(str(kafka_config.get("sasl.password", "")))
-        out["sasl.jaas.config"] = (
-            f"org.apache.kafka.common.security.{module} required username={user} password={password};"
-        )
+    out.update(_client_certificate(kafka_config))
+    jaas = _sasl_jaas(out.get("sasl.mechanism", ""), kafka_config)
+    if jaas:
+        out["sasl.jaas.config"] = jaas
     return {f"kafka.{k}": v for k, v in out.items()}
+
+
+def _sasl_jaas(mechanism: str, kafka_config: Mapping[str, Any]) -> str:
+    """The Java client's ``sasl.jaas.config`` (holds the password: never logged); "" without SASL."""
+    if mechanism == "OAUTHBEARER":
+        return _unsecured_oauth(kafka_config)
+    if "sasl.username" not in kafka_config:
+        return ""
+    module = {"PLAIN": "plain.PlainLoginModule"}.get(mechanism)
+    if module is None and mechanism in _SCRAM:
+        module = "scram.ScramLoginModule"
+    if module is None:
+        raise Untranslatable(f"sasl.username with sasl.mechanism={mechanism or '<none>'}")
+    user = json.dumps(str(kafka_config["sasl.username"]))
+    password = json.dumps(str(kafka_config.get("sasl.password", "")))
+    return f"org.apache.kafka.common.security.{module} required username={user} password={password};"
+
+
+def _client_certificate(kafka_config: Mapping[str, Any]) -> dict[str, str]:
+    """The Java client's PEM key store of a mutual-TLS connection: librdkafka's certificate and key files,
+    read here (the driver) and given inline, so every executor's consumer has them without the files."""
+    cert, key = kafka_config.get("ssl.certificate.location"), kafka_config.get("ssl.key.location")
+    if not cert and not key:
+        return {}
+    if not (cert and key):
+        raise Untranslatable("ssl.certificate.location and ssl.key.location go together")
+    if kafka_config.get("ssl.key.password"):
+        raise Untranslatable("an encrypted ssl.key.location")
+    with open(str(cert), encoding="ascii") as chain, open(str(key), encoding="ascii") as private:
+        return {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.certificate.chain": chain.read(),
+            "ssl.keystore.key": private.read(),
+        }
+
+
+def _unsecured_oauth(kafka_config: Mapping[str, Any]) -> str:
+    """The Java client's JAAS line for librdkafka's unsecured OAUTHBEARER token (``principal=...``); a
+    token from an identity provider or a callback has no translation here."""
+    if str(kafka_config.get("enable.sasl.oauthbearer.unsecure.jwt", "")).lower() != "true":
+        raise Untranslatable("sasl.mechanism=OAUTHBEARER without enable.sasl.oauthbearer.unsecure.jwt")
+    fields = dict(
+        part.split("=", 1)
+        for part in str(kafka_config.get("sasl.oauthbearer.config", "")).split()
+        if "=" in part
+    )
+    principal = fields.pop("principal", "")
+    if not principal or fields:
+        raise Untranslatable("sasl.oauthbearer.config other than principal=<name>")
+    return (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        f"unsecuredLoginStringClaim_sub={json.dumps(principal)};"
+    )
 
 
 def connector_present(spark: SparkSession) -> bool:

@@ -12,6 +12,10 @@ one JVM per node): the default broker of the tests, the demo and the benchmarks.
 
 One node: replication factor 1. Three nodes (``nodes=3``): a three-voter controller quorum, replication
 factor 3 and ``min.insync.replicas=2`` for the topics the tests create and for Kafka's internal topics.
+
+Opt-in security (``start(..., secured=Secured(...))``, built by :mod:`kstate_support.kafka_security`): more
+listeners on each node, each on its own free port (kept in the layout), and the settings they need (TLS
+files, SASL mechanisms, the authorizer). The PLAINTEXT listener stays, as the inter-broker listener.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import signal
 import subprocess
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +77,30 @@ class Node:
     port: int
     controller_port: int
     pid: int = 0
+    #: The ports of the extra listeners of a :class:`Secured` cluster (``{listener name: port}``).
+    listeners: dict[str, int] = field(default_factory=dict)
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def address_of(self, listener: str) -> str:
+        """The address of listener ``listener`` (``PLAINTEXT``: :attr:`address`)."""
+        return self.address if listener == "PLAINTEXT" else f"127.0.0.1:{self.listeners[listener]}"
+
+
+@dataclass
+class Secured:
+    """The extra listeners of a cluster and the broker settings they need (opt-in: see
+    :mod:`kstate_support.kafka_security`).
+
+    :param listeners: ``{listener name: security protocol}`` (``SASL_SSL``, ``SSL``, ``SASL_PLAINTEXT``),
+        each listening on a free port of its own on every node.
+    :param properties: ``server.properties`` settings added to every node's (TLS files, SASL, authorizer).
+    """
+
+    listeners: dict[str, str] = field(default_factory=dict)
+    properties: dict[str, str] = field(default_factory=dict)
 
 
 def version() -> str:
@@ -121,20 +145,25 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-def server_properties(node: Node, nodes: list[Node], log_dir: Path) -> str:
-    """The ``server.properties`` of ``node`` in a cluster of ``nodes``."""
+def server_properties(node: Node, nodes: list[Node], log_dir: Path, secured: Secured | None = None) -> str:
+    """The ``server.properties`` of ``node`` in a cluster of ``nodes`` (with the extra listeners and settings
+    of ``secured``)."""
     replicas = min(3, len(nodes))
     min_isr = 2 if replicas >= 3 else 1
     voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in nodes)
+    extra = secured.listeners if secured else {}
+    listeners = "".join(f",{name}://127.0.0.1:{node.listeners[name]}" for name in extra)
+    protocols = "".join(f",{name}:{protocol}" for name, protocol in extra.items())
     settings: dict[str, Any] = {
         "process.roles": "broker,controller",
         "node.id": node.node_id,
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}"
+        + listeners,
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}" + listeners,
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT" + protocols,
         "log.dirs": str(log_dir),
         "num.partitions": 1,
         "default.replication.factor": replicas,
@@ -159,6 +188,8 @@ def server_properties(node: Node, nodes: list[Node], log_dir: Path) -> str:
         "log.cleaner.backoff.ms": 1000,
         "auto.create.topics.enable": "true",
     }
+    if secured:
+        settings.update(secured.properties)
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 
@@ -175,11 +206,11 @@ def _node_dir(data_dir: Path, node: Node) -> Path:
     return data_dir / f"node-{node.node_id}"
 
 
-def _write_configs(data_dir: Path, nodes: list[Node]) -> None:
+def _write_configs(data_dir: Path, nodes: list[Node], secured: Secured | None = None) -> None:
     for node in nodes:
         folder = _node_dir(data_dir, node)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "server.properties").write_text(server_properties(node, nodes, folder / "logs"))
+        (folder / "server.properties").write_text(server_properties(node, nodes, folder / "logs", secured))
         (folder / "log4j2.yaml").write_text(LOG4J2.format(log=folder / "server.log"))
 
 
@@ -227,13 +258,23 @@ def read_layout(data_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text())
 
 
-def _save_layout(data_dir: Path, release: str, cid: str, nodes: list[Node]) -> None:
-    layout = {"release": release, "cluster_id": cid, "nodes": [asdict(n) for n in nodes]}
+def _save_layout(
+    data_dir: Path, release: str, cid: str, nodes: list[Node], secured: Secured | None = None
+) -> None:
+    layout: dict[str, Any] = {"release": release, "cluster_id": cid, "nodes": [asdict(n) for n in nodes]}
+    if secured is not None:
+        layout["secured"] = asdict(secured)
     (data_dir / CLUSTER_FILE).write_text(json.dumps(layout, indent=2) + "\n")
 
 
 def nodes_of(layout: dict[str, Any]) -> list[Node]:
     return [Node(**n) for n in layout["nodes"]]
+
+
+def secured_of(layout: dict[str, Any]) -> Secured | None:
+    """The :class:`Secured` settings a layout was started with (None: PLAINTEXT only)."""
+    secured = layout.get("secured")
+    return None if secured is None else Secured(**secured)
 
 
 def bootstrap_of(nodes: list[Node]) -> str:
@@ -292,29 +333,44 @@ def start(
     port: int | None = None,
     release: str | None = None,
     timeout: float = 90.0,
+    secured: Secured | None = None,
 ) -> str:
     """Start an Apache Kafka cluster of ``nodes`` nodes with its data in ``data_dir`` and return its bootstrap
-    servers. A folder that already holds a formatted cluster is started again on the same ports, data kept.
+    servers (the PLAINTEXT listener's). A folder that already holds a formatted cluster is started again on
+    the same ports, data kept (and with the security it was formatted with).
 
     :param port: the (first) client port to use; free ports are picked otherwise.
+    :param secured: extra listeners and their settings (opt-in; :mod:`kstate_support.kafka_security`); each
+        node's port of each is in :func:`read_layout` (``Node.listeners``).
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     layout = read_layout(data_dir)
     if layout is None:
         release = release or version()
-        ports = free_ports(2 * nodes)
+        names = list(secured.listeners) if secured else []
+        per_node = 2 + len(names)
+        ports = free_ports(per_node * nodes)
         if port is not None:
             ports[0] = port
-        members = [Node(i + 1, ports[2 * i], ports[2 * i + 1]) for i in range(nodes)]
+        members = [
+            Node(
+                i + 1,
+                ports[per_node * i],
+                ports[per_node * i + 1],
+                listeners={name: ports[per_node * i + 2 + k] for k, name in enumerate(names)},
+            )
+            for i in range(nodes)
+        ]
         cid = cluster_id()
-        _write_configs(data_dir, members)
+        _write_configs(data_dir, members, secured)
         _format(data_dir, members, release, cid)
     else:
         release, cid, members = layout["release"], layout["cluster_id"], nodes_of(layout)
+        secured = secured_of(layout)
     for node in members:
         if not alive(node.pid):
             node.pid = start_node(data_dir, node, release, len(members))
-    _save_layout(data_dir, release, cid, members)
+    _save_layout(data_dir, release, cid, members, secured)
     bootstrap = bootstrap_of(members)
     wait_ready(bootstrap, len(members), timeout, [n.pid for n in members])
     return bootstrap

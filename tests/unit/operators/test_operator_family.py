@@ -30,6 +30,7 @@ from airflow_provider_kstate.operators.snapshot import (
     KStateRebuildOperator,
     KStateSparkApplicationOperator,
 )
+from airflow_provider_kstate.operators.streams_resize import KStateStreamsResizeOperator
 from airflow_provider_kstate.operators.verify import KStateVerifyOperator
 from airflow_provider_kstate.operators.window import KStatePauseWindowOperator
 from airflow_provider_kstate.sensors.groups import KStateGroupsEmptySensor, KStateGroupsStableSensor
@@ -53,6 +54,11 @@ FAMILY: list[tuple[type[Any], dict[str, Any], float]] = [
     (KStateSparkApplicationOperator, {"application": "app.py"}, DEFAULT_REQUEST_TIMEOUT),
     (KStateGroupsEmptySensor, {"plan": {}}, 10.0),
     (KStateGroupsStableSensor, {"plan": {}}, 10.0),
+    (
+        KStateStreamsResizeOperator,
+        {"topic": "t", "partitions": 4, "application_id": "app", "app_driver": "app"},
+        DEFAULT_REQUEST_TIMEOUT,
+    ),
 ]
 IDS = [cls.__name__ for cls, _, _ in FAMILY]
 

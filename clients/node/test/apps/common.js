@@ -1,6 +1,7 @@
 'use strict'
 // Shared by the test apps: JSON-line events on stdout, line commands on stdin, the range assignor.
 
+const fs = require('fs')
 const readline = require('readline')
 const { AssignerProtocol } = require('kafkajs')
 
@@ -55,4 +56,24 @@ function parseValue (value) {
   }
 }
 
-module.exports = { now, emit, commands, RangeAssigner, parseValue }
+/**
+ * The options of `new Kafka(...)` for `config.brokers` and, for a secured cluster, `config.security`:
+ * `{"ca": path, "cert": path, "key": path, "sasl": {"mechanism": "scram-sha-512", "username", "password"}}`
+ * (PEM files, read here: KafkaJS takes their contents).
+ */
+function kafkaOptions (config, clientId) {
+  const security = config.security || {}
+  const options = { brokers: config.brokers, clientId }
+  if (security.ca || security.cert) {
+    options.ssl = {}
+    if (security.ca) options.ssl.ca = [fs.readFileSync(security.ca, 'utf8')]
+    if (security.cert) {
+      options.ssl.cert = fs.readFileSync(security.cert, 'utf8')
+      options.ssl.key = fs.readFileSync(security.key, 'utf8')
+    }
+  }
+  if (security.sasl) options.sasl = security.sasl
+  return options
+}
+
+module.exports = { now, emit, commands, RangeAssigner, parseValue, kafkaOptions }

@@ -4,12 +4,13 @@
 //   node consume.js '{"brokers": [...], "groupId": "g", "topics": ["t"], "members": [{"clientId": "g-0",
 //                     "workMs": 5}], "controlTopic": "_kstate_control", "range": true}'
 //
+// A secured cluster: "security": {"ca", "cert", "key", "sasl"} (see kafkaOptions in common.js).
 // Each member processes a record in `workMs` (a sleep), then the wrapper commits it (at least once).
 // Events on stdout, one JSON object a line: started, state, assigned, record {c, p, o, key, seq}, closed.
 // "close" on stdin (or its end, or SIGTERM) closes every member and exits.
 
 const { ControlledConsumer } = require('../../src')
-const { emit, commands, RangeAssigner, parseValue } = require('./common')
+const { emit, commands, RangeAssigner, parseValue, kafkaOptions } = require('./common')
 
 const config = JSON.parse(process.argv[2])
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
@@ -17,7 +18,7 @@ const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 function member ({ clientId, workMs = 0 }) {
   const c = { clientId }
   return new ControlledConsumer({
-    kafka: { brokers: config.brokers, clientId },
+    kafka: kafkaOptions(config, clientId),
     groupId: config.groupId,
     topics: config.topics,
     controlTopic: config.controlTopic,

@@ -4,6 +4,7 @@
 //   node produce.js '{"brokers": [...], "topic": "t", "clientId": "p", "keys": 200, "rate": 300,
 //                     "burst": 600, "controlTopic": "_kstate_control"}'
 //
+// A secured cluster: "security": {"ca", "cert", "key", "sasl"} (see kafkaOptions in common.js).
 // Writes {"key": k, "seq": n} round-robin over `keys` keys at `rate` records
 // per second after an initial `burst`; per key, seq increases by one with every record. Each send() carries
 // the records due so far, in order, and the next waits for it (so a key's records are written in order).
@@ -11,7 +12,7 @@
 // record, closed {holds}. "stop" on stdin (or its end, or SIGTERM) stops, flushes, closes and exits.
 
 const { ControlledProducer } = require('../../src')
-const { emit, commands } = require('./common')
+const { emit, commands, kafkaOptions } = require('./common')
 
 const config = JSON.parse(process.argv[2])
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
@@ -19,7 +20,7 @@ const keys = Array.from({ length: config.keys || 200 }, (_, i) => `k${String(i).
 
 async function main () {
   const producer = new ControlledProducer({
-    kafka: { brokers: config.brokers, clientId: config.clientId },
+    kafka: kafkaOptions(config, config.clientId),
     topics: [config.topic],
     controlTopic: config.controlTopic,
     checkIntervalMs: config.checkIntervalMs || 100,

@@ -1,0 +1,319 @@
+"""Resize a stateful Kafka Streams application in one window (issue 32, item 3): its co-partitioned sources,
+its repartition topics and its changelogs grow together, and its state moves with its keys.
+
+The plan names the application, its topics and its stores (:class:`~.streams_apps.StreamsAppPlan`); the
+run, :meth:`StreamsResize.run`, then:
+
+1. **drains**: stops the producers of its sources by their drivers (command pairs), and waits until the
+   application has consumed every record of its sources and repartition topics (its committed offsets reach
+   the ends, read ``read_committed``). A key whose records still wait in its old partition would otherwise be
+   counted there again from nothing once its state has moved;
+2. **stops** the application by its driver and waits until its group is EMPTY (ListGroups v5: the classic
+   protocol's and KIP-1071's streams groups alike); checks again that nothing is in flight;
+3. **grows** every source, repartition topic and changelog to the target (CreatePartitions);
+4. **re-places** each changelog with the Spark application ``replace_changelog.py`` (a moved key's latest
+   value to its new partition, a tombstone in its old one), whose deep check proves every live key sits in
+   ``murmur2(record key) % N`` and that the live rows are those of before; a failed check stops the run
+   with the application stopped (the re-placement is idempotent: run it again);
+5. **seeds** the application's group at offset 0 on the new partitions of its sources and repartition topics;
+6. **starts** the application by its driver (its ready check), then the producers.
+
+A failure before the first grow starts the application and the producers again: nothing was changed. The
+application's downtime is from its stop command to its ready check passing (``downtime_s``). No Airflow
+here: an operator, the command line or a test drives it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_kstate.errors import StreamsResizeError
+from airflow_provider_kstate.increase.drivers import CommandDriver, CommandPairs
+from airflow_provider_kstate.increase.model import DEAD, EMPTY, state_name
+from airflow_provider_kstate.increase.streams_apps import KEY_SUFFIX, StreamsAppPlan, StreamsChangelog
+
+#: Runs the re-placement of an application's changelogs: ``(changelogs, partitions before, partitions now)``
+#: -> ``{changelog: its report}`` (``ok``, ``replace``, ``check``; ``error`` when the application failed).
+Replacer = Callable[[list[StreamsChangelog], int, int], dict[str, dict[str, Any]]]
+
+
+def pending_records(
+    kafka_config: Mapping[str, Any], topic: str, ranges: Mapping[int, tuple[int, int]]
+) -> int:
+    """How many records a ``read_committed`` consumer would read in ``ranges`` (``{partition: (from, end)}``):
+    transaction markers take offsets but are no records, so an offset gap alone is not a backlog."""
+    from airflow_provider_kstate.spark_apps import kafka_io
+
+    todo = {p: r for p, r in ranges.items() if r[0] < r[1]}
+    return kafka_io.drain_count(kafka_config, topic, todo) if todo else 0
+
+
+def group_state(admin: Any, kafka_config: Mapping[str, Any], group: str) -> str:
+    """The group's state as ListGroups v5 names it on every broker (``EMPTY``, ``STABLE`` ...; ``DEAD``
+    when not listed): the classic protocol's groups and KIP-1071's streams groups alike."""
+    from airflow_provider_kstate.doctor import wire
+
+    cluster = getattr(admin, "cluster", admin)
+    brokers = [(b.host, b.port) for b in cluster.metadata().brokers.values()]
+    for listing in wire.list_groups(dict(kafka_config), brokers, 10.0):
+        if listing.group_id == group:
+            return state_name(listing.state)
+    return DEAD
+
+
+@dataclass
+class StreamsResize:
+    """The resize of one application of ``app``'s plan.
+
+    :param app: the application's plan (``plan.streams_apps[application id]``).
+    :param admin: the admin verbs (partition counts, watermarks, committed offsets, grow, seed).
+    :param kafka_config: librdkafka settings (the drain's reads, the group's state; never logged).
+    :param driver: stops and starts the application (a command pair: ``kubectl scale``, ``systemctl`` ...).
+    :param replacer: runs ``replace_changelog.py`` for one changelog (:func:`spark_submit_replacer`).
+    :param producers: ``{service: driver}`` of the producers of its sources, stopped for the drain.
+    """
+
+    app: StreamsAppPlan
+    admin: Any
+    kafka_config: Mapping[str, Any]
+    driver: CommandDriver
+    replacer: Replacer
+    producers: Mapping[str, CommandDriver] = field(default_factory=dict)
+    log: Any = field(default_factory=lambda: logging.getLogger(__name__))
+    drain_timeout: float = 120.0
+    empty_timeout: float = 120.0
+    pairs: CommandPairs | None = None
+    #: The group's state (ListGroups v5 through the admin's cluster by default; tests give a fake).
+    state_of: Callable[[str], str] | None = None
+    #: Seconds of each step, and the application's downtime.
+    timings: dict[str, float] = field(default_factory=dict)
+    replaced: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.pairs is None:
+            self.pairs = CommandPairs(self.app.sources[0], self.log)
+
+    @property
+    def group(self) -> str:
+        return self.app.application_id
+
+    @property
+    def commands(self) -> CommandPairs:
+        assert self.pairs is not None
+        return self.pairs
+
+    def _timed(self, step: str, started: float) -> None:
+        self.timings[step] = round(time.monotonic() - started, 3)
+
+    def run(self) -> dict[str, Any]:
+        """Resize the application (the module's docstring says how); return what it did."""
+        app, n, m = self.app, self.app.partitions, self.app.target
+        if m <= n:
+            return {"application_id": self.group, "resized": False, "partitions": n}
+        t0 = time.monotonic()
+        self.commands.stop(dict(self.producers), "producer")
+        self._timed("stop_producers", t0)
+        stopped_at = None
+        try:
+            t = time.monotonic()
+            self.wait_drained(self.drain_timeout)
+            self._timed("drain", t)
+            stopped_at = time.monotonic()
+            self.commands.stop({self.group: self.driver}, "group")
+            self.wait_empty(self.empty_timeout)
+            self._timed("stop_app", stopped_at)
+            left = self.backlog()
+            if left:
+                raise StreamsResizeError(
+                    f"application {self.group!r} stopped with records in flight {left}: its producers were "
+                    "not all stopped. Nothing was grown; the application and producers are started again. "
+                    "Give every producer of its sources a driver (producer_drivers), then run again."
+                )
+        except Exception:
+            self._undo(stopped_at is not None)
+            raise
+        t = time.monotonic()
+        for topic in app.grown:
+            self.grow(topic, m)
+        self._timed("grow", t)
+        t = time.monotonic()
+        self.replace(app.changelogs)
+        self._timed("replace", t)
+        t = time.monotonic()
+        self.seed()
+        self._timed("seed", t)
+        t = time.monotonic()
+        failed = self.commands.start({self.group: self.driver}, "group")
+        self._timed("start_app", t)
+        self.timings["downtime_s"] = round(time.monotonic() - stopped_at, 3)
+        failed += self.commands.start(dict(self.producers), "producer")
+        self.timings["producer_downtime_s"] = round(time.monotonic() - t0, 3)
+        self.log.info("STREAMS %s resized %s -> %s: %s", self.group, n, m, self.timings)
+        return {
+            "application_id": self.group,
+            "resized": True,
+            "partitions": m,
+            "grown": app.grown,
+            "timings": dict(self.timings),
+            "replaced": self.replaced,
+            "start_failures": [r.describe() for r in failed],
+        }
+
+    def _undo(self, app_stopped: bool) -> None:
+        """Before anything grew: start the application (when stopped here) and the producers again."""
+        if app_stopped:
+            self.commands.start({self.group: self.driver}, "group")
+        self.commands.start(dict(self.producers), "producer")
+
+    # -- the steps ---------------------------------------------------------------------------------------
+
+    def backlog(self) -> dict[str, int]:
+        """``{topic: records}`` of its sources and repartition topics not consumed by the application yet."""
+        out = {}
+        for topic in [*self.app.sources, *self.app.repartitions]:
+            count = self.admin.partition_count(topic)
+            committed = dict(self.admin.committed_offsets_many([self.group], topic, count)).get(
+                self.group, {}
+            )
+            marks = self.admin.watermarks(topic, range(count))
+            ranges = {p: (committed.get(p, low), high) for p, (low, high) in marks.items()}
+            left = pending_records(self.kafka_config, topic, ranges)
+            if left:
+                out[topic] = left
+        return out
+
+    def wait_drained(self, timeout: float) -> None:
+        """Wait until :meth:`backlog` is empty (the producers are stopped: the application catches up)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = self.backlog()
+            if not left:
+                self.log.info("STREAMS %s drained its sources and repartition topics", self.group)
+                return
+            if time.monotonic() > deadline:
+                raise StreamsResizeError(
+                    f"application {self.group!r} did not consume its sources and repartition topics within "
+                    f"{timeout}s (records left {left}): is it running, and are its producers stopped? Nothing "
+                    "was changed; the producers are started again."
+                )
+            time.sleep(0.5)
+
+    def wait_empty(self, timeout: float) -> None:
+        """Wait until the application's group is EMPTY (its members left, or their session expired)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            state = (self.state_of or (lambda g: group_state(self.admin, self.kafka_config, g)))(self.group)
+            if state in (EMPTY, DEAD):
+                return
+            if time.monotonic() > deadline:
+                raise StreamsResizeError(
+                    f"application {self.group!r} is still {state} {timeout}s after its stop command: check its "
+                    "driver. Nothing was changed; it is started again."
+                )
+            time.sleep(0.2)
+
+    def grow(self, topic: str, partitions: int) -> None:
+        """Grow ``topic`` to ``partitions`` (a no-op when it has them: a run again)."""
+        current = self.admin.partition_count(topic)
+        if current < partitions:
+            self.admin.increase_partitions(topic, partitions)
+            deadline = time.monotonic() + 60
+            while self.admin.partition_count(topic) < partitions and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self.log.info("STREAMS %s: %s has %s partitions", self.group, topic, partitions)
+
+    def replace(self, changelogs: list[StreamsChangelog]) -> None:
+        """Re-place the changelogs (one Spark application) and require every deep check to pass."""
+        if not changelogs:
+            return
+        reports = self.replacer(changelogs, self.app.partitions, self.app.target)
+        self.replaced.update(reports)
+        failed = {
+            c.topic: (reports.get(c.topic) or {}).get("check") or (reports.get(c.topic) or {}).get("error")
+            for c in changelogs
+            if not (reports.get(c.topic) or {}).get("ok")
+        }
+        if failed:
+            raise StreamsResizeError(
+                f"the re-placement of changelogs {sorted(failed)} did not pass its check ({failed}). The "
+                "application stays stopped with its topics grown: run the re-placement again (it is "
+                "idempotent) before starting it."
+            )
+
+    def seed(self) -> None:
+        """Commit offset 0 for the application on the new partitions of its sources and repartition topics."""
+        new = range(self.app.partitions, self.app.target)
+        for topic in [*self.app.sources, *self.app.repartitions]:
+            committed = dict(self.admin.committed_offsets_many([self.group], topic, self.app.target))
+            gaps = {p: 0 for p in new if p not in committed.get(self.group, {})}
+            if gaps:
+                self.admin.seed_offsets_many(topic, {self.group: gaps})
+            held = dict(self.admin.committed_offsets_many([self.group], topic, self.app.target))
+            missing = [p for p in range(self.app.target) if p not in held.get(self.group, {})]
+            if missing:
+                raise StreamsResizeError(
+                    f"group {self.group!r} has no offset on partitions {missing} of {topic!r} after the seed: "
+                    "the application stays stopped. Run the seed again (the resize is safe to run again)."
+                )
+
+
+def spark_submit_replacer(
+    kafka_config: Mapping[str, Any],
+    workdir: Path,
+    spark_submit: str = "spark-submit",
+    spark_args: tuple[str, ...] = ("--master", "local[2]"),
+    timeout: float = 1800.0,
+) -> Replacer:
+    """A :data:`Replacer` that runs ``spark-submit replace_changelog.py`` here (its config file mode 0600,
+    removed afterwards) and returns its report (``error``: its failure)."""
+    app = Path(__file__).resolve().parent.parent / "spark_apps" / "replace_changelog.py"
+
+    def run(changelogs: list[StreamsChangelog], before: int, now: int) -> dict[str, dict[str, Any]]:
+        workdir.mkdir(parents=True, exist_ok=True)
+        report = workdir / f"replace-{int(time.time() * 1000)}.json"
+        report.unlink(missing_ok=True)
+        fd, config = tempfile.mkstemp(prefix="kstate-kafka-", suffix=".json", dir=workdir)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(dict(kafka_config), fh)
+        env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+        cmd = [spark_submit, *spark_args, str(app), "--kafka-config-file", config]
+        cmd += ["--report-file", str(report), "--from-partitions", str(before), "--partitions", str(now)]
+        for changelog in changelogs:
+            cmd += ["--topic", changelog.topic, "--key-suffix", str(KEY_SUFFIX[changelog.store_type])]
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        finally:
+            os.unlink(config)
+        out: dict[str, Any] = json.loads(report.read_text()) if report.exists() else {}
+        reports: dict[str, dict[str, Any]] = dict(out.get("changelogs") or {})
+        error = out.get("error") or (proc.stderr or proc.stdout)[-2000:]
+        return {c.topic: reports.get(c.topic) or {"ok": False, "error": error} for c in changelogs}
+
+    return run
+
+
+def local_replacer(kafka_config: Mapping[str, Any], workers: int = 4) -> Replacer:
+    """A :data:`Replacer` that runs the re-placement's tasks in threads of this process, without Spark: the
+    same steps and deep check, for changelogs small enough that a Spark application's start-up would be most
+    of the application's downtime."""
+
+    def run(changelogs: list[StreamsChangelog], before: int, now: int) -> dict[str, dict[str, Any]]:
+        from airflow_provider_kstate.spark_apps.replace_changelog import replace_local
+
+        layout = {c.topic: KEY_SUFFIX[c.store_type] for c in changelogs}
+        try:
+            return replace_local(dict(kafka_config), layout, before, now, workers)
+        except Exception as exc:  # noqa: BLE001 - reported as the failed re-placement of each changelog
+            return {c.topic: {"ok": False, "error": f"{type(exc).__name__}: {exc}"} for c in changelogs}
+
+    return run

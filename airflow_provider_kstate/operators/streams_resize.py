@@ -1,0 +1,368 @@
+"""Resize a stateful Kafka Streams application from Airflow (issue 32, item 3): one task plans the resize,
+holds the topic's lease, and runs :class:`~airflow_provider_kstate.cluster.streams_resize.StreamsResize`
+(drain, stop the application by its driver, grow its sources, repartition topics and changelogs, re-place
+the changelogs, seed, start).
+
+Everything that can be refused is refused before anything is stopped: a malformed argument, an application
+that does not read the topic as a Kafka Streams application (:class:`~airflow_provider_kstate.errors.UnknownGroupError`),
+a target that is not above the current count (:class:`~airflow_provider_kstate.errors.InvalidPartitionCountError`),
+a missing or non-command driver (:class:`~airflow_provider_kstate.errors.InvalidDriverError`), a topology
+the run cannot resize (the plan's :class:`~airflow_provider_kstate.errors.UnsupportedStreamsTopologyError`),
+another group reading the topic (:class:`~airflow_provider_kstate.errors.UnprotectedGroupError`: the
+``kstate_partition_increase`` DAG protects those), another run holding the topic's lease.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_kstate.enums import StrEnum
+from airflow_provider_kstate.errors import (
+    InvalidDriverError,
+    InvalidPartitionCountError,
+    KStateConfigError,
+    StreamsResizeError,
+    TopicChangedError,
+    UnknownGroupError,
+    UnprotectedGroupError,
+)
+from airflow_provider_kstate.increase.drivers import CommandDriver, as_driver, as_registry
+from airflow_provider_kstate.operators.base import KStateIncreaseOperator
+from airflow_provider_kstate.params import as_choice, as_int, as_mapping, as_str_list, as_topic
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_kstate.cluster.streams_resize import Replacer
+    from airflow_provider_kstate.hooks.admin import KStateAdminHook
+    from airflow_provider_kstate.increase.plan import Plan
+    from airflow_provider_kstate.increase.streams_apps import StreamsAppPlan
+
+
+class ReplacerKind(StrEnum):
+    """Where the changelogs are re-placed."""
+
+    SPARK = "spark"
+    LOCAL = "local"
+
+
+#: spark-submit's arguments before the application, unless given (``spark_args``).
+DEFAULT_SPARK_ARGS = ("--master", "local[2]", "--conf", "spark.ui.enabled=false")
+
+
+class KStateStreamsResizeOperator(KStateIncreaseOperator):
+    """Grow ``topic`` to ``partitions`` for the Kafka Streams application ``application_id`` reading it:
+    its co-partitioned sources, repartition topics and changelogs grow together, its state moves with its
+    keys (:mod:`airflow_provider_kstate.cluster.streams_resize`), and it restarts on the new layout.
+
+    The task plans (:func:`~airflow_provider_kstate.increase.plan.build_plan`, the application
+    acknowledged), takes the topic's lease (held, and renewed, for the whole resize; a second run on the
+    topic fails with :class:`~airflow_provider_kstate.errors.LeaseHeldError`), runs the resize and pushes its
+    report to XCom: the application's downtime, the keys each changelog moved, the re-placement's rate, the
+    deep check of each changelog, each step's seconds.
+
+    :param topic: the topic to grow (one of the application's sources; the others grow with it).
+    :param partitions: the target partition count, above the current one.
+    :param application_id: the application's ``application.id`` (its group id).
+    :param app_driver: how the application is stopped and started: a
+        :class:`~airflow_provider_kstate.increase.drivers.CommandDriver`, its dict form, or the name of a
+        command driver in ``drivers`` (a DAG run's params name drivers; they never carry commands).
+    :param producer_drivers: the producer services of its sources, stopped for the drain: a list of driver
+        names in ``drivers``, or ``{service: driver}``. Every producer of its sources must be named: the
+        resize refuses to grow while records still arrive.
+    :param drivers: the named drivers (``{name: driver}``), e.g. the ``kstate_drivers`` Variable.
+    :param replacer: ``spark`` (``spark-submit replace_changelog.py``, for changelogs of any size) or
+        ``local`` (the same tasks and deep check in threads of the worker, for small changelogs).
+    :param exclude_groups: other groups reading the topic that the run leaves alone (a risk accepted).
+    :param spark_submit: the ``spark-submit`` command (``replacer=spark``); looked up on PATH and beside
+        the worker's Python.
+    :param spark_args: its arguments before the application (master, conf ...).
+    :param workdir: where the Spark replacer writes its report and config file (mode 0600, removed after);
+        empty: a temporary folder of the task.
+    :param drain_timeout: seconds the application may take to consume its sources once the producers stop.
+    :param empty_timeout: seconds its group may take to become EMPTY after its stop command.
+    :param kwargs: the connection, the lease topic and TTL of
+        :class:`~airflow_provider_kstate.operators.base.KStateIncreaseOperator`.
+    """
+
+    template_fields: tuple[str, ...] = (
+        "topic",
+        "partitions",
+        "application_id",
+        "app_driver",
+        "producer_drivers",
+        "drivers",
+        "replacer",
+        "exclude_groups",
+        "spark_submit",
+        "spark_args",
+        "workdir",
+    )
+    ui_color = "#e8f5e9"
+
+    def __init__(
+        self,
+        *,
+        topic: str,
+        partitions: int | str,
+        application_id: str,
+        app_driver: Any,
+        producer_drivers: Any = None,
+        drivers: Any = None,
+        replacer: str = ReplacerKind.SPARK,
+        exclude_groups: list[str] | str | None = None,
+        spark_submit: str = "spark-submit",
+        spark_args: list[str] | tuple[str, ...] | str = DEFAULT_SPARK_ARGS,
+        workdir: str = "",
+        drain_timeout: float = 120.0,
+        empty_timeout: float = 120.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.topic = topic
+        self.partitions = partitions
+        self.application_id = application_id
+        self.app_driver = app_driver
+        self.producer_drivers = producer_drivers
+        self.drivers = drivers
+        self.replacer = replacer
+        self.exclude_groups = exclude_groups
+        self.spark_submit = spark_submit
+        self.spark_args = spark_args
+        self.workdir = workdir
+        self.drain_timeout = drain_timeout
+        self.empty_timeout = empty_timeout
+
+    # -- the inputs, checked before anything is read or stopped -----------------------------------------
+
+    def app_id(self) -> str:
+        app_id = str(self.application_id or "").strip()
+        if not app_id:
+            raise KStateConfigError(
+                "application_id must name the Kafka Streams application (its application.id)"
+            )
+        return app_id
+
+    def command_drivers(self, app_id: str) -> tuple[CommandDriver, dict[str, CommandDriver]]:
+        """The application's driver and its producers' (``{service: driver}``); raise
+        :class:`InvalidDriverError` for a missing, unknown or non-command one."""
+        registry = as_registry(as_mapping("drivers", self.drivers))
+        if self.app_driver is None or (isinstance(self.app_driver, str) and not self.app_driver.strip()):
+            raise InvalidDriverError(
+                f"application {app_id!r} has no driver: name a command driver (a stop/start/ready command pair "
+                "in the kstate_drivers Variable) with app_driver. Nothing was stopped."
+            )
+        app = _command(f"application {app_id!r}", self.app_driver, registry)
+        producers: dict[str, CommandDriver] = {}
+        value = self.producer_drivers
+        if isinstance(value, str) and not value.strip().startswith("{"):
+            value = as_str_list("producer_drivers", value)
+        if isinstance(value, (list, tuple)):
+            value = {str(name): name for name in value}
+        for service, driver in as_mapping("producer_drivers", value).items():
+            producers[service] = _command(f"producer {service!r}", driver, registry)
+        return app, producers
+
+    def replacer_kind(self) -> ReplacerKind:
+        return as_choice("replacer", self.replacer, ReplacerKind)
+
+    def spark_submit_path(self) -> str:
+        """The spark-submit to run (PATH, then beside the worker's Python), or KStateConfigError."""
+        name = str(self.spark_submit or "spark-submit")
+        found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+        if found is None:
+            raise KStateConfigError(
+                f"replacer=spark needs {name!r}, found neither on PATH nor beside {sys.executable}: install "
+                "pyspark on the worker, give spark_submit, or re-place small changelogs in the worker with "
+                "replacer=local. Nothing was stopped."
+            )
+        return found
+
+    def spark_arguments(self) -> tuple[str, ...]:
+        args = self.spark_args
+        if isinstance(args, str):
+            args = as_str_list("spark_args", args) if args.strip().startswith("[") else args.split()
+        return tuple(str(a) for a in args or ())
+
+    # -- the task -----------------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        topic = as_topic("topic", self.topic)
+        target = as_int("partitions", self.partitions)
+        app_id = self.app_id()
+        kind = self.replacer_kind()
+        driver, producers = self.command_drivers(app_id)
+        spark_submit = self.spark_submit_path() if kind is ReplacerKind.SPARK else ""
+        from airflow_provider_kstate.hooks.lease import KStateLeaseHook
+        from airflow_provider_kstate.lease import LeaseKeeper
+
+        hook = KStateLeaseHook(
+            self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
+        )
+        admin = hook.admin
+        admin.check_connection()
+        entry = self.plan_app(admin, topic, target, app_id)
+        keeper = LeaseKeeper.for_topic(hook, topic, context, self.lease_ttl, self.log)
+        with keeper.holding(), tempfile.TemporaryDirectory(prefix="kstate-streams-") as scratch:
+            current = admin.partition_count(topic)
+            if current != entry.partitions:
+                raise TopicChangedError(
+                    f"topic {topic!r} changed to {current} partitions while planning; nothing was stopped. Run again."
+                )
+            workdir = Path(str(self.workdir or "")) if self.workdir else Path(scratch)
+            replacer = self.make_replacer(kind, admin.cluster.config, workdir, spark_submit)
+            result = self.resize(entry, admin, driver, producers, replacer)
+        report = summary(topic, entry, result, str(kind))
+        for line in report_lines(report):
+            self.log.info("STREAMS %s", line)
+        if report["start_failures"]:
+            raise StreamsResizeError(
+                f"application {app_id!r} was resized to {target} partitions, but starting it (or its "
+                f"producers) failed: {report['start_failures']}. Its topics, state and offsets are in place: "
+                "start it by its driver. The lease is released."
+            )
+        return report
+
+    def plan_app(self, admin: KStateAdminHook, topic: str, target: int, app_id: str) -> StreamsAppPlan:
+        """Plan the increase with the application acknowledged; return its entry, or refuse the run."""
+        from airflow_provider_kstate.increase.plan import build_plan, describe
+
+        current = admin.partition_count(topic)
+        if target <= current:
+            raise InvalidPartitionCountError(
+                f"topic {topic!r} has {current} partitions: a resize needs a target above it, got {target}. "
+                "Nothing was stopped."
+            )
+        excluded = as_str_list("exclude_groups", self.exclude_groups)
+        plan = build_plan(admin, topic, target, exclude_groups=excluded, acknowledge_streams_groups=[app_id])
+        for line in describe(plan):
+            self.log.info("PLAN %s", line)
+        entry = plan.streams_apps.get(app_id)
+        if entry is None:
+            found = sorted(plan.streams_apps) or "none"
+            raise UnknownGroupError(
+                f"application {app_id!r} does not read {topic!r} as a Kafka Streams application (Streams "
+                f"applications found on it: {found}). Check application_id. Nothing was stopped."
+            )
+        others = self.other_groups(plan, app_id)
+        if others:
+            raise UnprotectedGroupError(
+                f"groups {others} read {topic!r} too, and this run resizes application {app_id!r} only: grow "
+                "the topic with kstate_partition_increase (it pauses and seeds them), or exclude them with "
+                "exclude_groups (a risk accepted). Nothing was stopped."
+            )
+        self.log.info("STREAMS plan of %s: %s", app_id, entry.actions)
+        return entry
+
+    @staticmethod
+    def other_groups(plan: Plan, app_id: str) -> list[str]:
+        """The groups besides the application that the run would have to pause and seed."""
+        return [g for g in plan.where("seed") if g != app_id and g not in plan.streams_apps]
+
+    def make_replacer(
+        self, kind: ReplacerKind, kafka_config: Mapping[str, Any], workdir: Path, spark_submit: str
+    ) -> Replacer:
+        from airflow_provider_kstate.cluster.streams_resize import local_replacer, spark_submit_replacer
+
+        if kind is ReplacerKind.LOCAL:
+            self.log.info("STREAMS re-placement in the worker (replacer=local)")
+            return local_replacer(kafka_config)
+        self.log.info("STREAMS re-placement by %s %s", spark_submit, " ".join(self.spark_arguments()))
+        return spark_submit_replacer(
+            kafka_config, workdir, spark_submit=spark_submit, spark_args=self.spark_arguments()
+        )
+
+    def resize(
+        self,
+        entry: StreamsAppPlan,
+        admin: KStateAdminHook,
+        driver: CommandDriver,
+        producers: Mapping[str, CommandDriver],
+        replacer: Replacer,
+    ) -> dict[str, Any]:
+        """Run the resize (the seam the unit tests replace)."""
+        from airflow_provider_kstate.cluster.streams_resize import StreamsResize
+
+        return StreamsResize(
+            app=entry,
+            admin=admin.cluster,
+            kafka_config=admin.cluster.config,
+            driver=driver,
+            replacer=replacer,
+            producers=dict(producers),
+            log=self.log,
+            drain_timeout=float(self.drain_timeout),
+            empty_timeout=float(self.empty_timeout),
+        ).run()
+
+
+def _command(what: str, value: Any, registry: Mapping[str, Any]) -> CommandDriver:
+    """``value`` as a command driver: a CommandDriver, its dict form, or a name in ``registry``."""
+    if isinstance(value, Mapping):
+        from airflow_provider_kstate.increase.drivers import Driver
+
+        value = Driver.from_dict(value, what)
+    driver = as_driver(what, value, registry)
+    if not isinstance(driver, CommandDriver):
+        raise InvalidDriverError(
+            f"{what}: driver {driver.describe()!r} is not a command pair: a Kafka Streams application and the "
+            "producers of its sources are stopped and started by commands (stop/start/ready). Nothing was stopped."
+        )
+    return driver
+
+
+def summary(topic: str, app: StreamsAppPlan, result: Mapping[str, Any], replacer: str) -> dict[str, Any]:
+    """The XCom report of a resize: what grew, the downtime, each changelog's moved keys, rate and check."""
+    timings = dict(result.get("timings") or {})
+    changelogs: dict[str, dict[str, Any]] = {}
+    for name, report in dict(result.get("replaced") or {}).items():
+        replace = dict(report.get("replace") or {})
+        check = dict(report.get("check") or {})
+        changelogs[name] = {
+            "ok": bool(report.get("ok")),
+            "moved_keys": replace.get("moved"),
+            "live_keys": replace.get("live_keys"),
+            "records_read": replace.get("records_read"),
+            "records_per_s": replace.get("records_per_s"),
+            "seconds": replace.get("seconds"),
+            "deep_check": {k: check.get(k) for k in ("ok", "live_keys", "misplaced") if k in check},
+        }
+    return {
+        "topic": topic,
+        "application_id": app.application_id,
+        "protocol": app.protocol,
+        "resized": bool(result.get("resized")),
+        "partitions": {"before": app.partitions, "after": int(result.get("partitions") or app.target)},
+        "grown": list(result.get("grown") or []),
+        "replacer": replacer,
+        "downtime_s": timings.get("downtime_s"),
+        "producer_downtime_s": timings.get("producer_downtime_s"),
+        "moved_keys": sum(int(c["moved_keys"] or 0) for c in changelogs.values()),
+        "changelogs": changelogs,
+        "deep_check_passed": all(
+            c["ok"] and (c["deep_check"].get("misplaced") or 0) == 0 for c in changelogs.values()
+        ),
+        "timings": timings,
+        "start_failures": list(result.get("start_failures") or []),
+    }
+
+
+def report_lines(report: Mapping[str, Any]) -> list[str]:
+    """The report's log lines."""
+    lines = [
+        f"{report['application_id']} resized {report['partitions']['before']} -> {report['partitions']['after']}: "
+        f"downtime {report['downtime_s']} s, {report['moved_keys']} keys moved, deep check "
+        f"{'passed' if report['deep_check_passed'] else 'FAILED'}"
+    ]
+    for name, c in report["changelogs"].items():
+        lines.append(
+            f"changelog {name}: {c['moved_keys']} of {c['live_keys']} live keys moved, {c['records_per_s']} "
+            f"records/s ({report['replacer']}), deep check {c['deep_check']}"
+        )
+    lines.append(f"steps (s): {report['timings']}")
+    return lines
