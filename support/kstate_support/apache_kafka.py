@@ -194,8 +194,13 @@ def server_properties(node: Node, nodes: list[Node], log_dir: Path, secured: Sec
 
 
 def cluster_id() -> str:
-    """A fresh KRaft cluster id (a base64url UUID, as ``kafka-storage random-uuid`` prints)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A fresh KRaft cluster id (a base64url UUID, as ``kafka-storage random-uuid`` prints). Like Kafka's
+    ``Uuid.randomUuid``, never one starting with ``-``: ``format -t -abc...`` reads it as an option (1 start
+    in 64 failed with the tool's usage)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def _classpath(release: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +115,14 @@ def test_test_modules_have_unique_basenames() -> None:
     """pytest imports test modules by basename (no __init__.py): two of one name stop the whole run."""
     names = [f.name for f in (ROOT / "tests").rglob("test_*.py")]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+def test_a_kraft_cluster_id_never_starts_with_a_dash(monkeypatch: Any) -> None:
+    # `kafka-storage format -t -abc...` reads the id as an option: the broker failed to start 1 time in 64.
+    from kstate_support import apache_kafka
+
+    dashed = uuid.UUID(bytes=b"\xf8" + bytes(15))  # base64url "-A..."
+    ids = iter([dashed, uuid.UUID(int=1)])
+    monkeypatch.setattr(apache_kafka.uuid, "uuid4", lambda: next(ids))
+    cid = apache_kafka.cluster_id()
+    assert not cid.startswith("-") and len(cid) == 22
