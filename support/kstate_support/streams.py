@@ -255,10 +255,12 @@ class KeyedTraffic(threading.Thread):
             self.delivered.append(record)
 
     def run(self) -> None:
-        seq = 0
+        seq = seq0 = 0
         start = time.monotonic()
         per_round = 1.0 / self.rate
         while not self._halt.is_set():
+            if self.held():  # the pace starts again after a hold
+                start, seq0 = time.monotonic(), seq
             key = f"k{(seq // len(self.topics)) % self.keys:03d}"
             for topic in self.topics:
                 self.producer.produce(
@@ -270,11 +272,15 @@ class KeyedTraffic(threading.Thread):
                 )
                 seq += 1
             self.producer.poll(0)
-            rounds = seq // len(self.topics)
+            rounds = (seq - seq0) // len(self.topics)
             delay = start + rounds * per_round - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
         self.producer.flush(30)
+
+    def held(self) -> bool:
+        """Between two rounds: True when the traffic was held (and is free again). Never, here."""
+        return False
 
     def stop(self, timeout: float = 40.0) -> None:
         self._halt.set()

@@ -157,38 +157,19 @@ class HeldTraffic(KeyedTraffic):
             timeout=60,
         )
 
-    def run(self) -> None:
+    def held(self) -> bool:
         from confluent_kafka import Producer
 
-        seq = seq0 = 0
-        per_round = 1.0 / self.rate
-        start = time.monotonic()
-        while not self._halt.is_set():
-            if (self.folder / "hold").exists():
-                self.producer.flush(30)
-                (self.folder / "held").touch()
-                paused = time.monotonic()
-                while (self.folder / "hold").exists() and not self._halt.is_set():
-                    time.sleep(0.05)
-                self.held_s += time.monotonic() - paused
-                self.producer = Producer({**self.config, **PRODUCER})
-                start, seq0 = time.monotonic(), seq
-            key = f"k{(seq // len(self.topics)) % self.keys:03d}"
-            for topic in self.topics:
-                self.producer.produce(
-                    topic,
-                    key=key.encode(),
-                    value=str(seq).encode(),
-                    timestamp=int(time.time() * 1000),
-                    on_delivery=self._on_delivery,
-                )
-                seq += 1
-            self.producer.poll(0)
-            rounds = (seq - seq0) // len(self.topics)
-            delay = start + rounds * per_round - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+        if not (self.folder / "hold").exists():
+            return False
         self.producer.flush(30)
+        (self.folder / "held").touch()
+        paused = time.monotonic()
+        while (self.folder / "hold").exists() and not self._halt.is_set():
+            time.sleep(0.05)
+        self.held_s += time.monotonic() - paused
+        self.producer = Producer({**self.config, **PRODUCER})
+        return True
 
 
 PRODUCER = {
@@ -239,6 +220,25 @@ def _timed_restart(pairs: CommandPairs, group: str, driver: CommandDriver) -> fl
     failed = pairs.start({group: driver}, "group")
     assert not failed, [f.describe() for f in failed]
     return round(time.monotonic() - started, 3)
+
+
+def _results(
+    traffic: KeyedTraffic, app: Any, kafka_config: dict[str, Any], output: str, stop_app: Any
+) -> tuple[list[Any], list[tuple[str, bytes, int]]]:
+    """After the traffic stopped: what it wrote and, once the app's output settled, what the app wrote (the
+    app stopped by ``stop_app`` either way); no traffic or app error."""
+    try:
+        assert not traffic.errors, traffic.errors[:3]
+        records = traffic.records()
+
+        def read() -> list[tuple[str, bytes, int]]:
+            return streams.read_topic(kafka_config, output, timeout=60)
+
+        _settle(read)
+        assert app.errors() == [], app.errors()
+        return records, read()
+    finally:
+        stop_app()
 
 
 def _settle(read: Any, quiet_s: float = 6.0, timeout: float = 60.0) -> None:
@@ -309,18 +309,7 @@ def test_resize_a_stateful_streams_application(
         time.sleep(10)  # traffic on the new layout, keys on their new partitions
     finally:
         traffic.stop()
-    try:
-        assert not traffic.errors, traffic.errors[:3]
-        records = traffic.records()
-
-        def read() -> list[tuple[str, bytes, int]]:
-            return streams.read_topic(kafka_config, output, timeout=60)
-
-        _settle(read)
-        assert app.errors() == [], app.errors()
-        out = read()
-    finally:
-        pairs.stop({app_id: driver}, "group")
+    records, out = _results(traffic, app, kafka_config, output, lambda: pairs.stop({app_id: driver}, "group"))
     if shape == "count":
         verdict = streams.count_verdict(records, out)
         exact = verdict["keys_wrong"] == 0 and verdict["lost"] == 0 and verdict["over"] == 0

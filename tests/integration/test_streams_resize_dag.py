@@ -33,7 +33,7 @@ from tests.integration.test_streams_resize import (
     _app,
     _app_driver,
     _Log,
-    _settle,
+    _results,
     _skip_unless_plain,
     topics,  # noqa: F401 - the fixture
 )
@@ -79,18 +79,7 @@ def test_the_dag_resizes_a_stateful_streams_application(
         time.sleep(8)  # traffic on the new layout, keys on their new partitions
     finally:
         traffic.stop()
-    try:
-        assert not traffic.errors, traffic.errors[:3]
-        records = traffic.records()
-
-        def read() -> list[tuple[str, bytes, int]]:
-            return streams.read_topic(kafka_config, output, timeout=60)
-
-        _settle(read)
-        assert app.errors() == [], app.errors()
-        out = read()
-    finally:
-        pairs.stop({app_id: driver}, "group")
+    records, out = _results(traffic, app, kafka_config, output, lambda: pairs.stop({app_id: driver}, "group"))
     ti = dr.get_task_instance("resize")
     report = ti.xcom_pull(task_ids="resize")
     verdict = streams.count_verdict(records, out)
