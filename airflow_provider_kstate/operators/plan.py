@@ -9,7 +9,8 @@ from airflow.sdk import BaseOperator
 from airflow_provider_kstate.client.protocol import DRAIN, PRESERVE
 from airflow_provider_kstate.compat import AirflowSkipException
 from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS, SHARE_NEW_PARTITIONS
-from airflow_provider_kstate.errors import KStateConfigError, TopicChangedError
+from airflow_provider_kstate.errors import KStateConfigError, TopicChangedError, TopicNotFoundError
+from airflow_provider_kstate.increase.access import check_access
 from airflow_provider_kstate.increase.fleet import DriverChoice, check_drivable, drive
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, ORDER_RELAXED, check_key_order
 from airflow_provider_kstate.increase.plan import (
@@ -220,9 +221,6 @@ class KStatePlanOperator(KStateIncreaseOperator):
     def _check_access(self, hook: KStateAdminHook, topic: str, target: int, groups: list[str]) -> None:
         """Refuse, before anyone is paused, a principal that lacks an ACL the run needs on the topic, the
         lease and control topics or ``groups`` (:mod:`airflow_provider_kstate.increase.access`)."""
-        from airflow_provider_kstate.errors import TopicNotFoundError
-        from airflow_provider_kstate.increase.access import check_access
-
         try:
             increase = target > hook.partition_count(topic)
         except TopicNotFoundError:  # or not describable: the check names the missing Describe
