@@ -21,8 +21,8 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicC
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, OffsetSpec
 
 from airflow_provider_kstate.client.channel import ensure_topic
-from airflow_provider_kstate.cluster.connection import refused_connection, security_of
 from airflow_provider_kstate.doctor import wire
+from airflow_provider_kstate.doctor.handshake import refused_connection, security_of
 from airflow_provider_kstate.errors import (
     BrokerUnavailableError,
     BrokerUnsupportedError,

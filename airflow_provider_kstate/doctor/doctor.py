@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow_provider_kstate.cluster.connection import raise_if_refused
 from airflow_provider_kstate.doctor.cache import DEFAULT_CACHE_TOPIC, DEFAULT_TTL, VerdictCache
+from airflow_provider_kstate.doctor.handshake import raise_if_refused
 from airflow_provider_kstate.doctor.probe import Probe, cheap_checks, cluster_id
 from airflow_provider_kstate.doctor.promises import BEHAVIOUR_PROMISES
 from airflow_provider_kstate.doctor.verdict import CheckResult, Verdict

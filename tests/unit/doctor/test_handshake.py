@@ -1,4 +1,4 @@
-"""A refused handshake named (cluster/connection.py): librdkafka's errors become KafkaAuthenticationError."""
+"""A refused handshake named (doctor/handshake.py): librdkafka's errors become KafkaAuthenticationError."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kstate.cluster import connection
-from airflow_provider_kstate.cluster.connection import (
+from airflow_provider_kstate.doctor import handshake as connection
+from airflow_provider_kstate.doctor.handshake import (
     describe_refusal,
     refused_connection,
     tls_verify_failure,
