@@ -223,6 +223,17 @@ class Faults:
         ]
 
 
+def offsets_gap(admin: Any, topic: str, group: str) -> tuple[int, Any, list[int]]:
+    """One look at the unsafe state: ``(partitions, the group's description, partitions without an offset
+    of the group)``. Members in the group while a partition lacks its offset is what the safe order forbids
+    (a latest-reset member would start that partition at its end)."""
+    n = len(admin.list_topics(topic, timeout=5).topics[topic].partitions)
+    desc = admin.describe_consumer_groups([group])[group].result(timeout=5)
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=5)
+    have = {tp.partition for tp in result.topic_partitions if tp.topic == topic and tp.offset >= 0}
+    return n, desc, sorted(set(range(n)) - have)
+
+
 class SafetyWatcher(threading.Thread):
     """Sample, in order, the partition count, the group's members, its committed offsets (see the module):
     ``violations`` lists ``(t, members, partitions without an offset)``."""
@@ -238,12 +249,7 @@ class SafetyWatcher(threading.Thread):
         self._halt = threading.Event()
 
     def _sample(self) -> None:
-        n = len(self.admin.list_topics(self.topic, timeout=5).topics[self.topic].partitions)
-        desc = self.admin.describe_consumer_groups([self.group])[self.group].result(timeout=5)
-        request = [ConsumerGroupTopicPartitions(self.group)]
-        result = self.admin.list_consumer_group_offsets(request)[self.group].result(timeout=5)
-        have = {tp.partition for tp in result.topic_partitions if tp.topic == self.topic and tp.offset >= 0}
-        missing = sorted(set(range(n)) - have)
+        _, desc, missing = offsets_gap(self.admin, self.topic, self.group)
         self.samples += 1
         if desc.members and missing:
             self.violations.append((time.monotonic(), len(desc.members), missing))

@@ -35,6 +35,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kstate_support import broker as broker_helper
+from kstate_support.broker_faults import offsets_gap
 from kstate_support.traffic import SeqProducer, wait_until
 
 from tests.e2e.deployment import AirflowDeployment
@@ -77,12 +78,7 @@ class SafetyWatcher(threading.Thread):
         self._halt = threading.Event()
 
     def _sample(self) -> None:
-        n = len(self.admin.list_topics(self.topic, timeout=5).topics[self.topic].partitions)
-        desc = self.admin.describe_consumer_groups([self.group])[self.group].result(timeout=5)
-        request = [ConsumerGroupTopicPartitions(self.group)]
-        result = self.admin.list_consumer_group_offsets(request)[self.group].result(timeout=5)
-        have = {tp.partition for tp in result.topic_partitions if tp.topic == self.topic and tp.offset >= 0}
-        missing = sorted(set(range(n)) - have)
+        n, desc, missing = offsets_gap(self.admin, self.topic, self.group)
         now = time.monotonic()
         self.samples += 1
         if desc.members and missing:
