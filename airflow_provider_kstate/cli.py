@@ -75,7 +75,7 @@ def plan(argv: list[str]) -> int:
 def _preview(args: argparse.Namespace, config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     from airflow_provider_kstate.cluster.admin import ClusterAdmin
     from airflow_provider_kstate.cluster.control import Controller
-    from airflow_provider_kstate.doctor.doctor import last_verdict
+    from airflow_provider_kstate.doctor.diagnosis import last_verdict
     from airflow_provider_kstate.increase.preview import preview, preview_lines, preview_plan
 
     admin = ClusterAdmin(config, timeout=args.timeout, name=str(config.get("bootstrap.servers")))

@@ -177,8 +177,8 @@ def documents() -> Iterator[type[Document]]:
 
 #: The modules that define published documents (imported by :func:`documents`).
 MODULES: tuple[str, ...] = (
-    "airflow_provider_kstate.client.protocol",
-    "airflow_provider_kstate.lease",
+    "airflow_provider_kstate.client_piece.protocol",
+    "airflow_provider_kstate.lease_rules",
     "airflow_provider_kstate.doctor.verdict",
     "airflow_provider_kstate.increase.events",
     "airflow_provider_kstate.increase.plan",
@@ -187,7 +187,7 @@ MODULES: tuple[str, ...] = (
     "airflow_provider_kstate.store.layout",
     "airflow_provider_kstate.store.manifest",
     "airflow_provider_kstate.store.results",
-    "airflow_provider_kstate.spark_apps.progress",
+    "airflow_provider_kstate.spark_apps.read_progress",
 )
 
 

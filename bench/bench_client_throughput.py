@@ -38,9 +38,9 @@ from confluent_kafka.admin import AdminClient
 from kstate_support import bench
 from kstate_support.bench import Column, delete_topics, progress
 
-from airflow_provider_kstate.client.channel import ControlChannel
-from airflow_provider_kstate.client.consumer import ControlledConsumer
-from airflow_provider_kstate.client.protocol import Command, now_ms
+from airflow_provider_kstate.client_piece.channel import ControlChannel
+from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
+from airflow_provider_kstate.client_piece.protocol import Command, now_ms
 
 RESULTS = bench.results_path("client_throughput")
 BATCH = 1000

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, OffsetSpec
 
-from airflow_provider_kstate.client.channel import ensure_topic
+from airflow_provider_kstate.client_piece.channel import ensure_topic
 from airflow_provider_kstate.doctor import wire
 from airflow_provider_kstate.doctor.handshake import refused_connection, security_of
 from airflow_provider_kstate.errors import (

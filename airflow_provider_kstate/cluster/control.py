@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from airflow_provider_kstate.client.channel import ControlChannel
-from airflow_provider_kstate.client.follower import ControlTail
-from airflow_provider_kstate.client.protocol import (
+from airflow_provider_kstate.client_piece.channel import ControlChannel
+from airflow_provider_kstate.client_piece.follower import ControlTail
+from airflow_provider_kstate.client_piece.protocol import (
     BARRIER_HOLD,
     BARRIER_PENDING,
     CONTROL_TOPIC_CONFIG,

@@ -1,9 +1,9 @@
 """The lease log's transport: append lease records to a one-partition topic and read them back (no Airflow).
 
 The lease's rules (the replay, the owners, the takeover rule), its verbs and its keeper live in
-:mod:`airflow_provider_kstate.lease`; this writes and reads the log (default ``_kstate_leases``,
+:mod:`airflow_provider_kstate.lease_rules`; this writes and reads the log (default ``_kstate_leases``,
 ``cleanup.policy=delete``, broker-assigned ``LogAppendTime``). A record is the dict of a
-:class:`~airflow_provider_kstate.lease.LeaseRecord`, validated where it is replayed.
+:class:`~airflow_provider_kstate.lease_rules.LeaseRecord`, validated where it is replayed.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
-from airflow_provider_kstate.client.channel import base_config, end_offset
+from airflow_provider_kstate.client_piece.channel import base_config, end_offset
 from airflow_provider_kstate.cluster.admin import ClusterAdmin
 from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
 

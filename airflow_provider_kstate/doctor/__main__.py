@@ -15,7 +15,7 @@ import logging
 import sys
 from typing import Any
 
-from airflow_provider_kstate.doctor.doctor import diagnose
+from airflow_provider_kstate.doctor.diagnosis import diagnose
 from airflow_provider_kstate.doctor.promises import NEEDS, Needs, check_names
 from airflow_provider_kstate.doctor.verdict import BrokerDeviation
 

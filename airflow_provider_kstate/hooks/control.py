@@ -7,7 +7,7 @@ from functools import cached_property
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
+from airflow_provider_kstate.client_piece.protocol import DEFAULT_CONTROL_TOPIC
 from airflow_provider_kstate.cluster.control import Controller
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID

@@ -8,7 +8,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_provider_kstate.doctor.cache import DEFAULT_CACHE_TOPIC, DEFAULT_TTL
-from airflow_provider_kstate.doctor.doctor import ClusterUnreachable, diagnose, last_verdict
+from airflow_provider_kstate.doctor.diagnosis import ClusterUnreachable, diagnose, last_verdict
 from airflow_provider_kstate.doctor.verdict import BrokerDeviation, Verdict
 from airflow_provider_kstate.errors import BrokerDeviationError, BrokerUnavailableError
 from airflow_provider_kstate.hooks.admin import KStateAdminHook

@@ -1,4 +1,4 @@
-"""The per-topic lease on an Airflow connection: the lease's verbs (:class:`~airflow_provider_kstate.lease.LeaseRecords`)
+"""The per-topic lease on an Airflow connection: the lease's verbs (:class:`~airflow_provider_kstate.lease_rules.LeaseRecords`)
 over the lease log's transport (:class:`~airflow_provider_kstate.cluster.lease_log.KafkaLeaseLog`)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from airflow.sdk import BaseHook
 from airflow_provider_kstate.cluster.lease_log import KafkaLeaseLog
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC
-from airflow_provider_kstate.lease import Lease, LeaseRecords
+from airflow_provider_kstate.lease_rules import Lease, LeaseRecords
 
 __all__ = ["KStateLeaseHook"]
 

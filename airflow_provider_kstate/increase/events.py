@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, Protocol
 
 from pydantic import ConfigDict, Field
 
-from airflow_provider_kstate.client.protocol import now_ms
+from airflow_provider_kstate.client_piece.protocol import now_ms
 from airflow_provider_kstate.documents import Document
 from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import ReportError

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_provider_kstate.client.protocol import (
+from airflow_provider_kstate.client_piece.protocol import (
     PRESERVE,
     STATE_BARRIER,
     STATE_HELD,
@@ -42,7 +42,7 @@ from airflow_provider_kstate.increase.plan import KeyOrderMark, Plan
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
-    from airflow_provider_kstate.client.protocol import Record
+    from airflow_provider_kstate.client_piece.protocol import Record
     from airflow_provider_kstate.increase.model import GroupInfo
     from airflow_provider_kstate.increase.ports import AdminPort
 

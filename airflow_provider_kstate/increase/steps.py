@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.client.protocol import PRESERVE
+from airflow_provider_kstate.client_piece.protocol import PRESERVE
 from airflow_provider_kstate.errors import (
     BrokerUnavailableError,
     GroupNeverLeftError,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 
 from airflow_provider_kstate import errors
-from airflow_provider_kstate.client.protocol import PRESERVE
+from airflow_provider_kstate.client_piece.protocol import PRESERVE
 from airflow_provider_kstate.compat import HITL_AWAITS_INPUT
 from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
 from airflow_provider_kstate.errors import ApprovalTimeoutError, KStateConfigError
@@ -44,7 +44,7 @@ from airflow_provider_kstate.increase.report import (
     run_folder_name,
     topic_folder,
 )
-from airflow_provider_kstate.lease import LeaseKeeper, run_owner
+from airflow_provider_kstate.lease_rules import LeaseKeeper, run_owner
 from airflow_provider_kstate.operators.base import KStateStepOperator
 from airflow_provider_kstate.params import as_bool, as_str_list
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
+from airflow_provider_kstate.client_piece.protocol import DEFAULT_CONTROL_TOPIC
 from airflow_provider_kstate.increase.events import Events, ProgressFile
 from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.increase.report import progress_location, report_location
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
-from airflow_provider_kstate.lease import LeaseKeeper, run_owner
+from airflow_provider_kstate.lease_rules import LeaseKeeper, run_owner
 from airflow_provider_kstate.metrics import RunMetrics
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 

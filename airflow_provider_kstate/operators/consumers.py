@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.client.protocol import PRESERVE
+from airflow_provider_kstate.client_piece.protocol import PRESERVE
 from airflow_provider_kstate.increase.key_order import check_key_order
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 from airflow_provider_kstate.operators.base import KStateStepOperator, drain_hold
@@ -51,7 +51,7 @@ class KStatePausingOperator(KStateStepOperator):
 class KStatePauseConsumersOperator(KStatePausingOperator):
     """Tell the services of every group at risk to leave its group, and pin producers to the old layout.
 
-    Services that wrap their clients with ``airflow_provider_kstate.client`` obey; for others, put your own
+    Services that wrap their clients with ``airflow_provider_kstate.client_piece`` obey; for others, put your own
     task in this one's place (a ``BashOperator`` running ``kubectl scale --replicas=0``, say): the next
     step, :class:`KStateGroupsEmptySensor`, waits for the broker to report the groups EMPTY either way.
     Re-sending a pause is harmless, so the step is idempotent. With ``key_order="preserve"`` it also

@@ -12,7 +12,7 @@ from airflow_provider_kstate.increase.key_order import ORDER_DRAINED
 from airflow_provider_kstate.increase.plan import Plan, PlanMode
 from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
 from airflow_provider_kstate.increase.steps import names
-from airflow_provider_kstate.lease import LeaseKeeper
+from airflow_provider_kstate.lease_rules import LeaseKeeper
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 if TYPE_CHECKING:

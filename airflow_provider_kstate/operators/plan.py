@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kstate.client.protocol import DRAIN, PRESERVE
+from airflow_provider_kstate.client_piece.protocol import DRAIN, PRESERVE
 from airflow_provider_kstate.compat import AirflowSkipException
 from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS, SHARE_NEW_PARTITIONS
 from airflow_provider_kstate.errors import KStateConfigError, TopicChangedError, TopicNotFoundError
@@ -21,7 +21,7 @@ from airflow_provider_kstate.increase.plan import (
     describe,
 )
 from airflow_provider_kstate.increase.replicas import check_replication
-from airflow_provider_kstate.lease import LeaseKeeper
+from airflow_provider_kstate.lease_rules import LeaseKeeper
 from airflow_provider_kstate.operators.base import KStateIncreaseOperator, run_events
 from airflow_provider_kstate.operators.doctor import allowed_deviations
 from airflow_provider_kstate.params import as_bool, as_int, as_mapping, as_str_list, as_topic

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.client.protocol import PRESERVE
+from airflow_provider_kstate.client_piece.protocol import PRESERVE
 from airflow_provider_kstate.increase.key_order import check_key_order, drain_of
 from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator

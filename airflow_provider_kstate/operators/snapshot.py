@@ -25,7 +25,7 @@ from airflow_provider_kstate.errors import KStateConfigError, SnapshotError, Sta
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook, check_uri
 from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
-from airflow_provider_kstate.lease import LeaseKeeper
+from airflow_provider_kstate.lease_rules import LeaseKeeper
 from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 from airflow_provider_kstate.operators.spark_app import (
@@ -36,7 +36,7 @@ from airflow_provider_kstate.operators.spark_app import (
     spark_app_path,
 )
 from airflow_provider_kstate.params import as_optional_count, as_partitions, as_str_list
-from airflow_provider_kstate.spark_apps.progress import DEFAULT_INTERVAL
+from airflow_provider_kstate.spark_apps.read_progress import DEFAULT_INTERVAL
 from airflow_provider_kstate.store import results
 from airflow_provider_kstate.store.layout import DEFAULT_KEEP_VERSIONS
 from airflow_provider_kstate.store.results import CheckReport, RebuildReport
@@ -405,7 +405,7 @@ class KStateRebuildOperator(_StoreSparkOperator):
         The owner is this execution of this task try, ``dag_id/run_id#tryN@nonce``: two Airflow
         deployments whose runs share a run id (both run ``scheduled__<midnight>``) are still two writers,
         while a retry of this task takes over the lease of its own earlier try (Airflow starts try N+1 only
-        after try N has ended). See :class:`~airflow_provider_kstate.lease.LeaseKeeper`.
+        after try N has ended). See :class:`~airflow_provider_kstate.lease_rules.LeaseKeeper`.
 
         :raises SnapshotLeaseHeldError: another run that is still running holds it.
         """

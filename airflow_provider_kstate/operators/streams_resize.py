@@ -199,7 +199,7 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         driver, producers = self.command_drivers(app_id)
         spark_submit = self.spark_submit_path() if kind is ReplacerKind.SPARK else ""
         from airflow_provider_kstate.hooks.lease import KStateLeaseHook
-        from airflow_provider_kstate.lease import LeaseKeeper
+        from airflow_provider_kstate.lease_rules import LeaseKeeper
 
         hook = KStateLeaseHook(
             self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.client.protocol import PRESERVE
+from airflow_provider_kstate.client_piece.protocol import PRESERVE
 from airflow_provider_kstate.errors import ReportError, VerificationError
 from airflow_provider_kstate.failpoints import failpoint
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, check_key_order, watch_release
@@ -14,7 +14,7 @@ from airflow_provider_kstate.increase.plan import PlanMode
 from airflow_provider_kstate.increase.replicas import wait_for_leaders
 from airflow_provider_kstate.increase.report import Exceptions, ReportWriter, ranges, write_report
 from airflow_provider_kstate.increase.verification import Marks, SeedEvidence, judge_group, report_rows
-from airflow_provider_kstate.lease import run_owner
+from airflow_provider_kstate.lease_rules import run_owner
 from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator
 

@@ -11,7 +11,7 @@ snapshots. No FastAPI here (see :mod:`airflow_provider_kstate.plugins.app`); rea
   ``$AIRFLOW_HOME/kstate-reports``), never a path from the request.
 * **Snapshots** - the ``kstate-snapshot`` Assets' URIs: current version and history from the pointer,
   rows and offsets from the manifest, the last fast and deep check (their XComs) and the partitions they
-  found damaged, and a running (or the last) rebuild's progress (:mod:`.progress`).
+  found damaged, and a running (or the last) rebuild's progress (:mod:`.rebuild_progress`).
 
 No secret is returned: connections are used, never shown (only the first bootstrap server names a
 cluster).
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_kstate.increase.report import default_report_base, ranges, read_report
-from airflow_provider_kstate.plugins.progress import snapshot_progress
+from airflow_provider_kstate.plugins.rebuild_progress import snapshot_progress
 from airflow_provider_kstate.store.contract import AppReportError
 from airflow_provider_kstate.store.results import CheckReport
 

@@ -6,7 +6,7 @@ Nothing here imports Airflow: the applications run under ``spark-submit`` on any
 * :mod:`.runtime`: the session, files and manifests through Hadoop, one-line errors (every app uses it).
 * :mod:`.snapshot_data`: a snapshot's rows, its files checked one by one, per-partition digests.
 * :mod:`.changelog`: changelog partitions read in parallel and folded, as DataFrames or per-partition stats.
-* :mod:`.progress`: the driver's ``PROGRESS`` lines of a changelog read, fed live by the executors' tasks.
+* :mod:`.read_progress`: the driver's ``PROGRESS`` lines of a changelog read, fed live by the executors' tasks.
 * :mod:`.rebuild`: ``spark-submit rebuild.py``: changelog -> Parquet snapshot, published atomically.
 * :mod:`.deep_check`: ``spark-submit deep_check.py``: snapshot vs changelog vs manifest, per partition.
 * :mod:`.reader`: :func:`~.reader.load_snapshot` for jobs that resume from a snapshot.

@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.client.murmur2 import partitions_for
+from airflow_provider_kstate.client_piece.murmur2 import partitions_for
 from airflow_provider_kstate.spark_apps import kafka_io
-from airflow_provider_kstate.spark_apps.progress import Address, task_reporter
+from airflow_provider_kstate.spark_apps.read_progress import Address, task_reporter
 from airflow_provider_kstate.store.digest import digest_hex, digest_sum
 from airflow_provider_kstate.store.results import EMPTY_DIGEST
 
@@ -49,7 +49,7 @@ class ReadContext:
     :param timeout: read timeout per partition, see :func:`.kafka_io.read_batches`.
     :param stats_only: emit one :data:`STATS_DDL` row per source partition instead of its rows.
     :param progress: where the tasks report their position (set by
-        :meth:`.progress.DriverProgress.attach`; None: no reports).
+        :meth:`.read_progress.DriverProgress.attach`; None: no reports).
     :param reader: ``confluent`` (confluent-kafka ``assign()`` in the tasks) or ``spark`` (Spark's own Kafka
         source, :mod:`.kafka_source`): the same rows and stats either way.
     """

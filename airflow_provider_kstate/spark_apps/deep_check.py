@@ -25,7 +25,7 @@ read, and a read that ends short of its bound fails: a broker whose ListOffsets 
 cannot be checked against (exit 2, ``OffsetBoundError``), never a passed check.
 
 While the changelog is read the driver prints a ``PROGRESS`` line every ``--progress-interval`` seconds
-(see :mod:`.progress`); the check writes nothing next to the snapshot.
+(see :mod:`.read_progress`); the check writes nothing next to the snapshot.
 
 Exit code 0 when the check ran (``ok`` says whether it passed); 2 with one ``kstate-deep-check: error:``
 line on stderr when it could not run.
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 if __package__ in (None, ""):  # run as a script by spark-submit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from airflow_provider_kstate.client.murmur2 import partitions_for
+from airflow_provider_kstate.client_piece.murmur2 import partitions_for
 from airflow_provider_kstate.spark_apps import kafka_io
 from airflow_provider_kstate.spark_apps.changelog import (
     ReadContext,
@@ -54,7 +54,7 @@ from airflow_provider_kstate.spark_apps.changelog import (
 )
 from airflow_provider_kstate.spark_apps.kafka_io import compaction_guard
 from airflow_provider_kstate.spark_apps.kafka_source import add_reader_argument, resolve_reader
-from airflow_provider_kstate.spark_apps.progress import DriverProgress, add_progress_argument
+from airflow_provider_kstate.spark_apps.read_progress import DriverProgress, add_progress_argument
 from airflow_provider_kstate.spark_apps.runtime import (
     first_line,
     read_manifest_spark,

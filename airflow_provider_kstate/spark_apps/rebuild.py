@@ -17,7 +17,7 @@
    leftovers, the legacy layout's files (migrated) and old ``URI.staging-*`` / ``URI.previous`` siblings.
 
 While the changelog is read the driver prints a ``PROGRESS`` line every ``--progress-interval`` seconds and
-keeps the same numbers in ``URI/_kstate_progress.json`` (see :mod:`.progress`), which says ``done`` (with
+keeps the same numbers in ``URI/_kstate_progress.json`` (see :mod:`.read_progress`), which says ``done`` (with
 the version) once the version is committed, or ``failed``.
 
 ``--only-partitions`` rebuilds just those partitions (layout unchanged) and carries the others' data and
@@ -41,7 +41,7 @@ from airflow_provider_kstate.spark_apps import APP_VERSION, kafka_io
 from airflow_provider_kstate.spark_apps.changelog import ReadContext, changelog_frame, resolve_strays
 from airflow_provider_kstate.spark_apps.kafka_io import compaction_guard
 from airflow_provider_kstate.spark_apps.kafka_source import add_reader_argument, resolve_reader
-from airflow_provider_kstate.spark_apps.progress import (
+from airflow_provider_kstate.spark_apps.read_progress import (
     PROGRESS_NAME,
     DriverProgress,
     ProgressDocument,
@@ -382,7 +382,7 @@ def rename_into_place(spark: SparkSession, target: str, data: bytes) -> None:
 
 
 def progress_publisher(spark: SparkSession, root: str) -> Any:
-    """Return the ``publish`` of the rebuild's :class:`~.progress.DriverProgress`: it replaces
+    """Return the ``publish`` of the rebuild's :class:`~.read_progress.DriverProgress`: it replaces
     ``root/_kstate_progress.json`` with each document (the snapshot root is created when missing)."""
     target = join(root, PROGRESS_NAME)
     local = uris.local_path(root)

@@ -45,7 +45,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script by spark-submit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from airflow_provider_kstate.client.murmur2 import partition_for
+from airflow_provider_kstate.client_piece.murmur2 import partition_for
 from airflow_provider_kstate.spark_apps import kafka_io
 from airflow_provider_kstate.spark_apps.runtime import first_line, spark_session, to_stderr
 from airflow_provider_kstate.store.contract import (

@@ -186,9 +186,9 @@ def barrier_offsets(
     epoch), else ``({}, 0)``."""
     from confluent_kafka.admin import AdminClient
 
-    from airflow_provider_kstate.client.config import tail_config
-    from airflow_provider_kstate.client.follower import ControlTail
-    from airflow_provider_kstate.client.protocol import Barrier, barrier_key
+    from airflow_provider_kstate.client_piece.follower import ControlTail
+    from airflow_provider_kstate.client_piece.helper_config import tail_config
+    from airflow_provider_kstate.client_piece.protocol import Barrier, barrier_key
 
     if control_topic not in AdminClient(tail_config(cfg)).list_topics(timeout=30).topics:
         return {}, 0
@@ -230,7 +230,7 @@ def batch_ends(batch: Any) -> dict[int, int]:
 
 def process(batch: Any, batch_id: int, run: Totals) -> None:
     """``foreachBatch``: reduce, fold the current totals, write the new ones and the offsets in one transaction."""
-    from airflow_provider_kstate.client.murmur2 import partition_for
+    from airflow_provider_kstate.client_piece.murmur2 import partition_for
 
     ends = batch_ends(batch)
     if not ends:

@@ -107,9 +107,9 @@ def control_topic(admin: Any, unique: Callable[[str], str]) -> Iterator[str]:
 
 @pytest.fixture
 def control(kafka_config: dict[str, Any], control_topic: str) -> Iterator[Any]:
-    """The control channel (:class:`~airflow_provider_kstate.client.channel.ControlChannel`) on
+    """The control channel (:class:`~airflow_provider_kstate.client_piece.channel.ControlChannel`) on
     ``control_topic``, created."""
-    from airflow_provider_kstate.client.channel import ControlChannel
+    from airflow_provider_kstate.client_piece.channel import ControlChannel
 
     channel = ControlChannel(kafka_config, control_topic)
     channel.ensure()

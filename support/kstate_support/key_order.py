@@ -25,9 +25,9 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from airflow_provider_kstate.client.consumer import ControlledConsumer
-from airflow_provider_kstate.client.producer import ControlledProducer
-from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
+from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
+from airflow_provider_kstate.client_piece.producer import ControlledProducer
+from airflow_provider_kstate.client_piece.protocol import DEFAULT_CONTROL_TOPIC
 
 
 class KeyedProducer(threading.Thread):

@@ -14,8 +14,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
-from airflow_provider_kstate.client.consumer import ControlledConsumer
-from airflow_provider_kstate.client.producer import ControlledProducer
+from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
+from airflow_provider_kstate.client_piece.producer import ControlledProducer
 
 #: Producers see new partitions quickly, consumers late: the window in which latest-reset skips data.
 PRODUCER_METADATA_MS = 500

@@ -2,7 +2,7 @@
 
     python -m tests.e2e.crash_traffic BOOTSTRAP TOPIC GROUP OUT [N]
 
-Runs ``N`` (default 2) :class:`~airflow_provider_kstate.client.consumer.ControlledConsumer` members of
+Runs ``N`` (default 2) :class:`~airflow_provider_kstate.client_piece.consumer.ControlledConsumer` members of
 ``GROUP`` (``kstate_support.traffic``'s ``ConsumerFleet``, ``auto.offset.reset=latest``) and appends every
 received sequence number to ``OUT`` (one per line, flushed every 0.2 s). Stops on SIGTERM/SIGINT; a SIGKILL
 is a crash (what it had flushed stays in ``OUT``).

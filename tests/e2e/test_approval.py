@@ -4,7 +4,7 @@ Runs of ``kstate_partition_increase`` with ``require_approval`` answered through
 REST API (``PATCH /api/v2/dags/{dag}/dagRuns/{run}/taskInstances/{task}/-1/hitlDetails``) and in the UI
 (headless Chromium: the run's *Required actions*, the Reject and Approve buttons; through the REST API
 where Chromium is missing). Each topic has a live group of
-one :class:`~airflow_provider_kstate.client.consumer.ControlledConsumer` (in this process) and an offline
+one :class:`~airflow_provider_kstate.client_piece.consumer.ControlledConsumer` (in this process) and an offline
 group with committed offsets.
 
 * reject (in the UI): the run ends (approve_plan success, the rest skipped), nobody was paused, the topic keeps its

@@ -311,9 +311,9 @@ def _running_rebuild(root: Path, read: int) -> Iterator[None]:
     1,000 offsets, and it keeps the progress document under ``root`` (the driver's own code,
     :class:`DriverProgress`, its listener fed by a real task reporter; no Spark: a rebuild of the test
     changelogs reads in about a second, too short to catch from here; the Spark tests catch a real one
-    through :func:`~airflow_provider_kstate.plugins.progress.snapshot_progress`)."""
+    through :func:`~airflow_provider_kstate.plugins.rebuild_progress.snapshot_progress`)."""
     from airflow_provider_kstate.spark_apps.changelog import ReadContext
-    from airflow_provider_kstate.spark_apps.progress import PROGRESS_NAME, DriverProgress, TaskReporter
+    from airflow_provider_kstate.spark_apps.read_progress import PROGRESS_NAME, DriverProgress, TaskReporter
     from airflow_provider_kstate.spark_apps.rebuild import progress_publisher
 
     publish = progress_publisher(None, str(root))  # type: ignore[arg-type] # a local root needs no Spark
@@ -346,7 +346,7 @@ def test_page_api_shows_a_running_rebuilds_progress(api: Any, tmp_path: Path) ->
     from airflow.utils.session import create_session
 
     from airflow_provider_kstate.assets import GROUP, snapshot_uri_of
-    from airflow_provider_kstate.spark_apps.progress import PROGRESS_NAME
+    from airflow_provider_kstate.spark_apps.read_progress import PROGRESS_NAME
 
     root = tmp_path / "rebuilding"
     root.mkdir()

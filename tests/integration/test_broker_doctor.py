@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kstate_support import ROOT, apache_kafka
 
-from airflow_provider_kstate.doctor.doctor import diagnose, last_verdict
+from airflow_provider_kstate.doctor.diagnosis import diagnose, last_verdict
 from airflow_provider_kstate.doctor.promises import ALL_PROMISES, BEHAVIOUR_PROMISES, SHARE_NEW_PARTITIONS
 from airflow_provider_kstate.doctor.verdict import Verdict
 

@@ -55,7 +55,7 @@ def test_kstate_plan_prints_the_page_s_plan_takes_no_lease_and_imports_no_airflo
     cannot be imported, takes no lease and changes nothing; a group it could not drive makes it exit 3."""
     import threading
 
-    from airflow_provider_kstate.client.consumer import ControlledConsumer
+    from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
     from airflow_provider_kstate.hooks.lease import KStateLeaseHook
     from airflow_provider_kstate.plugins.views import topic_view

@@ -13,10 +13,17 @@ from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartiti
 from confluent_kafka.admin import NewPartitions
 from kstate_support.fixtures import wait_until
 
-from airflow_provider_kstate.client.consumer import ControlledConsumer
-from airflow_provider_kstate.client.murmur2 import partition_for
-from airflow_provider_kstate.client.producer import ControlledProducer
-from airflow_provider_kstate.client.protocol import Ack, Command, Layout, ack_key, layout_ack_key, now_ms
+from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
+from airflow_provider_kstate.client_piece.murmur2 import partition_for
+from airflow_provider_kstate.client_piece.producer import ControlledProducer
+from airflow_provider_kstate.client_piece.protocol import (
+    Ack,
+    Command,
+    Layout,
+    ack_key,
+    layout_ack_key,
+    now_ms,
+)
 
 pytestmark = pytest.mark.integration
 

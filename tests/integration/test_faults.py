@@ -13,8 +13,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import NewPartitions
 from kstate_support.kafka import partition_count, task_states
 
-from airflow_provider_kstate.client.channel import ControlChannel
-from airflow_provider_kstate.client.protocol import PAUSE, RESUME, Ack, command_key
+from airflow_provider_kstate.client_piece.channel import ControlChannel
+from airflow_provider_kstate.client_piece.protocol import PAUSE, RESUME, Ack, command_key
 from airflow_provider_kstate.compat import AirflowFailException
 from airflow_provider_kstate.errors import BrokerUnavailableError, GroupNotEmptyError, UnsafeResumeError
 from airflow_provider_kstate.hooks.admin import KStateAdminHook

@@ -22,7 +22,7 @@ from kstate_support.fleet import Fleet, drain, start_group, warm_up
 from kstate_support.increase_runs import states, xcom
 from kstate_support.traffic import GroupWatcher, wait_until
 
-from airflow_provider_kstate.client.consumer import ControlledConsumer
+from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
 
 pytestmark = pytest.mark.integration
 

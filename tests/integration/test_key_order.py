@@ -21,7 +21,7 @@ from confluent_kafka.admin import NewPartitions
 from kstate_support.key_order import KeyedProducer, OrderChecker, SlowFleet
 from kstate_support.traffic import wait_until
 
-from airflow_provider_kstate.client.consumer import ControlledConsumer
+from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
 
 pytestmark = pytest.mark.integration
 

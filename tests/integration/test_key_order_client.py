@@ -14,9 +14,9 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 from kstate_support.fixtures import wait_until
 
-from airflow_provider_kstate.client.consumer import ControlledConsumer
-from airflow_provider_kstate.client.producer import ControlledProducer
-from airflow_provider_kstate.client.protocol import (
+from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
+from airflow_provider_kstate.client_piece.producer import ControlledProducer
+from airflow_provider_kstate.client_piece.protocol import (
     Ack,
     Barrier,
     Layout,

@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from airflow_provider_kstate.client.channel import ControlChannel
-from airflow_provider_kstate.client.producer import ControlledProducer
-from airflow_provider_kstate.client.protocol import Barrier, barrier_key
+from airflow_provider_kstate.client_piece.channel import ControlChannel
+from airflow_provider_kstate.client_piece.producer import ControlledProducer
+from airflow_provider_kstate.client_piece.protocol import Barrier, barrier_key
 from tests.integration.test_state_maintenance import (
     PIPELINE,
     changelog_truth,

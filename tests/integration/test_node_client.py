@@ -30,8 +30,8 @@ from kstate_support.fixtures import wait_until as shared_wait_until
 from kstate_support.key_order import OrderChecker
 from kstate_support.node import NODE_CLIENT, consumers, node_ready, producer
 
-from airflow_provider_kstate.client.murmur2 import partition_for
-from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC
+from airflow_provider_kstate.client_piece.murmur2 import partition_for
+from airflow_provider_kstate.client_piece.protocol import DEFAULT_CONTROL_TOPIC
 from airflow_provider_kstate.increase.key_order import ORDER_BARRIER, group_order
 
 pytestmark = [

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import NewPartitions
 
-from airflow_provider_kstate.client.murmur2 import partition_for
+from airflow_provider_kstate.client_piece.murmur2 import partition_for
 
 pytestmark = pytest.mark.integration
 

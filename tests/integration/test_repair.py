@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import NewPartitions
 from kstate_support.kafka import commit, committed, partition_count, task_states
 
-from airflow_provider_kstate.client.murmur2 import partition_for
+from airflow_provider_kstate.client_piece.murmur2 import partition_for
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 
 pytestmark = pytest.mark.integration

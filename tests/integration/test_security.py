@@ -35,7 +35,7 @@ from kstate_support.node import producer as node_producer
 from kstate_support.traffic import live_traffic, loss, wait_until, warm_up
 
 from airflow_provider_kstate.cluster.admin import ClusterAdmin
-from airflow_provider_kstate.doctor.doctor import diagnose
+from airflow_provider_kstate.doctor.diagnosis import diagnose
 from airflow_provider_kstate.errors import KafkaAuthenticationError
 
 pytestmark = pytest.mark.integration

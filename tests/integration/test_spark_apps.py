@@ -29,8 +29,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from airflow_provider_kstate.client.murmur2 import partition_for
-from airflow_provider_kstate.plugins.progress import snapshot_progress
+from airflow_provider_kstate.client_piece.murmur2 import partition_for
+from airflow_provider_kstate.plugins.rebuild_progress import snapshot_progress
 from airflow_provider_kstate.spark_apps import kafka_io, rebuild
 from airflow_provider_kstate.store import layout
 from airflow_provider_kstate.store.digest import digest_rows

@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kstate_support.spark_standalone import StandaloneCluster, bare_python
 
-from airflow_provider_kstate.plugins.progress import snapshot_progress
+from airflow_provider_kstate.plugins.rebuild_progress import snapshot_progress
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".kstate" / "spark-env"

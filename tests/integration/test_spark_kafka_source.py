@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kstate_support import spark_kafka
 
-from airflow_provider_kstate.client.murmur2 import partition_for
+from airflow_provider_kstate.client_piece.murmur2 import partition_for
 from airflow_provider_kstate.spark_apps import kafka_io
 from airflow_provider_kstate.store.manifest import read_manifest
 from tests.integration.test_spark_apps import (

@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kstate_support.statsd_listener import StatsdListener, airflow_statsd
 
-from airflow_provider_kstate.client.murmur2 import partition_for
+from airflow_provider_kstate.client_piece.murmur2 import partition_for
 from airflow_provider_kstate.spark_apps.kafka_io import list_offsets
 from airflow_provider_kstate.store import layout
 from airflow_provider_kstate.store.manifest import MANIFEST_NAME

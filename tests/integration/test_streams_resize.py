@@ -34,7 +34,7 @@ import pytest
 from kstate_support import streams
 from kstate_support.streams import KeyedTraffic, StreamsApp
 
-from airflow_provider_kstate.client.murmur2 import partition_for
+from airflow_provider_kstate.client_piece.murmur2 import partition_for
 from airflow_provider_kstate.cluster.admin import ClusterAdmin
 from airflow_provider_kstate.cluster.streams_resize import (
     StreamsResize,

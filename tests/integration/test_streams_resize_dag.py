@@ -25,7 +25,7 @@ from airflow_provider_kstate.cluster.admin import ClusterAdmin
 from airflow_provider_kstate.cluster.lease_log import KafkaLeaseLog
 from airflow_provider_kstate.increase.drivers import CommandPairs
 from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
-from airflow_provider_kstate.lease import LeaseRecords
+from airflow_provider_kstate.lease_rules import LeaseRecords
 from tests.integration.test_streams_resize import (
     KEYS,
     RATE,

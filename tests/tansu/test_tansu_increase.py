@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kstate_support.kafka import partition_count, task_states
 
-from airflow_provider_kstate.client.consumer import ControlledConsumer
+from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
 from airflow_provider_kstate.compat import AirflowFailException
 from airflow_provider_kstate.errors import BrokerDeviationError, BrokerUnsupportedError
 from airflow_provider_kstate.operators.doctor import KStateBrokerDoctorOperator

@@ -53,7 +53,7 @@ def test_exceptions_re_exports_the_same_classes_and_no_error_is_defined_twice() 
 
 def test_no_error_of_the_package_has_two_bases_from_the_hierarchy() -> None:
     modules = [errors.__name__]
-    for sub in ("store", "spark_apps", "doctor", "client", "cluster", "increase"):
+    for sub in ("store", "spark_apps", "doctor", "client_piece", "cluster", "increase"):
         package = importlib.import_module(f"airflow_provider_kstate.{sub}")
         modules += [f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
     seen = 0
@@ -159,7 +159,7 @@ def test_every_operator_and_sensor_runs_its_task_methods_inside_the_edge() -> No
 
 
 def test_the_store_the_spark_apps_and_the_doctor_raise_errors_of_the_hierarchy() -> None:
-    from airflow_provider_kstate.doctor.doctor import ClusterUnreachable
+    from airflow_provider_kstate.doctor.diagnosis import ClusterUnreachable
     from airflow_provider_kstate.doctor.verdict import BrokerDeviation
     from airflow_provider_kstate.doctor.wire import WireUnavailable
     from airflow_provider_kstate.spark_apps import kafka_io

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kstate.errors import LeaseHeldError, SnapshotLeaseHeldError
-from airflow_provider_kstate.lease import Lease, LeaseKeeper, replay
+from airflow_provider_kstate.lease_rules import Lease, LeaseKeeper, replay
 
 
 class MemoryLeaseLog:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_kstate.lease import replay
+from airflow_provider_kstate.lease_rules import replay
 
 
 def test_lease_replay_orders_contenders_and_honours_expiry() -> None:

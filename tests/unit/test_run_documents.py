@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 from kstate_support.fakes import PLAN
 
 from airflow_provider_kstate import documents
-from airflow_provider_kstate.client.protocol import (
+from airflow_provider_kstate.client_piece.protocol import (
     Ack,
     Barrier,
     Command,
@@ -32,7 +32,7 @@ from airflow_provider_kstate.errors import ControlRecordError, LeaseRecordError,
 from airflow_provider_kstate.increase.drivers import CommandDriver
 from airflow_provider_kstate.increase.events import GroupProgress, RunProgress
 from airflow_provider_kstate.increase.plan import GroupPlan, InvalidPlanError, Plan
-from airflow_provider_kstate.lease import LeaseRecord, replay
+from airflow_provider_kstate.lease_rules import LeaseRecord, replay
 
 ROOT = Path(__file__).resolve().parents[2]
 MINE = (

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kstate.doctor import doctor, probe, share
+from airflow_provider_kstate.doctor import diagnosis, probe, share
 from airflow_provider_kstate.doctor import promises as P
 from airflow_provider_kstate.doctor.verdict import CheckResult, Verdict
 
@@ -96,15 +96,15 @@ def test_a_cached_not_applicable_is_probed_again_once_the_broker_serves_share_gr
             probed.append(True)
             return fresh
 
-    monkeypatch.setattr(doctor, "VerdictCache", FakeCache)
-    monkeypatch.setattr(doctor, "Probe", FakeProbe)
-    monkeypatch.setattr(doctor, "cluster_id", lambda config, timeout: "cluster-1")
+    monkeypatch.setattr(diagnosis, "VerdictCache", FakeCache)
+    monkeypatch.setattr(diagnosis, "Probe", FakeProbe)
+    monkeypatch.setattr(diagnosis, "cluster_id", lambda config, timeout: "cluster-1")
     monkeypatch.setattr(probe.wire, "api_versions", lambda config, timeout: KAFKA_400)
-    monkeypatch.setattr(doctor, "cheap_checks", probe.cheap_checks)
-    verdict, from_cache = doctor.diagnose({"bootstrap.servers": "b:9092"})
+    monkeypatch.setattr(diagnosis, "cheap_checks", probe.cheap_checks)
+    verdict, from_cache = diagnosis.diagnose({"bootstrap.servers": "b:9092"})
     assert from_cache and probed == [] and verdict.not_applicable() == [P.SHARE_NEW_PARTITIONS]
     monkeypatch.setattr(probe.wire, "api_versions", lambda config, timeout: KAFKA_440)
-    verdict, from_cache = doctor.diagnose({"bootstrap.servers": "b:9092"})
+    verdict, from_cache = diagnosis.diagnose({"bootstrap.servers": "b:9092"})
     assert not from_cache and probed == [True]
     assert verdict.results[P.SHARE_NEW_PARTITIONS].ok is True
 
@@ -123,7 +123,7 @@ def test_share_groups_refused_by_the_broker_do_not_apply_and_other_failures_stay
 
 
 def test_a_verdict_cached_by_a_doctor_without_the_share_promise_is_probed_again() -> None:
-    from airflow_provider_kstate.doctor.doctor import _outgrown
+    from airflow_provider_kstate.doctor.diagnosis import _outgrown
 
     older = Verdict(
         "c", 1.0, {p: CheckResult(True) for p in P.BEHAVIOUR_PROMISES if p != P.SHARE_NEW_PARTITIONS}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_kstate.client.protocol import Barrier
+from airflow_provider_kstate.client_piece.protocol import Barrier
 from airflow_provider_kstate.increase.key_order import classify_groups, watch_release
 from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, Plan
 

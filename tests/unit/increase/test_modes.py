@@ -8,7 +8,7 @@ import json
 import pytest
 from kstate_support.fakes import PLAN
 
-from airflow_provider_kstate.client.protocol import PRESERVE, KeyOrder
+from airflow_provider_kstate.client_piece.protocol import PRESERVE, KeyOrder
 from airflow_provider_kstate.errors import KStateConfigError
 from airflow_provider_kstate.increase.key_order import check_key_order
 from airflow_provider_kstate.increase.plan import GroupClass, InvalidPlanError, Plan, PlanMode

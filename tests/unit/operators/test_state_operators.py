@@ -534,7 +534,7 @@ def test_on_kill_ends_the_process_tree_the_submission_started() -> None:
     ],
 )
 def test_snapshot_lease_takeover_rule(holder: str, owner: str, state: str, expected: bool) -> None:
-    from airflow_provider_kstate.lease import may_take_over
+    from airflow_provider_kstate.lease_rules import may_take_over
 
     assert may_take_over(holder, owner, state) is expected
 
@@ -542,7 +542,7 @@ def test_snapshot_lease_takeover_rule(holder: str, owner: str, state: str, expec
 def test_snapshot_owner_names_the_try() -> None:
     from types import SimpleNamespace
 
-    from airflow_provider_kstate.lease import run_of, snapshot_owner, try_of
+    from airflow_provider_kstate.lease_rules import run_of, snapshot_owner, try_of
 
     ti = SimpleNamespace(dag_id="d", run_id="scheduled__2026-11-23T00:00:00+00:00", try_number=3)
     owner = snapshot_owner({"ti": ti})

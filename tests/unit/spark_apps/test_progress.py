@@ -1,4 +1,4 @@
-"""Progress of the changelog reads (airflow_provider_kstate.spark_apps.progress): the arithmetic and the line,
+"""Progress of the changelog reads (airflow_provider_kstate.spark_apps.read_progress): the arithmetic and the line,
 the throttle, and the driver's listener fed by real task reporters over a real socket (no Spark)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kstate.spark_apps.changelog import ReadContext
-from airflow_provider_kstate.spark_apps.progress import (
+from airflow_provider_kstate.spark_apps.read_progress import (
     DOC_FORMAT,
     DriverProgress,
     Reading,

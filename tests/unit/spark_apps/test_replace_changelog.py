@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kstate.client.murmur2 import partition_for
+from airflow_provider_kstate.client_piece.murmur2 import partition_for
 from airflow_provider_kstate.spark_apps import kafka_io
 from airflow_provider_kstate.spark_apps import replace_changelog as app
 from airflow_provider_kstate.store.contract import AppError

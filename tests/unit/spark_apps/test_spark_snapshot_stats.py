@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from airflow_provider_kstate.client.murmur2 import partition_for
+from airflow_provider_kstate.client_piece.murmur2 import partition_for
 from airflow_provider_kstate.spark_apps.deep_check import _snapshot_stats_task
 from airflow_provider_kstate.store.digest import SPARK_SEED, combine, digest_hex, digest_rows, xxh64
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_kstate.client.murmur2 import partition_for, partitions_for
+from airflow_provider_kstate.client_piece.murmur2 import partition_for, partitions_for
 from airflow_provider_kstate.store.digest import (
     DIGEST_ALGORITHM,
     combine,

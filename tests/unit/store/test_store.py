@@ -24,7 +24,7 @@ def oauth_token(config: str) -> tuple[str, float]:
 
 
 def test_the_store_and_the_apps_import_neither_airflow_nor_spark_at_module_level() -> None:
-    for folder in ("store", "spark_apps", "client"):
+    for folder in ("store", "spark_apps", "client_piece"):
         for file in (PACKAGE / folder).rglob("*.py"):
             tree = ast.parse(file.read_text())
             for node in tree.body:  # module level only: the apps import pyspark inside functions
@@ -231,7 +231,7 @@ def _imports(file: Path) -> list[str]:
 #: The domain packages: they import no Airflow, no Spark and nothing of the provider but one another and
 #: the plain errors (``errors.py``), the enums and the documents' base (``documents.py``), so the domain can
 #: change without Airflow or Spark installed.
-DOMAIN = ("increase", "store", "client")
+DOMAIN = ("increase", "store", "client_piece")
 DOMAIN_MAY_IMPORT = tuple(
     f"airflow_provider_kstate.{name}." for name in (*DOMAIN, "errors", "enums", "documents")
 )

@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 
 from airflow_provider_kstate import documents
 from airflow_provider_kstate.spark_apps import deep_check, kafka_io, rebuild
-from airflow_provider_kstate.spark_apps.progress import ProgressDocument, ProgressError
+from airflow_provider_kstate.spark_apps.read_progress import ProgressDocument, ProgressError
 from airflow_provider_kstate.store import contract, layout
 from airflow_provider_kstate.store.contract import AppFailure, AppReportError, ErrorCode
 from airflow_provider_kstate.store.manifest import Manifest, ManifestError, PartitionStats, loads_manifest
@@ -356,8 +356,8 @@ def test_a_progress_document_written_before_reads_and_is_written_the_same() -> N
 
 
 def test_the_page_shows_an_invalid_progress_document_as_unreadable(tmp_path: Path) -> None:
-    from airflow_provider_kstate.plugins.progress import snapshot_progress
-    from airflow_provider_kstate.spark_apps.progress import PROGRESS_NAME
+    from airflow_provider_kstate.plugins.rebuild_progress import snapshot_progress
+    from airflow_provider_kstate.spark_apps.read_progress import PROGRESS_NAME
 
     (tmp_path / PROGRESS_NAME).write_text(json.dumps({"format": "kstate-progress/0"}))
     shown = snapshot_progress(str(tmp_path))

@@ -8,7 +8,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from airflow_provider_kstate.client.protocol import (
+from airflow_provider_kstate.client_piece.protocol import (
     CONTROL_TOPIC_CONFIG,
     DEFAULT_CONTROL_TOPIC,
     Record,

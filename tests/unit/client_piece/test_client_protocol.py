@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from airflow_provider_kstate.client.murmur2 import murmur2, partition_for
-from airflow_provider_kstate.client.protocol import (
+from airflow_provider_kstate.client_piece.murmur2 import murmur2, partition_for
+from airflow_provider_kstate.client_piece.protocol import (
     PROTOCOL_VERSION,
     Ack,
     Command,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from airflow_provider_kstate.client import channel
+from airflow_provider_kstate.client_piece import channel
 
 
 class Consumer:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from airflow_provider_kstate.client.consumer import ControlledConsumer
-from airflow_provider_kstate.client.producer import ControlledProducer
-from airflow_provider_kstate.client.protocol import (
+from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
+from airflow_provider_kstate.client_piece.producer import ControlledProducer
+from airflow_provider_kstate.client_piece.protocol import (
     Ack,
     Barrier,
     Command,

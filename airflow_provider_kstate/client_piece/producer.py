@@ -23,11 +23,11 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
-from airflow_provider_kstate.client.channel import ControlChannel
-from airflow_provider_kstate.client.config import connection_config, default_client_id
-from airflow_provider_kstate.client.follower import ControlFollower, ControlTail
-from airflow_provider_kstate.client.murmur2 import partition_for
-from airflow_provider_kstate.client.protocol import (
+from airflow_provider_kstate.client_piece.channel import ControlChannel
+from airflow_provider_kstate.client_piece.follower import ControlFollower, ControlTail
+from airflow_provider_kstate.client_piece.helper_config import connection_config, default_client_id
+from airflow_provider_kstate.client_piece.murmur2 import partition_for
+from airflow_provider_kstate.client_piece.protocol import (
     DEFAULT_CONTROL_TOPIC,
     STATE_HELD,
     STATE_LAYOUT,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kstate.client.protocol import (
+from airflow_provider_kstate.client_piece.protocol import (
     Ack,
     Barrier,
     Layout,
@@ -158,7 +158,7 @@ def test_a_member_already_past_the_barrier_counts_as_holding_it() -> None:
     """A member whose group is past the barrier at once acknowledges ``released`` right after ``barrier``
     under the same key; the controller's watch may see only the second. It counts (found live: without it
     the switch waited its whole ack timeout, 10 s, with the producers held)."""
-    from airflow_provider_kstate.client.protocol import Ack
+    from airflow_provider_kstate.client_piece.protocol import Ack
     from airflow_provider_kstate.increase.key_order import KeyOrderSwitch
 
     class Watch:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from airflow_provider_kstate.client.consumer import ControlledConsumer
-from airflow_provider_kstate.client.follower import ControlFollower
+from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
+from airflow_provider_kstate.client_piece.follower import ControlFollower
 
 
 class _Owner:

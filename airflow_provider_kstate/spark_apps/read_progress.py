@@ -26,7 +26,7 @@ keeps it at ``<snapshot uri>/`` :data:`PROGRESS_NAME` for the kstate page). Prog
 read or written. No Airflow and no Spark import here (the driver passes its session's host in).
 
 The document is a :class:`ProgressDocument` (``docs/schemas/store/rebuild-progress.schema.json``); the
-kstate page reads it (``plugins/progress.py``).
+kstate page reads it (``plugins/rebuild_progress.py``).
 """
 
 from __future__ import annotations

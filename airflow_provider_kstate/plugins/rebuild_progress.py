@@ -2,7 +2,7 @@
 
 While a rebuild reads the changelog, its driver replaces ``<snapshot uri>/_kstate_progress.json`` with each
 ``PROGRESS`` line it logs (offsets read of the total, percent, rate, time left; see
-:mod:`airflow_provider_kstate.spark_apps.progress`), and once more when the run ends: ``done`` (with the
+:mod:`airflow_provider_kstate.spark_apps.read_progress`), and once more when the run ends: ``done`` (with the
 version it committed) or ``failed`` (with the error). The document stays after the run, so the page shows
 the last rebuild's outcome until the next one replaces it.
 
@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_kstate.spark_apps.progress import PROGRESS_NAME, ProgressDocument
+from airflow_provider_kstate.spark_apps.read_progress import PROGRESS_NAME, ProgressDocument
 from airflow_provider_kstate.store.uri import filesystem
 
 #: A running document not replaced for this many progress intervals is stale ...

@@ -16,9 +16,9 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-from airflow_provider_kstate.client.channel import end_offset
-from airflow_provider_kstate.client.config import tail_config
-from airflow_provider_kstate.client.protocol import DEFAULT_CONTROL_TOPIC, Record, decode
+from airflow_provider_kstate.client_piece.channel import end_offset
+from airflow_provider_kstate.client_piece.helper_config import tail_config
+from airflow_provider_kstate.client_piece.protocol import DEFAULT_CONTROL_TOPIC, Record, decode
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import os
 import socket
 from typing import Any
 
-from airflow_provider_kstate.client.channel import base_config
+from airflow_provider_kstate.client_piece.channel import base_config
 from airflow_provider_kstate.errors import InvalidArgumentError
 
 #: ``group.protocol`` of KIP-848: the broker owns the assignment and the session.

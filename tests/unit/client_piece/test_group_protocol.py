@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kstate.client.config import (
+from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
+from airflow_provider_kstate.client_piece.helper_config import (
     check_group_protocol,
     connection_config,
     group_protocol,
     incremental_assignment,
 )
-from airflow_provider_kstate.client.consumer import ControlledConsumer
 from airflow_provider_kstate.errors import InvalidArgumentError
 
 KIP848 = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "group.protocol": "consumer"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import TopicPartition
 
-from airflow_provider_kstate.client.barrier import BarrierKeeper
-from airflow_provider_kstate.client.protocol import Barrier
+from airflow_provider_kstate.client_piece.barrier import BarrierKeeper
+from airflow_provider_kstate.client_piece.protocol import Barrier
 
 #: librdkafka's "no offset" (OFFSET_INVALID).
 NONE = -1001

@@ -1,6 +1,6 @@
 """``ControlledConsumer``: a confluent-kafka consumer that honours kstate pause/resume commands.
 
-It reads the control topic (see :mod:`airflow_provider_kstate.client.protocol`) with a second, group-less
+It reads the control topic (see :mod:`airflow_provider_kstate.client_piece.protocol`) with a second, group-less
 consumer (:class:`ControlTail`). At start it reads the topic to its end; afterwards a daemon thread
 (:class:`ControlFollower`) asks for the end offset (one ListOffsets request) on every tick and reads only
 when it moved. Ticks fall on multiples of the interval on the wall clock, so the members of a group, even in
@@ -39,16 +39,16 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from airflow_provider_kstate.client.barrier import PENDING_FAST_SECONDS, BarrierKeeper, Passage
-from airflow_provider_kstate.client.channel import ControlChannel
-from airflow_provider_kstate.client.config import (
+from airflow_provider_kstate.client_piece.barrier import PENDING_FAST_SECONDS, BarrierKeeper, Passage
+from airflow_provider_kstate.client_piece.channel import ControlChannel
+from airflow_provider_kstate.client_piece.follower import ControlFollower, ControlTail
+from airflow_provider_kstate.client_piece.helper_config import (
     check_group_protocol,
     connection_config,
     default_client_id,
     incremental_assignment,
 )
-from airflow_provider_kstate.client.follower import ControlFollower, ControlTail
-from airflow_provider_kstate.client.protocol import (
+from airflow_provider_kstate.client_piece.protocol import (
     DEFAULT_CONTROL_TOPIC,
     PAUSE,
     STATE_BARRIER,
@@ -126,7 +126,7 @@ class ControlledConsumer:
         ``group.protocol=consumer`` (KIP-848) works as the classic protocol does (a pause closes the
         consumer, which leaves the group at once); under it ``session.timeout.ms``,
         ``heartbeat.interval.ms`` and ``partition.assignment.strategy`` are refused with the place each
-        moved to (:func:`~airflow_provider_kstate.client.config.check_group_protocol`).
+        moved to (:func:`~airflow_provider_kstate.client_piece.helper_config.check_group_protocol`).
     :param topics: the topics to subscribe to.
     :param control_topic: the control topic.
     :param client_id: the id acknowledgements are keyed by; default ``client.id`` or ``host-pid`` (also the
@@ -276,7 +276,7 @@ class ControlledConsumer:
         return self.state
 
     def _barrier_record(self, record: Barrier | Release, ack: bool = True) -> None:
-        """Apply a key-order barrier or release (see :mod:`airflow_provider_kstate.client.barrier`)."""
+        """Apply a key-order barrier or release (see :mod:`airflow_provider_kstate.client_piece.barrier`)."""
         if isinstance(record, Release):
             if self._barriers.on_release(record, self._inner) and ack:
                 self._ack(STATE_RELEASED, record.epoch, record.topic)

@@ -30,7 +30,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from airflow_provider_kstate.client.protocol import BARRIER_PENDING, Barrier, Release
+from airflow_provider_kstate.client_piece.protocol import BARRIER_PENDING, Barrier, Release
 
 log = logging.getLogger(__name__)
 
