@@ -1,11 +1,11 @@
-"""Real round trips for the benchmarks: the embedded broker in a private network namespace behind a
-delaying TCP proxy.
+"""Real round trips for the benchmarks: the tests' broker (Apache Kafka, or the emulator with
+``KSTATE_BROKER=noida``) in a private network namespace behind a delaying TCP proxy.
 
     with delayed_broker(data_dir, one_way_ms=1.0) as config: ...   # ~2 ms added to every round trip
 
-Why a namespace: the embedded broker (noida-db) advertises the address it binds (``--host``) in its
-Metadata and FindCoordinator answers and has no advertised-listener option, so a proxy on another address
-or port is bypassed as soon as a client reads Metadata. Here the broker binds ``127.0.0.1:P`` inside a
+Why a namespace: a broker advertises an address in its Metadata and FindCoordinator answers (the emulator,
+noida-db, the one it binds, with no advertised-listener option), so a proxy on another address or port is
+bypassed as soon as a client reads Metadata. Here the broker binds ``127.0.0.1:P`` inside a
 namespace of its own (its own loopback), and the proxy listens on ``127.0.0.1:P`` in ours: the address the
 broker advertises is the proxy's, so every connection of every client (bench, DAG run, consumers, admin)
 goes through the proxy. No byte of the protocol is changed. ``tc ... netem`` would be the usual tool; the
@@ -153,39 +153,35 @@ def _start_proxy(port: int, netns: str, one_way_ms: float) -> subprocess.Popen[s
 
 @contextlib.contextmanager
 def delayed_broker(data_dir: Path, one_way_ms: float = 1.0) -> Iterator[dict[str, Any]]:
-    """Run the embedded broker in a private network namespace behind the delaying proxy; yield the client
-    config (``bootstrap.servers`` = the proxy = the address the broker advertises)."""
+    """Run the tests' broker (Apache Kafka by default, ``KSTATE_BROKER=noida`` the emulator) in a private
+    network namespace behind the delaying proxy; yield the client config (``bootstrap.servers`` = the proxy =
+    the address the broker advertises)."""
     if shutil.which("ip") is None:
         raise RuntimeError("`ip` (iproute2) is needed for the namespace: apt-get install iproute2")
     netns = f"kstate-bench-{os.getpid()}"
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
-    port = broker_helper.free_port()
+    helper = [sys.executable, "-m", "kstate_support.broker"]
     subprocess.run(["ip", "netns", "add", netns], check=True, timeout=30)
     proxy = None
     try:
         _ns_run(netns, "ip", "link", "set", "lo", "up")
-        _ns_run(
-            netns,
-            broker_helper._noida(),
-            "up",
-            "--only",
-            "kafka",
-            "--kafka-port",
-            str(port),
-            "--data-dir",
-            str(data_dir),
-            "--host",
-            "127.0.0.1",
+        # The helper picks free ports inside the namespace and prints the bootstrap the broker advertises.
+        up = subprocess.run(
+            ["ip", "netns", "exec", netns, *helper, "up", "--data-dir", str(data_dir)],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
-        proxy = _start_proxy(port, netns, one_way_ms)
-        bootstrap = f"127.0.0.1:{port}"
-        broker_helper._wait_ready(bootstrap, 30.0)
+        bootstrap = up.stdout.strip().splitlines()[-1]
+        proxy = _start_proxy(int(bootstrap.rsplit(":", 1)[1]), netns, one_way_ms)
+        broker_helper._wait_ready(bootstrap, 60.0)
         sigterm = broker_helper.signal.getsignal(broker_helper.signal.SIGTERM)
         yield {"bootstrap.servers": bootstrap}
         broker_helper.release_kafka_clients(sigterm)
     finally:
-        _ns_run(netns, broker_helper._noida(), "down", "--data-dir", str(data_dir), check=False)
+        _ns_run(netns, *helper, "down", "--data-dir", str(data_dir), check=False)
         if proxy is not None:
             proxy.terminate()
             proxy.wait(10)

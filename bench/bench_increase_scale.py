@@ -35,7 +35,7 @@ once per bench), measured:
 * **state** (a failed run is reported, not hidden), **lost** messages of the live consumers (must be 0),
   and the **setup** time (topic, offsets, consumers).
 
-``--rtt`` runs the grid once more with the embedded broker in a private network namespace behind a
+``--rtt`` runs the grid once more with the same broker in a private network namespace behind a
 delaying TCP proxy (``bench/_delay_proxy.py``): ~2 ms added to every round trip, measured with a trivial
 request with and without. Prints tables and writes ``bench/results/increase_scale.json``.
 """
@@ -582,7 +582,7 @@ def broker_dir(mode: str) -> Path:
 
 
 def plain_broker() -> contextlib.AbstractContextManager[dict[str, Any]]:
-    """The cluster of ``KSTATE_BOOTSTRAP_SERVERS``, else the embedded broker in :func:`broker_dir`."""
+    """The cluster of ``KSTATE_BOOTSTRAP_SERVERS``, else the tests' broker (Apache Kafka) in :func:`broker_dir`."""
     return bench.broker("bench-scale-plain-broker", per_process=True)
 
 
@@ -593,7 +593,7 @@ def rtt_broker(one_way_ms: float) -> Iterator[dict[str, Any]]:
 
     if external_config() is not None:
         raise SystemExit(
-            "--rtt needs the embedded broker (a real cluster has its own round trips): use --rtt off"
+            "--rtt needs a broker started here (a real cluster has its own round trips): use --rtt off"
         )
 
     with delayed_broker(broker_dir("rtt"), one_way_ms) as config:
