@@ -56,6 +56,13 @@ class InvalidPartitionCountError(KStateError):
     retryable = False
 
 
+class UnequalPartitionCountsError(InvalidPartitionCountError):
+    """Co-partitioned topics to grow together have different partition counts now (and those that differ
+    are not already at the target): growing them to one count would not keep them co-partitioned."""
+
+    retryable = False
+
+
 class PartitionsUnavailableError(KStateError):
     """Partitions of the topic are offline (no leader, or a leader that does not answer) or have fewer
     in-sync replicas than its ``min.insync.replicas``: acks=all writes to them fail. The plan refuses before

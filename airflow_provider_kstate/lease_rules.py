@@ -388,6 +388,86 @@ class LeaseKeeper:
                 self.log.warning("LEASE %s: renewal failed: %s", self.name, exc)
 
 
+class LeaseSet:
+    """The leases of several co-partitioned topics grown in one run, kept as one (same verbs as
+    :class:`LeaseKeeper`): taken in name order, so two runs whose sets overlap cannot each hold a part and
+    wait for the other; another run holding any one fails the acquire at once with :class:`LeaseHeldError`
+    naming it, and the leases this call took are given back (nothing is left held). Renewed and released
+    together; a holder whose Airflow run has ended is taken over per topic, as for one topic.
+
+    :param keepers: one keeper per topic, for the same owner.
+    """
+
+    def __init__(self, keepers: Sequence[LeaseKeeper]) -> None:
+        self.keepers = sorted(keepers, key=lambda k: k.key)
+
+    @classmethod
+    def for_topics(
+        cls, lease_log: LeaseLog, topics: Sequence[str], context: Any, ttl: float, log: Any
+    ) -> LeaseSet:
+        """The keepers of ``topics``' leases for this task's DAG run."""
+        return cls([LeaseKeeper.for_topic(lease_log, t, context, ttl, log) for t in topics])
+
+    @property
+    def owner(self) -> str:
+        return self.keepers[0].owner
+
+    @property
+    def key(self) -> str:
+        """How errors name what is leased: the topics, comma-separated."""
+        return ",".join(k.key for k in self.keepers)
+
+    def current(self) -> Lease | None:
+        """Return the first live lease another owner holds on a topic of the set, else the first live lease
+        (this owner's), else None when every topic is free."""
+        leases = [lease for lease in (k.current() for k in self.keepers) if lease is not None]
+        foreign = [lease for lease in leases if lease.owner != self.owner]
+        found = foreign or leases
+        return found[0] if found else None
+
+    def held(self) -> Lease | None:
+        """Return this owner's lease (with the plan stored) when it holds a topic of the set, else None."""
+        for keeper in self.keepers:
+            lease = keeper.held()
+            if lease is not None:
+                return lease
+        return None
+
+    def acquire(self, plan: dict[str, Any] | None = None) -> Lease:
+        """Take every topic's lease in name order (or take over, as :meth:`LeaseKeeper.acquire`).
+
+        :raises LeaseHeldError: another run holds one: the leases this call took are released first.
+        """
+        taken: list[LeaseKeeper] = []
+        first: Lease | None = None
+        try:
+            for keeper in self.keepers:
+                before = keeper.held()
+                lease = keeper.acquire(plan)
+                first = first or lease
+                if before is None:
+                    taken.append(keeper)
+        except LeaseHeldError:
+            for keeper in reversed(taken):
+                keeper.release()
+            raise
+        assert first is not None  # a set has at least one topic
+        return first
+
+    def renew(self, plan: dict[str, Any] | None = None) -> None:
+        """Renew every topic's lease when due (:meth:`LeaseKeeper.renew`).
+
+        :raises LeaseHeldError: another run holds one of them.
+        """
+        for keeper in self.keepers:
+            keeper.renew(plan)
+
+    def release(self) -> None:
+        """Give every lease of the set up (a no-op for those this owner does not hold)."""
+        for keeper in reversed(self.keepers):
+            keeper.release()
+
+
 class LeaseTransport(Protocol):
     """Where lease records are kept (:class:`~airflow_provider_kstate.cluster.lease_log.KafkaLeaseLog`), as
     the dicts of :class:`LeaseRecord` (read back by :func:`replay`)."""

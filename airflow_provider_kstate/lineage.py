@@ -330,12 +330,33 @@ def increase_lineage(operator: Any, task_instance: Any = None, complete: bool = 
         return None
     result = task_result(task_instance) if complete else None
     plan = operator.typed_plan if kind != "plan" else (Plan.from_dict(dict(result)) if result else None)
-    topic = plan.topic if plan is not None else str(operator.topic)
-    name = topic_dataset(bootstrap_servers(operator.kafka_config_id), topic)
-    facets = {FACET_KEY: _kstate_facet(topic_facet(kind, plan, result))} if plan is not None else {}
+    servers = bootstrap_servers(operator.kafka_config_id)
+    datasets: list[tuple[tuple[str, str], dict[str, Any]]]
+    if plan is None:  # the plan step before it ran: the topic it was given (or the first of its topics)
+        more = getattr(operator, "topics", None)
+        first = str(operator.topic or "") or (
+            str(more[0]) if isinstance(more, (list, tuple)) and more else ""
+        )
+        datasets = [(topic_dataset(servers, first), {})]
+    else:  # a plan of several co-partitioned topics: one dataset per topic, each with its own facet
+        datasets = [
+            (topic_dataset(servers, view.topic), {FACET_KEY: _kstate_facet(topic_facet(kind, view, each))})
+            for view, each in _per_topic(plan, kind, result)
+        ]
     if kind in ("plan", "verify"):
-        return _lineage([_dataset("input", name, facets)], [])
-    return _lineage([], [_dataset("output", name, facets)])
+        return _lineage([_dataset("input", name, facets) for name, facets in datasets], [])
+    return _lineage([], [_dataset("output", name, facets) for name, facets in datasets])
+
+
+def _per_topic(plan: Plan, kind: str, result: Any) -> list[tuple[Plan, Any]]:
+    """Each topic's plan and result: the plan itself for one topic; for several, each topic's summary
+    (``topics`` of the window's and verify's XCom) beside its view of the plan."""
+    if not plan.several:
+        return [(plan, result)]
+    summaries = result.get("topics") if isinstance(result, Mapping) and kind != "plan" else None
+    return [
+        (view, summaries.get(view.topic) if isinstance(summaries, Mapping) else None) for view in plan.views()
+    ]
 
 
 @_guarded

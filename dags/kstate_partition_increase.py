@@ -49,6 +49,13 @@ refuses it before anything is paused.
 5. `verify`: every partition of the topic, for every protected group, from the cluster and the seed
    report: fails if any message would be skipped; releases the lease.
 
+**Several co-partitioned topics** (`topics`, in `kstate_partition_increase`): a join's inputs grow with the
+topic to the same count in one run: one plan naming every topic and every group at risk on any of them,
+every topic's lease (taken in name order; another run on any of them is refused), one `pause_window` (the
+groups leave once, every topic is created, each group is seeded on every topic it reads, the groups
+rejoin once), and `verify` on every partition of every topic. Unequal counts are refused before anything
+is paused, naming each topic's count. Seed and verify reports: one per topic, in each topic's report folder.
+
 Logs have one line per group with partition ranges; the per-group, per-partition evidence is in the seed
 and verify reports (gzip JSON Lines under `$AIRFLOW_HOME/kstate-reports`, or `report_uri`); XCom holds
 summaries and the reports' URIs.
@@ -79,8 +86,18 @@ from airflow_provider_kstate.task_groups.partition_increase import (
 )
 
 
-def _params() -> dict[str, Param]:
-    """The Params of both DAGs (each DAG gets its own objects)."""
+def _params(single_window: bool) -> dict[str, Param]:
+    """The Params of both DAGs (each DAG gets its own objects); ``topics`` only in the one-window DAG."""
+    several = {
+        "topics": Param(
+            [],
+            type="array",
+            items={"type": "string", "minLength": 1, "maxLength": 249, "pattern": "^[A-Za-z0-9._-]+$"},
+            uniqueItems=True,
+            title="More co-partitioned topics",
+            description="Topics co-partitioned with the topic (a join's inputs), grown with it to the same count in one run: one plan, every topic's lease, one pause window. Their counts must be equal now. Empty: the topic alone.",
+        )
+    }
     return {
         "topic": Param(
             type="string",
@@ -88,8 +105,9 @@ def _params() -> dict[str, Param]:
             maxLength=249,
             pattern="^[A-Za-z0-9._-]+$",
             title="Topic",
-            description="The topic to grow. Internal topics (__consumer_offsets, ...) are refused.",
+            description="The topic to grow (the first of a co-partitioned set). Internal topics (__consumer_offsets, ...) are refused.",
         ),
+        **(several if single_window else {}),
         "partitions": Param(
             type="integer",
             minimum=1,
@@ -189,11 +207,12 @@ for dag_id, single_window in (
         render_template_as_native_obj=True,
         doc_md=__doc__,
         tags=["kafka", "kstate"],
-        params=_params(),
+        params=_params(single_window),
     ):
         # Every field below is templated: the DAG's Params reach the config objects as they reach an operator.
         safe_partition_increase(
             topic="{{ params.topic }}",
+            topics="{{ params.topics }}" if single_window else None,
             partitions="{{ params.partitions }}",
             dry_run="{{ params.dry_run }}",
             connection=ConnectionConfig(kafka_config_id="kafka_default"),

@@ -18,8 +18,9 @@ from queue import Empty, SimpleQueue
 from typing import Any, TypeVar
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, OffsetSpec
+from confluent_kafka.admin import ConfigResource, NewPartitions, OffsetSpec
 
+from airflow_provider_kstate.admin_client import AdminClient
 from airflow_provider_kstate.client_piece.channel import ensure_topic
 from airflow_provider_kstate.doctor import wire
 from airflow_provider_kstate.doctor.handshake import refused_connection, security_of
@@ -27,6 +28,8 @@ from airflow_provider_kstate.errors import (
     BrokerUnavailableError,
     BrokerUnsupportedError,
     InvalidPartitionCountError,
+    KafkaRequestError,
+    KafkaRequestRefusedError,
     SeedError,
     TopicNotFoundError,
 )
@@ -426,12 +429,26 @@ class ClusterAdmin:
 
     def list_groups(self) -> list[str]:
         """Return the ids of all consumer groups the cluster knows."""
-        result = _result(
-            self.client.list_consumer_groups(request_timeout=self.timeout),
-            self.timeout,
-            "list groups",
-        )
-        return sorted(g.group_id for g in result.valid)
+        return sorted(g.group_id for g in self._listed_groups())
+
+    def _listed_groups(self) -> list[Any]:
+        """Every group ListGroups names, from every broker: asked again while one answers with an error
+        (a group coordinator still loading its ``__consumer_offsets`` partitions), within ``timeout``.
+
+        confluent-kafka returns the groups of the brokers that answered in ``valid`` and the others' errors
+        beside them: a partial list would leave the groups it misses out of the plan, unprotected, so it is
+        never used (:func:`_list_errors`).
+        """
+        deadline = time.monotonic() + self.timeout
+        while True:
+            result = _result(
+                self.client.list_consumer_groups(request_timeout=self.timeout), self.timeout, "list groups"
+            )
+            if not result.errors:
+                return list(result.valid)
+            if time.monotonic() >= deadline or not all(_retriable(e) for e in result.errors):
+                raise _list_errors(result.errors)
+            time.sleep(0.5)
 
     def group_types(self) -> dict[str, str]:
         """Return ``{group: TYPE}`` of every group the cluster lists (``CLASSIC``, ``CONSUMER``, ``SHARE``,
@@ -441,12 +458,9 @@ class ClusterAdmin:
         the types are read from ListGroups v5 on every broker where the wire client reaches them (PLAINTEXT,
         SSL, SASL/PLAIN listeners of Kafka 3.8+); elsewhere they stay as confluent-kafka reports them.
         """
-        result = _result(
-            self.client.list_consumer_groups(request_timeout=self.timeout),
-            self.timeout,
-            "list groups",
-        )
-        types = {g.group_id: getattr(getattr(g, "type", None), "name", CLASSIC) for g in result.valid}
+        types = {
+            g.group_id: getattr(getattr(g, "type", None), "name", CLASSIC) for g in self._listed_groups()
+        }
         config = self.config
         try:
             typed = wire.api_versions(config, self.timeout).get(wire.API_LIST_GROUPS, (0, 0))[1] >= 5
@@ -499,6 +513,7 @@ class ClusterAdmin:
 
         for group, futures in self._bounded(calls(), f"committed offsets on {topic!r}"):
             result = _result(futures[group], self.timeout, f"committed offsets of group {group!r}")
+            _raise_offset_errors(group, topic, result.topic_partitions)
             found[group].update(
                 (tp.partition, tp.offset)
                 for tp in result.topic_partitions
@@ -600,19 +615,29 @@ class ClusterAdmin:
             )
             return lambda: self.client.alter_consumer_group_offsets([request], request_timeout=self.timeout)
 
-        calls = (
-            (group, request(group, chunk))
-            for group, wanted in offsets.items()
-            for chunk in _chunks(sorted(wanted), OFFSETS_CHUNK)
-        )
-        refused: dict[str, dict[int, str]] = {}
-        for group, futures in self._bounded(calls, f"commit offsets on {topic!r}"):
-            result = _result(futures[group], self.timeout, f"commit offsets of group {group!r}")
-            for tp in result.topic_partitions:
-                if tp.error is not None:
-                    refused.setdefault(group, {})[tp.partition] = tp.error.str()
+        deadline = time.monotonic() + self.timeout
+        pending: Mapping[str, Iterable[int]] = offsets
+        while True:
+            calls = (
+                (group, request(group, chunk))
+                for group, wanted in pending.items()
+                for chunk in _chunks(sorted(wanted), OFFSETS_CHUNK)
+            )
+            refused: dict[str, dict[int, Any]] = {}
+            for group, futures in self._bounded(calls, f"commit offsets on {topic!r}"):
+                result = _result(futures[group], self.timeout, f"commit offsets of group {group!r}")
+                for tp in result.topic_partitions:
+                    if tp.error is not None:
+                        refused.setdefault(group, {})[tp.partition] = tp.error
+            moving = {g: list(errs) for g, errs in refused.items() if _coordinator_moving(errs.values())}
+            if not refused or len(moving) < len(refused) or time.monotonic() >= deadline:
+                break
+            # A coordinator still loading (a new __consumer_offsets partition) or just moved: ask it again.
+            pending = moving
+            time.sleep(0.2)
         if refused:
-            raise SeedError(f"on {topic!r} the broker refused offsets: {_describe_refused(refused)}")
+            described = {g: {p: e.str() for p, e in errs.items()} for g, errs in refused.items()}
+            raise SeedError(f"on {topic!r} the broker refused offsets: {_describe_refused(described)}")
 
 
 def _chunks(items: list[int], size: int) -> Iterator[list[int]]:
@@ -648,6 +673,61 @@ def _result(future: Any, timeout: float, what: str) -> Any:
         raise
     except TimeoutError as exc:
         raise BrokerUnavailableError(f"{what}: no answer within {timeout}s") from exc
+
+
+#: Errors a retry cannot fix. librdkafka does not mark the errors of an admin result retriable (it leaves
+#: COORDINATOR_LOAD_IN_PROGRESS unmarked too), so the others count as passing.
+FINAL_ERRORS = frozenset(
+    {
+        "GROUP_AUTHORIZATION_FAILED",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+        "UNSUPPORTED_VERSION",
+        "INVALID_REQUEST",
+        "INVALID_GROUP_ID",
+    }
+)
+
+
+def _retriable(err: Any) -> bool:
+    """Whether a retry may help with ``err`` (a ``KafkaError``, or an exception carrying one)."""
+    err = err.args[0] if isinstance(err, KafkaException) and err.args else err
+    return getattr(err, "name", lambda: "")() not in FINAL_ERRORS
+
+
+#: The errors of a group coordinator that is loading its partition or has just moved: asked again.
+COORDINATOR_MOVING = frozenset(
+    {"COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"}
+)
+
+
+def _coordinator_moving(errors: Iterable[Any]) -> bool:
+    """Whether every one of ``errors`` (``KafkaError`` values) says the group's coordinator is loading or moving."""
+    return all(getattr(e, "name", lambda: "")() in COORDINATOR_MOVING for e in errors)
+
+
+def _list_errors(errors: list[Any]) -> KafkaRequestError:
+    """The error of a ListGroups some broker did not answer: never a partial list of groups."""
+    kinds = sorted({str(e) for e in errors})
+    cls = KafkaRequestError if all(_retriable(e) for e in errors) else KafkaRequestRefusedError
+    return cls(
+        f"list groups: {len(errors)} broker(s) answered with an error ({'; '.join(kinds)[:300]}): the groups "
+        f"they coordinate cannot be seen, and a group missing from the plan would not be protected"
+    )
+
+
+def _raise_offset_errors(group: str, topic: str, partitions: list[Any]) -> None:
+    """Refuse committed offsets that came back with a partition-level error: reading such a partition as
+    "no offset" would call a group with offsets unknown, or seed over an offset it has."""
+    failed = [tp for tp in partitions if getattr(tp, "error", None) is not None]
+    if not failed:
+        return
+    first = failed[0].error
+    cls = KafkaRequestError if all(_retriable(tp.error) for tp in failed) else KafkaRequestRefusedError
+    raise cls(
+        f"committed offsets of group {group!r} on {topic!r}: {len(failed)} partition(s) answered with an error "
+        f"(partition {failed[0].partition}: {first}); not read as 'no offset'"
+    )
 
 
 def _group_info(desc: Any, topic: str) -> GroupInfo:

@@ -15,8 +15,9 @@ import time
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
+from airflow_provider_kstate.admin_client import AdminClient
 from airflow_provider_kstate.doctor.verdict import Verdict
 from airflow_provider_kstate.errors import VerdictError
 

@@ -17,14 +17,22 @@ import socket
 import ssl
 import time
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
+from airflow_provider_kstate.admin_client import AdminClient
 from airflow_provider_kstate.errors import KafkaAuthenticationError
 
-__all__ = ["REFUSALS", "raise_if_refused", "refused_connection", "security_of", "tls_verify_failure"]
+__all__ = [
+    "REFUSALS",
+    "client_certificate_expiry",
+    "raise_if_refused",
+    "refused_connection",
+    "security_of",
+    "tls_verify_failure",
+]
 
 #: librdkafka's error names of a refused handshake (``error_cb``).
 REFUSALS = frozenset({"_AUTHENTICATION", "_SSL", "SASL_AUTHENTICATION_FAILED"})
@@ -93,12 +101,23 @@ def describe_refusal(config: Mapping[str, Any], code: str, detail: str, name: st
     lowered = detail.lower()
     if "tls alert" in lowered:
         alert = lowered.split("tls alert", 1)[1].split(":")[0].strip() or "handshake failure"
-        what = "certificate expired" if "expired" in alert else "TLS client certificate refused"
-        cause = (
-            f"{what}: the broker refused the client's certificate (TLS alert {alert!r}). The certificate of "
-            "ssl.certificate.location must be signed by a CA the broker trusts, not expired, and match "
-            "ssl.key.location"
-        )
+        expiry = client_certificate_expiry(config)
+        if expiry:
+            # A broker on the JDK answers any client certificate it cannot validate with the same alert
+            # ("certificate unknown"): the client's own certificate, read here, tells the expired one apart.
+            what = "certificate expired" if "expired" in expiry else "certificate not yet valid"
+            cause = (
+                f"{what}: the client's certificate ({expiry}) was refused by the broker (TLS "
+                f"alert {alert!r}). Renew the certificate of ssl.certificate.location (or fix this machine's "
+                "clock)"
+            )
+        else:
+            what = "certificate expired" if "expired" in alert else "TLS client certificate refused"
+            cause = (
+                f"{what}: the broker refused the client's certificate (TLS alert {alert!r}). The certificate "
+                "of ssl.certificate.location must be signed by a CA the broker trusts, not expired, and match "
+                "ssl.key.location"
+            )
     elif "certificate verify failed" in lowered or ("certificate" in lowered and code == "_SSL"):
         reason = tls_verify_failure(config)
         if reason and "expired" in reason:
@@ -156,3 +175,37 @@ def tls_verify_failure(config: Mapping[str, Any], timeout: float = 5.0) -> str:
         return str(exc.verify_message or exc.reason or exc)
     except (OSError, ssl.SSLError, ValueError):
         return ""
+
+
+def client_certificate_expiry(config: Mapping[str, Any], now: datetime | None = None) -> str:
+    """Why the connection's own client certificate (``ssl.certificate.location``, or the inline
+    ``ssl.certificate.pem``) is out of its validity period: ``"ssl.certificate.location expired on
+    2020-02-01 00:00 UTC"``, ``"... not valid before ..."``; "" when it is valid, absent or unreadable.
+
+    The first certificate of the PEM is the client's (a chain follows it). Only its dates are read: the
+    file holds no secret (the key is ``ssl.key.location``).
+    """
+    if security_of(config) not in ("SSL", "SASL_SSL"):
+        return ""
+    where, pem = "ssl.certificate.pem", config.get("ssl.certificate.pem")
+    if not pem and config.get("ssl.certificate.location"):
+        where = "ssl.certificate.location"
+        try:
+            with open(str(config["ssl.certificate.location"]), "rb") as handle:
+                pem = handle.read()
+        except OSError:
+            return ""
+    if not pem:
+        return ""
+    try:
+        from cryptography import x509
+
+        cert = x509.load_pem_x509_certificate(pem.encode() if isinstance(pem, str) else pem)
+    except (ImportError, ValueError):
+        return ""
+    now = now or datetime.now(timezone.utc)
+    if cert.not_valid_after_utc < now:
+        return f"{where} expired on {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC"
+    if cert.not_valid_before_utc > now:
+        return f"{where} is not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC"
+    return ""

@@ -23,8 +23,9 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
+from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec
 
+from airflow_provider_kstate.admin_client import AdminClient
 from airflow_provider_kstate.doctor import promises as P
 from airflow_provider_kstate.doctor import share, wire
 from airflow_provider_kstate.doctor.verdict import CheckResult, Verdict

@@ -17,8 +17,9 @@ from typing import Any
 
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import NewPartitions, NewTopic
 
+from airflow_provider_kstate.admin_client import AdminClient
 from airflow_provider_kstate.doctor.verdict import CheckResult
 
 #: The APIs of share groups (ShareGroupHeartbeat, ShareFetch, ShareAcknowledge): all three or no share groups.

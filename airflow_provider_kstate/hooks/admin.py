@@ -7,8 +7,8 @@ from functools import cached_property
 from typing import Any
 
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
-from confluent_kafka.admin import AdminClient
 
+from airflow_provider_kstate.admin_client import AdminClient
 from airflow_provider_kstate.cluster.admin import MAX_IN_FLIGHT, ClusterAdmin
 from airflow_provider_kstate.hooks.kafka_config import connection_config
 from airflow_provider_kstate.increase.model import DEAD, EMPTY, STABLE, GroupInfo, Member, TopicReplicas

@@ -33,8 +33,24 @@ def groups_empty(hook: AdminPort, topic: str, groups: list[str]) -> CheckResult:
     return CheckResult(not blockers, blockers)
 
 
-def groups_stable(hook: AdminPort, topic: str, groups: list[str], partitions: int) -> CheckResult:
-    """Hold when every group is STABLE with all ``partitions`` of ``topic`` assigned to its members."""
+def groups_stable(
+    hook: AdminPort,
+    topic: str,
+    groups: list[str],
+    partitions: int,
+    topics: dict[str, list[str]] | None = None,
+) -> CheckResult:
+    """Hold when every group is STABLE with all ``partitions`` of ``topic`` assigned to its members.
+
+    :param topics: a run of several topics: ``{topic: groups}``, each group checked on every topic it reads
+        (``topic`` and ``groups`` are then ignored); a problem is named ``<group> on <topic>``.
+    """
+    if topics:
+        found: dict[str, Any] = {}
+        for name, readers in topics.items():
+            each = groups_stable(hook, name, readers, partitions)
+            found.update({f"{g} on {name}": d for g, d in each.detail.items()})
+        return CheckResult(not found, found)
     problems: dict[str, Any] = {}
     expected = set(range(partitions))
     for group, info in hook.describe_groups(groups, topic).items():

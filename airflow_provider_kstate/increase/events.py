@@ -151,6 +151,11 @@ class RunProgress(Document):
     producers: str = Field(default=ProducerState.RUNNING, description="running, pinned, stopped or switched")
     producers_since: int = Field(default_factory=lambda: now_ms(), description="ms since the Unix epoch")
     groups: dict[str, GroupProgress] = Field(default_factory=dict, description="the groups the run seeds")
+    #: A run of several co-partitioned topics: every one (``topic`` first); the same document is kept in
+    #: each topic's run folder, so the run shows under each topic, naming the others.
+    topics: list[str] = Field(
+        default_factory=list, description="several topics grown in one run: every one (absent: one topic)"
+    )
     kind: Literal["kstate-increase-progress"] = PROGRESS_KIND
     v: Literal[1] = Field(default=PROGRESS_VERSION, description="version")
 
@@ -166,7 +171,15 @@ class RunProgress(Document):
             original_partitions=plan.original_partitions,
             target_partitions=plan.target_partitions,
             groups=groups,
+            topics=plan.topic_names if plan.several else [],
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document's dict; ``topics`` only for a run of several topics (a run of one keeps its bytes)."""
+        out = super().to_dict()
+        if not out["topics"]:
+            del out["topics"]
+        return out
 
     @classmethod
     def from_json(cls, text: str | bytes) -> RunProgress:

@@ -279,10 +279,19 @@ class GroupPlan(_PlanModel):
     wait: bool = Field(
         default=False, description="absent: as the class implies", json_schema_extra=_read_implies
     )
+    #: In a plan of several co-partitioned topics: the ones the group reads, where it is paused once and
+    #: seeded on each (empty: every topic of the plan).
+    topics: tuple[str, ...] = Field(
+        default=(), description="several topics: the ones it reads (absent: every topic of the plan)"
+    )
 
     @classmethod
     def what(cls) -> str:
         return "group plan"
+
+    def reads(self, topic: str) -> bool:
+        """Whether the run handles the group on ``topic`` (every topic of the plan when ``topics`` is empty)."""
+        return not self.topics or topic in self.topics
 
     @model_validator(mode="before")
     @classmethod
@@ -354,6 +363,14 @@ class Plan(_PlanModel):
     streams_apps: dict[str, StreamsAppPlan] = Field(
         default_factory=dict, description="application id -> its topology and resize (absent: none)"
     )
+    #: Co-partitioned topics grown together in one run (one plan, one lease per topic taken as a set, one
+    #: pause window): every topic of the set, ``topic`` first, with its partition count at plan time.
+    #: Empty for a plan of one topic (every plan written before it existed).
+    topics: dict[str, int] = Field(
+        default_factory=dict,
+        description="several topics: every topic of the set (topic first) -> its count at plan time "
+        "(absent: the one topic)",
+    )
     v: Literal[1] = Field(
         default=1, description="version; a plan written before it had one has none: read as 1"
     )
@@ -382,8 +399,41 @@ class Plan(_PlanModel):
     @computed_field(description="increase (creates partitions) or repair (seeds gaps only); derived")  # type: ignore[prop-decorator]
     @property
     def mode(self) -> PlanMode:
-        """``increase`` when the run creates partitions, ``repair`` when it only seeds gaps."""
-        return PlanMode.INCREASE if self.target_partitions > self.original_partitions else PlanMode.REPAIR
+        """``increase`` when the run creates partitions (on any topic of the set), ``repair`` when it only
+        seeds gaps."""
+        lowest = min(self.topics.values(), default=self.original_partitions)
+        return PlanMode.INCREASE if self.target_partitions > lowest else PlanMode.REPAIR
+
+    @property
+    def several(self) -> bool:
+        """Whether the plan grows several co-partitioned topics together."""
+        return len(self.topics) > 1
+
+    @property
+    def topic_names(self) -> list[str]:
+        """The topics the run grows, ``topic`` first (the lease takes them in name order)."""
+        return list(self.topics) if self.topics else [self.topic]
+
+    def for_topic(self, topic: str) -> Plan:
+        """Return the plan of one topic of the set: its count at plan time, the groups that read it, the
+        run fields unchanged (the steps of one topic work on it). A plan of one topic returns itself."""
+        if not self.several:
+            if topic != self.topic:
+                raise InvalidPlanError(f"the plan grows {self.topic!r}, not {topic!r}")
+            return self
+        if topic not in self.topics:
+            raise InvalidPlanError(f"the plan grows {self.topic_names}, not {topic!r}")
+        return self.replace(
+            topic=topic,
+            original_partitions=self.topics[topic],
+            groups={g: e.replace(topics=()) for g, e in self.groups.items() if e.reads(topic)},
+            replication=self.replication if topic == self.topic else None,
+            topics={},
+        )
+
+    def views(self) -> list[Plan]:
+        """The plan of each topic (:meth:`for_topic`), in the plan's order."""
+        return [self.for_topic(t) for t in self.topic_names]
 
     @property
     def new_partitions(self) -> range:
@@ -411,6 +461,8 @@ class Plan(_PlanModel):
             del out["replication"]
         if not out["streams_apps"]:
             del out["streams_apps"]
+        if not out["topics"]:
+            del out["topics"]
         return out
 
     @classmethod
@@ -703,8 +755,11 @@ def headline(plan: Plan, *, markdown: bool = False) -> str:
 
 def describe(plan: Plan) -> list[str]:
     """Return the plan as runbook lines for the task log: a header, then one line per group."""
+    heads = [f"topic {view.topic}: {headline(view)}" for view in plan.views()]
+    if plan.several:
+        heads.insert(0, f"co-partitioned topics {', '.join(plan.topic_names)}: grown together in one run")
     lines = [
-        f"topic {plan.topic}: {headline(plan)}",
+        *heads,
         f"groups ({'discovered' if plan.groups_discovered else 'named, and checked against discovery'}): "
         f"{len(plan.groups)}",
     ]
@@ -720,9 +775,10 @@ def describe(plan: Plan) -> list[str]:
         order += _share_note(entry)
         driver = f"; driver: {entry.driver.describe()}" if entry.seed else ""
         problem = f"; CANNOT DRIVE: {entry.driver_problem}" if entry.driver_problem else ""
+        reads = f"; on {', '.join(entry.topics or plan.topic_names)}" if plan.several else ""
         lines.append(
             f"  group {group}: {entry.cls} ({kind}, state {entry.state}, {entry.member_count} members) -> "
-            f"{', '.join(steps)}{risk}{driver}{order}{problem}"
+            f"{', '.join(steps)}{risk}{driver}{order}{problem}{reads}"
         )
     for service, producer in plan.producers.items():
         lines.append(f"  producers {service}: driver {producer.describe()} (stopped for a drain)")

@@ -181,9 +181,19 @@ class SafeIncreaseSteps:
         another's stop is slow or fails. A failure here changes nothing and resumes what was stopped
         (:meth:`undo_before_create`).
         """
+        groups = self.plan.where("pause") if groups is None else groups
+        epoch = self.leave(groups)
+        self.pin()
+        out: dict[str, Any] = {"epoch": epoch, "groups": len(groups), "stopped_groups": self.stopped_groups}
+        if self.producers_stopped is not None:
+            out["producers_stopped"] = self.producers_stopped
+        return out
+
+    def leave(self, groups: list[str]) -> int:
+        """The first half of :meth:`pause`: stop the command-driven groups (and, for a drain, the producers),
+        then send the others the pause record; return its epoch. A run of several topics sends it once."""
         self.lease_check()
         self.events.step("pause")
-        groups = self.plan.where("pause") if groups is None else groups
         if self.drains and self.producers_stopped is None:
             self.stop_producers()
         self._stop_command_groups(groups)
@@ -193,6 +203,11 @@ class SafeIncreaseSteps:
             [g for g in self.plan.where("wait") if g not in self.stopped_groups], GroupState.STOPPING
         )
         self.log.info("PAUSE groups %s: pause command sent (epoch %s)", names(groups), epoch)
+        return epoch
+
+    def pin(self) -> None:
+        """The second half of :meth:`pause`: pin the topic's producers to the current partition count and
+        announce the key-order barrier to its protected groups (once per topic)."""
         original = self.plan.original_partitions
         if not self.drains:  # a drain's hold already pins them to the current count
             layout = self.control.set_layout(self.topic, original, issuer=self.owner)
@@ -204,10 +219,6 @@ class SafeIncreaseSteps:
                 layout,
             )
         self.key_order_switch().announce()
-        out: dict[str, Any] = {"epoch": epoch, "groups": len(groups), "stopped_groups": self.stopped_groups}
-        if self.producers_stopped is not None:
-            out["producers_stopped"] = self.producers_stopped
-        return out
 
     def _stop_command_groups(self, groups: list[str]) -> None:
         """Stop the command-driven groups with live members, then wait until the broker reports them EMPTY."""
@@ -238,15 +249,23 @@ class SafeIncreaseSteps:
     def undo_before_create(self) -> None:
         """After a failure before the create: resume every paused group at once (the control records, and
         the start commands of the groups this run stopped), and let the producers go on the old layout."""
+        self.undo_groups()
+        self.undo_layout()
+
+    def undo_groups(self) -> None:
+        """The groups' half of :meth:`undo_before_create`: resume every paused group, start what was stopped."""
         groups = self.plan.where("pause")
         epoch = self.control.resume(groups, self.topic, issuer=self.owner)
         self.log.warning("UNDO resumed groups %s (epoch %s): nothing was created", names(groups), epoch)
         self.start_failures += self.commands.start(commands_of(self.plan, self.stopped_groups), "group")
+        self.events.groups(groups, GroupState.RESUMED)
+
+    def undo_layout(self) -> None:
+        """The producers' half of :meth:`undo_before_create`: the topic's producers on the current layout."""
         layout = self.control.set_layout(self.topic, self.plan.original_partitions, issuer=self.owner)
         self.log.warning("UNDO producers of %s on the current layout (epoch %s)", self.topic, layout)
         if self.producers_stopped is not None:
             self.start_failures += self.commands.start(producer_commands(self.plan), "producer")
-        self.events.groups(groups, GroupState.RESUMED)
         self.events.producers(ProducerState.RUNNING)
 
     def key_order_switch(self) -> KeyOrderSwitch:
@@ -471,6 +490,11 @@ class SafeIncreaseSteps:
         if not groups:
             return {"epoch": None, "groups": 0}
         self.require_offsets(groups)
+        return self.rejoin(groups)
+
+    def rejoin(self, groups: list[str]) -> dict[str, Any]:
+        """Send ``groups`` the resume record (command-driven ones: their start commands), once
+        :meth:`require_offsets` passed for them (on every topic of the run)."""
         self.events.step("resume")
         epoch = self.control.resume(groups, self.topic, issuer=self.owner)
         self.log.info(

@@ -139,6 +139,13 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
             self.log.info("APPROVE not required (require_approval is off): the run goes on with the plan")
             return {"required": False, "approved": True}
         plan, timeout = self.typed_plan, self._timeout()
+        if plan.several:
+            self._end(context, "refused", "failed")
+            raise KStateConfigError(
+                f"the approval of a run of several topics ({plan.topic_names}) is not supported yet: nobody was "
+                "paused and nothing was changed; the leases are released. Run without require_approval, or "
+                "grow the topics one run each."
+            )
         self.response_timeout = timeout
         self.subject = approval_subject(plan)
         self.body = approval_prompt(

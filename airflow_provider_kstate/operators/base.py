@@ -3,6 +3,8 @@ to; the steps' plan argument and their hooks."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -12,7 +14,8 @@ from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC, DEFAULT_
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.increase.report import progress_location, report_location
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
-from airflow_provider_kstate.lease_rules import LeaseKeeper, run_owner
+from airflow_provider_kstate.increase.topic_set import TopicSetSteps
+from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet, run_owner
 from airflow_provider_kstate.metrics import RunMetrics
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 
@@ -114,9 +117,27 @@ class KStateStepOperator(KStateIncreaseOperator):
     def topic(self) -> str:
         return self.typed_plan.topic
 
-    def keeper(self, context: Context) -> LeaseKeeper:
-        """Return the keeper of the topic's lease for this task's DAG run."""
+    def keeper(self, context: Context) -> LeaseKeeper | LeaseSet:
+        """Return the keeper of the topic's lease for this task's DAG run (of every topic's, as one
+        :class:`LeaseSet`, for a plan of several topics)."""
+        plan = self.typed_plan
+        if plan.several:
+            return LeaseSet.for_topics(self.lease, plan.topic_names, context, self.lease_ttl, self.log)
         return LeaseKeeper.for_topic(self.lease, self.topic, context, self.lease_ttl, self.log)
+
+    @contextmanager
+    def on_topic(self, view: Plan) -> Iterator[Plan]:
+        """Run the body as a step of one topic of a plan of several (``view``, :meth:`Plan.for_topic`):
+        ``typed_plan``, ``topic`` and ``report_uri`` are that topic's inside it."""
+        saved = self.__dict__.get("_parsed_plan")
+        self.__dict__["_parsed_plan"] = (self.plan, view)
+        try:
+            yield view
+        finally:
+            if saved is None:
+                self.__dict__.pop("_parsed_plan", None)
+            else:
+                self.__dict__["_parsed_plan"] = saved
 
     def steps(self, context: Context, **options: Any) -> SafeIncreaseSteps:
         """Return the steps of this operator's plan, run as this task's DAG run; before each change they
@@ -135,6 +156,29 @@ class KStateStepOperator(KStateIncreaseOperator):
             events=self.events(context),
             **options,
         )
+
+    def topic_set_steps(self, context: Context, **options: Any) -> TopicSetSteps:
+        """Return the steps of a plan of several topics: the whole plan's (the groups leave, are waited for
+        and rejoin once) and each topic's (:meth:`Plan.for_topic`), sharing the lease set's renewal and the
+        run's events.
+
+        :param options: fields of :class:`SafeIncreaseSteps` (``key_order``, ``empty_timeout``, ...).
+        """
+        whole = self.steps(context, **options)
+        topics = [
+            SafeIncreaseSteps(
+                view,
+                self.admin,
+                self.control,
+                self.log,
+                whole.owner,
+                lease_check=whole.lease_check,
+                events=whole.events,
+                **options,
+            )
+            for view in self.typed_plan.views()
+        ]
+        return TopicSetSteps(whole, topics)
 
     def events(self, context: Context) -> Events:
         """Where this task reports the run's step and each group's state: the run's progress document
@@ -180,9 +224,13 @@ def parsed_plan(task: Any) -> Plan:
 
 def run_events(storage: ObjectStorageReports, plan: Plan, owner: str, log: Any) -> Events:
     """A run's events as a task of it reports them: its progress document (``progress.json`` in the run's
-    report folder, which the kstate page watches), then the metrics read from it."""
-    progress = ProgressFile(storage, progress_location(plan.report_uri, plan.topic, owner), plan, owner)
-    return Events([progress, RunMetrics(progress, plan)], log)
+    report folder, which the kstate page watches; in each topic's for a run of several), then the metrics
+    read from it."""
+    files = [
+        ProgressFile(storage, progress_location(plan.report_uri, topic, owner), plan, owner)
+        for topic in plan.topic_names  # several topics: the same document in each topic's run folder
+    ]
+    return Events([*files, RunMetrics(files[0], plan)], log)
 
 
 def drain_hold(empty_timeout: float, drain_timeout: float) -> float:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.client_piece.protocol import PRESERVE
+from airflow_provider_kstate.errors import KStateConfigError
 from airflow_provider_kstate.increase.key_order import check_key_order
+from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 from airflow_provider_kstate.operators.base import KStateStepOperator, drain_hold
 
@@ -40,12 +42,15 @@ class KStatePausingOperator(KStateStepOperator):
 
     def pausing_steps(self, context: Context) -> SafeIncreaseSteps:
         """Return this run's steps with the key order, the EMPTY wait and the producers' hold for a drain."""
-        return self.steps(
-            context,
-            key_order=check_key_order(self.key_order),
-            empty_timeout=self.empty_timeout,
-            drain_hold=drain_hold(self.empty_timeout, self.drain_timeout),
-        )
+        return self.steps(context, **self.pausing_options())
+
+    def pausing_options(self) -> dict[str, Any]:
+        """The key order, the EMPTY wait and the producers' hold for a drain, as fields of the steps."""
+        return {
+            "key_order": check_key_order(self.key_order),
+            "empty_timeout": self.empty_timeout,
+            "drain_hold": drain_hold(self.empty_timeout, self.drain_timeout),
+        }
 
 
 class KStatePauseConsumersOperator(KStatePausingOperator):
@@ -63,6 +68,7 @@ class KStatePauseConsumersOperator(KStatePausingOperator):
     """
 
     def execute(self, context: Context) -> dict[str, Any]:
+        refuse_several(self.typed_plan)
         steps = self.pausing_steps(context)
         try:
             return steps.pause()
@@ -82,3 +88,16 @@ class KStateResumeConsumersOperator(KStateStepOperator):
             return self.steps(context).resume()
         finally:
             self.control.close()
+
+
+def refuse_several(plan: Plan) -> None:
+    """Refuse a plan of several topics in the layout of one task per step: it runs in the one window.
+
+    :raises KStateConfigError: naming the topics; nothing was changed.
+    """
+    if plan.several:
+        raise KStateConfigError(
+            f"the run grows several topics together ({plan.topic_names}): they run in the one pause window "
+            "(kstate_partition_increase, or StepsConfig(single_window=True)), not one task per step. "
+            "Nothing was changed."
+        )

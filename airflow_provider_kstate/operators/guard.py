@@ -12,7 +12,7 @@ from airflow_provider_kstate.increase.key_order import ORDER_DRAINED
 from airflow_provider_kstate.increase.plan import Plan, PlanMode
 from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
 from airflow_provider_kstate.increase.steps import names
-from airflow_provider_kstate.lease_rules import LeaseKeeper
+from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 if TYPE_CHECKING:
@@ -29,6 +29,10 @@ class KStateFailureGuardOperator(KStateStepOperator):
       group without is NOT resumed, and the guard fails with :class:`UnsafeResumeError` and the runbook.
       Producers a drain stopped are started (loss-safe: a group without offsets stays out of its group,
       and its seed starts at the log start); their keys may reorder for a group that had not drained.
+
+    A plan of several topics is decided the same way over the set: nothing created on any topic resumes
+    everyone and releases every lease; otherwise a group is resumed when it holds an offset on every
+    partition of every topic it reads, and the others stay out (the runbook names each topic's gaps).
 
     Each group is resumed by its driver: the resume record, and the start commands of the command-driven
     groups that were live at plan time (start commands are idempotent).
@@ -72,6 +76,8 @@ class KStateFailureGuardOperator(KStateStepOperator):
         owner = keeper.owner
         self._check_lease(keeper)
         self.events(context).finish("failed")
+        if plan.several:
+            self._guard_set(plan, owner, keeper)
         current = self.admin.partition_count(self.topic)
         if plan.mode == PlanMode.INCREASE and current == plan.original_partitions:
             self._resume(plan.where("pause"), owner)
@@ -99,6 +105,39 @@ class KStateFailureGuardOperator(KStateStepOperator):
             "again with the same target, to finish."
         )
 
+    def _guard_set(self, plan: Plan, owner: str, keeper: LeaseKeeper | LeaseSet) -> None:
+        """Decide a plan of several topics from the cluster (always raises: something upstream failed)."""
+        views = plan.views()
+        counts = {v.topic: self.admin.partition_count(v.topic) for v in views}
+        grown = [
+            v.topic for v in views if v.mode == PlanMode.INCREASE and counts[v.topic] != v.original_partitions
+        ]
+        if plan.mode == PlanMode.INCREASE and not grown:
+            self._resume(plan.where("pause"), owner)
+            for view in views:
+                self.control.set_layout(view.topic, counts[view.topic], issuer=owner)
+            keeper.release()
+            raise KStateError(
+                f"a step failed before partitions of {plan.topic_names} were created: nothing changed; "
+                "consumers resumed and the leases released. Fix the cause and run again."
+            )
+        missing = {v.topic: unseeded(self.admin, v, partitions=counts[v.topic]) for v in views}
+        unsafe = {g for gaps in missing.values() for g in gaps}
+        safe = [g for g in plan.where("pause") if g not in unsafe]
+        if safe:
+            self._resume(safe, owner)
+        if unsafe:
+            runbook = " ".join(
+                partial_increase_runbook(v, missing[v.topic]) for v in views if missing[v.topic]
+            )
+            self.log.error("GUARD %s", runbook)
+            raise UnsafeResumeError(runbook)
+        raise KStateError(
+            f"a step failed after every group was seeded on every topic of {plan.topic_names}: consumers were "
+            "resumed (safe). Producers may still be pinned to the old layout: clear the failed steps of this "
+            "run, or run again with the same target, to finish."
+        )
+
     def _approved(self, context: Context) -> bool:
         """Whether the run got past its approval step (True without one): its XCom says ``approved``."""
         if not self.approval_task_id:
@@ -106,7 +145,7 @@ class KStateFailureGuardOperator(KStateStepOperator):
         answer = context["ti"].xcom_pull(task_ids=self.approval_task_id)
         return isinstance(answer, dict) and bool(answer.get("approved"))
 
-    def _check_lease(self, keeper: LeaseKeeper) -> None:
+    def _check_lease(self, keeper: LeaseKeeper | LeaseSet) -> None:
         holder = keeper.current()
         if holder is not None and holder.owner != keeper.owner:
             raise LeaseHeldError(

@@ -21,7 +21,8 @@ from airflow_provider_kstate.increase.plan import (
     describe,
 )
 from airflow_provider_kstate.increase.replicas import check_replication
-from airflow_provider_kstate.lease_rules import LeaseKeeper
+from airflow_provider_kstate.increase.topic_set import build_topic_set_plan, refuse_unsupported, topic_set
+from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
 from airflow_provider_kstate.operators.base import KStateIncreaseOperator, run_events
 from airflow_provider_kstate.operators.doctor import allowed_deviations
 from airflow_provider_kstate.params import as_bool, as_int, as_mapping, as_str_list, as_topic
@@ -50,7 +51,17 @@ class KStatePlanOperator(KStateIncreaseOperator):
     ended (then it takes the lease over, with a log line). A rerun of this task in the same DAG run finds
     its lease and continues the plan it stored there.
 
-    :param topic: the topic to grow.
+    **Several co-partitioned topics** (``topics``, with or without ``topic``: a join's inputs) grow to the
+    one target in one run (:mod:`airflow_provider_kstate.increase.topic_set`): their counts must be equal
+    now (or, those that differ, at the target already: a repair), each is planned as a topic alone would
+    be, the plan names every topic and every group once with the topics it reads, and the run takes every
+    topic's lease, in name order (:class:`~airflow_provider_kstate.lease_rules.LeaseSet`): another run on
+    any of them fails at once. An empty set, a duplicate, an internal or unknown topic and unequal counts
+    are refused, named, before anything changes.
+
+    :param topic: the topic to grow (or the first of the set; may be empty when ``topics`` is given).
+    :param topics: more co-partitioned topics to grow with ``topic`` to the same count, in one run
+        (templated).
     :param partitions: the target partition count (the current count: repair).
     :param consumer_groups: groups to protect; empty or None means every group at risk.
     :param exclude_groups: groups at risk to leave alone (a risk accepted explicitly).
@@ -84,6 +95,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
 
     template_fields: tuple[str, ...] = (
         "topic",
+        "topics",
         "partitions",
         "consumer_groups",
         "exclude_groups",
@@ -104,7 +116,8 @@ class KStatePlanOperator(KStateIncreaseOperator):
     def __init__(
         self,
         *,
-        topic: str,
+        topic: str = "",
+        topics: list[str] | str | None = None,
         partitions: int | str,
         consumer_groups: list[str] | str | None = None,
         exclude_groups: list[str] | str | None = None,
@@ -123,6 +136,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.topic = topic
+        self.topics = topics
         self.partitions = partitions
         self.consumer_groups = consumer_groups
         self.exclude_groups = exclude_groups
@@ -140,7 +154,8 @@ class KStatePlanOperator(KStateIncreaseOperator):
         self.spark_group_prefixes = spark_group_prefixes
 
     def execute(self, context: Context) -> dict[str, Any]:
-        topic = as_topic("topic", self.topic)
+        names = self._topic_names()
+        topic = names[0]
         target = as_int("partitions", self.partitions)
         dry_run = as_bool("dry_run", self.plan_only)
         check_topic_name(topic)
@@ -152,10 +167,19 @@ class KStatePlanOperator(KStateIncreaseOperator):
         admin = hook.admin  # the lease hook has the connection's admin hook: the plan is built with it
         # A wrong password, an unknown CA or an expired certificate fails here, named, before anything else.
         admin.check_connection()
-        keeper = LeaseKeeper.for_topic(hook, topic, context, self.lease_ttl, self.log)
+        keeper: LeaseKeeper | LeaseSet = (
+            LeaseKeeper.for_topic(hook, topic, context, self.lease_ttl, self.log)
+            if len(names) == 1
+            else LeaseSet.for_topics(hook, names, context, self.lease_ttl, self.log)
+        )
         plan = None if dry_run else self._continued_plan(keeper, target)
         if plan is None:
-            plan = self._build(admin, topic, target).with_run(
+            built = (
+                self._build(admin, topic, target)
+                if len(names) == 1
+                else self._build_set(admin, names, target)
+            )
+            plan = built.with_run(
                 owner=keeper.owner,
                 dry_run=dry_run,
                 control_topic=self.control_topic,
@@ -165,6 +189,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
         for line in describe(plan):
             self.log.info("PLAN %s", line)
         check_drivable(plan)
+        refuse_unsupported(plan)
         if dry_run:
             self.log.info("PLAN dry run: stopping after the plan; nothing was changed and no lease was taken")
             return plan.to_dict()
@@ -178,12 +203,63 @@ class KStatePlanOperator(KStateIncreaseOperator):
 
         run_events(ObjectStorageReports(self.report_conn_id), plan, owner, self.log).step("planned")
 
-    def _build(self, hook: KStateAdminHook, topic: str, target: int) -> Plan:
+    def _topic_names(self) -> list[str]:
+        """The topics of the request, ``topic`` first (each a legal name; the set refused when empty, with a
+        duplicate or an internal topic)."""
+        more = as_str_list("topics", self.topics)
+        first = str(self.topic or "").strip()
+        names = topic_set(as_topic("topic", first) if first else None, more)
+        return [as_topic("topics", n) for n in names]
+
+    def _named_groups(self) -> tuple[list[str], list[str]]:
         groups = as_str_list("consumer_groups", self.consumer_groups)
         excluded = as_str_list("exclude_groups", self.exclude_groups)
         both = sorted(set(groups) & set(excluded))
         if both:
             raise KStateConfigError(f"groups {both} are both in consumer_groups and exclude_groups: pick one")
+        return groups, excluded
+
+    def _build_set(self, hook: KStateAdminHook, names: list[str], target: int) -> Plan:
+        """The plan of several co-partitioned topics (:func:`build_topic_set_plan`): each topic's access and
+        replication checked and its increase validated by the broker, the broker trusted once."""
+        groups, excluded = self._named_groups()
+        for topic in names:
+            self._check_access(hook, topic, target, groups)
+        verdict = self._trust_broker(", ".join(names))
+        replication = {t: check_replication(hook, t) for t in names}  # refuses partitions offline
+        plan = build_topic_set_plan(
+            hook,
+            names,
+            target,
+            groups,
+            spark_prefixes=tuple(self.spark_group_prefixes),
+            exclude_groups=excluded,
+            allow_unknown_groups=as_bool("allow_unknown_groups", self.allow_unknown_groups),
+            acknowledge_streams_groups=as_str_list(
+                "acknowledge_streams_groups", self.acknowledge_streams_groups
+            ),
+            share_new_partitions_kept=verdict.kept(SHARE_NEW_PARTITIONS),
+            replication=replication[names[0]],
+        )
+        for topic, count in plan.topics.items():
+            if target > count:
+                hook.increase_partitions(topic, target, validate_only=True)
+                self.log.info("PLAN the broker validated %s -> %s partitions (validate_only)", topic, target)
+            if replication[topic].warning:
+                self.log.warning("PLAN WARNING %s", replication[topic].warning)
+        unchecked = [g for g in plan.where("seed") if g not in groups]
+        for topic in names if unchecked else []:
+            self._check_access(hook, topic, target, unchecked)
+        for group in plan.of_class("excluded"):
+            self.log.warning(
+                "PLAN RISK ACCEPTED: group %s reads %s but is excluded: not paused, not seeded",
+                group,
+                ", ".join(plan.groups[group].topics or names),
+            )
+        return self._mark_key_order(hook, plan)
+
+    def _build(self, hook: KStateAdminHook, topic: str, target: int) -> Plan:
+        groups, excluded = self._named_groups()
         self._check_access(hook, topic, target, groups)  # refuses a principal without the ACLs the run needs
         verdict = self._trust_broker(topic)
         replication = check_replication(hook, topic)  # refuses partitions offline or below min ISR
@@ -288,7 +364,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
             INCREASE_NEEDS, allow, f"the increase of {topic!r}"
         )
 
-    def _continued_plan(self, keeper: LeaseKeeper, target: int) -> Plan | None:
+    def _continued_plan(self, keeper: LeaseKeeper | LeaseSet, target: int) -> Plan | None:
         """Return the plan this DAG run stored with its lease, when this is a rerun of the same run."""
         lease = keeper.held()
         if lease is None or not lease.plan:
@@ -302,16 +378,18 @@ class KStatePlanOperator(KStateIncreaseOperator):
         self.log.info("PLAN continuing the plan this run stored with its lease (%s)", lease.describe())
         return plan
 
-    def _take_lease(self, hook: KStateAdminHook, keeper: LeaseKeeper, plan: Plan) -> None:
-        """Take the topic's lease (or take it over from a run that has ended), storing the plan with it."""
+    def _take_lease(self, hook: KStateAdminHook, keeper: LeaseKeeper | LeaseSet, plan: Plan) -> None:
+        """Take the topic's lease (every topic's, for several; or take it over from a run that has ended),
+        storing the plan with it."""
         keeper.acquire(plan.to_dict())
-        current = hook.partition_count(plan.topic)
-        if current not in (plan.original_partitions, plan.target_partitions):
-            keeper.release()
-            raise TopicChangedError(
-                f"topic {plan.topic!r} changed to {current} partitions while planning; released the lease, "
-                "changed nothing. Run again."
-            )
+        for view in plan.views():
+            current = hook.partition_count(view.topic)
+            if current not in (view.original_partitions, view.target_partitions):
+                keeper.release()
+                raise TopicChangedError(
+                    f"topic {view.topic!r} changed to {current} partitions while planning; released the lease, "
+                    "changed nothing. Run again."
+                )
 
     def get_openlineage_facets_on_start(self) -> Any:
         """The topic this plan reads, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""

@@ -77,6 +77,69 @@ class KStateVerifyOperator(KStateStepOperator):
             )
 
     def execute(self, context: Context) -> dict[str, Any]:
+        if self.typed_plan.several:
+            return self._verify_set(context)
+        summary, problems = self._verify(context)
+        self._report_progress(context, summary["key_order"], problems)
+        return self._verdict(context, summary)
+
+    def _verify_set(self, context: Context) -> dict[str, Any]:
+        """A plan of several topics: each topic judged as a run of one (its own verify report, in its run
+        folder), then one verdict; the lease set is released when every topic passed."""
+        plan = self.typed_plan
+        summaries: dict[str, dict[str, Any]] = {}
+        passed: dict[str, Any] = {}
+        for view in plan.views():
+            with self.on_topic(view):
+                summaries[view.topic], _ = self._verify(context)
+            passed.update(summaries[view.topic]["key_order"].get("groups", {}))
+        failed = [t for t, s in summaries.items() if not s["ok"]]
+        self._report_progress(context, {"groups": passed}, len(failed))
+        if failed:
+            raise VerificationError(
+                "; ".join(
+                    f"{summaries[t]['problems']:,} partitions of {t!r} would have messages skipped (report "
+                    f"{summaries[t]['report_uri']})"
+                    for t in failed
+                )
+                + ". See the lines above. The leases of every topic stay held."
+            )
+        self.log.info("VERIFY %s: no group skips a message on any partition of any topic", plan.topic_names)
+        if self.release_lease:
+            self.keeper(context).release()
+        for view in plan.views():
+            with self.on_topic(view):
+                self._add_topic_event(context, view, summaries[view.topic]["partitions"])
+        return {
+            "topic": plan.topic,
+            "topics": summaries,
+            "ok": True,
+            "partitions": max(s["partitions"] for s in summaries.values()),
+            "groups": len(plan.where("seed")),
+            "problems": 0,
+            "cautions": sum(s["cautions"] for s in summaries.values()),
+            "lag_total": sum(s["lag_total"] for s in summaries.values()),
+        }
+
+    def _verdict(self, context: Context, summary: dict[str, Any]) -> dict[str, Any]:
+        """One topic: fail on a problem (the lease stays held), else release the lease, emit the Asset event."""
+        plan, uri, count = self.typed_plan, summary["report_uri"], summary["partitions"]
+        if summary["problems"]:
+            raise VerificationError(
+                f"{summary['problems']:,} partitions of {self.topic!r} would have messages skipped: see the "
+                f"lines above and the report {uri}. The lease stays held."
+            )
+        self.log.info(
+            "VERIFY %s: no group skips a message on any of its %s partitions", self.topic, f"{count:,}"
+        )
+        if self.release_lease:
+            self.keeper(context).release()
+        self._add_topic_event(context, plan, count)
+        return summary
+
+    def _verify(self, context: Context) -> tuple[dict[str, Any], int]:
+        """Judge every partition of the (one) topic for every protected group; write the verify report;
+        return the summary and the number of problems (nothing is released nor raised here)."""
         plan = self.typed_plan
         self._wait_for_leaders(plan.new_partitions)
         barrier = self._barrier(context) if check_key_order(self.key_order) == PRESERVE else {}
@@ -95,7 +158,6 @@ class KStateVerifyOperator(KStateStepOperator):
             rows = report.rows
         problems.close(uri)
         cautions.close(uri)
-        self._report_progress(context, barrier, problems.count)
         METRICS_OUT.verified(self.topic, not problems.count)
         summary = {
             "topic": self.topic,
@@ -110,18 +172,7 @@ class KStateVerifyOperator(KStateStepOperator):
             "seed_report_uri": seed_uri,
             "key_order": barrier,
         }
-        if problems.count:
-            raise VerificationError(
-                f"{problems.count:,} partitions of {self.topic!r} would have messages skipped: see the lines "
-                f"above and the report {uri}. The lease stays held."
-            )
-        self.log.info(
-            "VERIFY %s: no group skips a message on any of its %s partitions", self.topic, f"{count:,}"
-        )
-        if self.release_lease:
-            self.keeper(context).release()
-        self._add_topic_event(context, plan, count)
-        return summary
+        return summary, problems.count
 
     def _barrier(self, context: Context) -> dict[str, Any]:
         """Release every live group once it passed the key-order barrier; per group, when it did."""
@@ -179,6 +230,8 @@ class KStateVerifyOperator(KStateStepOperator):
 
     def _evidence(self, context: Context, count: int) -> tuple[SeedEvidence, str]:
         given = self.seed_report if isinstance(self.seed_report, dict) else {}
+        if isinstance(given.get("topics"), dict):  # the window of several topics: one report per topic
+            given = given["topics"].get(self.topic) or {}
         uri = str(given.get("report_uri") or self.report_uri(context, "seed"))
         try:
             evidence = SeedEvidence.from_report(count, uri, self.report_storage)

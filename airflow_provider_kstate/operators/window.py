@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.failpoints import failpoint
 from airflow_provider_kstate.increase.plan import GroupClass, PlanMode
 from airflow_provider_kstate.increase.report import ReportWriter, write_report
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps, SeedResult
+from airflow_provider_kstate.increase.topic_set import TopicSetSteps, refuse_unsupported
 from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.consumers import KStatePausingOperator
 
@@ -39,11 +41,19 @@ class KStatePauseWindowOperator(KStatePausingOperator):
     Returns a summary (per group: partitions seeded and kept) with the URI of the seed report, the
     per-group, per-partition evidence that :class:`KStateVerifyOperator` reads. ``key_order``,
     ``empty_timeout`` and ``drain_timeout``: see :class:`~airflow_provider_kstate.operators.consumers.KStatePausingOperator`.
+
+    A plan of several co-partitioned topics runs in the same one window
+    (:class:`~airflow_provider_kstate.increase.topic_set.TopicSetSteps`): the groups leave once, every topic
+    is created, each group is seeded on every topic it reads (a seed report per topic, in each topic's run
+    folder), each group rejoins once it holds an offset on every partition of those topics, and each
+    topic's producers switch. XCom then has the summary of each topic under ``topics``.
     """
 
     lineage_kind = "window"
 
     def execute(self, context: Context) -> dict[str, Any]:
+        if self.typed_plan.several:
+            return self._several(context)
         steps = self.pausing_steps(context)
         uri = self.report_uri(context, "seed")
         try:
@@ -139,6 +149,109 @@ class KStatePauseWindowOperator(KStatePausingOperator):
         except Exception as exc:  # noqa: BLE001 - the original error is raised; the guard undoes again
             self.log.error("UNDO %s failed (%s): the failure guard resumes the groups", self.topic, exc)
 
+    def _several(self, context: Context) -> dict[str, Any]:
+        """The window of a plan of several topics: one leave, every create, every seed, one rejoin."""
+        plan = self.typed_plan
+        refuse_unsupported(plan)
+        steps = self.topic_set_steps(context, **self.pausing_options())
+        uris = {view.topic: self._seed_uri(context, view) for view in plan.views()}
+        try:
+            with ExitStack() as stack:
+                reports = {
+                    t: stack.enter_context(write_report(uri, self.report_storage, evidence=True))
+                    for t, uri in uris.items()
+                }
+                summary = self._window_of_set(steps, reports)
+                rows = {t: r.rows for t, r in reports.items()}
+        finally:
+            self.control.close()
+        for view in plan.views():
+            entry = summary["topics"][view.topic]
+            entry.update(report_uri=uris[view.topic], report_rows=rows[view.topic])
+            METRICS_OUT.window(view, {**entry, "switch": summary["switch"].get(view.topic)})
+        timings = summary["timings"]
+        self.log.info(
+            "WINDOW %s: live groups out for %.3f s; every group seeded on every topic and resumed after %.3f s; "
+            "reports %s",
+            ", ".join(plan.topic_names),
+            timings["live_window_s"],
+            timings["whole_window_s"],
+            uris,
+        )
+        return summary
+
+    def _seed_uri(self, context: Context, view: Any) -> str:
+        with self.on_topic(view):
+            return self.report_uri(context, "seed")
+
+    def _window_of_set(self, steps: TopicSetSteps, reports: dict[str, ReportWriter]) -> dict[str, Any]:
+        live, offline = self._split(steps.whole)
+        timings: dict[str, float] = {}
+        started = time.monotonic()
+        try:
+            steps.pause()
+            failpoint("after_pause")
+            steps.wait_empty(self.empty_timeout)
+            failpoint("after_empty")
+            steps.increase(self.request_timeout)
+            failpoint("after_create")
+        except Exception:
+            self._undo_set(steps)
+            raise
+        first = steps.seed(live, reports)
+        failpoint("mid_seed")
+        resumed = steps.resume(live)
+        back = steps.resumed_at if steps.resumed_at is not None else time.monotonic()
+        timings["live_window_s"] = round(back - (steps.paused_at or started), 3)
+        failpoint("after_live_resume")
+        later = steps.seed(offline, reports)
+        failpoint("after_seed")
+        steps.resume(offline)
+        failpoint("after_resume")
+        timings["whole_window_s"] = round(time.monotonic() - started, 3)
+        switch = steps.scale(live)
+        failpoint("after_scale")
+        timings["switch_s"] = round(time.monotonic() - started - timings["whole_window_s"], 3)
+        topics = {
+            s.topic: {
+                "mode": str(s.plan.mode),
+                "created": s.created_from is not None,
+                **_merged(first[s.topic], later[s.topic]).summary(),
+            }
+            for s in steps.topics
+        }
+        return {
+            "topic": steps.plan.topic,
+            "topics": topics,
+            "mode": str(steps.plan.mode),
+            "created": any(t["created"] for t in topics.values()),
+            "seeded": sum(t["seeded"] for t in topics.values()),
+            "kept": sum(t["kept"] for t in topics.values()),
+            "timings": timings,
+            "switch": switch,
+            "drivers": {
+                "stopped_groups": steps.whole.stopped_groups,
+                "started_groups": resumed.get("started_groups", []),
+                "start_failures": [r.describe() for r in steps.whole.start_failures],
+            },
+        }
+
+    def _undo_set(self, steps: TopicSetSteps) -> None:
+        """Resume every paused group when no topic was grown (see :meth:`_undo`)."""
+        if steps.create_unknown:
+            self.log.warning(
+                "UNDO %s: not now: a create got no answer and may still be applied; the groups stay paused",
+                steps.plan.topic_names,
+            )
+            return
+        try:
+            if steps.plan.mode == PlanMode.INCREASE and steps.created_nothing():
+                steps.undo_before_create()
+        except Exception as exc:  # noqa: BLE001 - the original error is raised; the guard undoes again
+            self.log.error(
+                "UNDO %s failed (%s): the failure guard resumes the groups", steps.plan.topic_names, exc
+            )
+
     @staticmethod
     def _split(steps: SafeIncreaseSteps) -> tuple[list[str], list[str]]:
         seeded = steps.plan.where("seed")
@@ -146,10 +259,15 @@ class KStatePauseWindowOperator(KStatePausingOperator):
         return live, [g for g in seeded if g not in live]
 
 
+def _merged(first: SeedResult, later: SeedResult) -> SeedResult:
+    """The two seed passes of a window (live groups, then the others) as one."""
+    return SeedResult(max(first.partitions, later.partitions), {**first.groups, **later.groups})
+
+
 def _summary(
     steps: SafeIncreaseSteps, first: SeedResult, later: SeedResult, timings: dict[str, float]
 ) -> dict[str, Any]:
-    merged = SeedResult(max(first.partitions, later.partitions), {**first.groups, **later.groups})
+    merged = _merged(first, later)
     return {
         "topic": steps.topic,
         "mode": str(steps.plan.mode),  # XCom keeps plain strings

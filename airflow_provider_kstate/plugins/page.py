@@ -144,7 +144,7 @@ async function loadRuns(offset = 0) {
     const sel = $("run-topic");
     if (!sel.options.length) { sel.innerHTML = '<option value="">choose a topic</option>' + d.topics.map((t) => `<option>${esc(t)}</option>`).join(""); sel.value = topic; sel.onchange = () => loadRuns(0); }
     if (!topic) { el.innerHTML = d.topics.length ? '<p class="muted">Choose a topic.</p>' : '<p class="muted">No increase run has written a report yet.</p>'; return; }
-    const rows = d.runs.map((r) => `<tr data-row="${esc(r.run)}"><td><a href="#" data-run="${esc(r.run)}">${esc(r.run)}</a></td><td>${runLink(r.airflow)}</td>
+    const rows = d.runs.map((r) => `<tr data-row="${esc(r.run)}"><td><a href="#" data-run="${esc(r.run)}">${esc(r.run)}</a>${topicsOf(r.progress, topic)}</td><td>${runLink(r.airflow)}</td>
       <td>${r.verdict ? (r.verdict.ok ? '<span class="ok">proved</span>' : '<span class="bad">' + num(r.verdict.problems) + " partitions would skip</span>") : (r.verify_report ? "see proof" : '<span class="muted">no verify report</span>')}</td>
       <td class="n">${r.verdict ? num(r.verdict.partitions) : ""}</td><td class="n">${r.verdict ? num(r.verdict.groups) : ""}</td><td class="progress">${phasePill(r.progress)}</td><td>${esc(new Date(1000 * r.modified).toISOString().replace(".000", ""))}</td></tr>`).join("");
     const more = d.total > offset + d.limit ? `<button class="go" id="runs-more">next ${d.limit}</button>` : "";
@@ -155,6 +155,10 @@ async function loadRuns(offset = 0) {
     if (d.runs.some((r) => r.progress && r.progress.phase === "running")) listTimer = setTimeout(() => { if ($("runs").classList.contains("on")) loadRuns(listOffset); }, LIST_POLL_MS);
     if (q.get("run") && offset === 0 && !watching) openRun(topic, q.get("run"));
   } catch (e) { fail(el, e); }
+}
+function topicsOf(p, topic) {  // a run of several co-partitioned topics names them all
+  if (!p || !p.topics || p.topics.length < 2) return "";
+  return ` <span class="muted topics">with ${p.topics.filter((t) => t !== topic).map(esc).join(", ")}</span>`;
 }
 function phasePill(p) {
   if (!p || p.phase === "absent") return '<span class="muted">not recorded</span>';
@@ -199,7 +203,7 @@ function renderLive(d) {
   const head = d.running
     ? `<span class="pill ph-running">in progress</span> step <code id="live-step">${esc(d.step)}</code> for <span ${tick(d.elapsed_s)}>${secs(d.elapsed_s)}</span>; ${num(d.groups_out)} group(s) out of their group now. <span class="muted" id="live-note">Refreshes every ${POLL_MS / 1000} s.</span>`
     : `${phasePill(d)}. Ended ${esc(clock(d.updated_at))} UTC, ${secs(d.elapsed_s)} after its plan; longest downtime: ${d.max_downtime_s === null ? "none" : secs(d.max_downtime_s)}. Below, each group's final downtime${d.phase === "ended" ? ", then what the run proved" : ""}.`;
-  el.innerHTML = `<h2>Run ${esc(d.run)}</h2><div class="box" id="live-summary"><b>${esc(d.topic)}</b> ${num(d.original_partitions)} &rarr; ${num(d.target_partitions)} partitions: ${head}<br>
+  el.innerHTML = `<h2>Run ${esc(d.run)}</h2><div class="box" id="live-summary"><b>${esc((d.topics || [d.topic]).join(" + "))}</b>${d.topics && d.topics.length > 1 ? " (one run, co-partitioned)" : ""} ${num(d.original_partitions)} &rarr; ${num(d.target_partitions)} partitions: ${head}<br>
     Producers: <span class="pill" id="live-producers">${esc(d.producers)}</span> since ${esc(clock(d.producers_since))} UTC. Airflow run: ${runLink(d.airflow)}</div>
     <table id="live-groups"><thead><tr><th>group</th><th>state</th><th>driver</th><th>key order</th><th>out since (UTC)</th><th>back at (UTC)</th><th>downtime</th></tr></thead>
     <tbody>${d.groups.map((g) => liveRow(g, tick)).join("") || '<tr><td colspan="7" class="muted">no protected group</td></tr>'}</tbody></table>`;

@@ -3,7 +3,9 @@ JSON-safe dicts. No FastAPI here (see :mod:`airflow_provider_kstate.plugins.app`
 
 Each run of the increase keeps :class:`~airflow_provider_kstate.increase.events.RunProgress` in its report
 folder (``<base>/<topic>/<dag_id>_<run_id>/progress.json``, beside the seed and verify reports the proof is
-read from), written at every event of the run. A run is in one of these **phases**:
+read from), written at every event of the run. A run of several co-partitioned topics keeps the same
+document in each topic's folder (each beside that topic's reports): the run shows once under each topic,
+naming them all (``topics``). A run is in one of these **phases**:
 
 * ``running`` - the document has no outcome yet (and its Airflow run, when known, has not ended);
 * ``ended`` - the document has its outcome (``success`` or ``failed``);
@@ -71,7 +73,10 @@ def run_status(base: str, topic: str, run: str, airflow_state: str | None = None
         view = summarize(read_progress(path), now_ms(), airflow_state)
     except (ReportError, TypeError, ValueError) as exc:
         return {"phase": "unreadable", "problem": str(exc), "step": None, "outcome": None}
-    return {"phase": view["phase"], "step": view["step"], "outcome": view["outcome"]}
+    status = {"phase": view["phase"], "step": view["step"], "outcome": view["outcome"]}
+    if len(view["topics"]) > 1:  # a run of several co-partitioned topics: the list names them all
+        status["topics"] = view["topics"]
+    return status
 
 
 def group_rows(progress: RunProgress, now: int, running: bool) -> list[dict[str, Any]]:
@@ -112,6 +117,8 @@ def summarize(progress: RunProgress, now: int, airflow_state: str | None = None)
         "outcome": progress.outcome,
         "original_partitions": progress.original_partitions,
         "target_partitions": progress.target_partitions,
+        # a run of several co-partitioned topics: every one (the same document is in each topic's folder)
+        "topics": list(progress.topics) or [progress.topic],
         "started_at": progress.started_at,
         "updated_at": progress.updated_at,
         "elapsed_s": round(((now if running else progress.updated_at) - progress.started_at) / 1000.0, 3),

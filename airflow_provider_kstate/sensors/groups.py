@@ -39,12 +39,15 @@ class KStateGroupsStableSensor(KStateConditionSensor):
 
     def check_arguments(self) -> dict[str, Any]:
         plan = self.typed_plan
-        return {"topic": plan.topic, "groups": plan.where("wait"), "partitions": plan.target_partitions}
+        out = {"topic": plan.topic, "groups": plan.where("wait"), "partitions": plan.target_partitions}
+        if plan.several:  # every group on every topic it reads
+            out["topics"] = {view.topic: view.where("wait") for view in plan.views()}
+        return out
 
     def timeout_error(self, detail: dict[str, Any]) -> errors.GroupNotStableError:
         plan = self.typed_plan
         return errors.GroupNotStableError(
-            f"timed out after {self.timeout}s waiting for consumer groups on {plan.topic!r} to come back "
+            f"timed out after {self.timeout}s waiting for consumer groups on {', '.join(plan.topic_names)!r} to come back "
             f"STABLE with all {plan.target_partitions} partitions assigned: {detail}. Offsets are seeded, "
             "so restarting those consumers is safe."
         )

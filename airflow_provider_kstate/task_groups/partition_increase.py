@@ -8,6 +8,7 @@ from airflow.sdk import BaseOperator, TaskGroup, chain
 
 from airflow_provider_kstate.assets import topic_alias
 from airflow_provider_kstate.doctor.promises import Needs
+from airflow_provider_kstate.errors import KStateConfigError
 from airflow_provider_kstate.operators.approval import KStateApprovalOperator
 from airflow_provider_kstate.operators.consumers import (
     KStatePauseConsumersOperator,
@@ -61,7 +62,8 @@ __all__ = [
 
 def safe_partition_increase(
     *,
-    topic: str,
+    topic: str = "",
+    topics: list[str] | str | None = None,
     partitions: int | str,
     dry_run: bool | str = False,
     group_id: str = "safe_partition_increase",
@@ -98,7 +100,16 @@ def safe_partition_increase(
     A guard task runs when any step fails: it resumes consumers when that is safe and otherwise fails
     loudly, leaving them paused (see :class:`KStateFailureGuardOperator`).
 
-    :param topic: the topic to grow (templated).
+    Several co-partitioned topics (a join's inputs) grow together with ``topics`` (``topic`` first when
+    both are given): one plan naming every topic and every group at risk on any of them, every topic's
+    lease taken as one set, one ``pause_window`` (the groups leave once, every topic is created and each
+    group seeded on every topic it reads, the groups rejoin once), and ``verify`` judges every partition of
+    every topic (see :mod:`airflow_provider_kstate.increase.topic_set`). They run in the one window: the
+    layout of one task per step refuses them, and so does ``require_approval`` for now.
+
+    :param topic: the topic to grow (templated); may be left out when ``topics`` names the set.
+    :param topics: co-partitioned topics to grow with ``topic`` to the same count in the same run
+        (templated: a list, or a JSON list).
     :param partitions: the target partition count (templated).
     :param dry_run: stop after the plan (templated).
     :param group_id: the task group's id.
@@ -127,9 +138,21 @@ def safe_partition_increase(
         approval=approval,
     )
     single_window = options.single_window()
+    if not topic and not topics:
+        raise KStateConfigError("safe_partition_increase needs topic, or topics (a non-empty list)")
+    if (
+        isinstance(topics, (list, tuple))
+        and len([topic, *topics] if topic else topics) > 1
+        and not single_window
+    ):
+        raise KStateConfigError(
+            f"several topics ({[topic, *topics] if topic else list(topics)}) grow in the one pause window: the "
+            "layout of one task per step (your own pause, resume or scale task, or wait_for_writes) does not "
+            "take them"
+        )
     with TaskGroup(group_id=group_id, tooltip="Safe Kafka partition increase (KAFKA-12261)") as group:
         doctor = _check_broker(options)
-        plan = _plan(options, topic=topic, partitions=partitions, dry_run=dry_run)
+        plan = _plan(options, topic=topic, topics=topics, partitions=partitions, dry_run=dry_run)
         gate = KStateDryRunGateOperator(task_id="stop_if_dry_run", plan=plan.output)
         approve = _approve(options, plan)
         middle, seed_report, switch = _window(options, plan) if single_window else _per_step(options, plan)
@@ -215,12 +238,18 @@ def _check_broker(options: IncreaseOptions) -> BaseOperator:
 
 
 def _plan(
-    options: IncreaseOptions, *, topic: str, partitions: int | str, dry_run: bool | str
+    options: IncreaseOptions,
+    *,
+    topic: str,
+    topics: list[str] | str | None,
+    partitions: int | str,
+    dry_run: bool | str,
 ) -> BaseOperator:
     groups = options.groups
     return KStatePlanOperator(
         task_id="plan",
         topic=topic,
+        topics=topics,
         partitions=partitions,
         consumer_groups=groups.consumer_groups,
         exclude_groups=groups.exclude_groups,

@@ -17,6 +17,8 @@
 * :func:`advertise_through` makes one node advertise a proxy's port to clients and to the other brokers
   (its data plane), for a network cut by :class:`kstate_support.tcp_proxy.TcpProxy`; its controller
   listener (the KRaft quorum) stays direct.
+* :func:`quorum_through` puts one node's links to the controller quorum behind proxies: cut, the node is
+  isolated from the quorum while it still answers clients.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions
 
 from kstate_support import apache_kafka
+from kstate_support.tcp_proxy import TcpProxy
 
 #: The provider's own topics (their defaults).
 CONTROL_TOPIC = "_kstate_control"
@@ -75,11 +78,14 @@ def coordinator_of(admin: Any, group: str) -> int:
     return int(admin.describe_consumer_groups([group])[group].result(timeout=10).coordinator.id)
 
 
-def roles(admin: Any, data_dir: Path, bootstrap: str, topic: str, group: str) -> dict[str, int]:
-    """Which broker holds each role now (see the module); ``lease_leader`` too."""
+def roles(
+    admin: Any, data_dir: Path, bootstrap: str, topic: str, group: str, controller: bool = True
+) -> dict[str, int]:
+    """Which broker holds each role now (see the module); ``lease_leader`` too. ``controller=False`` skips
+    the quorum's leader (-1: a JVM tool, seconds of CPU)."""
     return {
         "leader": leader_of(admin, topic),
-        "controller": quorum_leader(data_dir, bootstrap),
+        "controller": quorum_leader(data_dir, bootstrap) if controller else -1,
         "coordinator": coordinator_of(admin, group),
         "control_leader": leader_of(admin, CONTROL_TOPIC),
         "lease_leader": leader_of(admin, LEASE_TOPIC),
@@ -148,6 +154,37 @@ def advertise_through(data_dir: Path, node_id: int, port: int) -> None:
     apache_kafka.start(data_dir, nodes=3)
 
 
+def quorum_through(data_dir: Path, node_id: int) -> list[TcpProxy]:
+    """Put node ``node_id``'s links to the KRaft controller quorum behind TCP proxies the test controls, and
+    restart the cluster on its data: the other nodes reach its controller listener through one proxy, it
+    reaches theirs through one proxy each (``controller.quorum.voters`` edited in each node's file). Cutting
+    the returned proxies isolates the node from the quorum (Raft fetches and votes, its broker heartbeats,
+    its metadata) while its client and replication listeners stay as they are.
+
+    The nodes are SIGKILLed for the edit (a static quorum reads its voters at start) and started again; the
+    first proxy is the node's own, then the others'.
+    """
+    layout = apache_kafka.read_layout(data_dir)
+    assert layout is not None, f"no cluster in {data_dir}"
+    nodes = apache_kafka.nodes_of(layout)
+    proxies = {n.node_id: TcpProxy(("127.0.0.1", n.controller_port)) for n in nodes}
+    for node in nodes:
+        apache_kafka.kill_node(data_dir, node.node_id)
+    for node in nodes:
+        path = data_dir / f"node-{node.node_id}" / "server.properties"
+        text = path.read_text()
+        line = next(x for x in text.splitlines() if x.startswith("controller.quorum.voters="))
+        voters = []
+        for voter in line.split("=", 1)[1].split(","):
+            vid = int(voter.split("@", 1)[0])
+            # node_id's own entry as the others see it; the others' entries as node_id sees them
+            proxied = (vid == node_id) != (node.node_id == node_id)
+            voters.append(f"{vid}@127.0.0.1:{proxies[vid].port}" if proxied else voter)
+        path.write_text(text.replace(line, "controller.quorum.voters=" + ",".join(voters)))
+    apache_kafka.start(data_dir, nodes=len(nodes))
+    return [proxies[node_id], *(p for i, p in sorted(proxies.items()) if i != node_id)]
+
+
 @dataclass
 class Kill:
     """One broker killed: which, at which step, the roles it held, and when."""
@@ -165,6 +202,8 @@ class Faults:
     failpoint, ``ClusterAdmin.increase_partitions``, ``ClusterAdmin.seed_offsets_many``.
 
     :param action: what the fault does instead of a kill (the network cut): called with the broker id.
+    :param target: the broker the fault hits whatever it holds (a cut wired to one node); else the holder
+        of ``role``.
     """
 
     data_dir: Path
@@ -172,12 +211,13 @@ class Faults:
     role: str
     held: dict[str, int]
     action: Callable[[int], None] | None = None
+    target: int | None = None
     kills: list[Kill] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def broker(self) -> int:
-        return self.held[self.role]
+        return self.target if self.target is not None else self.held[self.role]
 
     def fire(self, step: str) -> None:
         with self._lock:
@@ -223,42 +263,102 @@ class Faults:
         ]
 
 
-def offsets_gap(admin: Any, topic: str, group: str) -> tuple[int, Any, list[int]]:
+class CommittedReader:
+    """A group's committed offsets read through a Consumer of that group that never joins it (no subscribe,
+    no assign): ``Consumer.committed`` is the consumer group's own OffsetFetch, which finds the coordinator
+    again when it moved.
+
+    Not the AdminClient's ListConsumerGroupOffsets: librdkafka (2.16.0 here; upstream issue 5040, open)
+    handles an OffsetFetch answered ``NOT_COORDINATOR`` (a coordinator that moved: a broker killed,
+    restarted, a preferred leader elected) by asking the client's consumer group to look the coordinator up
+    again; an AdminClient has none (``rk_cgrp`` is NULL) and the process dies of SIGSEGV in librdkafka's main
+    thread, whose signals are blocked: no Python traceback, no faulthandler. Sampled ten times a second
+    across broker kills, it killed the matrix's pytest process (the core: ``rd_kafka_cgrp_op`` <-
+    ``rd_kafka_handle_OffsetFetch`` <- ``rd_kafka_ListConsumerGroupOffsetsResponse_parse``).
+
+    Use it from one thread; :meth:`close` it there.
+    """
+
+    def __init__(self, config: dict[str, Any], group: str) -> None:
+        from confluent_kafka import Consumer
+
+        self.group = group
+        self.consumer: Any = Consumer(
+            {**config, "group.id": group, "enable.auto.commit": False, "log_level": 0}
+        )
+
+    def offsets(self, topic: str, partitions: int, timeout: float = 5.0) -> dict[int, int]:
+        """``{partition: committed offset}`` of the group on ``topic`` (partitions without one absent).
+
+        :raises KafkaException: the answer holds an error for a partition (a coordinator that moved or is
+            loading): no partition counts as without an offset on such an answer.
+        """
+        from confluent_kafka import KafkaException, TopicPartition
+
+        answer = self.consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=timeout
+        )
+        failed = [tp for tp in answer if tp.error is not None]
+        if failed:
+            raise KafkaException(failed[0].error)
+        return {tp.partition: tp.offset for tp in answer if tp.offset >= 0}
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def offsets_gap(
+    admin: Any, topic: str, group: str, reader: CommittedReader | None = None
+) -> tuple[int, Any, list[int]]:
     """One look at the unsafe state: ``(partitions, the group's description, partitions without an offset
     of the group)``. Members in the group while a partition lacks its offset is what the safe order forbids
-    (a latest-reset member would start that partition at its end)."""
+    (a latest-reset member would start that partition at its end).
+
+    :param reader: reads the committed offsets (see :class:`CommittedReader`: where brokers die or
+        coordinators move, pass one); else the AdminClient's ListConsumerGroupOffsets.
+    """
     n = len(admin.list_topics(topic, timeout=5).topics[topic].partitions)
     desc = admin.describe_consumer_groups([group])[group].result(timeout=5)
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=5)
-    have = {tp.partition for tp in result.topic_partitions if tp.topic == topic and tp.offset >= 0}
+    if reader is not None:
+        have = set(reader.offsets(topic, n))
+    else:
+        request = [ConsumerGroupTopicPartitions(group)]
+        result = admin.list_consumer_group_offsets(request)[group].result(timeout=5)
+        have = {tp.partition for tp in result.topic_partitions if tp.topic == topic and tp.offset >= 0}
     return n, desc, sorted(set(range(n)) - have)
 
 
 class SafetyWatcher(threading.Thread):
     """Sample, in order, the partition count, the group's members, its committed offsets (see the module):
-    ``violations`` lists ``(t, members, partitions without an offset)``."""
+    ``violations`` lists ``(t, members, partitions without an offset)``. The offsets are read through a
+    :class:`CommittedReader` (made, used and closed in the watcher's thread)."""
 
     def __init__(self, config: dict[str, Any], topic: str, group: str) -> None:
         super().__init__(daemon=True)
         from confluent_kafka.admin import AdminClient
 
-        self.admin: Any = AdminClient({**config, "log_level": 0})
+        self.config = {**config, "log_level": 0}
+        self.admin: Any = AdminClient(self.config)
         self.topic, self.group = topic, group
         self.violations: list[tuple[float, int, list[int]]] = []
         self.samples = 0
         self._halt = threading.Event()
 
-    def _sample(self) -> None:
-        _, desc, missing = offsets_gap(self.admin, self.topic, self.group)
+    def _sample(self, reader: CommittedReader) -> None:
+        _, desc, missing = offsets_gap(self.admin, self.topic, self.group, reader)
         self.samples += 1
         if desc.members and missing:
             self.violations.append((time.monotonic(), len(desc.members), missing))
 
     def run(self) -> None:
-        while not self._halt.is_set():
-            with contextlib.suppress(Exception):  # a missed sample (a broker down) is fine
-                self._sample()
-            time.sleep(0.1)
+        reader = CommittedReader(self.config, self.group)
+        try:
+            while not self._halt.is_set():
+                with contextlib.suppress(Exception):  # a missed sample (a broker down) is fine
+                    self._sample(reader)
+                time.sleep(0.1)
+        finally:
+            reader.close()
 
     def stop(self) -> None:
         self._halt.set()
@@ -292,7 +392,16 @@ def offsets_partition(group: str, partitions: int = 16) -> int:
 def group_coordinated_by(admin: Any, broker: int, prefix: str) -> str:
     """A group name starting with ``prefix`` whose coordinator is ``broker`` (the leader of its
     ``__consumer_offsets`` partition now)."""
-    meta = admin.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+    deadline = time.monotonic() + 60
+    while True:  # a fresh cluster makes __consumer_offsets at the first FindCoordinator
+        meta = admin.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+        if meta.partitions and all(p.leader >= 0 for p in meta.partitions.values()):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError("__consumer_offsets was not created within 60 s")
+        with contextlib.suppress(Exception):
+            admin.describe_consumer_groups([f"{prefix}-probe"])[f"{prefix}-probe"].result(timeout=5)
+        time.sleep(0.5)
     count = len(meta.partitions)
     for i in range(1000):
         name = f"{prefix}-{i}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
@@ -19,9 +20,17 @@ def commit(admin: Any, group: str, topic: str, offsets: dict[int, int]) -> None:
     items = sorted(offsets.items())
     for first in range(0, len(items), CHUNK):
         tps = [TopicPartition(topic, p, o) for p, o in items[first : first + CHUNK]]
-        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(
-            timeout=30
-        )
+        deadline = time.monotonic() + 60
+        while True:
+            # The answer says per partition whether the offset was taken: a fresh broker's first commit comes
+            # back COORDINATOR_LOAD_IN_PROGRESS on every partition, without raising.
+            done = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group]
+            refused = {tp.partition: tp.error for tp in done.result(timeout=30).topic_partitions if tp.error}
+            if not refused:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"group {group!r} on {topic!r}: offsets refused {refused}")
+            time.sleep(0.2)
 
 
 def committed(admin: Any, group: str, topic: str, partitions: int | None = None) -> dict[int, int]:

@@ -1,8 +1,8 @@
 """A secured Apache Kafka for the tests: keys and certificates made here with ``openssl``, SCRAM users, ACLs.
 
 :func:`make_pki` writes, under one folder, a test CA, a broker certificate for ``127.0.0.1``/``localhost``,
-client certificates (their CN is the principal), a broker certificate that has expired and a second CA the
-brokers do not trust (``unknown-ca.pem``, with a client certificate it signed). :func:`secured` turns them
+client certificates (their CN is the principal), a broker certificate and a client certificate that have
+expired and a second CA the brokers do not trust (``unknown-ca.pem``, with a client certificate it signed). :func:`secured` turns them
 into the opt-in listeners of :func:`kstate_support.apache_kafka.start`:
 
 * ``SASL_SSL``: SASL/SCRAM-SHA-512 over TLS (users made with :func:`add_scram_user`);
@@ -39,6 +39,8 @@ SCRAM = "SCRAM-SHA-512"
 LISTENERS = {"SASL_SSL": "SASL_SSL", "MTLS": "SSL", "EXPIRED": "SSL", "OAUTH": "SASL_PLAINTEXT"}
 #: Client certificates :func:`make_pki` signs with the test CA (their CN is the principal name).
 CLIENT_CERTS = ("admin", "kstate", "reader")
+#: A client certificate the test CA signed that expired in 2020 (:func:`make_pki`).
+EXPIRED_CLIENT = "expired-client"
 
 
 class SecuritySetupError(RuntimeError):
@@ -112,37 +114,41 @@ def _leaf(folder: Path, name: str, cn: str, ca: str = "ca", server: bool = False
     )  # fmt: skip
 
 
-def _expired(folder: Path, name: str) -> None:
-    """A broker key and certificate signed by the test CA, valid only in January 2020 (``openssl ca``: the
-    one way OpenSSL 3.0 sets both dates)."""
+def _expired(folder: Path, name: str, cn: str = "localhost", client: bool = False) -> None:
+    """A key and certificate signed by the test CA, valid only in January 2020 (``openssl ca``: the one way
+    OpenSSL 3.0 sets both dates): a broker's (``serverAuth``), or with ``client`` a client's (``clientAuth``,
+    its CN the principal)."""
     _openssl(
         "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-        "-subj", "/CN=localhost", cwd=folder,
+        "-subj", f"/CN={cn}", cwd=folder,
     )  # fmt: skip
     db = folder / "ca-db"
     (db / "certs").mkdir(parents=True, exist_ok=True)
-    (db / "index.txt").write_text("")
-    (db / "serial").write_text("1000\n")
+    if not (db / "serial").exists():
+        (db / "index.txt").write_text("")
+        (db / "serial").write_text("1000\n")
     (folder / "ca.cnf").write_text(
         "[ca]\ndefault_ca=test\n"
         f"[test]\ndatabase={db}/index.txt\nnew_certs_dir={db}/certs\nserial={db}/serial\n"
-        "default_md=sha256\npolicy=anything\nunique_subject=no\nx509_extensions=server\n"
+        "default_md=sha256\npolicy=anything\nunique_subject=no\n"
         "[anything]\ncommonName=supplied\n"
         "[server]\nsubjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
         "basicConstraints=CA:FALSE\n"
+        "[client]\nextendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n"
     )
     _openssl(
         "ca", "-batch", "-config", "ca.cnf", "-cert", "ca.pem", "-keyfile", "ca.key", "-in", f"{name}.csr",
         "-out", f"{name}.pem", "-notext", "-startdate", "20200101000000Z", "-enddate", "20200201000000Z",
-        cwd=folder,
+        "-extensions", "client" if client else "server", cwd=folder,
     )  # fmt: skip
 
 
 def make_pki(folder: Path) -> Pki:
-    """Write the test CA, the broker's keystore, the client certificates, an expired broker certificate and
-    an unknown CA with a client certificate of its own under ``folder`` (made once: kept if present)."""
+    """Write the test CA, the broker's keystore, the client certificates, an expired broker certificate, an
+    expired client certificate (:data:`EXPIRED_CLIENT`) and an unknown CA with a client certificate of its
+    own under ``folder`` (made once: kept if present)."""
     pki = Pki(folder)
-    if pki.expired_keystore.exists():
+    if pki.cert(EXPIRED_CLIENT).exists():
         return pki
     folder.mkdir(parents=True, exist_ok=True)
     _ca(folder, "ca", "kstate-test-ca")
@@ -152,6 +158,7 @@ def make_pki(folder: Path) -> Pki:
         _leaf(folder, name, name)
     _leaf(folder, "stranger", "stranger", ca="unknown-ca")  # a client certificate of the unknown CA
     _expired(folder, "expired")
+    _expired(folder, EXPIRED_CLIENT, cn=EXPIRED_CLIENT, client=True)  # a client certificate of the test CA
     # Kafka's PEM keystore: the (unencrypted PKCS#8) key, then the certificate chain.
     pki.broker_keystore.write_text(
         pki.key("broker").read_text() + pki.cert("broker").read_text() + pki.ca.read_text()
@@ -386,16 +393,30 @@ def readme_acls(text: str, **names: str) -> list[tuple[str, str, str, str, str]]
 
 def kafkajs_security(config: dict[str, Any]) -> dict[str, Any]:
     """The ``security`` of the Node.js test apps (``clients/node/test/apps/common.js``) for librdkafka
-    settings ``config``: the CA, the client certificate and key (paths), and SASL/SCRAM credentials."""
+    settings ``config``: the CA, the client certificate and key (paths), SASL/SCRAM credentials, or the
+    principal of an unsecured OAUTHBEARER token."""
     out: dict[str, Any] = {}
     if config.get("ssl.ca.location"):
         out["ca"] = config["ssl.ca.location"]
     if config.get("ssl.certificate.location"):
         out["cert"], out["key"] = config["ssl.certificate.location"], config["ssl.key.location"]
     mechanism = str(config.get("sasl.mechanisms") or config.get("sasl.mechanism") or "")
-    if mechanism:
+    if mechanism == "OAUTHBEARER":
+        # librdkafka's unsecured token ("principal=NAME" in sasl.oauthbearer.config): the apps make the same
+        # unsecured JWS for KafkaJS's oauthBearerProvider
+        if not config.get("enable.sasl.oauthbearer.unsecure.jwt"):
+            raise SecuritySetupError("the Node.js test apps take OAUTHBEARER with unsecured tokens only")
+        extras = dict(
+            part.split("=", 1)
+            for part in str(config.get("sasl.oauthbearer.config", "")).split()
+            if "=" in part
+        )
+        out["sasl"] = {"mechanism": "oauthbearer", "principal": extras.get("principal", ADMIN)}
+    elif mechanism:
         if not mechanism.startswith("SCRAM-") and mechanism != "PLAIN":
-            raise SecuritySetupError(f"the Node.js test apps take SASL PLAIN or SCRAM, not {mechanism}")
+            raise SecuritySetupError(
+                f"the Node.js test apps take SASL PLAIN, SCRAM or OAUTHBEARER (unsecured), not {mechanism}"
+            )
         out["sasl"] = {
             "mechanism": mechanism.lower(),
             "username": config["sasl.username"],

@@ -160,6 +160,9 @@ class ConsumerFleet:
     :param name: the member-name prefix in ``timeline``.
     :param protocol: ``group.protocol``: ``classic`` (the default) or ``consumer`` (KIP-848: the broker
         owns the session and heartbeat timing, so librdkafka refuses the two settings set here for classic).
+    :param topics: subscribe to these topics instead of ``topic`` alone (a join's co-partitioned inputs);
+        what each topic delivered is in ``by_topic`` (``received`` mixes their sequence numbers).
+    :param metadata_ms: how often the consumers refresh the topics' metadata (when they see new partitions).
     """
 
     def __init__(
@@ -173,8 +176,12 @@ class ConsumerFleet:
         timeline: Timeline | None = None,
         name: str = "m",
         protocol: str = "classic",
+        topics: list[str] | None = None,
+        metadata_ms: int = CONSUMER_METADATA_MS,
     ) -> None:
         self.topic = topic
+        self.topics = list(topics or [topic])
+        self.by_topic: dict[str, set[int]] = {t: set() for t in self.topics}
         self.timeline = timeline or Timeline()
         self.members = [f"{name}{i}" for i in range(n)]
         self.group = group
@@ -187,7 +194,7 @@ class ConsumerFleet:
             **config,
             "group.id": group,
             "auto.offset.reset": "latest",
-            "topic.metadata.refresh.interval.ms": CONSUMER_METADATA_MS,
+            "topic.metadata.refresh.interval.ms": metadata_ms,
             "session.timeout.ms": 6000,
             "heartbeat.interval.ms": 500,
             "auto.commit.interval.ms": 500,
@@ -213,14 +220,14 @@ class ConsumerFleet:
         if self._controlled:
             return ControlledConsumer(
                 {**self._settings, "client.id": f"{self.group}-{i}"},
-                [self.topic],
+                self.topics,
                 check_interval=self._check_interval,
                 on_state_change=lambda state: self._on_state(member, state),
                 on_pause=lambda _c: self.timeline.record(member, "stop"),
                 **callbacks,
             )
         consumer = Consumer({**self._settings, "client.id": f"{self.group}-{i}"})
-        consumer.subscribe([self.topic], **callbacks)
+        consumer.subscribe(self.topics, **callbacks)
         self.timeline.record(member, "subscribe")
         return consumer
 
@@ -244,6 +251,7 @@ class ConsumerFleet:
                     continue
                 with self._lock:
                     self.received.add(int(msg.value()))
+                    self.by_topic[msg.topic()].add(int(msg.value()))
         finally:
             self.timeline.record(self.members[i], "stop")
             consumer.close()

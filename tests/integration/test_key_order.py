@@ -16,8 +16,9 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer
 from confluent_kafka.admin import NewPartitions
+from kstate_support.kafka import commit
 from kstate_support.key_order import KeyedProducer, OrderChecker, SlowFleet
 from kstate_support.traffic import wait_until
 
@@ -139,9 +140,7 @@ def test_the_plan_refuses_a_group_it_cannot_drive_and_names_each_group_s_driver_
     ControlledConsumers holds at the barrier, and a group without members is offline."""
     topic = make_topic("order-plan", partitions=4)
     plain, held, idle = f"{topic}-plain", f"{topic}-held", f"{topic}-idle"
-    admin.alter_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(idle, [TopicPartition(topic, p, 0) for p in range(4)])]
-    )[idle].result(30)
+    commit(admin, idle, topic, dict.fromkeys(range(4), 0))
     registry = {
         "plain-svc": {"kind": "command", "stop": "systemctl stop plain", "start": "systemctl start plain"},
         "plain-producers": {"stop": "systemctl stop feeder", "start": "systemctl start feeder"},

@@ -5,9 +5,10 @@ TLS with an expired broker certificate and SASL/OAUTHBEARER (unsecured tokens) b
 standard authorizer on. The provider gets nothing but the ``kafka`` connection's extras.
 
 Fast (``make test``): ``kstate plan`` through SCRAM over TLS with exactly the README's ACLs, and a wrong
-password refused by name. The rest (whole increases through each listener, every refusal with a live
-group that must not be paused, the ACL refusals, Spark and KafkaJS through the secured listeners) is
-``chaos``.
+password and an expired client certificate refused by name. The rest (whole increases through each
+listener, every refusal with a live group that must not be paused, the ACL refusals, Spark and KafkaJS
+through the secured listeners, KafkaJS over OAUTHBEARER with an unsecured token, a whole increase through
+SCRAM over TLS on three nodes) is ``chaos``.
 """
 
 from __future__ import annotations
@@ -195,6 +196,27 @@ def test_a_wrong_password_is_refused_naming_the_listener_and_the_cause(
     assert partitions(secure, names["topic"]) == 1
 
 
+def test_an_expired_client_certificate_is_refused_naming_the_listener_and_the_cause(
+    secure: ks.SecureCluster,
+) -> None:
+    """A client certificate of the trusted CA that expired (mutual TLS): the broker answers it with the alert
+    it gives any certificate it cannot validate; the refusal names the MTLS listener and "certificate
+    expired" with the certificate's date (read from the client's own file), within seconds, not retryable."""
+    config = {
+        **secure.client_config("MTLS", ks.ADMIN),
+        "ssl.certificate.location": str(secure.pki.cert(ks.EXPIRED_CLIENT)),
+        "ssl.key.location": str(secure.pki.key(ks.EXPIRED_CLIENT)),
+    }
+    started = time.monotonic()
+    retryable, message = refusal_of(config)
+    assert time.monotonic() - started < 15
+    assert retryable is False
+    assert (
+        f"(SSL listener at {secure.address('MTLS')}) refused the connection: certificate expired:" in message
+    )
+    assert "ssl.certificate.location expired on 2020-02-01 00:00 UTC" in message, message
+
+
 # -- chaos: whole runs through each listener, refusals with a live group --------------------------------
 
 
@@ -312,6 +334,11 @@ def refused_run(
         ("unknown CA", "certificate verify failed: self-signed certificate in certificate chain"),
         ("expired certificate", "certificate expired"),
         ("client certificate of an unknown CA", "TLS client certificate refused"),
+        (
+            "expired client certificate",
+            "certificate expired: the client's certificate (ssl.certificate.location expired on 2020-02-01 "
+            "00:00 UTC) was refused by the broker",
+        ),
     ],
 )
 def test_a_refused_connection_fails_the_plan_by_name_and_pauses_nobody(
@@ -335,6 +362,11 @@ def test_a_refused_connection_fails_the_plan_by_name_and_pauses_nobody(
             **secure.client_config("MTLS", ks.ADMIN),
             "ssl.certificate.location": str(secure.pki.cert("stranger")),
             "ssl.key.location": str(secure.pki.key("stranger")),
+        },
+        "expired client certificate": {
+            **secure.client_config("MTLS", ks.ADMIN),
+            "ssl.certificate.location": str(secure.pki.cert(ks.EXPIRED_CLIENT)),
+            "ssl.key.location": str(secure.pki.key(ks.EXPIRED_CLIENT)),
         },
     }[case]
     task_states, printed, outputs = refused_run(secure, names, run_dag, monkeypatch, capfd, caplog, config)
@@ -500,7 +532,7 @@ def test_the_spark_applications_read_through_each_secured_listener_with_either_r
 
 @pytest.mark.chaos
 @pytest.mark.skipif(bool(node_ready()), reason=node_ready() or "ready")
-@pytest.mark.parametrize("listener", ["SASL_SSL", "MTLS"])
+@pytest.mark.parametrize("listener", ["SASL_SSL", "MTLS", "OAUTH"])
 def test_the_nodejs_client_piece_through_each_secured_listener(
     secure: ks.SecureCluster,
     names: dict[str, str],
@@ -509,7 +541,8 @@ def test_the_nodejs_client_piece_through_each_secured_listener(
     listener: str,
 ) -> None:
     """The Node.js client piece (KafkaJS: ControlledConsumer members and a keyed ControlledProducer) on
-    ``listener`` (SCRAM over TLS; a client certificate), the DAG on the same listener: the members pause
+    ``listener`` (SCRAM over TLS; a client certificate; SASL/OAUTHBEARER with an unsecured JWS from KafkaJS's
+    ``oauthBearerProvider``), the DAG on the same listener: the members pause
     (leave) and resume, the producer switches to the 3-partition layout, and every record the producer
     wrote is processed."""
     topic, group = names["topic"], names["group"]
@@ -588,3 +621,58 @@ def test_exactly_the_readme_acls_let_a_state_maintenance_run_pass(
     assert (tmp_path / "snapshot").exists()
     outputs = run_outputs(dr, capfd, caplog)
     assert_no_secret(outputs)
+
+
+# -- three nodes: the secured listener of a replicated cluster ------------------------------------------
+
+
+@pytest.mark.chaos
+def test_a_whole_increase_through_scram_over_tls_on_three_nodes(
+    tmp_path: Path,
+    run_dag: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The secured listeners on a three-node cluster (KRaft, RF 3, ``min.insync.replicas=2``): the DAG and
+    the client piece connect through SASL/SCRAM-SHA-512 over TLS only (every node's SASL_SSL listener in
+    the bootstrap list), the provider's lease and control topics are made there with RF 3; 4 -> 8 under live
+    keyed traffic, 0 lost; no password in any output."""
+    sigterm = signal.getsignal(signal.SIGTERM)
+    with ks.secure_cluster(tmp_path / "secure3", nodes=3) as cluster:
+        try:
+            topic, group = f"sec3-{os.getpid()}", f"sec3-{os.getpid()}-g"
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            new = NewTopic(topic, 4, 3, config={"min.insync.replicas": "2"})
+            for future in admin.create_topics([new], request_timeout=30).values():
+                future.result(30)
+            config = cluster.client_config("SASL_SSL", ks.ADMIN)
+            assert len(config["bootstrap.servers"].split(",")) == 3
+            use_connection(monkeypatch, config)
+            started = time.monotonic()
+            with live_traffic(config, topic, group, n=2, controlled=True, rate=100) as (producer, fleet):
+                since = warm_up(producer, fleet)
+                dr = run_dag(
+                    DAG_ID, {"topic": topic, "partitions": 8, "consumer_groups": [group], "dry_run": False}
+                )
+                assert dr.state == "success", states(dr)
+                assert wait_until(lambda: set(producer.placed.values()) == set(range(8)), 30)
+                producer.stop()
+                lost = loss(producer, fleet, since, drain_timeout=60)
+            assert lost == {}, f"{len(lost)} lost"
+            assert "paused" in fleet.transitions
+            meta = admin.list_topics(timeout=10).topics
+            assert len(meta[topic].partitions) == 8
+            assert {len(p.replicas) for p in meta[topic].partitions.values()} == {3}
+            for internal in ("_kstate_control", "_kstate_leases"):
+                assert {len(p.replicas) for p in meta[internal].partitions.values()} == {3}, internal
+            outputs = run_outputs(dr, capfd, caplog)
+            assert_outputs_read(outputs, topic)
+            assert_no_secret(outputs)
+            with capfd.disabled():
+                print(
+                    f"\nthree secured nodes: 4 -> 8, {len(producer.produced)} produced, 0 lost, "
+                    f"{time.monotonic() - started:.1f} s"
+                )
+        finally:
+            release_kafka_clients(sigterm)

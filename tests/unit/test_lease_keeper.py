@@ -132,3 +132,48 @@ def test_steps_renew_the_topic_lease_once_a_third_of_its_ttl_has_passed() -> Non
     keeper._renewed_at -= 11
     with pytest.raises(LeaseHeldError, match="another run"):
         keeper.renew()
+
+
+def _set(log: MemoryLeaseLog, run: str, topics: list[str], states: dict[str, str] | None = None) -> Any:
+    from airflow_provider_kstate.lease_rules import LeaseSet
+
+    return LeaseSet.for_topics(log, topics, context(run, states=states), 60.0, Log())  # type: ignore[arg-type]
+
+
+def test_a_set_of_topics_is_leased_as_one_in_name_order_and_any_holder_refuses_it() -> None:
+    log = MemoryLeaseLog()
+    first = _set(log, "r1", ["payments", "orders"])
+    first.acquire({"topic": "payments"})
+    acquired = [r["topic"] for _, r in log.records if r["op"] == "acquire"]
+    assert acquired == ["orders", "payments"], "name order: two runs whose sets overlap cannot deadlock"
+    assert first.key == "orders,payments" and first.held() is not None
+    # a run on ONE topic of the set is refused at once, naming the holder
+    with pytest.raises(LeaseHeldError, match="d/r1"):
+        LeaseKeeper.for_topic(
+            log, "payments", context("r2", states={"d/r1": "running"}), 60.0, Log()
+        ).acquire()  # type: ignore[arg-type]
+    # a set overlapping on one topic is refused too, and gives back what it took meanwhile
+    other = _set(log, "r3", ["refunds", "payments", "aaa"], {"d/r1": "running"})
+    with pytest.raises(LeaseHeldError, match="d/r1"):
+        other.acquire()
+    assert log.current("aaa") is None and log.current("refunds") is None
+    assert log.current("orders").owner == "d/r1"  # type: ignore[union-attr]
+    held = other.current()
+    assert held is not None and held.owner == "d/r1", "current() names the foreign holder first"
+    first.renew()
+    first.release()
+    assert log.current("orders") is None and log.current("payments") is None
+
+
+def test_a_set_is_taken_over_from_an_ended_run_topic_by_topic() -> None:
+    log = MemoryLeaseLog()
+    _set(log, "r1", ["orders", "payments"]).acquire()
+    lines = Log()
+    from airflow_provider_kstate.lease_rules import LeaseSet
+
+    later = LeaseSet.for_topics(
+        log, ["orders", "payments"], context("r2", states={"d/r1": "failed"}), 60.0, lines
+    )  # type: ignore[arg-type]
+    later.acquire()
+    assert log.current("orders").owner == "d/r2" and log.current("payments").owner == "d/r2"  # type: ignore[union-attr]
+    assert sum("taking the lease over" in line for line in lines.lines) == 2

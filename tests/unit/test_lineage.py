@@ -235,3 +235,22 @@ def test_lineage_never_fails_the_task(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lineage, "bootstrap_servers", broken)
     op = KStateFastCheckOperator(task_id="fast_check", topic="t", snapshot_uri="/s")
     assert op.get_openlineage_facets_on_complete(FakeTI("fast_check", None)) is None
+
+
+def test_a_run_of_several_topics_names_each_topic_with_its_own_facet() -> None:
+    from airflow_provider_kstate.operators.window import KStatePauseWindowOperator
+
+    several = {
+        **PLAN,
+        "topics": {"orders": 2, "payments": 2},
+        "groups": {**PLAN["groups"], "audit": {"class": "empty", "topics": ["orders"]}},
+    }
+    window = KStatePauseWindowOperator(task_id="window", plan=several)
+    result = {
+        "topics": {"orders": {"created": True, "seeded": 4}, "payments": {"created": True, "seeded": 2}}
+    }
+    done = window.get_openlineage_facets_on_complete(FakeTI("window", result))
+    assert _names(done.outputs) == [("kafka://b1:9092", "orders"), ("kafka://b1:9092", "payments")]
+    orders, payments = (_facet(d) for d in done.outputs)
+    assert orders["seeded"] == 4 and orders["groups"] == {"billing": "active", "audit": "empty"}
+    assert payments["seeded"] == 2 and payments["groups"] == {"billing": "active"}

@@ -14,6 +14,7 @@ import pytest
 
 from airflow_provider_kstate.doctor import handshake as connection
 from airflow_provider_kstate.doctor.handshake import (
+    client_certificate_expiry,
     describe_refusal,
     refused_connection,
     tls_verify_failure,
@@ -126,4 +127,69 @@ def test_an_untrusted_broker_certificate_is_refused_by_name(self_signed_server: 
     message = str(refused)
     assert (
         f"(SSL listener at {self_signed_server}) refused the connection: certificate verify failed" in message
+    )
+
+
+def _client_cert(path: Path, not_before: Any, not_after: Any) -> Path:
+    """A self-signed client certificate valid from ``not_before`` to ``not_after`` (PEM)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kstate")])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .sign(key, hashes.SHA256())
+    )
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return path
+
+
+def test_an_expired_client_certificate_is_named_when_the_broker_refuses_it(tmp_path: Path) -> None:
+    """The broker (on the JDK) answers an expired client certificate with "certificate unknown", as it does
+    an unknown CA's: the client's own certificate, read locally, names the cause and its date."""
+    from datetime import datetime, timezone
+
+    expired = _client_cert(
+        tmp_path / "expired.pem",
+        datetime(2020, 1, 1, tzinfo=timezone.utc),
+        datetime(2020, 2, 1, tzinfo=timezone.utc),
+    )
+    config = {
+        "security.protocol": "SSL",
+        "bootstrap.servers": "h:9094",
+        "ssl.certificate.location": str(expired),
+        "ssl.key.location": str(tmp_path / "key.pem"),
+    }
+    detail = "ssl://h:9094/bootstrap: Receive failed: error:0A000416:SSL routines::ssl/tls alert certificate unknown"
+    message = describe_refusal(config, "_TRANSPORT", detail, "connection 'k'")
+    assert "(SSL listener at h:9094) refused the connection: certificate expired:" in message
+    assert "ssl.certificate.location expired on 2020-02-01 00:00 UTC" in message
+    assert "'certificate unknown'" in message
+    # inline PEM too; a valid certificate keeps the generic cause; not TLS: not read
+    inline = {**config, "ssl.certificate.pem": expired.read_text()}
+    del inline["ssl.certificate.location"]
+    assert client_certificate_expiry(inline) == "ssl.certificate.pem expired on 2020-02-01 00:00 UTC"
+    now = datetime.now(timezone.utc)
+    valid = _client_cert(
+        tmp_path / "valid.pem", datetime(2020, 1, 1, tzinfo=timezone.utc), now.replace(year=now.year + 1)
+    )
+    ok = {**config, "ssl.certificate.location": str(valid)}
+    assert client_certificate_expiry(ok) == ""
+    assert "TLS client certificate refused" in describe_refusal(ok, "_TRANSPORT", detail)
+    assert client_certificate_expiry({**config, "security.protocol": "PLAINTEXT"}) == ""
+    assert client_certificate_expiry({**config, "ssl.certificate.location": str(tmp_path / "none.pem")}) == ""
+    future = _client_cert(
+        tmp_path / "future.pem", now.replace(year=now.year + 1), now.replace(year=now.year + 2)
+    )
+    assert "is not valid before" in client_certificate_expiry(
+        {**config, "ssl.certificate.location": str(future)}
     )

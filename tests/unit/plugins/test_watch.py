@@ -208,3 +208,25 @@ def test_a_progress_document_too_large_or_a_folder_name_that_leaves_the_base_is_
     for topic, run in (("orders", ".."), ("..", "orders"), ("orders", "a/b"), ("/etc", "x")):
         with pytest.raises(ValueError, match="not a report folder name"):
             watch.progress_view(str(tmp_path), topic, run)
+
+
+def test_a_run_of_several_topics_shows_once_under_each_topic_naming_them_all(tmp_path: Path) -> None:
+    from airflow_provider_kstate.increase.events import RunProgress
+    from airflow_provider_kstate.plugins import watch as watching
+
+    doc = RunProgress(
+        topic="orders",
+        run="increase/m1",
+        original_partitions=4,
+        target_partitions=8,
+        topics=["orders", "payments"],
+    )
+    assert RunProgress.from_json(doc.to_json()).topics == ["orders", "payments"]
+    for topic in ("orders", "payments"):
+        folder = tmp_path / topic / "increase_m1"
+        folder.mkdir(parents=True)
+        (folder / "progress.json").write_text(doc.to_json())
+    for topic in ("orders", "payments"):
+        status = watching.run_status(str(tmp_path), topic, "increase_m1")
+        assert status is not None and status["topics"] == ["orders", "payments"]
+        assert watching.progress_view(str(tmp_path), topic, "increase_m1")["topics"] == ["orders", "payments"]

@@ -80,3 +80,48 @@ def test_the_coordinator_partition_is_kafkas() -> None:
     # Java: "hello".hashCode() == 99162322; "polygenelubricants".hashCode() == Integer.MIN_VALUE
     assert offsets_partition("hello", 50) == 99162322 % 50
     assert offsets_partition("polygenelubricants", 16) == 0
+
+
+def test_the_safety_watcher_reads_offsets_without_the_admin_offset_fetch() -> None:
+    """With a reader, a sample never sends the AdminClient's ListConsumerGroupOffsets (librdkafka dies of
+    SIGSEGV when a moved coordinator answers it NOT_COORDINATOR: see CommittedReader)."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from kstate_support.broker_faults import offsets_gap
+
+    admin = mock.Mock()
+    admin.list_topics.return_value = SimpleNamespace(
+        topics={"t": SimpleNamespace(partitions={0: 0, 1: 1, 2: 2})}
+    )
+    desc = SimpleNamespace(members=[object()])
+    admin.describe_consumer_groups.return_value = {"g": mock.Mock(result=mock.Mock(return_value=desc))}
+    reader = mock.Mock()
+    reader.offsets.return_value = {0: 5, 2: 7}
+    n, got, missing = offsets_gap(admin, "t", "g", reader)
+    assert (n, got, missing) == (3, desc, [1])
+    reader.offsets.assert_called_once_with("t", 3)
+    admin.list_consumer_group_offsets.assert_not_called()
+
+
+def test_an_answer_with_a_partition_error_is_no_sample() -> None:
+    """A partition answered with an error (a coordinator moving or loading) does not count as a partition
+    without an offset: the whole answer raises and the sample is skipped."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from confluent_kafka import KafkaError, KafkaException
+    from kstate_support.broker_faults import CommittedReader
+
+    reader = CommittedReader.__new__(CommittedReader)
+    reader.consumer = mock.Mock()
+    ok = [
+        SimpleNamespace(partition=0, offset=5, error=None),
+        SimpleNamespace(partition=1, offset=-1001, error=None),
+    ]
+    reader.consumer.committed.return_value = ok
+    assert reader.offsets("t", 2) == {0: 5}
+    errored = SimpleNamespace(partition=1, offset=-1001, error=KafkaError(KafkaError.NOT_COORDINATOR))
+    reader.consumer.committed.return_value = [ok[0], errored]
+    with pytest.raises(KafkaException):
+        reader.offsets("t", 2)

@@ -40,3 +40,23 @@ def test_the_readme_lists_the_acls_the_test_grants() -> None:
     assert ("alice", "GROUP", "g1", "LITERAL", "DESCRIBE") in acls
     assert ("alice", "TOPIC", "_kstate_", "PREFIXED", "WRITE") in acls
     assert ("alice", "TRANSACTIONAL_ID", "kstate-doctor-", "PREFIXED", "WRITE") in acls
+
+
+def test_the_nodejs_apps_get_the_principal_of_an_unsecured_oauthbearer_token() -> None:
+    """librdkafka's unsecured OAUTHBEARER settings become the Node.js apps' ``oauthbearer`` SASL (their
+    ``oauthBearerProvider`` makes the JWS); a signed-token setting is refused, not silently dropped."""
+    oauth = {
+        "bootstrap.servers": "127.0.0.1:1",
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "OAUTHBEARER",
+        "enable.sasl.oauthbearer.unsecure.jwt": True,
+        "sasl.oauthbearer.config": "principal=kstate",
+    }
+    assert ks.kafkajs_security(oauth) == {"sasl": {"mechanism": "oauthbearer", "principal": "kstate"}}
+    signed = {k: v for k, v in oauth.items() if k != "enable.sasl.oauthbearer.unsecure.jwt"}
+    try:
+        ks.kafkajs_security(signed)
+    except ks.SecuritySetupError as exc:
+        assert "unsecured" in str(exc)
+    else:
+        raise AssertionError("a signed-token config was accepted")

@@ -268,3 +268,25 @@ def test_both_shipped_dags_ask_for_an_approval_when_the_param_says_so() -> None:
         }
         assert approve.downstream_task_ids == {f"safe_partition_increase.{then}"}
         assert approve.require_approval == "{{ params.require_approval }}"
+
+
+def test_several_topics_go_to_the_plan_and_only_in_the_one_window() -> None:
+    from airflow.sdk import DAG
+
+    from airflow_provider_kstate.errors import KStateConfigError
+    from airflow_provider_kstate.task_groups.partition_increase import StepsConfig, safe_partition_increase
+
+    with DAG("unit_several", schedule=None):
+        group = safe_partition_increase(topics=["orders", "payments"], partitions=8)
+        plan = group.children["safe_partition_increase.plan"]
+        assert (plan.topic, plan.topics) == ("", ["orders", "payments"])  # type: ignore[attr-defined]
+        assert "topics" in plan.template_fields
+        with pytest.raises(KStateConfigError, match="one pause window"):
+            safe_partition_increase(
+                topics=["orders", "payments"],
+                partitions=8,
+                steps=StepsConfig(single_window=False),
+                group_id="s",
+            )
+        with pytest.raises(KStateConfigError, match="needs topic, or topics"):
+            safe_partition_increase(partitions=8, group_id="none")

@@ -57,9 +57,22 @@ function parseValue (value) {
 }
 
 /**
+ * An unsecured JWS (`alg: none`, no signature) for SASL/OAUTHBEARER: what Apache Kafka's default
+ * OAUTHBEARER server callback (the unsecured validator: tests only) accepts, as librdkafka's
+ * `enable.sasl.oauthbearer.unsecure.jwt` makes it. `sub` is the principal; valid for an hour.
+ */
+function unsecuredJwt (principal, lifetimeS = 3600) {
+  const b64 = (obj) => Buffer.from(JSON.stringify(obj)).toString('base64url')
+  const iat = Math.floor(Date.now() / 1000)
+  return `${b64({ alg: 'none' })}.${b64({ sub: principal, iat, exp: iat + lifetimeS })}.`
+}
+
+/**
  * The options of `new Kafka(...)` for `config.brokers` and, for a secured cluster, `config.security`:
  * `{"ca": path, "cert": path, "key": path, "sasl": {"mechanism": "scram-sha-512", "username", "password"}}`
- * (PEM files, read here: KafkaJS takes their contents).
+ * (PEM files, read here: KafkaJS takes their contents), or, for SASL/OAUTHBEARER with unsecured tokens,
+ * `"sasl": {"mechanism": "oauthbearer", "principal": name}`: KafkaJS's `oauthBearerProvider` then hands out
+ * an unsecured JWS for `principal` (a fresh one at each authentication).
  */
 function kafkaOptions (config, clientId) {
   const security = config.security || {}
@@ -72,8 +85,13 @@ function kafkaOptions (config, clientId) {
       options.ssl.key = fs.readFileSync(security.key, 'utf8')
     }
   }
-  if (security.sasl) options.sasl = security.sasl
+  if (security.sasl && security.sasl.mechanism === 'oauthbearer') {
+    const principal = security.sasl.principal
+    options.sasl = { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: unsecuredJwt(principal) }) }
+  } else if (security.sasl) {
+    options.sasl = security.sasl
+  }
   return options
 }
 
-module.exports = { now, emit, commands, RangeAssigner, parseValue, kafkaOptions }
+module.exports = { now, emit, commands, RangeAssigner, parseValue, kafkaOptions, unsecuredJwt }

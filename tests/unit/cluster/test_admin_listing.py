@@ -1,0 +1,130 @@
+"""Unit tests of ClusterAdmin's group listing and committed offsets when a broker answers in part: a partial
+answer is asked again or refused, never read as "no such group" or "no offset" (fakes of confluent-kafka's
+admin results; real KafkaError values)."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from airflow_provider_kstate.cluster.admin import ClusterAdmin
+from airflow_provider_kstate.errors import KafkaRequestError, KafkaRequestRefusedError, SeedError
+
+LOADING = KafkaException(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
+DENIED = KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
+
+
+def _done(value: Any) -> Future[Any]:
+    future: Future[Any] = Future()
+    future.set_result(value)
+    return future
+
+
+class Listing:
+    """A client whose ListGroups answers come from ``answers`` in turn (the last one repeats)."""
+
+    def __init__(self, *answers: tuple[list[str], list[Any]]) -> None:
+        self.answers = list(answers)
+        self.calls = 0
+
+    def list_consumer_groups(self, request_timeout: float) -> Future[Any]:
+        valid, errors = self.answers[min(self.calls, len(self.answers) - 1)]
+        self.calls += 1
+        return _done(SimpleNamespace(valid=[SimpleNamespace(group_id=g) for g in valid], errors=errors))
+
+
+def _admin(client: Any, timeout: float = 2.0) -> ClusterAdmin:
+    return ClusterAdmin({"bootstrap.servers": "b:1"}, timeout=timeout, client=client)
+
+
+def test_a_loading_coordinator_is_asked_again_and_every_group_listed() -> None:
+    client = Listing((["a"], [LOADING]), (["a", "idle"], []))
+    assert _admin(client).list_groups() == ["a", "idle"]
+    assert client.calls == 2
+
+
+def test_a_partial_list_is_never_returned() -> None:
+    client = Listing((["a"], [LOADING]))
+    with pytest.raises(KafkaRequestError, match="COORDINATOR_LOAD_IN_PROGRESS") as err:
+        _admin(client, timeout=1.0).list_groups()
+    assert err.value.retryable and "would not be protected" in str(err.value)
+    assert client.calls >= 2
+
+
+def test_a_denied_list_fails_at_once_without_a_retry() -> None:
+    client = Listing((["a"], [DENIED]))
+    with pytest.raises(KafkaRequestRefusedError, match="GROUP_AUTHORIZATION_FAILED") as err:
+        _admin(client).list_groups()
+    assert not err.value.retryable and client.calls == 1
+
+
+class Offsets:
+    """A client whose OffsetFetch answers partition 1 of ``topic`` with ``error``."""
+
+    def __init__(self, error: KafkaError | None) -> None:
+        self.error = error
+
+    def list_consumer_group_offsets(
+        self, requests: list[Any], request_timeout: float
+    ) -> dict[str, Future[Any]]:
+        (request,) = requests
+        parts = [  # confluent-kafka's TopicPartition: its error is read-only, None when the partition is fine
+            SimpleNamespace(
+                topic=tp.topic,
+                partition=tp.partition,
+                offset=-1001 if tp.partition == 1 and self.error else 7,
+                error=self.error if tp.partition == 1 else None,
+            )
+            for tp in request.topic_partitions
+        ]
+        return {request.group_id: _done(SimpleNamespace(topic_partitions=parts))}
+
+
+def test_offsets_answered_in_full_are_read() -> None:
+    found = dict(_admin(Offsets(None)).committed_offsets_many(["g"], "t", partitions=3))
+    assert found == {"g": {0: 7, 1: 7, 2: 7}}
+
+
+def test_a_partition_answered_with_an_error_is_not_read_as_no_offset() -> None:
+    with pytest.raises(KafkaRequestError, match="partition 1") as err:
+        dict(
+            _admin(Offsets(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))).committed_offsets_many(
+                ["g"], "t", 3
+            )
+        )
+    assert err.value.retryable and "not read as 'no offset'" in str(err.value)
+
+
+class Seeding:
+    """A client whose offset commits answer every partition with ``first`` once, then take them."""
+
+    def __init__(self, first: KafkaError) -> None:
+        self.first, self.calls = first, 0
+
+    def alter_consumer_group_offsets(
+        self, requests: list[Any], request_timeout: float
+    ) -> dict[str, Future[Any]]:
+        (request,) = requests
+        error = self.first if self.calls == 0 else None
+        self.calls += 1
+        parts = [SimpleNamespace(partition=tp.partition, error=error) for tp in request.topic_partitions]
+        return {request.group_id: _done(SimpleNamespace(topic_partitions=parts))}
+
+
+def test_a_seed_a_loading_coordinator_refused_is_sent_again() -> None:
+    """A fresh Apache Kafka 4.4 broker answers the first offset commit COORDINATOR_LOAD_IN_PROGRESS on every
+    partition (measured); the seed asks again instead of failing the window's step."""
+    client = Seeding(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
+    _admin(client).seed_offsets("g", "t", {0: 0, 1: 0})
+    assert client.calls == 2
+
+
+def test_a_seed_refused_for_another_reason_fails_at_once_naming_it() -> None:
+    client = Seeding(KafkaError(KafkaError.UNKNOWN_MEMBER_ID))
+    with pytest.raises(SeedError, match="Unknown member"):
+        _admin(client).seed_offsets("g", "t", {0: 0})
+    assert client.calls == 1

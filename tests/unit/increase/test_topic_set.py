@@ -1,0 +1,252 @@
+"""Unit tests of increase/topic_set.py: several co-partitioned topics in one run (fakes; the real broker's
+side is tests/integration/test_multi_topic_increase.py)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import pytest
+from kstate_support.fakes import PLAN
+from kstate_support.fakes import group_info as _info
+
+from airflow_provider_kstate.errors import (
+    InternalTopicError,
+    InvalidArgumentError,
+    TopicNotFoundError,
+    UnequalPartitionCountsError,
+    UnprotectedGroupError,
+)
+from airflow_provider_kstate.increase.model import GroupInfo
+from airflow_provider_kstate.increase.plan import Plan, describe
+from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
+from airflow_provider_kstate.increase.topic_set import (
+    TopicSetSteps,
+    build_topic_set_plan,
+    check_counts,
+    refuse_unsupported,
+    topic_set,
+)
+
+
+class Cluster:
+    """Topics with partition counts, groups with their offsets per topic (``{group: {topic: {p: offset}}}``)."""
+
+    def __init__(self, counts: dict[str, int], reads: dict[str, dict[str, dict[int, int]]]) -> None:
+        self.counts = dict(counts)
+        self.offsets = reads
+        self.infos = {g: _info(g, "STABLE", 1) for g in reads}
+        self.calls: list[tuple[str, Any]] = []
+
+    # -- what the plan asks
+    def partition_count(self, topic: str) -> int:
+        if topic not in self.counts:
+            raise TopicNotFoundError(f"topic {topic!r} does not exist on the cluster")
+        return self.counts[topic]
+
+    def groups_on_topic(self, topic: str, partitions: int | None = None) -> list[str]:
+        return sorted(g for g, topics in self.offsets.items() if topic in topics)
+
+    def group_types(self) -> dict[str, str]:
+        return dict.fromkeys(self.offsets, "CLASSIC")
+
+    def share_groups_on_topic(self, topic: str, types: dict[str, str]) -> dict[str, str] | None:
+        return {}
+
+    def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
+        return {g: self.infos.get(g, GroupInfo(g, "DEAD", "CLASSIC", "")) for g in groups}
+
+    # -- what the steps do
+    def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
+        if not validate_only:
+            self.calls.append(("create", topic))
+            self.counts[topic] = total
+
+    def committed_offsets_many(
+        self, groups: Iterable[str], topic: str, partitions: int | None = None
+    ) -> Iterator[tuple[str, dict[int, int]]]:
+        for g in groups:
+            yield g, dict(self.offsets.get(g, {}).get(topic, {}))
+
+    def log_starts(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+        return dict.fromkeys(partitions, 0)
+
+    def seed_offsets_many(self, topic: str, offsets: Mapping[str, Mapping[int, int]]) -> None:
+        self.calls.append(("seed", topic, sorted(offsets)))
+        for g, o in offsets.items():
+            self.offsets.setdefault(g, {}).setdefault(topic, {}).update(o)
+
+
+class Control:
+    def __init__(self, calls: list[tuple[str, Any]]) -> None:
+        self.calls = calls
+
+    def pause(self, groups: list[str], topic: str, issuer: str) -> int:
+        self.calls.append(("pause", sorted(groups)))
+        for g in groups:  # they leave
+            self.infos[g] = _info(g, "EMPTY")
+        return 1
+
+    def resume(self, groups: list[str], topic: str, issuer: str) -> int:
+        self.calls.append(("resume", sorted(groups)))
+        return 2
+
+    def set_layout(self, topic: str, partitions: int, issuer: str) -> int:
+        self.calls.append(("layout", topic, partitions))
+        return 3
+
+    infos: dict[str, GroupInfo] = {}
+
+
+def _cluster() -> Cluster:
+    """orders and payments (4 each); join reads both, audit only orders."""
+    full = {p: 10 for p in range(4)}
+    return Cluster(
+        {"orders": 4, "payments": 4, "refunds": 6},
+        {"join": {"orders": dict(full), "payments": dict(full)}, "audit": {"orders": dict(full)}},
+    )
+
+
+def test_the_set_is_read_in_order_and_bad_input_is_named() -> None:
+    assert topic_set("orders", ["payments"]) == ["orders", "payments"]
+    assert topic_set(None, ["orders", "payments"]) == ["orders", "payments"]
+    assert topic_set("orders") == ["orders"]
+    with pytest.raises(InvalidArgumentError, match="no topic"):
+        topic_set(None, [])
+    with pytest.raises(InvalidArgumentError, match=r"\['orders'\] are named twice"):
+        topic_set("orders", ["orders", "payments"])
+    with pytest.raises(InternalTopicError, match="__consumer_offsets"):
+        topic_set(None, ["orders", "__consumer_offsets"])
+    with pytest.raises(InvalidArgumentError, match="non-empty"):
+        topic_set(None, ["orders", " "])
+
+
+def test_unequal_counts_are_refused_naming_each_unless_the_others_are_at_the_target() -> None:
+    check_counts({"orders": 4, "payments": 4}, 8)
+    check_counts({"orders": 4, "payments": 8}, 8)  # a crashed run created payments: a repair there
+    check_counts({"orders": 8, "payments": 8}, 8)
+    with pytest.raises(UnequalPartitionCountsError, match="orders: 4, payments: 6") as refused:
+        check_counts({"orders": 4, "payments": 6}, 8)
+    assert not refused.value.retryable
+
+
+def test_the_plan_names_every_topic_and_every_group_once_with_the_topics_it_reads() -> None:
+    cluster = _cluster()
+    plan = build_topic_set_plan(cluster, ["orders", "payments"], 8)  # type: ignore[arg-type]
+    assert plan.several and plan.topic == "orders" and plan.topics == {"orders": 4, "payments": 4}
+    assert plan.where("pause") == ["audit", "join"], "each group once"
+    assert plan.groups["audit"].topics == ("orders",) and plan.groups["join"].topics == ()
+    views = {v.topic: v for v in plan.views()}
+    assert list(views["orders"].groups) == ["audit", "join"] and list(views["payments"].groups) == ["join"]
+    assert views["payments"].new_partitions == range(4, 8) and not views["payments"].several
+    text = "\n".join(describe(plan))
+    assert "co-partitioned topics orders, payments" in text and "topic payments: 4 -> 8" in text
+    assert "group audit: active" in text and "on orders\n" in text + "\n"
+
+
+def test_bad_sets_change_nothing_and_name_the_problem() -> None:
+    cluster = _cluster()
+    with pytest.raises(UnequalPartitionCountsError, match="orders: 4, refunds: 6"):
+        build_topic_set_plan(cluster, ["orders", "refunds"], 8)  # type: ignore[arg-type]
+    with pytest.raises(TopicNotFoundError, match="'nope'"):
+        build_topic_set_plan(cluster, ["orders", "nope"], 8)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="twice"):
+        build_topic_set_plan(cluster, ["orders", "orders"], 8)  # type: ignore[arg-type]
+    # a group at risk on any topic of the set must be named when groups are named
+    with pytest.raises(UnprotectedGroupError, match="audit"):
+        build_topic_set_plan(cluster, ["orders", "payments"], 8, ["join"])  # type: ignore[arg-type]
+    assert cluster.calls == []
+
+
+def test_the_plan_round_trips_and_an_old_plan_of_one_topic_still_reads() -> None:
+    plan = build_topic_set_plan(_cluster(), ["orders", "payments"], 8)  # type: ignore[arg-type]
+    data = json.loads(json.dumps(plan.to_dict()))
+    assert data["topics"] == {"orders": 4, "payments": 4} and data["groups"]["audit"]["topics"] == ["orders"]
+    assert "topics" not in data["groups"]["join"], "a group reading every topic writes nothing more"
+    assert Plan.from_dict(data) == plan
+    old = Plan.from_dict(PLAN)
+    assert not old.several and old.topic_names == [old.topic] and old.for_topic(old.topic) is old
+    assert "topics" not in old.to_dict()
+    repair = build_topic_set_plan(_cluster(), ["orders", "payments"], 4)  # type: ignore[arg-type]
+    assert repair.mode == "repair"
+    half = Cluster({"orders": 4, "payments": 8}, {})
+    assert build_topic_set_plan(half, ["orders", "payments"], 8).mode == "increase"  # type: ignore[arg-type]
+
+
+def test_a_drain_is_refused_for_several_topics() -> None:
+    plan = build_topic_set_plan(_cluster(), ["orders", "payments"], 8)  # type: ignore[arg-type]
+    refuse_unsupported(plan)
+    with pytest.raises(InvalidArgumentError, match="cannot drain"):
+        refuse_unsupported(
+            plan.replace(groups={**plan.groups, "join": plan.groups["join"].replace(key_order="drained")})
+        )
+
+
+def _set_steps(cluster: Cluster, plan: Plan) -> TopicSetSteps:
+    control: Any = Control(cluster.calls)
+    control.infos = cluster.infos
+    log = logging.getLogger("test_topic_set")
+    renewals: list[int] = []
+    options: dict[str, Any] = {"key_order": "relax", "lease_check": lambda: renewals.append(1)}
+    whole = SafeIncreaseSteps(plan, cluster, control, log, "d/r", **options)  # type: ignore[arg-type]
+    views = [SafeIncreaseSteps(v, cluster, control, log, "d/r", **options) for v in plan.views()]  # type: ignore[arg-type]
+    return TopicSetSteps(whole, views)
+
+
+def test_one_window_pauses_once_creates_every_topic_seeds_each_group_where_it_reads_and_resumes_once() -> (
+    None
+):
+    cluster = _cluster()
+    plan = build_topic_set_plan(cluster, ["orders", "payments"], 8)  # type: ignore[arg-type]
+    steps = _set_steps(cluster, plan)
+    live = plan.where("seed")
+    steps.pause()
+    steps.wait_empty(5)
+    steps.increase(5)
+    seeded = steps.seed(live, {})
+    steps.resume(live)
+    steps.scale(live)
+    kinds = [c[0] for c in cluster.calls]
+    assert kinds.count("pause") == 1 and kinds.count("resume") == 1, cluster.calls
+    assert ("create", "orders") in cluster.calls and ("create", "payments") in cluster.calls
+    assert ("seed", "orders", ["audit", "join"]) in cluster.calls
+    assert ("seed", "payments", ["join"]) in cluster.calls, "audit reads only orders: not seeded on payments"
+    assert kinds.index("resume") > max(i for i, k in enumerate(kinds) if k == "seed")
+    assert ("layout", "orders", 8) in cluster.calls and ("layout", "payments", 8) in cluster.calls
+    assert seeded["payments"].groups["join"]["seeded"] == 4
+    assert sorted(cluster.offsets["join"]["payments"]) == list(range(8))
+    assert "payments" not in cluster.offsets["audit"]
+
+
+def test_no_group_resumes_while_it_lacks_an_offset_on_any_topic() -> None:
+    from airflow_provider_kstate.errors import UnsafeResumeError
+
+    cluster = _cluster()
+    plan = build_topic_set_plan(cluster, ["orders", "payments"], 8)  # type: ignore[arg-type]
+    steps = _set_steps(cluster, plan)
+    steps.pause()
+    steps.increase(5)
+    steps.topics[0].seed(plan.where("seed"))  # orders only: payments' new partitions have no offsets
+    with pytest.raises(UnsafeResumeError, match="payments"):
+        steps.resume(plan.where("seed"))
+    assert [c for c in cluster.calls if c[0] == "resume"] == []
+
+
+def test_nothing_is_created_when_a_topic_changed_behind_the_run() -> None:
+    from airflow_provider_kstate.errors import TopicChangedError
+
+    cluster = _cluster()
+    plan = build_topic_set_plan(cluster, ["orders", "payments"], 8)  # type: ignore[arg-type]
+    steps = _set_steps(cluster, plan)
+    cluster.counts["payments"] = 5
+    with pytest.raises(TopicChangedError, match="'payments' has 5"):
+        steps.increase(5)
+    assert [c for c in cluster.calls if c[0] == "create"] == []
+    assert not steps.created_nothing(), "a topic changed: the window does not undo, the guard decides"
+    fresh = _set_steps(_cluster(), plan)
+    assert fresh.created_nothing()
+    fresh.undo_before_create()  # every group resumes once; every topic's producers on its layout
+    calls = fresh.whole.admin.calls  # type: ignore[attr-defined]
+    assert calls == [("resume", ["audit", "join"]), ("layout", "orders", 4), ("layout", "payments", 4)]
