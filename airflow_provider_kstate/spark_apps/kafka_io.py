@@ -542,7 +542,8 @@ def fold_partition(
 
 
 def drain_count(kafka_config: Mapping[str, Any], topic: str, ranges: Mapping[int, tuple[int, int]]) -> int:
-    """Read every range with one consumer doing nothing else and return the number of records (the limit).
+    """Read every range with one consumer doing nothing else and return the number of records in it (the
+    limit): each partition up to its range's end, whatever is written after it (a live topic).
 
     :param kafka_config: librdkafka settings.
     :param topic: the topic.
@@ -555,15 +556,27 @@ def drain_count(kafka_config: Mapping[str, Any], topic: str, ranges: Mapping[int
     consumer.assign([TopicPartition(topic, p, ranges[p][0]) for p in todo])
     most = sum(e - s for s, e in ranges.values() if s < e)  # records left, at most (markers take offsets)
     count = 0
+
+    def done(partition: int) -> None:
+        # a partition is read once its range's end is reached (a record at or past it, or the log's end):
+        # records written after the range was taken are not counted, and never waited for
+        todo.discard(partition)
+        consumer.pause([TopicPartition(topic, partition)])
+
     try:
         while todo:
             # ask for no more than can still come (records plus one EOF event per partition), so the last
             # batch returns when it is complete instead of idling for the poll timeout
             for m in consumer.consume(max(1, min(BATCH, most - count + len(todo))), timeout=_POLL):
-                if m.error() is not None:
-                    todo.discard(m.partition())
+                partition = m.partition()
+                if partition not in todo:
+                    continue
+                if m.error() is not None or m.offset() >= ranges[partition][1]:
+                    done(partition)
                     continue
                 count += 1
+                if m.offset() + 1 >= ranges[partition][1]:
+                    done(partition)
     finally:
         consumer.close()
     return count
