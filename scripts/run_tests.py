@@ -5,9 +5,10 @@ Extra arguments go to pytest.
     python scripts/run_tests.py [-k expr] [-m "not deployment"]
 
 Without test paths among the arguments the suite runs as two pytest processes side by side on the one
-broker: ``tests/e2e`` (a real Airflow deployment; its tests mostly wait for the scheduler, ~3/4 of the
-machine idle) and everything else. The e2e output is kept in ``.kstate/e2e-pytest.log`` and printed once
-both finished, followed by the other's summary again, so the output still ends on a pytest summary. ``KSTATE_TEST_SERIAL=1``
+broker: :data:`BESIDE` (``tests/e2e``, a real Airflow deployment whose tests mostly wait for its scheduler,
+~3/4 of the machine idle, and the two slowest integration modules) and everything else. The second
+process's output is kept in ``.kstate/e2e-pytest.log`` and printed once both finished, followed by the
+other's summary again, so the output still ends on a pytest summary. ``KSTATE_TEST_SERIAL=1``
 runs one pytest process, as with test paths.
 """
 
@@ -23,6 +24,9 @@ from kstate_support import ROOT
 from kstate_support import broker as broker_helper
 
 E2E = "tests/e2e"
+#: The second process: the e2e deployment, and beside its idle waits the state maintenance runs (Spark, ~3.5
+#: min) and the 3-node broker-fault case (~2 min), which made the other process the critical path (20 min).
+BESIDE = (E2E, "tests/integration/test_state_maintenance.py", "tests/integration/test_broker_faults.py")
 E2E_LOG = ROOT / ".kstate" / "e2e-pytest.log"
 
 
@@ -39,8 +43,9 @@ def _pytest(args: list[str]) -> int:
 
 
 def _side_by_side(args: list[str]) -> int:
-    """Run ``tests/e2e`` and the rest as two pytest processes at once; return the worse exit status."""
-    e2e_cmd, rest_cmd = _command([*args, E2E]), _command([*args, "--ignore", E2E, "tests"])
+    """Run :data:`BESIDE` and the rest as two pytest processes at once; return the worse exit status."""
+    ignored = [arg for path in BESIDE for arg in ("--ignore", path)]
+    e2e_cmd, rest_cmd = _command([*args, *BESIDE]), _command([*args, *ignored, "tests"])
     E2E_LOG.parent.mkdir(parents=True, exist_ok=True)
     print("+", " ".join(e2e_cmd), f"> {E2E_LOG.relative_to(ROOT)} (alongside)", flush=True)
     with E2E_LOG.open("wb") as log:
@@ -53,7 +58,7 @@ def _side_by_side(args: list[str]) -> int:
             raise
         finally:
             status = e2e.wait()
-    print(f"\n{'=' * 25} {E2E} (ran alongside the rest) {'=' * 25}", flush=True)
+    print(f"\n{'=' * 25} {', '.join(BESIDE)} (ran alongside the rest) {'=' * 25}", flush=True)
     sys.stdout.buffer.write(E2E_LOG.read_bytes())
     print(f"\n{'=' * 25} the rest's summary again (exit status {rest}) {'=' * 25}", flush=True)
     sys.stdout.buffer.write(b"".join(summary))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -117,9 +118,10 @@ class KStatePauseWindowOperator(KStatePausingOperator):
             },
         }
 
-    def _before_create(self, steps: SafeIncreaseSteps) -> None:
-        """Pause, wait EMPTY and create; a failure before the partitions exist resumes every paused group
-        at once (the run changed nothing), then fails the task."""
+    def _before_create(self, steps: Any, undo: Callable[[Any], None] | None = None) -> None:
+        """Pause, wait EMPTY and create (one topic's steps, or a topic set's); a failure before the
+        partitions exist resumes every paused group at once (the run changed nothing: ``undo``, by default
+        :meth:`_undo`), then fails the task."""
         try:
             steps.pause()
             failpoint("after_pause")
@@ -128,7 +130,7 @@ class KStatePauseWindowOperator(KStatePausingOperator):
             steps.increase(self.request_timeout)
             failpoint("after_create")
         except Exception:
-            self._undo(steps)
+            (undo or self._undo)(steps)
             raise
 
     def _undo(self, steps: SafeIncreaseSteps) -> None:
@@ -188,16 +190,7 @@ class KStatePauseWindowOperator(KStatePausingOperator):
         live, offline = self._split(steps.whole)
         timings: dict[str, float] = {}
         started = time.monotonic()
-        try:
-            steps.pause()
-            failpoint("after_pause")
-            steps.wait_empty(self.empty_timeout)
-            failpoint("after_empty")
-            steps.increase(self.request_timeout)
-            failpoint("after_create")
-        except Exception:
-            self._undo_set(steps)
-            raise
+        self._before_create(steps, self._undo_set)
         first = steps.seed(live, reports)
         failpoint("mid_seed")
         resumed = steps.resume(live)
