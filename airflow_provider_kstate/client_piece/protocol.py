@@ -60,12 +60,25 @@ from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
+from airflow_provider_kstate.defaults import (  # re-exported: the value lives there (parse time)
+    DEFAULT_CONTROL_TOPIC as DEFAULT_CONTROL_TOPIC,
+)
+from airflow_provider_kstate.defaults import (
+    DRAIN as DRAIN,
+)
+from airflow_provider_kstate.defaults import (
+    PRESERVE as PRESERVE,
+)
+from airflow_provider_kstate.defaults import (
+    RELAX as RELAX,
+)
+from airflow_provider_kstate.defaults import (
+    KeyOrder as KeyOrder,
+)
 from airflow_provider_kstate.documents import Document
-from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import ControlRecordError
 
 PROTOCOL_VERSION: Final = 1
-DEFAULT_CONTROL_TOPIC = "_kstate_control"
 CONTROL_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "message.timestamp.type": "LogAppendTime",
@@ -97,22 +110,6 @@ ACK_STATES = (
     STATE_LAYOUT,
     STATE_HELD,
 )
-
-
-class KeyOrder(StrEnum):
-    """``key_order`` of an increase: ``preserve`` holds post-switch records until the pre-switch ones are
-    processed (at the barrier, or by draining the groups that cannot hold); ``drain`` stops the producers
-    before the create and starts them once every live group has consumed what was written before;
-    ``relax`` switches at once."""
-
-    PRESERVE = "preserve"
-    RELAX = "relax"
-    DRAIN = "drain"
-
-
-PRESERVE = KeyOrder.PRESERVE
-RELAX = KeyOrder.RELAX
-DRAIN = KeyOrder.DRAIN
 
 
 def now_ms() -> int:

@@ -21,6 +21,19 @@ run, :meth:`StreamsResize.run`, then:
 A failure before the first grow starts the application and the producers again: nothing was changed. The
 application's downtime is from its stop command to its ready check passing (``downtime_s``). No Airflow
 here: an operator, the command line or a test drives it.
+
+**A run again continues an interrupted resize.** A failure after the first grow (a failed deep check, a
+seed refused, the worker gone) leaves the application stopped with its topics grown, fully or in part. A
+run again with the same target plans from the current counts (its sources are at the target: no resize),
+so :meth:`StreamsResize.run` first asks :meth:`StreamsResize.interrupted`: with the application's group
+EMPTY (or gone), a topic of the application below the target, a source or repartition partition the group
+has no offset on while it has offsets on the topic (the seed did not run), or a changelog key outside
+``murmur2(record key) % N`` (a read-only deep check) is an interrupted resize, and the run **continues**
+it (:meth:`StreamsResize.resume`): grows what is left, re-places every changelog (a changelog grown
+before this run is re-read on all its partitions: each misplaced key moves, the keys at home stay; the deep
+check proves the placement and that the live rows are unchanged), seeds every gap at offset 0, and starts
+the application and its producers; the report says ``continued``. A running application, or a stopped one
+with none of these marks, is left untouched (``resized`` False).
 """
 
 from __future__ import annotations
@@ -45,6 +58,9 @@ from airflow_provider_kstate.increase.streams_apps import KEY_SUFFIX, StreamsApp
 #: Runs the re-placement of an application's changelogs: ``(changelogs, partitions before, partitions now)``
 #: -> ``{changelog: its report}`` (``ok``, ``replace``, ``check``; ``error`` when the application failed).
 Replacer = Callable[[list[StreamsChangelog], int, int], dict[str, dict[str, Any]]]
+#: The read-only deep check of changelogs on ``N`` partitions: ``(changelogs, N)`` -> ``{changelog: live keys
+#: outside murmur2(record key) % N}`` (it writes nothing).
+Checker = Callable[[list[StreamsChangelog], int], dict[str, int]]
 
 
 def pending_records(
@@ -95,6 +111,8 @@ class StreamsResize:
     pairs: CommandPairs | None = None
     #: The group's state (ListGroups v5 through the admin's cluster by default; tests give a fake).
     state_of: Callable[[str], str] | None = None
+    #: The read-only deep check :meth:`interrupted` runs last (:func:`local_checker` by default).
+    checker: Checker | None = None
     #: Seconds of each step, and the application's downtime.
     timings: dict[str, float] = field(default_factory=dict)
     replaced: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -119,6 +137,9 @@ class StreamsResize:
         """Resize the application (the module's docstring says how); return what it did."""
         app, n, m = self.app, self.app.partitions, self.app.target
         if m <= n:
+            reasons = self.interrupted() if m == n else []
+            if reasons:
+                return self.resume(reasons)
             return {"application_id": self.group, "resized": False, "partitions": n}
         t0 = time.monotonic()
         self.commands.stop(dict(self.producers), "producer")
@@ -143,14 +164,15 @@ class StreamsResize:
             self._undo(stopped_at is not None)
             raise
         t = time.monotonic()
+        counts = self.counts()
         for topic in app.grown:
             self.grow(topic, m)
         self._timed("grow", t)
         t = time.monotonic()
-        self.replace(app.changelogs)
+        self.replace(app.changelogs, counts)
         self._timed("replace", t)
         t = time.monotonic()
-        self.seed()
+        self.seed(n)
         self._timed("seed", t)
         t = time.monotonic()
         failed = self.commands.start({self.group: self.driver}, "group")
@@ -164,6 +186,110 @@ class StreamsResize:
             "resized": True,
             "partitions": m,
             "grown": app.grown,
+            "timings": dict(self.timings),
+            "replaced": self.replaced,
+            "start_failures": [r.describe() for r in failed],
+        }
+
+    # -- a run again: the continue of an interrupted resize ------------------------------------------------
+
+    def state(self) -> str:
+        """The application's group state (ListGroups v5, or :attr:`state_of`)."""
+        return (self.state_of or (lambda g: group_state(self.admin, self.kafka_config, g)))(self.group)
+
+    def counts(self) -> dict[str, int]:
+        """``{topic: partitions now}`` of every topic the resize grows."""
+        return {topic: self.admin.partition_count(topic) for topic in self.app.grown}
+
+    def offset_gaps(self) -> dict[str, list[int]]:
+        """``{topic: partitions}`` of its sources and repartition topics where the group has no committed
+        offset while it has offsets on other partitions of the topic (a seed that did not run)."""
+        out = {}
+        for topic in [*self.app.sources, *self.app.repartitions]:
+            count = self.admin.partition_count(topic)
+            held = dict(self.admin.committed_offsets_many([self.group], topic, count)).get(self.group, {})
+            gaps = [p for p in range(count) if p not in held]
+            if held and gaps:
+                out[topic] = gaps
+        return out
+
+    def interrupted(self) -> list[str]:
+        """Why the application looks like a resize to the target that did not finish (empty: it does not).
+
+        Only a stopped application (group EMPTY or gone) can be one; then, cheapest first: a topic of it below
+        the target, an offset gap (:meth:`offset_gaps`), a changelog key outside its home partition (the
+        read-only deep check, run only when nothing else told)."""
+        state = self.state()
+        if state not in (EMPTY, DEAD):
+            self.log.info("STREAMS %s is %s: no resize to continue", self.group, state)
+            return []
+        m = self.app.target
+        reasons = []
+        below = {t: c for t, c in self.counts().items() if c < m}
+        if below:
+            reasons.append(f"topics below {m} partitions: {below}")
+        gaps = self.offset_gaps()
+        if gaps:
+            reasons.append(f"group {self.group!r} has no offsets on partitions {gaps}")
+        if not reasons and self.app.changelogs:
+            checker = self.checker or local_checker(self.kafka_config)
+            misplaced = {t: n for t, n in checker(self.app.changelogs, m).items() if n}
+            if misplaced:
+                reasons.append(f"changelog keys outside murmur2(key) % {m}: {misplaced}")
+        if reasons:
+            self.log.warning(
+                "STREAMS %s is stopped (%s) and %s: an interrupted resize, continued",
+                self.group,
+                state,
+                "; ".join(reasons),
+            )
+        return reasons
+
+    def resume(self, reasons: list[str]) -> dict[str, Any]:
+        """Continue an interrupted resize to the target (the module's docstring says when): the application
+        is stopped already; grow what is left, re-place, seed every gap, start it and its producers."""
+        m = self.app.target
+        counts = self.counts()
+        waiting = self.backlog()
+        stale = {t: n for t, n in waiting.items() if t in self.app.repartitions or counts.get(t, m) < m}
+        if stale:
+            raise StreamsResizeError(
+                f"application {self.group!r} is stopped with records in flight {stale} on topics not grown yet "
+                "or on its repartition topics: consumed after the re-placement they would meet their keys' "
+                "state on another task. The run did not continue; nothing was changed. Drain them on the old "
+                "layout (or reset the application) first."
+            )
+        t0 = time.monotonic()
+        self.commands.stop(dict(self.producers), "producer")  # held by the interrupted run, or running again
+        self._timed("stop_producers", t0)
+        t = time.monotonic()
+        self.wait_empty(self.empty_timeout)
+        self._timed("stop_app", t)
+        t = time.monotonic()
+        grown = [topic for topic in self.app.grown if counts[topic] < m]
+        for topic in grown:
+            self.grow(topic, m)
+        self._timed("grow", t)
+        t = time.monotonic()
+        self.replace(self.app.changelogs, counts)
+        self._timed("replace", t)
+        t = time.monotonic()
+        self.seed(0)
+        self._timed("seed", t)
+        t = time.monotonic()
+        failed = self.commands.start({self.group: self.driver}, "group")
+        self._timed("start_app", t)
+        self.timings["downtime_s"] = round(time.monotonic() - t0, 3)
+        failed += self.commands.start(dict(self.producers), "producer")
+        self.timings["producer_downtime_s"] = round(time.monotonic() - t0, 3)
+        self.log.info("STREAMS %s: the resize to %s continued: %s", self.group, m, self.timings)
+        return {
+            "application_id": self.group,
+            "resized": True,
+            "continued": True,
+            "continued_because": reasons,
+            "partitions": m,
+            "grown": grown,
             "timings": dict(self.timings),
             "replaced": self.replaced,
             "start_failures": [r.describe() for r in failed],
@@ -232,11 +358,24 @@ class StreamsResize:
                 time.sleep(0.05)
         self.log.info("STREAMS %s: %s has %s partitions", self.group, topic, partitions)
 
-    def replace(self, changelogs: list[StreamsChangelog]) -> None:
-        """Re-place the changelogs (one Spark application) and require every deep check to pass."""
+    def replace(self, changelogs: list[StreamsChangelog], counts: Mapping[str, int] | None = None) -> None:
+        """Re-place the changelogs (one Spark application per count before) and require every deep check to
+        pass.
+
+        :param counts: each changelog's partition count before this run grew it: its re-placement reads
+            those partitions (all of them for a changelog grown by an interrupted run: every misplaced key
+            moves, wherever it sits); the plan's count when not given.
+        """
         if not changelogs:
             return
-        reports = self.replacer(changelogs, self.app.partitions, self.app.target)
+        m = self.app.target
+        by_count: dict[int, list[StreamsChangelog]] = {}
+        for c in changelogs:
+            before = min(max((counts or {}).get(c.topic, self.app.partitions), 1), m)
+            by_count.setdefault(before, []).append(c)
+        reports: dict[str, dict[str, Any]] = {}
+        for before, group in sorted(by_count.items()):
+            reports.update(self.replacer(group, before, m))
         self.replaced.update(reports)
         failed = {
             c.topic: (reports.get(c.topic) or {}).get("check") or (reports.get(c.topic) or {}).get("error")
@@ -250,9 +389,10 @@ class StreamsResize:
                 "idempotent) before starting it."
             )
 
-    def seed(self) -> None:
-        """Commit offset 0 for the application on the new partitions of its sources and repartition topics."""
-        new = range(self.app.partitions, self.app.target)
+    def seed(self, first: int | None = None) -> None:
+        """Commit offset 0 for the application on the partitions from ``first`` (the plan's count: the new
+        ones; 0 when continuing) of its sources and repartition topics that have no offset of it."""
+        new = range(self.app.partitions if first is None else first, self.app.target)
         for topic in [*self.app.sources, *self.app.repartitions]:
             committed = dict(self.admin.committed_offsets_many([self.group], topic, self.app.target))
             gaps = {p: 0 for p in new if p not in committed.get(self.group, {})}
@@ -315,5 +455,29 @@ def local_replacer(kafka_config: Mapping[str, Any], workers: int = 4) -> Replace
             return replace_local(dict(kafka_config), layout, before, now, workers)
         except Exception as exc:  # noqa: BLE001 - reported as the failed re-placement of each changelog
             return {c.topic: {"ok": False, "error": f"{type(exc).__name__}: {exc}"} for c in changelogs}
+
+    return run
+
+
+def local_checker(kafka_config: Mapping[str, Any], workers: int = 4) -> Checker:
+    """A :data:`Checker` that runs the deep check of ``replace_changelog.py`` (``--check-only``) in threads
+    of this process: it reads every partition of each changelog and writes nothing."""
+
+    def run(changelogs: list[StreamsChangelog], now: int) -> dict[str, int]:
+        from airflow_provider_kstate.spark_apps import replace_changelog as rc
+
+        argv = ["--kafka-config-file", "-", "--report-file", "-", "--from-partitions", str(now)]
+        argv += ["--partitions", str(now), "--check-only"]
+        for changelog in changelogs:
+            argv += ["--topic", changelog.topic]
+        args = rc.parse_args(argv)
+        tasks = rc.local_tasks(workers)
+        config = dict(kafka_config)
+        return {
+            c.topic: int(
+                rc.replace(tasks, args, config, c.topic, KEY_SUFFIX[c.store_type])["check"]["misplaced"]
+            )
+            for c in changelogs
+        }
 
     return run

@@ -6,6 +6,8 @@ confluent-kafka does. :mod:`~airflow_provider_kstate.hooks.doctor` is the Airflo
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow_provider_kstate.doctor.promises import (
     ALL_PROMISES,
     INCREASE_NEEDS,
@@ -14,7 +16,6 @@ from airflow_provider_kstate.doctor.promises import (
     Needs,
     check_names,
 )
-from airflow_provider_kstate.doctor.verdict import BrokerDeviation, CheckResult, Verdict
 
 __all__ = [
     "ALL_PROMISES",
@@ -27,3 +28,13 @@ __all__ = [
     "Verdict",
     "check_names",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The verdict's models, loaded on first use: a DAG file that imports a promise name at parse time does
+    not build the pydantic models (PEP 562)."""
+    if name in ("BrokerDeviation", "CheckResult", "Verdict"):
+        from airflow_provider_kstate.doctor import verdict
+
+        return getattr(verdict, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

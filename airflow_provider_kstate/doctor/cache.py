@@ -18,14 +18,17 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import NewTopic
 
 from airflow_provider_kstate.admin_client import AdminClient
+from airflow_provider_kstate.defaults import (  # re-exported: the value lives there (parse time)
+    DEFAULT_CACHE_TOPIC as DEFAULT_CACHE_TOPIC,
+)
+from airflow_provider_kstate.defaults import (
+    DEFAULT_TTL as DEFAULT_TTL,
+)
 from airflow_provider_kstate.doctor.verdict import Verdict
 from airflow_provider_kstate.errors import VerdictError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CACHE_TOPIC = "_kstate_doctor"
-#: Seconds a behavioural verdict stays valid: a broker upgrade is the usual reason it changes.
-DEFAULT_TTL = 24 * 3600.0
 CACHE_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(30 * 24 * 3600 * 1000)}
 _ROLE_KEYS = ("group.id", "auto.offset.reset", "enable.auto.commit", "isolation.level", "transactional.id")
 

@@ -19,6 +19,9 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from airflow_provider_kstate.defaults import (  # re-exported: the value lives there (parse time)
+    DEFAULT_APPROVAL_TIMEOUT as DEFAULT_APPROVAL_TIMEOUT,
+)
 from airflow_provider_kstate.errors import PlanChangedError
 from airflow_provider_kstate.increase.drivers import DriverKind
 from airflow_provider_kstate.increase.events import RunProgress
@@ -38,8 +41,6 @@ APPROVED = "approved"
 REJECTED = "rejected"
 EXPIRED = "expired"
 PLAN_CHANGED = "plan_changed"
-#: Seconds a request waits for an answer by default.
-DEFAULT_APPROVAL_TIMEOUT = 3600.0
 #: Group rows the prompt shows, at most; the others are counted by class.
 PROMPT_ROWS = 25
 #: The classes of a group the run would have to pause and seed, or refuse: a group of these classes that

@@ -6,10 +6,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-DEFAULT_CONN_ID = "kafka_default"
-DEFAULT_LEASE_TOPIC = "_kstate_leases"
-#: Seconds a topic lease lives without renewal. Running steps renew it; a crashed run frees the topic after it.
-DEFAULT_LEASE_TTL = 900.0
+from airflow_provider_kstate.defaults import (  # re-exported: the value lives there (parse time)
+    DEFAULT_CONN_ID as DEFAULT_CONN_ID,
+)
+from airflow_provider_kstate.defaults import (
+    DEFAULT_LEASE_TOPIC as DEFAULT_LEASE_TOPIC,
+)
+from airflow_provider_kstate.defaults import (
+    DEFAULT_LEASE_TTL as DEFAULT_LEASE_TTL,
+)
 
 #: Group states as the broker names them (confluent-kafka's ``ConsumerGroupState`` names).
 EMPTY = "EMPTY"

@@ -45,6 +45,9 @@ from pydantic_core import CoreSchema, core_schema
 from typing_extensions import Self
 
 from airflow_provider_kstate import enums
+from airflow_provider_kstate.defaults import (  # re-exported: the value lives there (parse time)
+    DEFAULT_SPARK_PREFIXES as DEFAULT_SPARK_PREFIXES,
+)
 from airflow_provider_kstate.documents import Document
 from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import (
@@ -72,7 +75,6 @@ from airflow_provider_kstate.increase.streams_apps import StreamsAppPlan, discov
 if TYPE_CHECKING:
     from airflow_provider_kstate.increase.ports import AdminPort
 
-DEFAULT_SPARK_PREFIXES = ("spark-kafka-source-", "spark-kafka-relation-")
 #: Kafka Connect names the consumer group of a sink connector ``connect-<connector name>``.
 CONNECT_PREFIX = "connect-"
 #: The classic protocol's assignor name of a Kafka Streams application.

@@ -38,6 +38,11 @@ protects the groups of the topic only), a changelog or repartition topic whose p
 sources', a store whose changelog it cannot re-place. The resize itself is
 :mod:`airflow_provider_kstate.cluster.streams_resize`.
 
+An interrupted resize is no refusal: a source, changelog or repartition topic already at the target (grown
+by the run that stopped) or, when the topic itself is at the target (a run again), one still below it, is
+the layout such a run leaves, and the run continues from there
+(:meth:`~airflow_provider_kstate.cluster.streams_resize.StreamsResize.interrupted`).
+
 No Airflow and no Kafka client import at module level (the plan is imported at DAG parse).
 """
 
@@ -261,6 +266,12 @@ def discover_streams(
     return out
 
 
+def interrupted(count: int, current: int, target: int) -> bool:
+    """Whether a topic's ``count`` is one an interrupted resize of the sources from ``current`` to ``target``
+    leaves: already grown, or (the topic at the target: a run again) not grown yet."""
+    return count == target > current or (current == target and count < current)
+
+
 def plan_app(
     hook: Any,
     app: str,
@@ -286,8 +297,9 @@ def plan_app(
         f"with its owner), or leave it alone with exclude_groups=[{app!r}]."
     )
     counts = {t: hook.partition_count(t) for t in [*sources, *repartitions, *changelog_topics]}
+
     for source in sources:
-        if counts[source] != current:
+        if counts[source] != current and not interrupted(counts[source], current, target):
             problems.append(
                 f"Kafka Streams application {app!r} reads {source!r} ({counts[source]} partitions) with "
                 f"{topic!r} ({current}): they are not co-partitioned, and the run grows every source of the "
@@ -315,7 +327,7 @@ def plan_app(
                 f"'session'), or {fix[0].lower()}{fix[1:]}"
             )
             kind = StoreType.KEY_VALUE  # recorded as read; the plan is refused anyway
-        if counts[name] != current:
+        if counts[name] != current and not interrupted(counts[name], current, target):
             problems.append(
                 f"Kafka Streams application {app!r}: changelog {name!r} has {counts[name]} partitions, its "
                 f"sources {current}: the application is not running on this layout now (Streams stops on it). "
@@ -327,7 +339,7 @@ def plan_app(
             )
         )
     for name in repartitions:
-        if counts[name] != current:
+        if counts[name] != current and not interrupted(counts[name], current, target):
             problems.append(
                 f"Kafka Streams application {app!r}: repartition topic {name!r} has {counts[name]} partitions, "
                 f"its sources {current} (a count set by Repartitioned): the stores after it are partitioned "
@@ -349,7 +361,15 @@ def actions(app: StreamsAppPlan) -> list[str]:
     """What the resize does to ``app``, in order (the plan's runbook)."""
     n, m = app.partitions, app.target
     if m <= n:
-        return [f"no resize: the sources stay at {n} partitions (a repair seeds gaps only)"]
+        behind = {c.topic: c.partitions for c in app.changelogs if c.partitions < m}
+        left = f" (changelogs below them: {behind})" if behind else ""
+        return [
+            f"no resize: the sources are at {n} partitions{left}. If application {app.application_id!r} is "
+            f"stopped with a topic below {m}, an offset gap on its sources or repartition topics, or a changelog "
+            f"key outside murmur2(key) % {m} (a resize that did not finish), the run continues it: grows what "
+            "is left, re-places every changelog on all its partitions and deep-checks it, seeds every gap at 0, "
+            "starts the application, then its producers. Otherwise it changes nothing"
+        ]
     out = [
         "stop the producers of its sources (their drivers), wait until the application has consumed every "
         f"record of {', '.join(app.sources + app.repartitions)} (drained: nothing in flight)",

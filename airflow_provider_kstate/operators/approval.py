@@ -14,37 +14,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 
 from airflow_provider_kstate import errors
-from airflow_provider_kstate.client_piece.protocol import PRESERVE
 from airflow_provider_kstate.compat import HITL_AWAITS_INPUT
-from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
+from airflow_provider_kstate.defaults import DEFAULT_APPROVAL_TIMEOUT, DEFAULT_SPARK_PREFIXES, PRESERVE
 from airflow_provider_kstate.errors import ApprovalTimeoutError, KStateConfigError
-from airflow_provider_kstate.increase.approval import (
-    APPROVED,
-    AWAITING_APPROVAL,
-    DEFAULT_APPROVAL_TIMEOUT,
-    EXPIRED,
-    PLAN_CHANGED,
-    REJECTED,
-    BrokerCheck,
-    DowntimeHistory,
-    approval_prompt,
-    approval_subject,
-    downtime_history,
-    plan_changes,
-)
-from airflow_provider_kstate.increase.drivers import DriverKind
-from airflow_provider_kstate.increase.events import RunProgress
-from airflow_provider_kstate.increase.fleet import DriverChoice, drive
-from airflow_provider_kstate.increase.key_order import check_key_order
-from airflow_provider_kstate.increase.plan import DEFAULT_SPARK_PREFIXES, Plan, build_plan
-from airflow_provider_kstate.increase.report import (
-    PROGRESS_NAME,
-    is_local,
-    local_report_path,
-    run_folder_name,
-    topic_folder,
-)
-from airflow_provider_kstate.lease_rules import LeaseKeeper, run_owner
 from airflow_provider_kstate.operators.base import KStateStepOperator
 from airflow_provider_kstate.params import as_bool, as_str_list
 
@@ -52,6 +24,12 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_kstate.hooks.reports import ObjectStorageReports
+    from airflow_provider_kstate.increase.approval import (
+        BrokerCheck,
+        DowntimeHistory,
+    )
+    from airflow_provider_kstate.increase.fleet import DriverChoice
+    from airflow_provider_kstate.increase.plan import Plan
 
 #: Seconds the topic's lease outlives the approval deadline while the run waits (an answer can land a little
 #: after the deadline, before the scheduler's timeout sweep ends the request).
@@ -135,6 +113,13 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         return {}
 
     def execute(self, context: Context) -> Any:
+        from airflow_provider_kstate.increase.approval import (
+            AWAITING_APPROVAL,
+            approval_prompt,
+            approval_subject,
+        )
+        from airflow_provider_kstate.lease_rules import LeaseKeeper, run_owner
+
         if not as_bool("require_approval", self.require_approval):
             self.log.info("APPROVE not required (require_approval is off): the run goes on with the plan")
             return {"required": False, "approved": True}
@@ -166,6 +151,8 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         return super().execute(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        from airflow_provider_kstate.increase.approval import APPROVED, EXPIRED, REJECTED
+
         plan = self.typed_plan
         if event.get("error_type") == "timeout":
             self._end(context, EXPIRED, EXPIRED)
@@ -210,6 +197,8 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
 
     def _check_unchanged(self, context: Context, approved: Plan) -> None:
         """Fail, before anyone is paused, when the cluster no longer matches the approved plan."""
+        from airflow_provider_kstate.increase.approval import PLAN_CHANGED, plan_changes
+
         self.keeper(context).renew(approved.to_dict())  # back to the steps' TTL; fails if another run took it
         now, refused = self._replan(approved)
         changes = plan_changes(approved, now, refused)
@@ -224,6 +213,10 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
     def _replan(self, approved: Plan) -> tuple[Plan, str]:
         """The plan of the same request now, as a dry run (``build_plan`` + ``drive``: no lease), and why it
         was refused ("" when it was not)."""
+        from airflow_provider_kstate.increase.fleet import drive
+        from airflow_provider_kstate.increase.key_order import check_key_order
+        from airflow_provider_kstate.increase.plan import Plan, build_plan
+
         current = self.admin.partition_count(approved.topic)
         try:
             now = build_plan(
@@ -252,7 +245,9 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
 
     def _broker_check(self) -> BrokerCheck | None:
         """The broker doctor's cached verdict (never probes); None when there is none or it cannot be read."""
+        from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
         from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
+        from airflow_provider_kstate.increase.approval import BrokerCheck
 
         try:
             verdict = KStateDoctorHook(self.kafka_config_id, timeout=self.request_timeout).last_verdict()
@@ -266,6 +261,10 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
 
     def _history(self, plan: Plan, owner: str) -> DowntimeHistory:
         """The downtime of the topic's earlier runs, from their progress documents (never fails the step)."""
+        from airflow_provider_kstate.increase.approval import DowntimeHistory, downtime_history
+        from airflow_provider_kstate.increase.events import RunProgress
+        from airflow_provider_kstate.increase.report import run_folder_name, topic_folder
+
         folder = topic_folder(plan.report_uri, plan.topic)
         try:
             texts = _progress_texts(folder, run_folder_name(owner), self.report_storage, self.history_runs)
@@ -284,6 +283,9 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
 def approved_choice(approved: Plan, now: Plan) -> DriverChoice:
     """The drivers of the approved plan, for the plan made again (the registry may have changed since: the
     approved drivers are the ones the run will use)."""
+    from airflow_provider_kstate.increase.drivers import DriverKind
+    from airflow_provider_kstate.increase.fleet import DriverChoice
+
     commands = {
         g: e.driver
         for g, e in approved.groups.items()
@@ -300,6 +302,8 @@ def _responder(event: dict[str, Any]) -> str:
 
 def _progress_texts(folder: str, own: str, storage: ObjectStorageReports, limit: int) -> list[bytes]:
     """The newest ``limit`` progress documents of the run folders under ``folder`` but ``own``."""
+    from airflow_provider_kstate.increase.report import PROGRESS_NAME, is_local, local_report_path
+
     if is_local(folder):
         root = local_report_path(folder)
         found = [d / PROGRESS_NAME for d in root.iterdir() if d.name != own] if root.is_dir() else []

@@ -8,24 +8,23 @@ from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_provider_kstate.client_piece.protocol import DEFAULT_CONTROL_TOPIC
-from airflow_provider_kstate.increase.events import Events, ProgressFile
-from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
-from airflow_provider_kstate.increase.plan import Plan
-from airflow_provider_kstate.increase.report import progress_location, report_location
-from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
-from airflow_provider_kstate.increase.topic_set import TopicSetSteps
-from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet, run_owner
-from airflow_provider_kstate.metrics import RunMetrics
+from airflow_provider_kstate.defaults import DEFAULT_CONTROL_TOPIC, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 
-if TYPE_CHECKING:  # the hooks import confluent-kafka: load them when a task runs, not when a DAG is parsed
+# The domain (its pydantic models) and the hooks (confluent-kafka) load when a task runs, not when a DAG file
+# is parsed: the operators import them inside the methods that use them (bench/bench_parse.py).
+if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_kstate.cluster.control import Controller
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
     from airflow_provider_kstate.hooks.lease import KStateLeaseHook
     from airflow_provider_kstate.hooks.reports import ObjectStorageReports
+    from airflow_provider_kstate.increase.events import Events
+    from airflow_provider_kstate.increase.plan import Plan
+    from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
+    from airflow_provider_kstate.increase.topic_set import TopicSetSteps
+    from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
 
 
 class KStateIncreaseOperator(KStateKafkaOperator):
@@ -120,6 +119,8 @@ class KStateStepOperator(KStateIncreaseOperator):
     def keeper(self, context: Context) -> LeaseKeeper | LeaseSet:
         """Return the keeper of the topic's lease for this task's DAG run (of every topic's, as one
         :class:`LeaseSet`, for a plan of several topics)."""
+        from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
+
         plan = self.typed_plan
         if plan.several:
             return LeaseSet.for_topics(self.lease, plan.topic_names, context, self.lease_ttl, self.log)
@@ -145,6 +146,8 @@ class KStateStepOperator(KStateIncreaseOperator):
 
         :param options: fields of :class:`SafeIncreaseSteps` (``key_order``, ``empty_timeout``, ...).
         """
+        from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
+
         keeper, plan = self.keeper(context), self.typed_plan.to_dict()
         return SafeIncreaseSteps(
             self.typed_plan,
@@ -164,6 +167,9 @@ class KStateStepOperator(KStateIncreaseOperator):
 
         :param options: fields of :class:`SafeIncreaseSteps` (``key_order``, ``empty_timeout``, ...).
         """
+        from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
+        from airflow_provider_kstate.increase.topic_set import TopicSetSteps
+
         whole = self.steps(context, **options)
         topics = [
             SafeIncreaseSteps(
@@ -184,6 +190,8 @@ class KStateStepOperator(KStateIncreaseOperator):
         """Where this task reports the run's step and each group's state: the run's progress document
         (``progress.json`` in its report folder, which the kstate page watches), then the metrics read from
         it (each live group's downtime, :class:`~airflow_provider_kstate.metrics.RunMetrics`)."""
+        from airflow_provider_kstate.lease_rules import run_owner
+
         return run_events(self.report_storage, self.typed_plan, run_owner(context), self.log)
 
     def post_execute(self, context: Context, result: Any = None) -> None:
@@ -197,6 +205,9 @@ class KStateStepOperator(KStateIncreaseOperator):
 
     def report_uri(self, context: Context, step: str) -> str:
         """Return the URI of this run's report file for ``step`` (``seed``, ``verify``)."""
+        from airflow_provider_kstate.increase.report import report_location
+        from airflow_provider_kstate.lease_rules import run_owner
+
         return report_location(self.typed_plan.report_uri, self.topic, run_owner(context), step)
 
     def get_openlineage_facets_on_start(self) -> Any:
@@ -215,6 +226,8 @@ class KStateStepOperator(KStateIncreaseOperator):
 def parsed_plan(task: Any) -> Plan:
     """Return ``task.plan`` parsed (:meth:`Plan.from_dict`), parsing it again only when the attribute now
     holds another object (a re-render): every later read in the task is a dictionary lookup."""
+    from airflow_provider_kstate.increase.plan import Plan
+
     cached = task.__dict__.get("_parsed_plan")
     if cached is None or cached[0] is not task.plan:
         cached = (task.plan, Plan.from_dict(task.plan))
@@ -226,6 +239,10 @@ def run_events(storage: ObjectStorageReports, plan: Plan, owner: str, log: Any) 
     """A run's events as a task of it reports them: its progress document (``progress.json`` in the run's
     report folder, which the kstate page watches; in each topic's for a run of several), then the metrics
     read from it."""
+    from airflow_provider_kstate.increase.events import Events, ProgressFile
+    from airflow_provider_kstate.increase.report import progress_location
+    from airflow_provider_kstate.metrics import RunMetrics
+
     files = [
         ProgressFile(storage, progress_location(plan.report_uri, topic, owner), plan, owner)
         for topic in plan.topic_names  # several topics: the same document in each topic's run folder

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.client_piece.protocol import PRESERVE
+from airflow_provider_kstate.defaults import PRESERVE
 from airflow_provider_kstate.errors import KStateConfigError
-from airflow_provider_kstate.increase.key_order import check_key_order
-from airflow_provider_kstate.increase.plan import Plan
-from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 from airflow_provider_kstate.operators.base import KStateStepOperator, drain_hold
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_provider_kstate.increase.plan import Plan
+    from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 
 
 class KStatePausingOperator(KStateStepOperator):
@@ -46,6 +46,8 @@ class KStatePausingOperator(KStateStepOperator):
 
     def pausing_options(self) -> dict[str, Any]:
         """The key order, the EMPTY wait and the producers' hold for a drain, as fields of the steps."""
+        from airflow_provider_kstate.increase.key_order import check_key_order
+
         return {
             "key_order": check_key_order(self.key_order),
             "empty_timeout": self.empty_timeout,

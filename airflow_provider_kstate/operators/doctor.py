@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.doctor.cache import DEFAULT_TTL
-from airflow_provider_kstate.doctor.promises import NEEDS, Needs, check_names
+from airflow_provider_kstate.defaults import DEFAULT_TTL
+from airflow_provider_kstate.doctor.promises import Needs
 from airflow_provider_kstate.errors import KStateConfigError
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 from airflow_provider_kstate.params import as_bool, as_str_list
@@ -68,6 +68,8 @@ class KStateBrokerDoctorOperator(KStateKafkaOperator):
 def needed_promises(needs: Needs | str | list[str]) -> tuple[str, ...]:
     """Return the promise names of ``needs`` (a named set or a list); raise KStateConfigError naming the
     named sets and the promises when unknown."""
+    from airflow_provider_kstate.doctor.promises import NEEDS, Needs, check_names
+
     if isinstance(needs, str) and needs in tuple(Needs):
         return NEEDS[Needs(needs)]
     try:
@@ -81,6 +83,8 @@ def needed_promises(needs: Needs | str | list[str]) -> tuple[str, ...]:
 def allowed_deviations(allow: object) -> tuple[str, ...]:
     """Return ``allow_broker_deviation`` (a list, a rendered list ``"['x']"`` or ``"x,y"``) as promise names;
     raise KStateConfigError naming an unknown one."""
+    from airflow_provider_kstate.doctor.promises import check_names
+
     try:
         return check_names(as_str_list("allow_broker_deviation", allow))
     except ValueError as exc:

@@ -6,17 +6,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.compat import AirflowSkipException
 from airflow_provider_kstate.errors import KStateError, LeaseHeldError, UnsafeResumeError
-from airflow_provider_kstate.increase.drivers import CommandPairs, DriverKind
-from airflow_provider_kstate.increase.fleet import commands_of, live_groups, producer_commands
-from airflow_provider_kstate.increase.key_order import ORDER_DRAINED
-from airflow_provider_kstate.increase.plan import Plan, PlanMode
-from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
-from airflow_provider_kstate.increase.steps import names
-from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_provider_kstate.increase.plan import Plan
+    from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
 
 
 class KStateFailureGuardOperator(KStateStepOperator):
@@ -61,6 +57,10 @@ class KStateFailureGuardOperator(KStateStepOperator):
         self.approval_task_id = approval_task_id
 
     def execute(self, context: Context) -> None:
+        from airflow_provider_kstate.increase.key_order import ORDER_DRAINED
+        from airflow_provider_kstate.increase.plan import PlanMode
+        from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
+
         self.plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
         if not self.plan:
             raise AirflowSkipException(
@@ -107,6 +107,9 @@ class KStateFailureGuardOperator(KStateStepOperator):
 
     def _guard_set(self, plan: Plan, owner: str, keeper: LeaseKeeper | LeaseSet) -> None:
         """Decide a plan of several topics from the cluster (always raises: something upstream failed)."""
+        from airflow_provider_kstate.increase.plan import PlanMode
+        from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
+
         views = plan.views()
         counts = {v.topic: self.admin.partition_count(v.topic) for v in views}
         grown = [
@@ -154,6 +157,10 @@ class KStateFailureGuardOperator(KStateStepOperator):
             )
 
     def _resume(self, groups: list[str], owner: str) -> None:
+        from airflow_provider_kstate.increase.drivers import CommandPairs, DriverKind
+        from airflow_provider_kstate.increase.fleet import commands_of, live_groups
+        from airflow_provider_kstate.increase.steps import names
+
         epoch = self.control.resume(groups, self.topic, issuer=owner)
         self.control.close()
         self.log.warning("GUARD resumed groups %s (epoch %s)", names(groups), epoch)
@@ -163,6 +170,10 @@ class KStateFailureGuardOperator(KStateStepOperator):
 
     def _start_producers(self, plan: Plan) -> None:
         """Start the producer services a drain stops (idempotent: they may not have been stopped yet)."""
+        from airflow_provider_kstate.increase.drivers import CommandPairs
+        from airflow_provider_kstate.increase.fleet import producer_commands
+        from airflow_provider_kstate.increase.key_order import ORDER_DRAINED
+
         if plan.marked(ORDER_DRAINED):
             self.log.warning("GUARD starting the producer services of the drain: %s", sorted(plan.producers))
             CommandPairs(self.topic, self.log).start(producer_commands(plan), "producer")

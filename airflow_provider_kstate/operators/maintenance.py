@@ -14,12 +14,12 @@ from airflow.sdk import BaseOperator
 from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import StateCheckFailed
 from airflow_provider_kstate.params import as_choice
-from airflow_provider_kstate.store.fast_check import partial_scope
-from airflow_provider_kstate.store.results import CheckReport
 from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_provider_kstate.store.results import CheckReport
 
 
 class RebuildMode(StrEnum):
@@ -38,6 +38,8 @@ def rebuild_scope(fast: CheckReport, deep: CheckReport | None, target: int | Non
     partitions' data files (:func:`~airflow_provider_kstate.store.fast_check.partial_scope`). Any other
     fast-check failure, or a re-key to another partition count (``target``), needs a full rebuild.
     """
+    from airflow_provider_kstate.store.fast_check import partial_scope
+
     if target and target != fast.topic_partitions:
         return []
     scope = [] if fast.ok else partial_scope(fast)
@@ -71,6 +73,8 @@ def read_report(xcom: Any, check: str = "deep") -> CheckReport | None:
 
     :param check: ``fast`` or ``deep``, when the report does not say.
     """
+    from airflow_provider_kstate.store.results import CheckReport
+
     return CheckReport.read(xcom, check=check) if xcom else None
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 if TYPE_CHECKING:
@@ -21,6 +20,8 @@ class KStateIncreasePartitionsOperator(KStateStepOperator):
     lineage_kind = "increase"
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_kstate.metrics import METRICS_OUT
+
         result = self.steps(context).increase(self.request_timeout)
         METRICS_OUT.created(self.typed_plan, result)
         return result

@@ -6,23 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kstate.client_piece.protocol import DRAIN, PRESERVE
 from airflow_provider_kstate.compat import AirflowSkipException
-from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS, SHARE_NEW_PARTITIONS
+from airflow_provider_kstate.defaults import DEFAULT_SPARK_PREFIXES, DRAIN, PRESERVE
 from airflow_provider_kstate.errors import KStateConfigError, TopicChangedError, TopicNotFoundError
-from airflow_provider_kstate.increase.access import check_access
-from airflow_provider_kstate.increase.fleet import DriverChoice, check_drivable, drive
-from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, ORDER_RELAXED, check_key_order
-from airflow_provider_kstate.increase.plan import (
-    DEFAULT_SPARK_PREFIXES,
-    Plan,
-    build_plan,
-    check_topic_name,
-    describe,
-)
-from airflow_provider_kstate.increase.replicas import check_replication
-from airflow_provider_kstate.increase.topic_set import build_topic_set_plan, refuse_unsupported, topic_set
-from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
 from airflow_provider_kstate.operators.base import KStateIncreaseOperator, run_events
 from airflow_provider_kstate.operators.doctor import allowed_deviations
 from airflow_provider_kstate.params import as_bool, as_int, as_mapping, as_str_list, as_topic
@@ -33,6 +19,9 @@ if TYPE_CHECKING:
 
     from airflow_provider_kstate.doctor.verdict import Verdict
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
+    from airflow_provider_kstate.increase.fleet import DriverChoice
+    from airflow_provider_kstate.increase.plan import Plan
+    from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
 
 
 class KStatePlanOperator(KStateIncreaseOperator):
@@ -154,6 +143,11 @@ class KStatePlanOperator(KStateIncreaseOperator):
         self.spark_group_prefixes = spark_group_prefixes
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_kstate.increase.fleet import check_drivable
+        from airflow_provider_kstate.increase.plan import check_topic_name, describe
+        from airflow_provider_kstate.increase.topic_set import refuse_unsupported
+        from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
+
         names = self._topic_names()
         topic = names[0]
         target = as_int("partitions", self.partitions)
@@ -206,6 +200,8 @@ class KStatePlanOperator(KStateIncreaseOperator):
     def _topic_names(self) -> list[str]:
         """The topics of the request, ``topic`` first (each a legal name; the set refused when empty, with a
         duplicate or an internal topic)."""
+        from airflow_provider_kstate.increase.topic_set import topic_set
+
         more = as_str_list("topics", self.topics)
         first = str(self.topic or "").strip()
         names = topic_set(as_topic("topic", first) if first else None, more)
@@ -222,6 +218,10 @@ class KStatePlanOperator(KStateIncreaseOperator):
     def _build_set(self, hook: KStateAdminHook, names: list[str], target: int) -> Plan:
         """The plan of several co-partitioned topics (:func:`build_topic_set_plan`): each topic's access and
         replication checked and its increase validated by the broker, the broker trusted once."""
+        from airflow_provider_kstate.doctor.promises import SHARE_NEW_PARTITIONS
+        from airflow_provider_kstate.increase.replicas import check_replication
+        from airflow_provider_kstate.increase.topic_set import build_topic_set_plan
+
         groups, excluded = self._named_groups()
         for topic in names:
             self._check_access(hook, topic, target, groups)
@@ -259,6 +259,10 @@ class KStatePlanOperator(KStateIncreaseOperator):
         return self._mark_key_order(hook, plan)
 
     def _build(self, hook: KStateAdminHook, topic: str, target: int) -> Plan:
+        from airflow_provider_kstate.doctor.promises import SHARE_NEW_PARTITIONS
+        from airflow_provider_kstate.increase.plan import build_plan
+        from airflow_provider_kstate.increase.replicas import check_replication
+
         groups, excluded = self._named_groups()
         self._check_access(hook, topic, target, groups)  # refuses a principal without the ACLs the run needs
         verdict = self._trust_broker(topic)
@@ -297,6 +301,8 @@ class KStatePlanOperator(KStateIncreaseOperator):
     def _check_access(self, hook: KStateAdminHook, topic: str, target: int, groups: list[str]) -> None:
         """Refuse, before anyone is paused, a principal that lacks an ACL the run needs on the topic, the
         lease and control topics or ``groups`` (:mod:`airflow_provider_kstate.increase.access`)."""
+        from airflow_provider_kstate.increase.access import check_access
+
         try:
             increase = target > hook.partition_count(topic)
         except TopicNotFoundError:  # or not describable: the check names the missing Describe
@@ -316,6 +322,8 @@ class KStatePlanOperator(KStateIncreaseOperator):
         offline) from its live members and the client-piece consumers seen on the control topic; log each
         group that is drained or relaxed."""
         from airflow_provider_kstate.hooks.control import KStateControlHook
+        from airflow_provider_kstate.increase.fleet import drive
+        from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, ORDER_RELAXED, check_key_order
 
         key_order = check_key_order(self.key_order)
         choice = self._driver_choice()
@@ -342,6 +350,8 @@ class KStatePlanOperator(KStateIncreaseOperator):
         return plan
 
     def _driver_choice(self) -> DriverChoice:
+        from airflow_provider_kstate.increase.fleet import DriverChoice
+
         producers = self.producer_drivers
         if isinstance(producers, str) and not producers.strip().startswith("{"):
             producers = as_str_list("producer_drivers", producers)
@@ -357,6 +367,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
     def _trust_broker(self, topic: str) -> Verdict:
         """Refuse, before anything changes, a broker that breaks a promise the increase relies on; return
         the doctor's verdict (the plan reads the share groups' promise from it)."""
+        from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
         from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
 
         allow = allowed_deviations(self.allow_broker_deviation)
@@ -366,6 +377,8 @@ class KStatePlanOperator(KStateIncreaseOperator):
 
     def _continued_plan(self, keeper: LeaseKeeper | LeaseSet, target: int) -> Plan | None:
         """Return the plan this DAG run stored with its lease, when this is a rerun of the same run."""
+        from airflow_provider_kstate.increase.plan import Plan
+
         lease = keeper.held()
         if lease is None or not lease.plan:
             return None
@@ -418,6 +431,8 @@ class KStateDryRunGateOperator(TranslatesDomainErrors, BaseOperator):
         self.plan = plan
 
     def execute(self, context: Context) -> None:
+        from airflow_provider_kstate.increase.plan import Plan
+
         plan = Plan.from_dict(self.plan)
         if plan.dry_run:
             raise AirflowSkipException("dry run: the plan is in XCom; nothing was changed")

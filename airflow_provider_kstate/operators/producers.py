@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.client_piece.protocol import PRESERVE
-from airflow_provider_kstate.increase.key_order import check_key_order, drain_of
-from airflow_provider_kstate.metrics import METRICS_OUT
+from airflow_provider_kstate.defaults import PRESERVE
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 if TYPE_CHECKING:
@@ -35,6 +33,9 @@ class KStateScaleProducersOperator(KStateStepOperator):
         self.key_order = key_order
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_kstate.increase.key_order import check_key_order
+        from airflow_provider_kstate.metrics import METRICS_OUT
+
         steps = self.steps(context)
         steps.key_order = check_key_order(self.key_order)
         try:
@@ -62,6 +63,9 @@ class KStateStartProducersOperator(KStateStepOperator):
         self.switch = switch
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_kstate.increase.key_order import drain_of
+        from airflow_provider_kstate.metrics import METRICS_OUT
+
         drain = drain_of(self.switch)
         if not drain["groups"]:
             self.log.info("SCALE %s: no group is drained: the producers switched with the window", self.topic)

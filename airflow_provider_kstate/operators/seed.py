@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.increase.report import write_report
-from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 if TYPE_CHECKING:
@@ -24,6 +22,9 @@ class KStateSeedOffsetsOperator(KStateStepOperator):
     lineage_kind = "seed"
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_kstate.increase.report import write_report
+        from airflow_provider_kstate.metrics import METRICS_OUT
+
         steps = self.steps(context)
         uri = self.report_uri(context, "seed")
         with write_report(uri, self.report_storage, evidence=True) as report:

@@ -21,12 +21,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.assets import annotate_outlets
+from airflow_provider_kstate.defaults import DEFAULT_INTERVAL, DEFAULT_KEEP_VERSIONS, DEFAULT_LEASE_TOPIC
 from airflow_provider_kstate.errors import KStateConfigError, SnapshotError, StateCheckFailed
-from airflow_provider_kstate.hooks.lease import KStateLeaseHook
-from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook, check_uri
-from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
-from airflow_provider_kstate.lease_rules import LeaseKeeper
-from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 from airflow_provider_kstate.operators.spark_app import (
     BOUND_DEVIATIONS,
@@ -36,13 +32,12 @@ from airflow_provider_kstate.operators.spark_app import (
     spark_app_path,
 )
 from airflow_provider_kstate.params import as_optional_count, as_partitions, as_str_list
-from airflow_provider_kstate.spark_apps.read_progress import DEFAULT_INTERVAL
-from airflow_provider_kstate.store import results
-from airflow_provider_kstate.store.layout import DEFAULT_KEEP_VERSIONS
-from airflow_provider_kstate.store.results import CheckReport, RebuildReport
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
+    from airflow_provider_kstate.store.results import CheckReport
 
 __all__ = [
     "DEFAULT_SPARK_CONF",
@@ -78,6 +73,9 @@ def _finish_check(
     :param report: the check's report.
     :param lines: its runbook lines, ``(warning, text)``.
     """
+    from airflow_provider_kstate.metrics import METRICS_OUT
+    from airflow_provider_kstate.store import results
+
     for warning, text in lines:
         (operator.log.warning if warning else operator.log.info)("%s", text)
     doc = report.to_dict()
@@ -126,6 +124,9 @@ class KStateFastCheckOperator(KStateKafkaOperator):
         self.storage_conn_id = storage_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
+        from airflow_provider_kstate.store import results
+
         hook = KStateSnapshotHook(
             kafka_config_id=self.kafka_config_id,
             timeout=self.request_timeout,
@@ -232,6 +233,8 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
         )
 
     def snapshot_hook(self) -> KStateSnapshotHook:
+        from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
+
         return KStateSnapshotHook(
             kafka_config_id=self.kafka_config_id,
             timeout=self.request_timeout,
@@ -296,6 +299,9 @@ class KStateDeepCheckOperator(_StoreSparkOperator):
         return [*self._base_args(accepted), "--sample-keys", str(self.sample_keys)]
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
+        from airflow_provider_kstate.store import results
+        from airflow_provider_kstate.store.results import CheckReport
+
         hook = self.snapshot_hook()
         hook.admin.partition_count(self.topic)  # TopicNotFoundError before Spark starts
         hook.manifest(self.snapshot_uri)  # SnapshotError naming the problem before Spark starts
@@ -409,6 +415,9 @@ class KStateRebuildOperator(_StoreSparkOperator):
 
         :raises SnapshotLeaseHeldError: another run that is still running holds it.
         """
+        from airflow_provider_kstate.hooks.lease import KStateLeaseHook
+        from airflow_provider_kstate.lease_rules import LeaseKeeper
+
         hook = KStateLeaseHook(
             kafka_config_id=self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
         )
@@ -417,6 +426,10 @@ class KStateRebuildOperator(_StoreSparkOperator):
             yield keeper.key
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
+        from airflow_provider_kstate.hooks.snapshot import check_uri
+        from airflow_provider_kstate.metrics import METRICS_OUT
+        from airflow_provider_kstate.store.results import RebuildReport
+
         hook = self.snapshot_hook()
         root = check_uri(self.snapshot_uri).rstrip("/")
         keep = self._keep()

@@ -30,13 +30,13 @@ from airflow_provider_kstate.errors import (
     SnapshotError,
     SparkApplicationError,
 )
-from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
-from airflow_provider_kstate.store import contract
-from airflow_provider_kstate.store import uri as uris
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
+    from airflow_provider_kstate.store import contract
 
 #: Spark settings every kstate application gets unless the caller overrides them.
 DEFAULT_SPARK_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
@@ -47,11 +47,11 @@ BOUND_DEVIATIONS = ("latest_offset", "last_stable_offset")
 #: How a failed application fails the task, by its report's error code: the error and its message
 #: (``{app}``: the application's file, ``{error}``: its error line, ``{task}``: the task id). The one place
 #: that maps codes; a code not here fails with :class:`SparkApplicationError` (retried).
-APP_ERRORS: dict[contract.ErrorCode, tuple[type[KStateError], str]] = {
+APP_ERRORS: dict[str, tuple[type[KStateError], str]] = {  # keys: contract.ErrorCode values (parse time)
     # a retry cannot fix the topic's policy
-    contract.ErrorCode.NOT_COMPACTED: (NotCompactedChangelogError, "{app} refused: {error}"),
+    "not-compacted": (NotCompactedChangelogError, "{app} refused: {error}"),
     # a retry cannot fix the broker: nothing was read or published
-    contract.ErrorCode.OFFSET_BOUNDS: (
+    "offset-bounds": (
         BrokerDeviationError,
         "{app} failed: {error}. {task} refused to trust the read: nothing was published and the current "
         "snapshot is unchanged. Run it on a broker whose ListOffsets matches its fetches, or accept "
@@ -179,6 +179,8 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
 
     def snapshot_hook(self) -> KStateSnapshotHook:
         """Return the hook of the Kafka connection (and of the snapshot's storage)."""
+        from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
+
         return KStateSnapshotHook(kafka_config_id=self.kafka_config_id, timeout=self.request_timeout)
 
     # -- submitting -------------------------------------------------------------------------------------
@@ -206,6 +208,8 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
                 with self._configured(sub):
                     SparkSubmitOperator.execute(self, context if context is not None else {})  # type: ignore[arg-type]
             except Exception as exc:
+                from airflow_provider_kstate.store import contract
+
                 failure = contract.reported_failure(report)
                 if failure is None:
                     raise
@@ -232,6 +236,8 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
 
     @contextlib.contextmanager
     def _report_file(self) -> Iterator[str]:
+        from airflow_provider_kstate.store import uri as uris
+
         if not self.report_dir:
             with tempfile.TemporaryDirectory(prefix="kstate-report-") as tmp:
                 yield os.path.join(tmp, "report.json")
@@ -342,6 +348,8 @@ def _end(procs: list[Any], grace: float, log: Any) -> None:
 
 
 def _read_report(path: str, app: str) -> dict[str, Any]:
+    from airflow_provider_kstate.store import contract
+
     try:
         report = contract.load_report(path)
     except FileNotFoundError as exc:

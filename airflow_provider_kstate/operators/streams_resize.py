@@ -31,7 +31,6 @@ from airflow_provider_kstate.errors import (
     UnknownGroupError,
     UnprotectedGroupError,
 )
-from airflow_provider_kstate.increase.drivers import CommandDriver, as_driver, as_registry
 from airflow_provider_kstate.operators.base import KStateIncreaseOperator
 from airflow_provider_kstate.params import as_choice, as_int, as_mapping, as_str_list, as_topic
 
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
 
     from airflow_provider_kstate.cluster.streams_resize import Replacer
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
+    from airflow_provider_kstate.increase.drivers import CommandDriver
     from airflow_provider_kstate.increase.plan import Plan
     from airflow_provider_kstate.increase.streams_apps import StreamsAppPlan
 
@@ -151,6 +151,8 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
     def command_drivers(self, app_id: str) -> tuple[CommandDriver, dict[str, CommandDriver]]:
         """The application's driver and its producers' (``{service: driver}``); raise
         :class:`InvalidDriverError` for a missing, unknown or non-command one."""
+        from airflow_provider_kstate.increase.drivers import as_registry
+
         registry = as_registry(as_mapping("drivers", self.drivers))
         if self.app_driver is None or (isinstance(self.app_driver, str) and not self.app_driver.strip()):
             raise InvalidDriverError(
@@ -303,6 +305,8 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
 
 def _command(what: str, value: Any, registry: Mapping[str, Any]) -> CommandDriver:
     """``value`` as a command driver: a CommandDriver, its dict form, or a name in ``registry``."""
+    from airflow_provider_kstate.increase.drivers import CommandDriver, as_driver
+
     if isinstance(value, Mapping):
         from airflow_provider_kstate.increase.drivers import Driver
 

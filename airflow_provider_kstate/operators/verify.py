@@ -6,20 +6,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.client_piece.protocol import PRESERVE
+from airflow_provider_kstate.defaults import PRESERVE
 from airflow_provider_kstate.errors import ReportError, VerificationError
 from airflow_provider_kstate.failpoints import failpoint
-from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, check_key_order, watch_release
-from airflow_provider_kstate.increase.plan import PlanMode
-from airflow_provider_kstate.increase.replicas import wait_for_leaders
-from airflow_provider_kstate.increase.report import Exceptions, ReportWriter, ranges, write_report
-from airflow_provider_kstate.increase.verification import Marks, SeedEvidence, judge_group, report_rows
-from airflow_provider_kstate.lease_rules import run_owner
-from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.base import KStateStepOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_provider_kstate.increase.report import Exceptions, ReportWriter
+    from airflow_provider_kstate.increase.verification import Marks, SeedEvidence
 
 
 class KStateVerifyOperator(KStateStepOperator):
@@ -68,6 +64,8 @@ class KStateVerifyOperator(KStateStepOperator):
 
     def _wait_for_leaders(self, new: range) -> None:
         """The new partitions' leaders, awaited here (after the resume), not in the pause window."""
+        from airflow_provider_kstate.increase.replicas import wait_for_leaders
+
         if new:
             took = wait_for_leaders(
                 self.admin, self.topic, new, max(self.barrier_timeout, self.request_timeout)
@@ -140,6 +138,11 @@ class KStateVerifyOperator(KStateStepOperator):
     def _verify(self, context: Context) -> tuple[dict[str, Any], int]:
         """Judge every partition of the (one) topic for every protected group; write the verify report;
         return the summary and the number of problems (nothing is released nor raised here)."""
+        from airflow_provider_kstate.increase.key_order import check_key_order
+        from airflow_provider_kstate.increase.report import Exceptions, write_report
+        from airflow_provider_kstate.increase.verification import Marks
+        from airflow_provider_kstate.metrics import METRICS_OUT
+
         plan = self.typed_plan
         self._wait_for_leaders(plan.new_partitions)
         barrier = self._barrier(context) if check_key_order(self.key_order) == PRESERVE else {}
@@ -176,6 +179,9 @@ class KStateVerifyOperator(KStateStepOperator):
 
     def _barrier(self, context: Context) -> dict[str, Any]:
         """Release every live group once it passed the key-order barrier; per group, when it did."""
+        from airflow_provider_kstate.increase.key_order import watch_release
+        from airflow_provider_kstate.lease_rules import run_owner
+
         plan = self.typed_plan
         seeded = plan.where("seed")
         live = [g for g, info in self.admin.describe_groups(seeded, self.topic).items() if info.members]
@@ -199,6 +205,8 @@ class KStateVerifyOperator(KStateStepOperator):
     def _drained(self, plan: Any, order: dict[str, Any]) -> dict[str, Any]:
         """Add each drained group to the key-order summary: the producers waited until it had consumed
         everything written before them (``drained``), with their downtime and the backlog at the switch."""
+        from airflow_provider_kstate.increase.key_order import ORDER_DRAINED
+
         drained = plan.marked(ORDER_DRAINED)
         if not drained:
             return order
@@ -217,6 +225,7 @@ class KStateVerifyOperator(KStateStepOperator):
     def _add_topic_event(self, context: Context, plan: Any, count: int) -> None:
         """Add the grown topic's ``kafka://`` Asset event to this task's AssetAlias outlets (an increase)."""
         from airflow_provider_kstate.assets import add_topic_event
+        from airflow_provider_kstate.increase.plan import PlanMode
 
         if plan.mode != PlanMode.INCREASE:
             return
@@ -229,6 +238,8 @@ class KStateVerifyOperator(KStateStepOperator):
             )
 
     def _evidence(self, context: Context, count: int) -> tuple[SeedEvidence, str]:
+        from airflow_provider_kstate.increase.verification import SeedEvidence
+
         given = self.seed_report if isinstance(self.seed_report, dict) else {}
         if isinstance(given.get("topics"), dict):  # the window of several topics: one report per topic
             given = given["topics"].get(self.topic) or {}
@@ -252,6 +263,8 @@ class KStateVerifyOperator(KStateStepOperator):
         cautions: Exceptions,
     ) -> int:
         """Judge one group's partitions (:func:`judge_group`), log its exceptions and line, write its rows."""
+        from airflow_provider_kstate.increase.verification import judge_group, report_rows
+
         verdict = judge_group(group, committed, marks, evidence)
         for p in verdict.bad:
             problems.add("group %s partition %s: SKIP: %s", group, p, verdict.problems[p])
@@ -265,6 +278,8 @@ class KStateVerifyOperator(KStateStepOperator):
     def _line(
         self, group: str, count: int, bad: list[int], seeded: int, lag: int, worst: tuple[int, int]
     ) -> None:
+        from airflow_provider_kstate.increase.report import ranges
+
         verdict = (
             f"{len(bad):,} partitions WOULD SKIP messages: {ranges(bad)}"
             if bad

@@ -8,15 +8,14 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.failpoints import failpoint
-from airflow_provider_kstate.increase.plan import GroupClass, PlanMode
-from airflow_provider_kstate.increase.report import ReportWriter, write_report
-from airflow_provider_kstate.increase.steps import SafeIncreaseSteps, SeedResult
-from airflow_provider_kstate.increase.topic_set import TopicSetSteps, refuse_unsupported
-from airflow_provider_kstate.metrics import METRICS_OUT
 from airflow_provider_kstate.operators.consumers import KStatePausingOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_provider_kstate.increase.report import ReportWriter
+    from airflow_provider_kstate.increase.steps import SafeIncreaseSteps, SeedResult
+    from airflow_provider_kstate.increase.topic_set import TopicSetSteps
 
 
 class KStatePauseWindowOperator(KStatePausingOperator):
@@ -53,6 +52,10 @@ class KStatePauseWindowOperator(KStatePausingOperator):
     lineage_kind = "window"
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_kstate.increase.plan import PlanMode
+        from airflow_provider_kstate.increase.report import write_report
+        from airflow_provider_kstate.metrics import METRICS_OUT
+
         if self.typed_plan.several:
             return self._several(context)
         steps = self.pausing_steps(context)
@@ -136,6 +139,8 @@ class KStatePauseWindowOperator(KStatePausingOperator):
     def _undo(self, steps: SafeIncreaseSteps) -> None:
         """Resume every paused group when the partitions were not created; an error here is logged (the
         step's own error is the one to report, and the failure guard undoes again from the cluster)."""
+        from airflow_provider_kstate.increase.plan import PlanMode
+
         plan = steps.plan
         if steps.create_unknown:
             self.log.warning(
@@ -153,6 +158,10 @@ class KStatePauseWindowOperator(KStatePausingOperator):
 
     def _several(self, context: Context) -> dict[str, Any]:
         """The window of a plan of several topics: one leave, every create, every seed, one rejoin."""
+        from airflow_provider_kstate.increase.report import write_report
+        from airflow_provider_kstate.increase.topic_set import refuse_unsupported
+        from airflow_provider_kstate.metrics import METRICS_OUT
+
         plan = self.typed_plan
         refuse_unsupported(plan)
         steps = self.topic_set_steps(context, **self.pausing_options())
@@ -231,6 +240,8 @@ class KStatePauseWindowOperator(KStatePausingOperator):
 
     def _undo_set(self, steps: TopicSetSteps) -> None:
         """Resume every paused group when no topic was grown (see :meth:`_undo`)."""
+        from airflow_provider_kstate.increase.plan import PlanMode
+
         if steps.create_unknown:
             self.log.warning(
                 "UNDO %s: not now: a create got no answer and may still be applied; the groups stay paused",
@@ -247,6 +258,8 @@ class KStatePauseWindowOperator(KStatePausingOperator):
 
     @staticmethod
     def _split(steps: SafeIncreaseSteps) -> tuple[list[str], list[str]]:
+        from airflow_provider_kstate.increase.plan import GroupClass
+
         seeded = steps.plan.where("seed")
         live = [g for g in seeded if steps.plan.groups[g].cls == GroupClass.ACTIVE]
         return live, [g for g in seeded if g not in live]
@@ -254,6 +267,8 @@ class KStatePauseWindowOperator(KStatePausingOperator):
 
 def _merged(first: SeedResult, later: SeedResult) -> SeedResult:
     """The two seed passes of a window (live groups, then the others) as one."""
+    from airflow_provider_kstate.increase.steps import SeedResult
+
     return SeedResult(max(first.partitions, later.partitions), {**first.groups, **later.groups})
 
 

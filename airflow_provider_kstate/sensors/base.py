@@ -10,13 +10,14 @@ from airflow.sdk import BaseSensorOperator
 
 from airflow_provider_kstate import errors
 from airflow_provider_kstate.compat import AirflowSensorTimeout, conf
-from airflow_provider_kstate.increase.checks import CHECKS, CheckResult
-from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.operators.base import parsed_plan
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_provider_kstate.increase.checks import CheckResult
+    from airflow_provider_kstate.increase.plan import Plan
 
 
 class KStateConditionSensor(KStateKafkaOperator, BaseSensorOperator):
@@ -51,7 +52,7 @@ class KStateConditionSensor(KStateKafkaOperator, BaseSensorOperator):
         super().__init__(poke_interval=poke_interval, timeout=timeout, **kwargs)
         self.plan = plan
         self.deferrable = deferrable
-        self._last = CheckResult(False, {})
+        self._last: CheckResult | None = None  # the last poke's result
 
     @property
     def typed_plan(self) -> Plan:
@@ -69,6 +70,7 @@ class KStateConditionSensor(KStateKafkaOperator, BaseSensorOperator):
 
     def poke(self, context: Context) -> bool:
         from airflow_provider_kstate.hooks.admin import KStateAdminHook
+        from airflow_provider_kstate.increase.checks import CHECKS
 
         hook = KStateAdminHook(kafka_config_id=self.kafka_config_id, timeout=self.request_timeout)
         self._last = CHECKS[self.check_name](hook, **self.check_arguments())
@@ -100,9 +102,9 @@ class KStateConditionSensor(KStateKafkaOperator, BaseSensorOperator):
         try:
             super().execute(context)
         except AirflowSensorTimeout as exc:
-            raise self.timeout_error(self._last.detail) from exc
+            raise self.timeout_error(self._last.detail if self._last else {}) from exc
         self.log.info("%s: condition met", self.check_name)
-        return self._last.detail
+        return self._last.detail if self._last else {}
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Resume after the trigger fired: return on success, raise a named error otherwise."""

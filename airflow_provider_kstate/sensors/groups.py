@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate import errors
-from airflow_provider_kstate.increase.key_order import drain_of
-from airflow_provider_kstate.increase.steps import not_empty_error
 from airflow_provider_kstate.sensors.base import KStateConditionSensor
 
 if TYPE_CHECKING:
@@ -26,6 +24,8 @@ class KStateGroupsEmptySensor(KStateConditionSensor):
         return {"topic": plan.topic, "groups": plan.where("seed")}
 
     def timeout_error(self, detail: dict[str, Any]) -> errors.GroupNotEmptyError:
+        from airflow_provider_kstate.increase.steps import not_empty_error
+
         return not_empty_error(self.typed_plan, detail, self.timeout)
 
 
@@ -73,10 +73,14 @@ class KStateGroupsDrainedSensor(KStateConditionSensor):
         self.switch = switch
 
     def check_arguments(self) -> dict[str, Any]:
+        from airflow_provider_kstate.increase.key_order import drain_of
+
         drain = drain_of(self.switch)
         return {"topic": self.typed_plan.topic, "groups": drain["groups"], "offsets": drain["offsets"]}
 
     def execute(self, context: Context) -> Any:
+        from airflow_provider_kstate.increase.key_order import drain_of
+
         if not drain_of(self.switch)["groups"]:
             self.log.info("groups_drained: the plan drains no group: nothing to wait for")
             return {}

@@ -571,11 +571,12 @@ def drain_count(kafka_config: Mapping[str, Any], topic: str, ranges: Mapping[int
                 partition = m.partition()
                 if partition not in todo:
                     continue
-                if m.error() is not None or m.offset() >= ranges[partition][1]:
+                offset = m.offset()
+                if m.error() is not None or offset is None or offset >= ranges[partition][1]:
                     done(partition)
                     continue
                 count += 1
-                if m.offset() + 1 >= ranges[partition][1]:
+                if offset + 1 >= ranges[partition][1]:
                     done(partition)
     finally:
         consumer.close()

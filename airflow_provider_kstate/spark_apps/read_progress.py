@@ -44,6 +44,9 @@ from typing import Any, Final, Literal
 
 from pydantic import ConfigDict, Field
 
+from airflow_provider_kstate.defaults import (  # re-exported: the value lives there (parse time)
+    DEFAULT_INTERVAL as DEFAULT_INTERVAL,
+)
 from airflow_provider_kstate.documents import OrderedDocument
 from airflow_provider_kstate.errors import SnapshotError
 from airflow_provider_kstate.store.manifest import utc_now
@@ -54,7 +57,6 @@ PROGRESS_NAME = "_kstate_progress.json"
 DOC_FORMAT: Final = "kstate-progress/1"
 #: The states of the progress document.
 #: Seconds between two progress lines unless told otherwise (``--progress-interval``).
-DEFAULT_INTERVAL = 10.0
 #: Seconds between two position reports of one executor task, at most.
 REPORT_EVERY = 1.0
 #: Seconds an executor task waits for the driver's listener to accept its connection.

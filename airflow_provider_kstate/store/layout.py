@@ -27,6 +27,9 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints, ValidationError
 
+from airflow_provider_kstate.defaults import (  # re-exported: the value lives there (parse time)
+    DEFAULT_KEEP_VERSIONS as DEFAULT_KEEP_VERSIONS,
+)
 from airflow_provider_kstate.documents import OrderedDocument
 from airflow_provider_kstate.errors import InvalidArgumentError, SnapshotError
 from airflow_provider_kstate.store.manifest import MANIFEST_NAME
@@ -38,8 +41,6 @@ POINTER_NAME = "_kstate_current.json"
 POINTER_FORMAT: Final = "kstate-pointer/1"
 #: Prefix of version directory names.
 VERSION_PREFIX = "v-"
-#: How many versions a rebuild keeps (the current one included) unless told otherwise.
-DEFAULT_KEEP_VERSIONS = 3
 #: The message readers log for the legacy layout.
 LEGACY_MESSAGE = "legacy layout (manifest directly under the snapshot URI); the next rebuild migrates it"
 #: The first and last 4 bytes of every Parquet file.

@@ -15,9 +15,14 @@ from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.client_piece.protocol import DEFAULT_CONTROL_TOPIC, KeyOrder
-from airflow_provider_kstate.increase.approval import DEFAULT_APPROVAL_TIMEOUT
-from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID, DEFAULT_LEASE_TOPIC, DEFAULT_LEASE_TTL
+from airflow_provider_kstate.defaults import (
+    DEFAULT_APPROVAL_TIMEOUT,
+    DEFAULT_CONN_ID,
+    DEFAULT_CONTROL_TOPIC,
+    DEFAULT_LEASE_TOPIC,
+    DEFAULT_LEASE_TTL,
+    KeyOrder,
+)
 from airflow_provider_kstate.params import warn_renamed
 
 if TYPE_CHECKING:

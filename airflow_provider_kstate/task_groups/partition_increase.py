@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, TaskGroup, chain
 
 from airflow_provider_kstate.assets import topic_alias
-from airflow_provider_kstate.doctor.promises import Needs
 from airflow_provider_kstate.errors import KStateConfigError
 from airflow_provider_kstate.operators.approval import KStateApprovalOperator
 from airflow_provider_kstate.operators.consumers import (
@@ -44,6 +43,9 @@ from airflow_provider_kstate.task_groups.config import (
     StepsConfig,
     WaitConfig,
 )
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = [
     "DEFAULT_RETRIES",
@@ -226,6 +228,8 @@ def _sensing(options: IncreaseOptions) -> dict[str, Any]:
 
 
 def _check_broker(options: IncreaseOptions) -> BaseOperator:
+    from airflow_provider_kstate.doctor.promises import Needs
+
     return KStateBrokerDoctorOperator(
         task_id="check_broker",
         needs=Needs.INCREASE,

@@ -1,0 +1,45 @@
+"""The provider's default names and numbers, in one light module: the operators' and the task group's
+constructors take them as defaults while a DAG file is parsed, so this module imports nothing but the
+string enum (no pydantic model, no Kafka client). The domain modules that own each value import it from here
+and keep their names for it."""
+
+from __future__ import annotations
+
+from airflow_provider_kstate.enums import StrEnum
+
+#: The Airflow connection (``kafka`` type) every hook and operator uses unless told otherwise.
+DEFAULT_CONN_ID = "kafka_default"
+#: The topic that holds the per-topic leases of increase and snapshot runs.
+DEFAULT_LEASE_TOPIC = "_kstate_leases"
+#: Seconds a topic lease lives without renewal. Running steps renew it; a crashed run frees the topic after it.
+DEFAULT_LEASE_TTL = 900.0
+#: The control topic the client piece's services watch.
+DEFAULT_CONTROL_TOPIC = "_kstate_control"
+#: The topic of the broker doctor's cached verdicts.
+DEFAULT_CACHE_TOPIC = "_kstate_doctor"
+#: Seconds a behavioural verdict stays valid: a broker upgrade is the usual reason it changes.
+DEFAULT_TTL = 24 * 3600.0
+#: Seconds an approval request waits for an answer by default.
+DEFAULT_APPROVAL_TIMEOUT = 3600.0
+#: Seconds between two progress lines of a Spark application unless told otherwise (``--progress-interval``).
+DEFAULT_INTERVAL = 10.0
+#: How many snapshot versions a rebuild keeps (the current one included) unless told otherwise.
+DEFAULT_KEEP_VERSIONS = 3
+#: Group id prefixes of Spark's Kafka source (a query's offsets live in its checkpoint, not in its group).
+DEFAULT_SPARK_PREFIXES = ("spark-kafka-source-", "spark-kafka-relation-")
+
+
+class KeyOrder(StrEnum):
+    """``key_order`` of an increase: ``preserve`` holds post-switch records until the pre-switch ones are
+    processed (at the barrier, or by draining the groups that cannot hold); ``drain`` stops the producers
+    before the create and starts them once every live group has consumed what was written before;
+    ``relax`` switches at once."""
+
+    PRESERVE = "preserve"
+    RELAX = "relax"
+    DRAIN = "drain"
+
+
+PRESERVE = KeyOrder.PRESERVE
+RELAX = KeyOrder.RELAX
+DRAIN = KeyOrder.DRAIN
