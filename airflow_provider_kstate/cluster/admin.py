@@ -13,11 +13,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from queue import Empty, SimpleQueue
 from typing import Any, TypeVar
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import ConfigResource, NewPartitions, OffsetSpec
 
 from airflow_provider_kstate.admin_client import AdminClient
@@ -58,6 +65,14 @@ log = logging.getLogger(__name__)
 OFFSETS_CHUNK = 256
 #: Requests in flight at once (bounded concurrency of the per-group calls).
 MAX_IN_FLIGHT = 64
+#: Groups whose committed offsets are read at once (a consumer each; the reads are bound by the client's CPU).
+COMMITTED_READERS = 8
+#: Settings of the consumer that reads a group's committed offsets: it never joins, commits nor fetches.
+READER_SETTINGS = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "client.id": "kstate-offsets",
+}
 #: Partition errors that pass: a partition just created has no leader on every broker yet (Apache Kafka
 #: answers ListOffsets with NOT_LEADER_OR_FOLLOWER until its metadata reaches the broker asked), a leader
 #: that moves. Asked again, by partition, until the request timeout.
@@ -83,6 +98,8 @@ class ClusterAdmin:
     :param max_in_flight: requests in flight at once.
     :param client: the AdminClient to use (default: one made from ``config``).
     :param name: how errors name the cluster (a connection id, a bootstrap address).
+    :param consumer: makes the consumer that reads one group's committed offsets from its configuration
+        (confluent-kafka's ``Consumer``).
     """
 
     def __init__(
@@ -92,11 +109,13 @@ class ClusterAdmin:
         max_in_flight: int = MAX_IN_FLIGHT,
         client: AdminClient | None = None,
         name: str = "",
+        consumer: Callable[[dict[str, Any]], Any] = Consumer,
     ) -> None:
         self.config = dict(config)
         self.timeout = timeout
         self.max_in_flight = max_in_flight
         self.client = client if client is not None else AdminClient(self.config)
+        self.consumer = consumer
         self.name = name or str(self.config.get("bootstrap.servers", "the cluster"))
 
     # -- topics -------------------------------------------------------------------------------------
@@ -490,38 +509,67 @@ class ClusterAdmin:
     ) -> Iterator[tuple[str, dict[int, int]]]:
         """Yield ``(group, {partition: offset})`` for each group's committed offsets on ``topic``.
 
-        Every group's request goes out at once (bounded by ``max_in_flight``), each split into requests of
-        :data:`OFFSETS_CHUNK` partitions; a group is yielded as soon as all its answers are in.
+        Each group is read by a consumer of it (``Consumer.committed``, which never joins the group), not by
+        the AdminClient's ListConsumerGroupOffsets: librdkafka 2.16 handles that call answered
+        NOT_COORDINATOR, as when a group's coordinator moves in a rolling restart, by calling into a consumer
+        group the AdminClient does not have, and the process dies of a SIGSEGV (librdkafka issue 5040,
+        found in issue 33's fault matrix). The consumer's group machinery finds the moved coordinator and
+        asks again. :data:`COMMITTED_READERS` groups are read at once, each in requests of
+        :data:`OFFSETS_CHUNK` partitions (the client's cost grows with the square of one request's
+        partitions); a group is yielded as soon as it is read.
 
         :param partitions: the topic's partition count, when known (saves a metadata request).
         """
         count = self.partition_count(topic) if partitions is None else partitions
         chunks = list(_chunks(list(range(count)), OFFSETS_CHUNK))
-        remaining: dict[str, int] = {}
-        found: dict[str, dict[int, int]] = {}
+        wanted = list(dict.fromkeys(groups))
+        if not wanted:
+            return
+        with ThreadPoolExecutor(min(COMMITTED_READERS, len(wanted)), "kstate-offsets") as pool:
+            reads = {pool.submit(self._committed_of, group, topic, chunks): group for group in wanted}
+            try:
+                for done in as_completed(reads):
+                    yield reads[done], done.result()
+            finally:
+                for future in reads:
+                    future.cancel()
 
-        def request(group: str, chunk: list[int]) -> Callable[[], Any]:
-            request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in chunk])
-            return lambda: self.client.list_consumer_group_offsets([request], request_timeout=self.timeout)
+    def _committed_of(self, group: str, topic: str, chunks: list[list[int]]) -> dict[int, int]:
+        """``group``'s committed offsets on ``topic`` (partitions without one absent), read by a consumer of
+        the group; a coordinator loading or moving is asked again until the request timeout."""
+        reader = self.consumer({**self.config, **READER_SETTINGS, "group.id": group})
+        try:
+            found: dict[int, int] = {}
+            for chunk in chunks:
+                answer = self._committed_chunk(reader, group, topic, chunk)
+                found.update((tp.partition, tp.offset) for tp in answer if tp.offset >= 0)
+            return found
+        finally:
+            reader.close()
 
-        def calls() -> Iterator[tuple[str, Callable[[], Any]]]:
-            for group in dict.fromkeys(groups):
-                remaining[group] = len(chunks)
-                found[group] = {}
-                for chunk in chunks:
-                    yield group, request(group, chunk)
-
-        for group, futures in self._bounded(calls(), f"committed offsets on {topic!r}"):
-            result = _result(futures[group], self.timeout, f"committed offsets of group {group!r}")
-            _raise_offset_errors(group, topic, result.topic_partitions)
-            found[group].update(
-                (tp.partition, tp.offset)
-                for tp in result.topic_partitions
-                if tp.topic == topic and tp.offset >= 0
-            )
-            remaining[group] -= 1
-            if not remaining[group]:
-                yield group, found.pop(group)
+    def _committed_chunk(self, reader: Any, group: str, topic: str, chunk: list[int]) -> list[Any]:
+        what = f"committed offsets of group {group!r}"
+        deadline = time.monotonic() + self.timeout
+        while True:
+            left = max(0.1, deadline - time.monotonic())
+            try:
+                answer = reader.committed([TopicPartition(topic, p) for p in chunk], timeout=left)
+            except KafkaException as exc:
+                err: Any = exc.args[0] if exc.args else exc
+                name = getattr(err, "name", lambda: "")()
+                if name in COORDINATOR_MOVING and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                if name in UNREACHABLE:
+                    raise BrokerUnavailableError(f"{what}: cluster unreachable ({err.str()})") from exc
+                cls = KafkaRequestError if _retriable(err) else KafkaRequestRefusedError
+                raise cls(f"{what} on {topic!r}: {err}") from exc
+            moving = [tp.error for tp in answer if getattr(tp, "error", None) is not None]
+            if moving and _coordinator_moving(moving) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            _raise_offset_errors(group, topic, answer)
+            return list(answer)
 
     def groups_on_topic(self, topic: str, partitions: int | None = None) -> list[str]:
         """Return the groups at risk on ``topic``: those with committed offsets on it, and those whose live

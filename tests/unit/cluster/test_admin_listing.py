@@ -1,6 +1,6 @@
 """Unit tests of ClusterAdmin's group listing and committed offsets when a broker answers in part: a partial
 answer is asked again or refused, never read as "no such group" or "no offset" (fakes of confluent-kafka's
-admin results; real KafkaError values)."""
+admin results and of a group's consumer; real KafkaError values)."""
 
 from __future__ import annotations
 
@@ -62,41 +62,78 @@ def test_a_denied_list_fails_at_once_without_a_retry() -> None:
     assert not err.value.retryable and client.calls == 1
 
 
-class Offsets:
-    """A client whose OffsetFetch answers partition 1 of ``topic`` with ``error``."""
+class Reader:
+    """A consumer of one group whose OffsetFetch answers partition 1 with each of ``errors`` in turn (then
+    in full), as confluent-kafka's ``Consumer.committed`` does: partition errors on the TopicPartitions, a
+    request error raised."""
 
-    def __init__(self, error: KafkaError | None) -> None:
-        self.error = error
+    made: list[Reader] = []
 
-    def list_consumer_group_offsets(
-        self, requests: list[Any], request_timeout: float
-    ) -> dict[str, Future[Any]]:
-        (request,) = requests
-        parts = [  # confluent-kafka's TopicPartition: its error is read-only, None when the partition is fine
+    def __init__(self, config: dict[str, Any], errors: list[Any]) -> None:
+        self.config, self.errors, self.calls, self.closed = config, list(errors), 0, False
+        Reader.made.append(self)
+
+    def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
+        self.calls += 1
+        error = self.errors.pop(0) if self.errors else None
+        if isinstance(error, KafkaException):
+            raise error
+        return [  # confluent-kafka's TopicPartition: its error is read-only, None when the partition is fine
             SimpleNamespace(
                 topic=tp.topic,
                 partition=tp.partition,
-                offset=-1001 if tp.partition == 1 and self.error else 7,
-                error=self.error if tp.partition == 1 else None,
+                offset=-1001 if tp.partition == 1 and error else 7,
+                error=error if tp.partition == 1 else None,
             )
-            for tp in request.topic_partitions
+            for tp in partitions
         ]
-        return {request.group_id: _done(SimpleNamespace(topic_partitions=parts))}
+
+    def close(self) -> None:
+        self.closed = True
 
 
-def test_offsets_answered_in_full_are_read() -> None:
-    found = dict(_admin(Offsets(None)).committed_offsets_many(["g"], "t", partitions=3))
-    assert found == {"g": {0: 7, 1: 7, 2: 7}}
+def _reading(*errors: Any, timeout: float = 2.0) -> ClusterAdmin:
+    Reader.made = []
+    return ClusterAdmin(
+        {"bootstrap.servers": "b:1"},
+        timeout=timeout,
+        client=SimpleNamespace(),
+        consumer=lambda config: Reader(config, list(errors)),
+    )
 
 
-def test_a_partition_answered_with_an_error_is_not_read_as_no_offset() -> None:
+def test_offsets_answered_in_full_are_read_by_a_consumer_of_each_group_never_joining() -> None:
+    found = dict(_reading().committed_offsets_many(["g", "h", "g"], "t", partitions=3))
+    assert found == {"g": {0: 7, 1: 7, 2: 7}, "h": {0: 7, 1: 7, 2: 7}}
+    assert sorted(r.config["group.id"] for r in Reader.made) == ["g", "h"]
+    assert all(r.closed and r.config["enable.auto.commit"] is False for r in Reader.made)
+
+
+def test_large_groups_are_read_in_chunks() -> None:
+    found = dict(_reading().committed_offsets_many(["g"], "t", partitions=600))
+    assert len(found["g"]) == 600 and Reader.made[0].calls == 3  # 256 + 256 + 88
+
+
+def test_a_coordinator_loading_or_moving_is_asked_again() -> None:
+    loading = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+    moved = KafkaException(KafkaError(KafkaError.NOT_COORDINATOR))
+    found = dict(_reading(loading, moved).committed_offsets_many(["g"], "t", 3))
+    assert found == {"g": {0: 7, 1: 7, 2: 7}} and Reader.made[0].calls == 3
+
+
+def test_a_partition_still_loading_at_the_deadline_is_not_read_as_no_offset() -> None:
+    loading = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
     with pytest.raises(KafkaRequestError, match="partition 1") as err:
-        dict(
-            _admin(Offsets(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))).committed_offsets_many(
-                ["g"], "t", 3
-            )
-        )
+        dict(_reading(*[loading] * 100, timeout=0.5).committed_offsets_many(["g"], "t", 3))
     assert err.value.retryable and "not read as 'no offset'" in str(err.value)
+    assert Reader.made[0].closed
+
+
+def test_a_denied_read_fails_at_once_naming_it() -> None:
+    denied = KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
+    with pytest.raises(KafkaRequestRefusedError, match="GROUP_AUTHORIZATION_FAILED") as err:
+        dict(_reading(denied).committed_offsets_many(["g"], "t", 3))
+    assert not err.value.retryable and Reader.made[0].calls == 1
 
 
 class Seeding:
