@@ -2,13 +2,15 @@
 
 kstate doctor --bootstrap-servers broker:9092 [--config JSON|@file] [--needs increase|state|all]
               [--allow promise,...] [--refresh] [--json]
-kstate plan TOPIC --partitions N --bootstrap-servers broker:9092 [--config JSON|@file]
+kstate plan TOPIC [TOPIC ...] --partitions N --bootstrap-servers broker:9092 [--config JSON|@file]
             [--groups g1,g2] [--exclude g3] [--key-order preserve|drain|relax]
             [--control-topic T] [--json]
 
 ``kstate plan`` prints what a run of the increase to N partitions would do (the same plan as the kstate
 page: each group's class, driver, key-order mark and lag, the broker check's last verdict), takes no lease
-and changes nothing. Exit codes: 0 a run could go, 3 a run would be refused (named), 4 the cluster did
+and changes nothing. Several co-partitioned topics (a join's inputs, grown together in one run) give one
+plan: every topic with its count now and after, every group at risk on any of them once, with the topics it
+reads; topics whose counts differ now are refused, naming each count. Exit codes: 0 a run could go, 3 a run would be refused (named), 4 the cluster did
 not answer, 2 bad arguments.
 """
 
@@ -39,7 +41,9 @@ def _plan_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kstate plan", description="What an increase would do; changes nothing."
     )
-    parser.add_argument("topic")
+    parser.add_argument(
+        "topic", nargs="+", help="the topic; several: co-partitioned topics grown together in one run"
+    )
     parser.add_argument(
         "--partitions", type=int, default=None, help="the target count (default: the current)"
     )
@@ -76,16 +80,23 @@ def _preview(args: argparse.Namespace, config: dict[str, Any]) -> tuple[dict[str
     from airflow_provider_kstate.cluster.admin import ClusterAdmin
     from airflow_provider_kstate.cluster.control import Controller
     from airflow_provider_kstate.doctor.diagnosis import last_verdict
-    from airflow_provider_kstate.increase.preview import preview, preview_lines, preview_plan
+    from airflow_provider_kstate.increase.preview import preview_lines
+    from airflow_provider_kstate.increase.topic_set import (
+        preview_topic_set,
+        preview_topic_set_plan,
+        topic_set,
+    )
 
     admin = ClusterAdmin(config, timeout=args.timeout, name=str(config.get("bootstrap.servers")))
     admin.check_connection()  # a refused SASL or TLS handshake: named at once (KafkaAuthenticationError)
+    names = topic_set(None, args.topic)  # refuses a duplicate or an internal topic, named
     groups = [g for g in args.groups.split(",") if g]
-    _check_access(admin, args, config, groups)
+    for topic in names:
+        _check_access(admin, args, config, groups, topic)
     present = Controller(admin, args.control_topic).client_piece_clients()
-    plan = preview_plan(
+    plan = preview_topic_set_plan(
         admin,
-        args.topic,
+        names,
         args.partitions,
         present,
         key_order=args.key_order,
@@ -93,25 +104,27 @@ def _preview(args: argparse.Namespace, config: dict[str, Any]) -> tuple[dict[str
         exclude_groups=[g for g in args.exclude.split(",") if g],
     )
     seeded = [g for g in plan.where("seed") if g not in groups]
-    if seeded:
-        _check_access(admin, args, config, seeded)
+    for topic in names if seeded else []:
+        _check_access(admin, args, config, seeded, topic)
     verdict = last_verdict(config, args.timeout)
-    document = preview(admin, plan, {"checked": False} if verdict is None else verdict.shown())
+    document = preview_topic_set(admin, plan, {"checked": False} if verdict is None else verdict.shown())
     return document, preview_lines(document, plan)
 
 
-def _check_access(admin: Any, args: argparse.Namespace, config: dict[str, Any], groups: list[str]) -> None:
+def _check_access(
+    admin: Any, args: argparse.Namespace, config: dict[str, Any], groups: list[str], topic: str
+) -> None:
     """Refuse a principal without the ACLs a run would need (KafkaAuthorizationError, each one named)."""
     from airflow_provider_kstate.errors import TopicNotFoundError
     from airflow_provider_kstate.increase.access import check_access
     from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
 
     try:
-        increase = args.partitions is not None and args.partitions > admin.partition_count(args.topic)
+        increase = args.partitions is not None and args.partitions > admin.partition_count(topic)
     except TopicNotFoundError:  # or not describable: the check names the missing Describe
         increase = True
     topics = [DEFAULT_LEASE_TOPIC, args.control_topic]
-    check_access(admin, args.topic, topics, groups, increase=increase, config=config)
+    check_access(admin, topic, topics, groups, increase=increase, config=config)
 
 
 def _refused(exc: Exception) -> int:

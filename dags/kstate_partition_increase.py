@@ -49,12 +49,15 @@ refuses it before anything is paused.
 5. `verify`: every partition of the topic, for every protected group, from the cluster and the seed
    report: fails if any message would be skipped; releases the lease.
 
-**Several co-partitioned topics** (`topics`, in `kstate_partition_increase`): a join's inputs grow with the
+**Several co-partitioned topics** (`topics`, in both DAGs): a join's inputs grow with the
 topic to the same count in one run: one plan naming every topic and every group at risk on any of them,
 every topic's lease (taken in name order; another run on any of them is refused), one `pause_window` (the
 groups leave once, every topic is created, each group is seeded on every topic it reads, the groups
 rejoin once), and `verify` on every partition of every topic. Unequal counts are refused before anything
 is paused, naming each topic's count. Seed and verify reports: one per topic, in each topic's report folder.
+In `kstate_partition_increase_per_step` each step does the same over the set (one pause of every group,
+every topic created, every group seeded on each topic it reads, each topic's producers switched, one
+resume).
 
 Logs have one line per group with partition ranges; the per-group, per-partition evidence is in the seed
 and verify reports (gzip JSON Lines under `$AIRFLOW_HOME/kstate-reports`, or `report_uri`); XCom holds
@@ -86,8 +89,8 @@ from airflow_provider_kstate.task_groups.partition_increase import (
 )
 
 
-def _params(single_window: bool) -> dict[str, Param]:
-    """The Params of both DAGs (each DAG gets its own objects); ``topics`` only in the one-window DAG."""
+def _params() -> dict[str, Param]:
+    """The Params of both DAGs (each DAG gets its own objects)."""
     several = {
         "topics": Param(
             [],
@@ -95,7 +98,7 @@ def _params(single_window: bool) -> dict[str, Param]:
             items={"type": "string", "minLength": 1, "maxLength": 249, "pattern": "^[A-Za-z0-9._-]+$"},
             uniqueItems=True,
             title="More co-partitioned topics",
-            description="Topics co-partitioned with the topic (a join's inputs), grown with it to the same count in one run: one plan, every topic's lease, one pause window. Their counts must be equal now. Empty: the topic alone.",
+            description="Topics co-partitioned with the topic (a join's inputs), grown with it to the same count in one run: one plan, every topic's lease, each group paused once. Their counts must be equal now. Empty: the topic alone.",
         )
     }
     return {
@@ -107,7 +110,7 @@ def _params(single_window: bool) -> dict[str, Param]:
             title="Topic",
             description="The topic to grow (the first of a co-partitioned set). Internal topics (__consumer_offsets, ...) are refused.",
         ),
-        **(several if single_window else {}),
+        **several,
         "partitions": Param(
             type="integer",
             minimum=1,
@@ -207,12 +210,12 @@ for dag_id, single_window in (
         render_template_as_native_obj=True,
         doc_md=__doc__,
         tags=["kafka", "kstate"],
-        params=_params(single_window),
+        params=_params(),
     ):
         # Every field below is templated: the DAG's Params reach the config objects as they reach an operator.
         safe_partition_increase(
             topic="{{ params.topic }}",
-            topics="{{ params.topics }}" if single_window else None,
+            topics="{{ params.topics }}",
             partitions="{{ params.partitions }}",
             dry_run="{{ params.dry_run }}",
             connection=ConnectionConfig(kafka_config_id="kafka_default"),

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
     from airflow_provider_kstate.increase.fleet import DriverChoice
     from airflow_provider_kstate.increase.plan import Plan
+    from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
 
 #: Seconds the topic's lease outlives the approval deadline while the run waits (an answer can land a little
 #: after the deadline, before the scheduler's timeout sweep ends the request).
@@ -54,6 +55,10 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
       (this task succeeds: the decision was made; the run ends like a dry run).
     * **No answer before** ``approval_timeout``: the same, but the task fails with
       :class:`~airflow_provider_kstate.exceptions.ApprovalTimeoutError` (nobody decided: alerts fire).
+
+    A plan of several co-partitioned topics is approved as one: the prompt names every topic with its count
+    now and after, every topic's lease is held while it waits, and on Approve each topic's plan is made again
+    and compared (a change on any topic fails the task naming the topic, and releases every lease).
 
     On Airflow 3.3 the task waits in the ``awaiting_input`` state (no triggerer; the scheduler's timeout
     sweep, every ``[scheduler] trigger_timeout_check_interval``, ends an unanswered request); on 3.1 and 3.2
@@ -118,35 +123,33 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
             approval_prompt,
             approval_subject,
         )
-        from airflow_provider_kstate.lease_rules import LeaseKeeper, run_owner
+        from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet, run_owner
 
         if not as_bool("require_approval", self.require_approval):
             self.log.info("APPROVE not required (require_approval is off): the run goes on with the plan")
             return {"required": False, "approved": True}
         plan, timeout = self.typed_plan, self._timeout()
-        if plan.several:
-            self._end(context, "refused", "failed")
-            raise KStateConfigError(
-                f"the approval of a run of several topics ({plan.topic_names}) is not supported yet: nobody was "
-                "paused and nothing was changed; the leases are released. Run without require_approval, or "
-                "grow the topics one run each."
-            )
         self.response_timeout = timeout
-        self.subject = approval_subject(plan)
-        self.body = approval_prompt(
+        self.subject = approval_subject(plan) if not plan.several else _set_subject(plan)
+        self.body = _set_heading(plan) + approval_prompt(
             plan,
             broker=self._broker_check(),
             history=self._history(plan, run_owner(context)),
             deadline=(datetime.now(timezone.utc) + timeout).strftime("%Y-%m-%d %H:%M:%S UTC"),
         )
         wait_ttl = max(self.lease_ttl, timeout.total_seconds() + WAIT_LEASE_MARGIN)
-        LeaseKeeper.for_topic(self.lease, plan.topic, context, wait_ttl, self.log).renew(plan.to_dict())
+        keeper: LeaseKeeper | LeaseSet = (
+            LeaseSet.for_topics(self.lease, plan.topic_names, context, wait_ttl, self.log)
+            if plan.several
+            else LeaseKeeper.for_topic(self.lease, plan.topic, context, wait_ttl, self.log)
+        )
+        keeper.renew(plan.to_dict())
         self.events(context).step(AWAITING_APPROVAL)
         self.log.info(
             "APPROVE waiting up to %s s for an answer (%s); the lease on %s is held until then",
             f"{timeout.total_seconds():.0f}",
             "awaiting_input" if HITL_AWAITS_INPUT else "deferred to the triggerer",
-            plan.topic,
+            ", ".join(plan.topic_names),
         )
         return super().execute(context)
 
@@ -157,7 +160,7 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         if event.get("error_type") == "timeout":
             self._end(context, EXPIRED, EXPIRED)
             raise ApprovalTimeoutError(
-                f"nobody answered the approval of {plan.topic!r} before its deadline: nothing was changed and "
+                f"nobody answered the approval of {', '.join(plan.topic_names)!r} before its deadline: nothing was changed and "
                 "the lease is released. Trigger the run again to ask again."
             )
         chosen, by = list(event.get("chosen_options") or []), _responder(event)
@@ -197,18 +200,31 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
 
     def _check_unchanged(self, context: Context, approved: Plan) -> None:
         """Fail, before anyone is paused, when the cluster no longer matches the approved plan."""
-        from airflow_provider_kstate.increase.approval import PLAN_CHANGED, plan_changes
+        from airflow_provider_kstate.increase.approval import PLAN_CHANGED, PlanChanges, plan_changes
 
         self.keeper(context).renew(approved.to_dict())  # back to the steps' TTL; fails if another run took it
-        now, refused = self._replan(approved)
-        changes = plan_changes(approved, now, refused)
-        if not changes:
+        found: dict[str, PlanChanges] = {}
+        for view in approved.views():  # several topics: each made again and compared, as a run of one
+            now, refused = self._replan(view)
+            changes = plan_changes(view, now, refused)
+            if changes:
+                found[view.topic] = changes
+        if not found:
             self.log.info("APPROVE the cluster matches the approved plan: going on")
             return
-        for line in changes.lines():
-            self.log.error("APPROVE changed since the plan: %s", line)
+        for topic, changes in found.items():
+            for line in changes.lines():
+                self.log.error("APPROVE %s changed since the plan: %s", topic, line)
         self._end(context, PLAN_CHANGED, "failed")
-        changes.refuse(approved.topic)
+        if not approved.several:
+            found[approved.topic].refuse(approved.topic)
+        raise errors.PlanChangedError(
+            f"the cluster changed since the plan of {approved.topic_names} was made, so the approved plan no "
+            "longer says what this run would do: "
+            + "; ".join(f"{t}: {', '.join(c.lines())}" for t, c in found.items())
+            + ". Nobody was paused and nothing was changed on any topic; every topic's lease is released. "
+            "Run again: plan and approve the change as the cluster stands now."
+        )
 
     def _replan(self, approved: Plan) -> tuple[Plan, str]:
         """The plan of the same request now, as a dry run (``build_plan`` + ``drive``: no lease), and why it
@@ -278,6 +294,29 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
             except errors.ReportError:
                 continue  # not a progress document (another version, a partial write): not counted
         return downtime_history(runs)
+
+
+def _set_subject(plan: Plan) -> str:
+    """The prompt's headline for several co-partitioned topics: every topic, one target."""
+    counts = sorted(set(plan.topics.values()))
+    was = counts[0] if len(counts) == 1 else "/".join(str(c) for c in counts)
+    return (
+        f"Approve {len(plan.topics)} co-partitioned topics ({', '.join(plan.topic_names)}): {was} -> "
+        f"{plan.target_partitions} partitions in one run?"
+    )
+
+
+def _set_heading(plan: Plan) -> str:
+    """The prompt's first lines for several topics (none for one): every topic with its count now and after,
+    and what one run of them means."""
+    if not plan.several:
+        return ""
+    rows = "\n".join(f"| `{t}` | {c} | {plan.target_partitions} |" for t, c in plan.topics.items())
+    return (
+        f"**Co-partitioned topics grown together** (one plan, every topic's lease, each group paused once):\n\n"
+        f"| topic | partitions now | after |\n| --- | --- | --- |\n{rows}\n\n"
+        "Each group below is paused once, seeded on every topic it reads and resumed once.\n\n"
+    )
 
 
 def approved_choice(approved: Plan, now: Plan) -> DriverChoice:

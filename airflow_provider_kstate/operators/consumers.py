@@ -5,13 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.defaults import PRESERVE
-from airflow_provider_kstate.errors import KStateConfigError
 from airflow_provider_kstate.operators.base import KStateStepOperator, drain_hold
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_kstate.increase.plan import Plan
     from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 
 
@@ -67,13 +65,19 @@ class KStatePauseConsumersOperator(KStatePausingOperator):
     Each group is taken out by its driver: command-driven groups are stopped first (and waited for, up to
     ``empty_timeout``), then the others get the pause record; for a drain the producers are stopped before
     both (``empty_timeout``: the wait for the command-driven groups; see :class:`KStatePausingOperator`).
+
+    A plan of several co-partitioned topics pauses every group at risk on any of them once, then pins
+    each topic's producers (:meth:`~airflow_provider_kstate.increase.topic_set.TopicSetSteps.pause`).
     """
 
     def execute(self, context: Context) -> dict[str, Any]:
-        refuse_several(self.typed_plan)
-        steps = self.pausing_steps(context)
+        plan = self.typed_plan
         try:
-            return steps.pause()
+            if plan.several:
+                out = self.topic_set_steps(context, **self.pausing_options()).pause()
+                self.log.info("PAUSE %s: every group at risk on any topic left once", plan.topic_names)
+                return out
+            return self.pausing_steps(context).pause()
         finally:
             self.control.close()
 
@@ -82,24 +86,17 @@ class KStateResumeConsumersOperator(KStateStepOperator):
     """Tell paused services to rejoin (command-driven groups: their start and readiness commands), but
     only once every group has an offset on every new partition.
 
+    A plan of several topics resumes every paused group once, when it holds an offset on every partition of
+    every topic it reads.
+
     :raises UnsafeResumeError: partitions exist that a seeded group has no offset on; nothing is resumed.
     """
 
     def execute(self, context: Context) -> dict[str, Any]:
+        plan = self.typed_plan
         try:
+            if plan.several:
+                return self.topic_set_steps(context).resume(plan.where("pause"))
             return self.steps(context).resume()
         finally:
             self.control.close()
-
-
-def refuse_several(plan: Plan) -> None:
-    """Refuse a plan of several topics in the layout of one task per step: it runs in the one window.
-
-    :raises KStateConfigError: naming the topics; nothing was changed.
-    """
-    if plan.several:
-        raise KStateConfigError(
-            f"the run grows several topics together ({plan.topic_names}): they run in the one pause window "
-            "(kstate_partition_increase, or StepsConfig(single_window=True)), not one task per step. "
-            "Nothing was changed."
-        )

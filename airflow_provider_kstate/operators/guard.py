@@ -107,6 +107,7 @@ class KStateFailureGuardOperator(KStateStepOperator):
 
     def _guard_set(self, plan: Plan, owner: str, keeper: LeaseKeeper | LeaseSet) -> None:
         """Decide a plan of several topics from the cluster (always raises: something upstream failed)."""
+        from airflow_provider_kstate.increase.key_order import ORDER_DRAINED
         from airflow_provider_kstate.increase.plan import PlanMode
         from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
 
@@ -119,6 +120,7 @@ class KStateFailureGuardOperator(KStateStepOperator):
             self._resume(plan.where("pause"), owner)
             for view in views:
                 self.control.set_layout(view.topic, counts[view.topic], issuer=owner)
+            self._start_producers(plan)
             keeper.release()
             raise KStateError(
                 f"a step failed before partitions of {plan.topic_names} were created: nothing changed; "
@@ -129,6 +131,12 @@ class KStateFailureGuardOperator(KStateStepOperator):
         safe = [g for g in plan.where("pause") if g not in unsafe]
         if safe:
             self._resume(safe, owner)
+        if plan.marked(ORDER_DRAINED):  # each drained topic's producers on a layout every group is seeded on
+            for view in views:
+                if view.marked(ORDER_DRAINED):
+                    layout = view.original_partitions if missing[view.topic] else view.target_partitions
+                    self.control.set_layout(view.topic, layout, issuer=owner)
+            self._start_producers(plan)
         if unsafe:
             runbook = " ".join(
                 partial_increase_runbook(v, missing[v.topic]) for v in views if missing[v.topic]

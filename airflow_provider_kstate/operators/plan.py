@@ -145,7 +145,6 @@ class KStatePlanOperator(KStateIncreaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_kstate.increase.fleet import check_drivable
         from airflow_provider_kstate.increase.plan import check_topic_name, describe
-        from airflow_provider_kstate.increase.topic_set import refuse_unsupported
         from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
 
         names = self._topic_names()
@@ -183,7 +182,6 @@ class KStatePlanOperator(KStateIncreaseOperator):
         for line in describe(plan):
             self.log.info("PLAN %s", line)
         check_drivable(plan)
-        refuse_unsupported(plan)
         if dry_run:
             self.log.info("PLAN dry run: stopping after the plan; nothing was changed and no lease was taken")
             return plan.to_dict()

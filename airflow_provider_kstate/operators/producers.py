@@ -23,6 +23,9 @@ class KStateScaleProducersOperator(KStateStepOperator):
     producers there until the groups have drained). The XCom holds the new partitions' end offsets at
     signal time, the baseline of :class:`KStateNewPartitionsWrittenSensor`.
 
+    A plan of several co-partitioned topics switches each topic's producers (through its own key-order
+    barrier); XCom has each topic's switch and baseline under ``topics``.
+
     :param key_order: ``preserve`` or ``relax`` (templated).
     """
 
@@ -36,8 +39,18 @@ class KStateScaleProducersOperator(KStateStepOperator):
         from airflow_provider_kstate.increase.key_order import check_key_order
         from airflow_provider_kstate.metrics import METRICS_OUT
 
+        key_order = check_key_order(self.key_order)
+        plan = self.typed_plan
+        if plan.several:
+            try:
+                each = self.topic_set_steps(context, key_order=key_order).scale([], baseline=True)
+            finally:
+                self.control.close()
+            for topic, switched in each.items():
+                METRICS_OUT.switched(topic, switched)
+            return {"topic": plan.topic, "topics": each}
         steps = self.steps(context)
-        steps.key_order = check_key_order(self.key_order)
+        steps.key_order = key_order
         try:
             switch = steps.scale(baseline=True)
         finally:
@@ -53,6 +66,9 @@ class KStateStartProducersOperator(KStateStepOperator):
     :class:`~airflow_provider_kstate.sensors.groups.KStateGroupsDrainedSensor`; when the plan drains no
     group the producers switched earlier and this step does nothing.
 
+    A plan of several co-partitioned topics starts the producers of each topic a drained group reads, the
+    producer services once; XCom has each topic's cost under ``topics``.
+
     :param switch: the XCom of the step that switched (the pause window, or the scale step).
     """
 
@@ -66,6 +82,8 @@ class KStateStartProducersOperator(KStateStepOperator):
         from airflow_provider_kstate.increase.key_order import drain_of
         from airflow_provider_kstate.metrics import METRICS_OUT
 
+        if self.typed_plan.several:
+            return self._several(context)
         drain = drain_of(self.switch)
         if not drain["groups"]:
             self.log.info("SCALE %s: no group is drained: the producers switched with the window", self.topic)
@@ -76,3 +94,24 @@ class KStateStartProducersOperator(KStateStepOperator):
             self.control.close()
         METRICS_OUT.drained(self.topic, started)
         return {"drained_groups": drain["groups"], **started}
+
+    def _several(self, context: Context) -> dict[str, Any]:
+        """Start the producers of every topic a drained group reads (the services once)."""
+        from airflow_provider_kstate.increase.topic_set import drains_by_topic
+        from airflow_provider_kstate.metrics import METRICS_OUT
+
+        plan = self.typed_plan
+        drains = drains_by_topic(plan, self.switch)
+        if not drains:
+            self.log.info(
+                "SCALE %s: no group is drained: the producers switched with the window", plan.topic_names
+            )
+            return {}
+        try:
+            started = self.topic_set_steps(context).start_producers(drains)
+        finally:
+            self.control.close()
+        for topic, cost in started["topics"].items():
+            METRICS_OUT.drained(topic, cost)
+        groups = sorted({g for d in drains.values() for g in d["groups"]})
+        return {"drained_groups": groups, **started}

@@ -211,6 +211,8 @@ class KStateVerifyOperator(KStateStepOperator):
         if not drained:
             return order
         started = self.producers_started if isinstance(self.producers_started, dict) else {}
+        if isinstance(started.get("topics"), dict):  # several topics: the cost of this topic's producers
+            started = started["topics"].get(plan.topic) or {}
         entry = {
             "drained": "the producers started once it had consumed every record written before they stopped",
             "plan": str(ORDER_DRAINED),

@@ -159,11 +159,9 @@ class KStatePauseWindowOperator(KStatePausingOperator):
     def _several(self, context: Context) -> dict[str, Any]:
         """The window of a plan of several topics: one leave, every create, every seed, one rejoin."""
         from airflow_provider_kstate.increase.report import write_report
-        from airflow_provider_kstate.increase.topic_set import refuse_unsupported
         from airflow_provider_kstate.metrics import METRICS_OUT
 
         plan = self.typed_plan
-        refuse_unsupported(plan)
         steps = self.topic_set_steps(context, **self.pausing_options())
         uris = {view.topic: self._seed_uri(context, view) for view in plan.views()}
         try:
@@ -234,6 +232,7 @@ class KStatePauseWindowOperator(KStatePausingOperator):
             "drivers": {
                 "stopped_groups": steps.whole.stopped_groups,
                 "started_groups": resumed.get("started_groups", []),
+                "producers_stopped": steps.whole.producers_stopped,
                 "start_failures": [r.describe() for r in steps.whole.start_failures],
             },
         }

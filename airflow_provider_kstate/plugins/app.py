@@ -96,10 +96,14 @@ def _topic_routes(app: FastAPI, dependencies: list[Any]) -> None:
 
     @app.get("/api/plan", dependencies=dependencies)
     def plan(
-        topic: str, conn_id: str = Query("kafka_default"), partitions: int | None = Query(None, ge=1)
+        topic: str,
+        conn_id: str = Query("kafka_default"),
+        partitions: int | None = Query(None, ge=1),
+        topics: str = Query("", description="co-partitioned topics grown with it, comma-separated"),
     ) -> dict[str, Any]:
+        more = [t.strip() for t in topics.split(",") if t.strip()]
         try:
-            return views.topic_view(_admin(conn_id), conn_id, topic, partitions)
+            return views.topic_view(_admin(conn_id), conn_id, topic, partitions, more)
         except (KStateError, ValueError) as exc:
             raise _refuse(exc) from exc
 

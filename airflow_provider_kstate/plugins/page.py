@@ -58,6 +58,7 @@ a { color: var(--accent); }
     <label>Connection<input id="conn" value="kafka_default"></label>
     <label>Topic<input id="topic" list="topic-list" placeholder="orders" required></label>
     <datalist id="topic-list"></datalist>
+    <label>With co-partitioned topics<input id="more-topics" placeholder="payments, ... (grown together)"></label>
     <label>Run to N partitions<input id="partitions" type="number" min="1" placeholder="current"></label>
     <button class="go" id="plan-go" type="submit">Show plan</button>
   </form>
@@ -115,17 +116,21 @@ async function plan(ev) {
   const el = $("plan"); el.innerHTML = '<p class="muted">Asking the cluster (dry run, no lease) ...</p>';
   const p = new URLSearchParams({topic: $("topic").value, conn_id: $("conn").value});
   if ($("partitions").value) p.set("partitions", $("partitions").value);
+  if ($("more-topics").value.trim()) p.set("topics", $("more-topics").value);
   try {
     const d = await get(`api/plan?${p}`);
     const what = d.mode === "increase" ? `${d.partitions} &rarr; ${d.target} partitions: creates ${num(d.target - d.partitions)} (partition${d.target - d.partitions > 1 ? "s" : ""} ${esc(d.new_partitions)})` : `stays at ${d.partitions} partitions: a repair (seeds every gap, creates nothing)`;
-    const rows = d.groups.map((g) => `<tr><td>${esc(g.group)}</td><td><span class="pill ${esc(g.class)}">${esc(g.class)}</span></td><td>${esc(g.type)}</td><td>${esc(g.state)}</td>
+    const several = (d.topics || []).length > 1;  // co-partitioned topics grown together: one run
+    const rows = d.groups.map((g) => `<tr><td>${esc(g.group)}${several ? ' <span class="muted reads">reads ' + (g.topics || []).map(esc).join(", ") + "</span>" : ""}</td><td><span class="pill ${esc(g.class)}">${esc(g.class)}</span></td><td>${esc(g.type)}</td><td>${esc(g.state)}</td>
       <td class="n">${num(g.member_count)}</td><td>${g.members.map(esc).join("<br>")}</td><td class="n">${num(g.lag)}</td><td class="n">${num(g.without_offset)}</td>
       <td>${[g.pause && "pause", g.seed && "seed", g.wait && "wait"].filter(Boolean).join(", ") || '<span class="muted">left alone</span>'}</td>
       <td class="driver">${g.driver_problem ? '<span class="bad" title="' + esc(g.driver_problem) + '">no driver</span>' : esc(g.driver)}</td>
       <td class="order" title="${esc(g.key_order_reason)}">${esc(g.key_order)}</td></tr>`).join("");
     const stuck = Object.entries(d.cannot_drive || {});
     const refusal = stuck.length ? `<div class="box err" id="plan-refusal"><b>A run would be refused before anything is paused</b>: ${stuck.map(([g, why]) => esc(g) + ": " + esc(why)).join("; ")}. Give each a driver (group_drivers), exclude it, or adopt the client piece.</div>` : "";
-    el.innerHTML = `<div class="box" id="plan-summary"><b>${esc(d.topic)}</b>: ${d.partitions} partitions now. A run to ${d.target}: ${what}.<br>
+    const set = several ? `<table id="plan-topics"><thead><tr><th>co-partitioned topic (one run)</th><th>partitions now</th><th>after</th><th>new partitions</th></tr></thead><tbody>${d.topics.map((t) => `<tr><td>${esc(t.topic)}</td><td class="n">${num(t.partitions)}</td><td class="n">${num(t.target)}</td><td>${esc(t.new_partitions)}</td></tr>`).join("")}</tbody></table>` : "";
+    const head = several ? `<b>${d.topics.map((t) => esc(t.topic)).join(" + ")}</b> (co-partitioned, one plan, one lease set, one window)` : `<b>${esc(d.topic)}</b>`;
+    el.innerHTML = `${set}<div class="box" id="plan-summary">${head}: ${d.partitions} partitions now. A run to ${d.target}: ${what}.<br>
       Would pause <b>${d.would_pause.length}</b> group(s)${d.would_pause.length ? ": " + d.would_pause.map(esc).join(", ") : ""};
       seed <b>${d.would_seed.length}</b>${d.would_seed.length ? ": " + d.would_seed.map(esc).join(", ") : ""}; wait for <b>${d.would_wait.length}</b> to come back STABLE.
       ${d.left_alone.length ? "Left alone: " + d.left_alone.map(esc).join(", ") + "." : ""}</div>
@@ -212,11 +217,13 @@ async function proof(topic, run, offset) {
   const el = $("proof"); el.innerHTML = '<p class="muted">Reading the reports ...</p>';
   try {
     const d = await get(`api/runs/${encodeURIComponent(topic)}/${encodeURIComponent(run)}?offset=${offset}&limit=50`);
-    if (!d.verified) { el.innerHTML = `<div class="box">${esc(run)}: no verify report (the run did not reach verify).</div>`; return; }
-    const rows = d.groups.map((g) => `<tr><td>${esc(g.group)}</td><td>${g.ok ? '<span class="ok">no message skipped</span>' : '<span class="bad">would skip: ' + esc(g.skipping_partitions) + "</span>"}</td>
+    const several = (d.topics || []).length > 1;  // co-partitioned topics grown together: one run
+    const perTopic = several ? `<table id="proof-topics"><thead><tr><th>co-partitioned topic (one run)</th><th>verdict</th><th>partitions</th><th>groups</th></tr></thead><tbody>${d.per_topic.map((t) => `<tr><td>${esc(t.topic)}</td><td>${!t.verified ? '<span class="muted">no verify report</span>' : (t.ok ? '<span class="ok">proved</span>' : '<span class="bad">would skip</span>')}</td><td class="n">${t.verified ? num(t.partitions) : ""}</td><td class="n">${t.verified ? num(t.groups) : ""}</td></tr>`).join("")}</tbody></table>` : "";
+    if (!d.verified) { el.innerHTML = `<div class="box">${esc(run)}: no verify report${several ? " on every topic" : ""} (the run did not reach verify).</div>${perTopic}`; return; }
+    const rows = d.groups.map((g) => `<tr><td>${esc(g.group)}${several ? ' <span class="muted reads">reads ' + (g.topics || []).map(esc).join(", ") + "</span>" : ""}</td><td>${g.ok ? '<span class="ok">no message skipped</span>' : '<span class="bad">would skip: ' + esc(g.skipping_partitions) + "</span>"}</td>
       <td class="n">${num(g.partitions)}</td><td>${esc(g.new_partitions)}</td><td>${esc(g.seeded_by_run)}</td><td class="n">${num(g.lag)}</td><td class="n">${num(g.max_lag)}</td></tr>`).join("");
     const nav = (d.offset > 0 ? `<button class="go" id="proof-prev">previous</button> ` : "") + (d.total > d.offset + d.limit ? `<button class="go" id="proof-next">next ${d.limit} groups</button>` : "");
-    el.innerHTML = `<h2>What ${esc(run)} proved</h2><div class="box" id="proof-summary">${d.ok ? '<span class="ok">Proved</span>: every group holds an offset on every one of the ' + num(d.partitions) + " partitions from which no message is skipped." : '<span class="bad">Not proved</span>: some partitions would have messages skipped.'}
+    el.innerHTML = `<h2>What ${esc(run)} proved${several ? " on " + d.topics.map(esc).join(" + ") : ""}</h2>${perTopic}<div class="box" id="proof-summary">${d.ok ? '<span class="ok">Proved</span>: every group holds an offset on every one of the ' + num(d.partitions) + " partitions from which no message is skipped." : '<span class="bad">Not proved</span>: some partitions would have messages skipped.'}
       ${num(d.total)} group(s); groups ${d.offset + 1}-${Math.min(d.offset + d.limit, d.total)} below. Airflow run: ${runLink(d.airflow)}</div>
       <table id="proof-table"><thead><tr><th>group</th><th>verdict</th><th>partitions</th><th>created by the run</th><th>seeded by the run (log start)</th><th>lag</th><th>max lag</th></tr></thead><tbody>${rows}</tbody></table>${nav}`;
     if ($("proof-prev")) $("proof-prev").onclick = () => proof(topic, run, Math.max(0, d.offset - d.limit));

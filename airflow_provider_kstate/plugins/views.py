@@ -71,17 +71,22 @@ def client_piece_clients(conn_id: str) -> dict[str, set[str]]:
     return KStateControlHook(conn_id, timeout=10.0).client_piece_clients()
 
 
-def topic_view(admin: Any, conn_id: str, topic: str, target: int | None) -> dict[str, Any]:
+def topic_view(
+    admin: Any, conn_id: str, topic: str, target: int | None, topics: list[str] | None = None
+) -> dict[str, Any]:
     """Return the live plan of ``topic`` as a dry run to ``target`` partitions (None: the current count):
-    the document ``kstate plan`` prints too (:mod:`airflow_provider_kstate.increase.preview`).
+    the document ``kstate plan`` prints too (:mod:`airflow_provider_kstate.increase.preview`). With
+    ``topics`` (co-partitioned with ``topic``, grown together in one run): the one plan of the set, each
+    topic with its count now and after (``topics``), every group once with the topics it reads.
 
     :param admin: a :class:`~airflow_provider_kstate.hooks.admin.KStateAdminHook` (or anything with its
         verbs).
     """
-    from airflow_provider_kstate.increase.preview import preview, preview_plan
+    from airflow_provider_kstate.increase.topic_set import preview_topic_set, preview_topic_set_plan
 
-    plan = preview_plan(admin, topic, target, client_piece_clients(conn_id))
-    return {**preview(admin, plan, broker_verdict(conn_id)), "conn_id": conn_id}
+    names = [topic, *(t for t in topics or [] if t != topic)]
+    plan = preview_topic_set_plan(admin, names, target, client_piece_clients(conn_id))
+    return {**preview_topic_set(admin, plan, broker_verdict(conn_id)), "conn_id": conn_id}
 
 
 # ----------------------------------------------------------------------------------------------- runs
@@ -328,7 +333,11 @@ SUMMARIES = _SummaryCache()
 
 
 def run_proof(base: str, topic: str, run: str, offset: int = 0, limit: int = 50) -> dict[str, Any]:
-    """Return what one run proved, per group (a page of groups), from its verify and seed reports."""
+    """Return what one run proved, per group (a page of groups), from its verify and seed reports.
+
+    A run of several co-partitioned topics (its progress document names them) is shown as the one run it
+    was, whichever topic it is opened from: ``topics`` names them all, ``per_topic`` has each topic's
+    verdict, and each group appears once, proved on every topic it reads (``topics``), its lag summed."""
     offset, limit = _page(offset, limit)
     folder = _safe_child(Path(base), topic, run)
     verify, seed = folder / "verify.jsonl.gz", folder / "seed.jsonl.gz"
@@ -339,6 +348,9 @@ def run_proof(base: str, topic: str, run: str, offset: int = 0, limit: int = 50)
         out["seed"] = {"rows": evidence.get("rows"), "groups": len(evidence.get("seeded") or {})}
     elif seed.is_file():
         out["seed"] = {"rows": None, "groups": None}
+    names = run_topics(base, topic, run)
+    if len(names) > 1:
+        return _set_proof(base, names, run, out)
     if not verify.is_file():
         out.update(verified=False, total=0, groups=[])
         return out
@@ -349,6 +361,73 @@ def run_proof(base: str, topic: str, run: str, offset: int = 0, limit: int = 50)
         total=len(summary),
         partitions=max((g["partitions"] for g in summary), default=0),
         groups=summary[offset : offset + limit],
+    )
+    return out
+
+
+def run_topics(base: str, topic: str, run: str) -> list[str]:
+    """The topics of a run, from its progress document (``[topic]`` without one, or for a run of one)."""
+    from airflow_provider_kstate.errors import ReportError
+    from airflow_provider_kstate.increase.events import RunProgress
+    from airflow_provider_kstate.increase.report import PROGRESS_NAME
+
+    path = _safe_child(Path(base), topic, run) / PROGRESS_NAME
+    try:
+        progress = RunProgress.from_json(path.read_bytes())
+    except (OSError, ReportError, TypeError, ValueError):
+        return [topic]
+    return list(progress.topics) or [topic]
+
+
+def _set_proof(base: str, names: list[str], run: str, out: dict[str, Any]) -> dict[str, Any]:
+    """The proof of a run of several topics: every topic's verify report, each group once."""
+    offset, limit = out["offset"], out["limit"]
+    per_topic: list[dict[str, Any]] = []
+    merged: dict[str, dict[str, Any]] = {}
+    for name in names:
+        verify = _safe_child(Path(base), name, run) / "verify.jsonl.gz"
+        if not verify.is_file():
+            per_topic.append({"topic": name, "verified": False})
+            continue
+        summary = SUMMARIES.get(verify)
+        per_topic.append(
+            {
+                "topic": name,
+                "verified": True,
+                "ok": all(g["ok"] for g in summary),
+                "partitions": max((g["partitions"] for g in summary), default=0),
+                "groups": len(summary),
+            }
+        )
+        for row in summary:
+            entry = merged.get(row["group"])
+            if entry is None:
+                merged[row["group"]] = {**row, "topics": [name], "by_topic": {name: row}}
+                continue
+            entry["topics"].append(name)
+            entry["by_topic"][name] = row
+            entry["ok"] = entry["ok"] and row["ok"]
+            entry["partitions"] = max(entry["partitions"], row["partitions"])
+            entry["lag"] += row["lag"]
+            entry["max_lag"] = max(entry["max_lag"], row["max_lag"])
+            entry["problems"] += row["problems"]
+            entry["seeded"] += row["seeded"]
+            entry["without_offset"] += row["without_offset"]
+    for entry in merged.values():  # the ranges of several topics: each named
+        for key in ("skipping_partitions", "seeded_by_run", "new_partitions"):
+            if len(entry["topics"]) > 1:
+                entry[key] = "; ".join(f"{t}: {r[key]}" for t, r in entry["by_topic"].items() if r[key])
+        del entry["by_topic"]
+    groups = list(merged.values())
+    verified = all(t["verified"] for t in per_topic)
+    out.update(
+        topics=names,
+        per_topic=per_topic,
+        verified=verified,
+        ok=verified and all(t["ok"] for t in per_topic),
+        total=len(groups),
+        partitions=max((t.get("partitions", 0) for t in per_topic), default=0),
+        groups=groups[offset : offset + limit],
     )
     return out
 

@@ -63,6 +63,10 @@ class KStateGroupsDrainedSensor(KStateConditionSensor):
 
     :param switch: the XCom of the step that switched (the pause window, or the scale step): its
         ``drain`` names the groups and the offsets they must reach.
+
+    A plan of several co-partitioned topics waits until every drained group has consumed each topic it
+    reads up to where that topic's producers stopped (``<group> on <topic>`` names what is behind); it
+    pokes from the worker (the triggerer's check takes one topic).
     """
 
     check_name = "groups_drained"
@@ -78,17 +82,46 @@ class KStateGroupsDrainedSensor(KStateConditionSensor):
         drain = drain_of(self.switch)
         return {"topic": self.typed_plan.topic, "groups": drain["groups"], "offsets": drain["offsets"]}
 
-    def execute(self, context: Context) -> Any:
+    def _drains(self) -> dict[str, dict[str, Any]]:
+        """Per topic, the drain to wait for (one topic: the plan's topic, when it drains a group)."""
         from airflow_provider_kstate.increase.key_order import drain_of
+        from airflow_provider_kstate.increase.topic_set import drains_by_topic
 
-        if not drain_of(self.switch)["groups"]:
+        plan = self.typed_plan
+        if plan.several:
+            return drains_by_topic(plan, self.switch)
+        drain = drain_of(self.switch)
+        return {plan.topic: drain} if drain["groups"] else {}
+
+    def poke(self, context: Context) -> bool:
+        if not self.typed_plan.several:
+            return super().poke(context)
+        from airflow_provider_kstate.hooks.admin import KStateAdminHook
+        from airflow_provider_kstate.increase.checks import CheckResult, groups_drained
+
+        hook = KStateAdminHook(kafka_config_id=self.kafka_config_id, timeout=self.request_timeout)
+        behind: dict[str, Any] = {}
+        for topic, drain in self._drains().items():
+            found = groups_drained(hook, topic, drain["groups"], drain["offsets"])
+            behind.update({f"{g} on {topic}": d for g, d in found.detail.items()})
+        self._last = CheckResult(not behind, behind)
+        if behind:
+            self.log.info("%s: still waiting for %s", self.check_name, behind)
+        return self._last.ok
+
+    def execute(self, context: Context) -> Any:
+        drains = self._drains()
+        if not drains:
             self.log.info("groups_drained: the plan drains no group: nothing to wait for")
             return {}
+        if self.typed_plan.several and self.deferrable:
+            self.log.info("groups_drained: several topics (%s): poking from the worker", sorted(drains))
+            self.deferrable = False
         return super().execute(context)
 
     def timeout_error(self, detail: dict[str, Any]) -> errors.DrainTimeoutError:
         return errors.DrainTimeoutError(
-            f"timed out after {self.timeout}s waiting for drained groups on {self.typed_plan.topic!r} to "
+            f"timed out after {self.timeout}s waiting for drained groups on {', '.join(self.typed_plan.topic_names)!r} to "
             f"consume the old partitions up to where the producers stopped; still behind: {detail}. "
             "Offsets are seeded: nothing is lost. The failure guard starts the producers now; keys of these "
             "groups that move may be processed out of order."

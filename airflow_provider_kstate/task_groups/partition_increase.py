@@ -106,8 +106,12 @@ def safe_partition_increase(
     both are given): one plan naming every topic and every group at risk on any of them, every topic's
     lease taken as one set, one ``pause_window`` (the groups leave once, every topic is created and each
     group seeded on every topic it reads, the groups rejoin once), and ``verify`` judges every partition of
-    every topic (see :mod:`airflow_provider_kstate.increase.topic_set`). They run in the one window: the
-    layout of one task per step refuses them, and so does ``require_approval`` for now.
+    every topic (see :mod:`airflow_provider_kstate.increase.topic_set`). The layout of one task per step
+    takes them the same way: ``pause_consumers`` pauses every group once, ``increase_partitions`` grows every
+    topic, ``seed_offsets`` seeds each group on every topic it reads (a report per topic),
+    ``scale_producers`` switches each topic's producers and ``resume_consumers`` resumes every group once;
+    only ``wait_for_writes`` (one topic's new partitions) is refused with them. ``require_approval`` shows
+    the approver every topic and checks every topic again before anyone is paused.
 
     :param topic: the topic to grow (templated); may be left out when ``topics`` names the set.
     :param topics: co-partitioned topics to grow with ``topic`` to the same count in the same run
@@ -142,15 +146,10 @@ def safe_partition_increase(
     single_window = options.single_window()
     if not topic and not topics:
         raise KStateConfigError("safe_partition_increase needs topic, or topics (a non-empty list)")
-    if (
-        isinstance(topics, (list, tuple))
-        and len([topic, *topics] if topic else topics) > 1
-        and not single_window
-    ):
+    if topics and options.waits.wait_for_writes and options.steps.scale_producers is None:
         raise KStateConfigError(
-            f"several topics ({[topic, *topics] if topic else list(topics)}) grow in the one pause window: the "
-            "layout of one task per step (your own pause, resume or scale task, or wait_for_writes) does not "
-            "take them"
+            f"wait_for_writes waits for the new partitions of one topic; with topics ({topics!r}) give your "
+            "own scale_producers task, or leave wait_for_writes off. Nothing was built."
         )
     with TaskGroup(group_id=group_id, tooltip="Safe Kafka partition increase (KAFKA-12261)") as group:
         doctor = _check_broker(options)

@@ -26,7 +26,7 @@ from airflow_provider_kstate.increase.topic_set import (
     TopicSetSteps,
     build_topic_set_plan,
     check_counts,
-    refuse_unsupported,
+    drains_by_topic,
     topic_set,
 )
 
@@ -175,13 +175,16 @@ def test_the_plan_round_trips_and_an_old_plan_of_one_topic_still_reads() -> None
     assert build_topic_set_plan(half, ["orders", "payments"], 8).mode == "increase"  # type: ignore[arg-type]
 
 
-def test_a_drain_is_refused_for_several_topics() -> None:
+def test_the_drain_of_each_topic_is_read_from_the_window_or_the_scale_step() -> None:
+    """A set's switch XCom holds each topic's switch: the window's under ``switch``, the scale step's under
+    ``topics``; only the topics that drain a group are returned, each with its own offsets."""
     plan = build_topic_set_plan(_cluster(), ["orders", "payments"], 8)  # type: ignore[arg-type]
-    refuse_unsupported(plan)
-    with pytest.raises(InvalidArgumentError, match="cannot drain"):
-        refuse_unsupported(
-            plan.replace(groups={**plan.groups, "join": plan.groups["join"].replace(key_order="drained")})
-        )
+    drain = {"groups": ["join"], "offsets": [5, 6], "stopped_at": 1, "backlog": {"join": 3}}
+    each = {"orders": {"drain": drain}, "payments": {"epoch": 4}}
+    window = {"topics": {"orders": {"seeded": 1}}, "switch": each}
+    assert drains_by_topic(plan, window) == {"orders": drain}
+    assert drains_by_topic(plan, {"topic": "orders", "topics": each}) == {"orders": drain}
+    assert drains_by_topic(plan, {}) == {} and drains_by_topic(plan, None) == {}
 
 
 def _set_steps(cluster: Cluster, plan: Plan) -> TopicSetSteps:
@@ -250,3 +253,56 @@ def test_nothing_is_created_when_a_topic_changed_behind_the_run() -> None:
     fresh.undo_before_create()  # every group resumes once; every topic's producers on its layout
     calls = fresh.whole.admin.calls  # type: ignore[attr-defined]
     assert calls == [("resume", ["audit", "join"]), ("layout", "orders", 4), ("layout", "payments", 4)]
+
+
+def test_a_drain_holds_each_draining_topic_s_producers_and_stops_and_starts_the_services_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """audit (orders only) is drained: only orders' producers are held before the create (payments'
+    switch through their barrier), the producer services stop once and start once, after which orders'
+    producers go to the target layout and each topic's cost is reported; an undo starts them once too."""
+    from airflow_provider_kstate.increase.drivers import CommandDriver
+
+    cluster = _cluster()
+    planned = build_topic_set_plan(cluster, ["orders", "payments"], 8)  # type: ignore[arg-type]
+    plan = planned.replace(
+        groups={**planned.groups, "audit": planned.groups["audit"].replace(key_order="drained")},
+        producers={"billing": CommandDriver(name="billing", stop="stop-it", start="start-it")},
+    )
+    held: list[str] = []
+
+    class Switch:
+        def __init__(self, topic: str) -> None:
+            self.topic = topic
+
+        def hold_for_drain(self, hold_s: float) -> dict[str, Any]:
+            held.append(self.topic)
+            return {"hold_epoch": 7, "producers": [], "producers_held": []}
+
+        def announce(self) -> None:
+            pass
+
+    monkeypatch.setattr(SafeIncreaseSteps, "key_order_switch", lambda self: Switch(self.topic))
+    runs: list[tuple[str, str]] = []
+    steps = _set_steps(cluster, plan)
+    for each in [steps.whole, *steps.topics]:
+        monkeypatch.setattr(each.commands, "stop", lambda c, kind: runs.append(("stop", kind)))
+        monkeypatch.setattr(each.commands, "start", lambda c, kind: runs.append(("start", kind)) or [])
+    out = steps.pause()
+    assert held == ["orders"] and out["producers_stopped"]["services"] == ["billing"]
+    assert runs == [("stop", "producer")], runs
+    assert ("layout", "payments", 4) in cluster.calls and ("layout", "orders", 4) not in cluster.calls
+    steps.increase(5)
+    steps.seed(plan.where("seed"), {})
+    drain = {"groups": ["audit"], "offsets": [10] * 4, "stopped_at": 1, "backlog": {"audit": 3}}
+    started = steps.start_producers({"orders": drain})
+    assert set(started["topics"]) == {"orders"} and started["topics"]["orders"]["backlog_at_switch"] == 3
+    assert ("layout", "orders", 8) in cluster.calls
+    assert runs == [("stop", "producer"), ("start", "producer")], runs
+    fresh = _set_steps(_cluster(), plan)
+    for each in [fresh.whole, *fresh.topics]:
+        monkeypatch.setattr(each.commands, "stop", lambda c, kind: runs.append(("stop", kind)))
+        monkeypatch.setattr(each.commands, "start", lambda c, kind: runs.append(("start", kind)) or [])
+    fresh.pause()
+    fresh.undo_before_create()
+    assert [r for r in runs[2:] if r[1] == "producer"] == [("stop", "producer"), ("start", "producer")], runs

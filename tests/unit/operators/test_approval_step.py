@@ -343,3 +343,46 @@ def test_the_guard_of_a_run_that_was_not_approved_changes_nothing(tmp_path: Path
     }  # approval off: the guard decides as before
     with pytest.raises(AttributeError):  # it goes on to the cluster (here a namespace without verbs)
         guard.execute(context)
+
+
+def test_a_set_of_topics_is_approved_as_one_and_a_change_names_each_topic(tmp_path: Path) -> None:
+    """A plan of several topics: the prompt's headline and table name every topic; on Approve each topic is
+    planned again and compared: unchanged goes on, a new group at risk fails naming it on each topic, and
+    every topic's lease is released."""
+    from airflow_provider_kstate.compat import AirflowFailException
+    from airflow_provider_kstate.errors import PlanChangedError
+    from airflow_provider_kstate.operators.approval import (
+        KStateApprovalOperator,
+        _set_heading,
+        _set_subject,
+    )
+
+    owner = "kstate_partition_increase/manual__1"
+    several = _plan(_cluster()).replace(topics={"orders": 4, "payments": 4}, report_uri=str(tmp_path))
+    assert _set_subject(several) == (
+        "Approve 2 co-partitioned topics (orders, payments): 4 -> 8 partitions in one run?"
+    )
+    assert "| `orders` | 4 | 8 |" in _set_heading(several) and "| `payments` | 4 | 8 |" in _set_heading(
+        several
+    )
+    assert _set_heading(_plan(_cluster())) == ""
+    event = {"chosen_options": ["Approve"], "params_input": {}, "responded_at": _now()}
+    event["responded_by_user"] = {"id": "1", "name": "bob"}
+    for hook, approved in ((_cluster(), True), (_cluster(audit=group_info("audit", "EMPTY")), False)):
+        op = KStateApprovalOperator(task_id="approve_plan", plan=several.to_dict(), require_approval=True)
+        lease_log = MemoryLeaseLog()
+        for topic in ("orders", "payments"):
+            lease_log.acquire(topic, owner, 900)
+        op.__dict__.update(
+            lease=lease_log, admin=hook, control=SimpleNamespace(client_piece_clients=lambda: PRESENT)
+        )
+        if approved:
+            assert op.execute_complete(_context(), event)["approved"] is True
+            assert lease_log.current("payments") is not None
+            continue
+        with pytest.raises(AirflowFailException) as info:
+            op.execute_complete(_context(), event)
+        assert isinstance(info.value.__cause__, PlanChangedError)
+        text = str(info.value)
+        assert "orders: new group at risk: audit" in text and "payments: new group at risk: audit" in text
+        assert lease_log.current("orders") is None and lease_log.current("payments") is None

@@ -97,3 +97,34 @@ def test_every_group_seeded_on_every_topic_it_reads_is_resumed() -> None:
     with pytest.raises(KStateError, match="every group was seeded on every topic"):
         guard._guard_set(_plan(), "d/r", Keeper())
     assert control.calls == [("resume", ["audit", "join"])]
+
+
+def test_a_failed_drain_of_a_set_puts_each_drained_topic_s_producers_on_a_safe_layout_and_starts_them_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """audit (orders only) drained: after the create, orders' held producers go to the target when every
+    group is seeded there (the old count when one is not), payments' are left to their barrier, and the
+    producer services a drain stopped are started once."""
+    from airflow_provider_kstate.increase.drivers import CommandDriver, CommandPairs
+
+    started: list[str] = []
+    monkeypatch.setattr(CommandPairs, "start", lambda self, commands, kind: started.append(kind) or [])
+    plan = _plan()
+    plan = plan.replace(
+        groups={**plan.groups, "audit": plan.groups["audit"].replace(key_order="drained")},
+        producers={"billing": CommandDriver(name="billing", stop="stop-it", start="start-it")},
+    )
+    for payments, layout in ((full, 8), (old, 8)):
+        offsets = {"join": {"orders": full, "payments": payments}, "audit": {"orders": full}}
+        guard, control = _guard(Admin({"orders": 8, "payments": 8}, offsets))
+        with pytest.raises(KStateError):
+            guard._guard_set(plan, "d/r", Keeper())
+        assert [c for c in control.calls if c[0] == "layout"] == [("layout", "orders", layout)], control.calls
+    assert started.count("producer") == 2, started  # once per guard run
+    offsets = {"join": {"orders": old, "payments": full}, "audit": {"orders": full}}
+    guard, control = _guard(Admin({"orders": 8, "payments": 8}, offsets))
+    with pytest.raises(UnsafeResumeError):
+        guard._guard_set(plan, "d/r", Keeper())
+    assert [c for c in control.calls if c[0] == "layout"] == [("layout", "orders", 4)], (
+        "join lacks orders' new"
+    )

@@ -67,11 +67,62 @@ def test_the_plan_step_reads_the_set_and_refuses_bad_input_before_any_lookup() -
         names("orders", ["pay ments"])
 
 
-def test_the_per_step_layout_refuses_a_plan_of_several_topics_before_pausing() -> None:
-    from airflow_provider_kstate.compat import AirflowFailException
-    from airflow_provider_kstate.operators.consumers import KStatePauseConsumersOperator
+def test_the_per_step_steps_run_a_plan_of_several_topics_over_the_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pause, increase, scale and resume of a plan of several topics go through the topic set's steps once
+    (one pause of every group, every topic created, each topic switched, one resume), never one topic's."""
+    from airflow_provider_kstate.operators.consumers import (
+        KStatePauseConsumersOperator,
+        KStateResumeConsumersOperator,
+    )
+    from airflow_provider_kstate.operators.partitions import KStateIncreasePartitionsOperator
+    from airflow_provider_kstate.operators.producers import KStateScaleProducersOperator
 
     plan = {**PLAN, "topics": {PLAN["topic"]: 4, "payments": 4}}
-    step = KStatePauseConsumersOperator(task_id="pause_consumers", plan=plan)
-    with pytest.raises(AirflowFailException, match="one pause window"):  # not retried: the task edge says so
-        step.execute({})
+    calls: list[tuple[str, Any]] = []
+
+    class SetSteps:
+        def pause(self) -> dict[str, Any]:
+            calls.append(("pause", None))
+            return {"groups": 1}
+
+        def increase(self, timeout: float) -> dict[str, Any]:
+            calls.append(("increase", timeout))
+            return {t: {"created": True, "partitions": 8} for t in plan["topics"]}
+
+        def scale(self, live: list[str], baseline: bool = False) -> dict[str, Any]:
+            calls.append(("scale", baseline))
+            return {t: {"epoch": 1} for t in plan["topics"]}
+
+        def resume(self, groups: list[str]) -> dict[str, Any]:
+            calls.append(("resume", tuple(groups)))
+            return {"groups": len(groups)}
+
+    def one_topic(self: Any, context: Any, **options: Any) -> Any:
+        raise AssertionError("a step of one topic ran for a plan of several")
+
+    for cls in (
+        KStatePauseConsumersOperator,
+        KStateIncreasePartitionsOperator,
+        KStateScaleProducersOperator,
+        KStateResumeConsumersOperator,
+    ):
+        monkeypatch.setattr(cls, "topic_set_steps", lambda self, context, **options: SetSteps())
+        monkeypatch.setattr(cls, "steps", one_topic)
+    closed = SimpleNamespace(close=lambda: None)
+    for cls, task_id in (
+        (KStatePauseConsumersOperator, "pause_consumers"),
+        (KStateIncreasePartitionsOperator, "increase_partitions"),
+        (KStateScaleProducersOperator, "scale_producers"),
+        (KStateResumeConsumersOperator, "resume_consumers"),
+    ):
+        step = cls(task_id=task_id, plan=plan)
+        step.__dict__["control"] = closed
+        out = step.execute({})
+        if task_id == "increase_partitions":
+            assert out["created"] and set(out["topics"]) == {PLAN["topic"], "payments"}
+        if task_id == "scale_producers":
+            assert set(out["topics"]) == {PLAN["topic"], "payments"}
+    assert [c[0] for c in calls] == ["pause", "increase", "scale", "resume"], calls
+    assert calls[2] == ("scale", True)  # the baseline of each topic's new partitions

@@ -270,23 +270,36 @@ def test_both_shipped_dags_ask_for_an_approval_when_the_param_says_so() -> None:
         assert approve.require_approval == "{{ params.require_approval }}"
 
 
-def test_several_topics_go_to_the_plan_and_only_in_the_one_window() -> None:
+def test_several_topics_go_to_the_plan_in_either_layout_but_not_with_wait_for_writes() -> None:
     from airflow.sdk import DAG
 
     from airflow_provider_kstate.errors import KStateConfigError
-    from airflow_provider_kstate.task_groups.partition_increase import StepsConfig, safe_partition_increase
+    from airflow_provider_kstate.task_groups.partition_increase import (
+        StepsConfig,
+        WaitConfig,
+        safe_partition_increase,
+    )
 
     with DAG("unit_several", schedule=None):
         group = safe_partition_increase(topics=["orders", "payments"], partitions=8)
         plan = group.children["safe_partition_increase.plan"]
         assert (plan.topic, plan.topics) == ("", ["orders", "payments"])  # type: ignore[attr-defined]
         assert "topics" in plan.template_fields
-        with pytest.raises(KStateConfigError, match="one pause window"):
+        per_step = safe_partition_increase(
+            topics=["orders", "payments"],
+            partitions=8,
+            steps=StepsConfig(single_window=False),
+            group_id="s",
+        )
+        assert per_step.children["s.plan"].topics == ["orders", "payments"]  # type: ignore[attr-defined]
+        assert {"s.pause_consumers", "s.seed_offsets", "s.resume_consumers"} <= set(per_step.children)
+        with pytest.raises(KStateConfigError, match="wait_for_writes waits for the new partitions of one"):
             safe_partition_increase(
                 topics=["orders", "payments"],
                 partitions=8,
                 steps=StepsConfig(single_window=False),
-                group_id="s",
+                waits=WaitConfig(wait_for_writes=True),
+                group_id="w",
             )
         with pytest.raises(KStateConfigError, match="needs topic, or topics"):
             safe_partition_increase(partitions=8, group_id="none")
