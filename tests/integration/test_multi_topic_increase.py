@@ -299,7 +299,13 @@ def _answer(dag_id: str, seen: dict[str, Any], halt: threading.Event, before: An
             return
 
 
-@pytest.mark.parametrize("dag_id", [DAG_ID, PER_STEP])
+@pytest.mark.parametrize(
+    "dag_id",
+    [
+        DAG_ID,
+        pytest.param(PER_STEP, marks=pytest.mark.chaos),
+    ],  # per step: 14 s, make chaos (make test's time)
+)
 def test_an_approved_run_of_several_topics_shows_every_topic_and_grows_them_all(
     dag_id: str, kafka_config: dict[str, Any], admin: Any, make_topic: Any, run_dag: Any
 ) -> None:
@@ -359,7 +365,13 @@ def test_an_approved_run_of_several_topics_fails_when_one_topic_changed_and_chan
     assert all(KStateLeaseHook().current(t) is None for t in topics)
 
 
-@pytest.mark.parametrize(("dag_id", "switched"), [(DAG_ID, "pause_window"), (PER_STEP, "scale_producers")])
+@pytest.mark.parametrize(
+    ("dag_id", "switched"),
+    [
+        (DAG_ID, "pause_window"),
+        pytest.param(PER_STEP, "scale_producers", marks=pytest.mark.chaos),  # 13 s: make chaos
+    ],
+)
 def test_a_drain_of_several_topics_stops_each_topic_s_producers_and_starts_them_once_drained(
     dag_id: str, switched: str, kafka_config: dict[str, Any], admin: Any, make_topic: Any, run_dag: Any
 ) -> None:
