@@ -10,8 +10,8 @@ the new layout. No reset, no reprocessing from the start.
 
 1. plan: the application (`application_id`) must read `topic` as a Kafka Streams application (classic
    protocol with the `stream` assignor, or a KIP-1071 streams group); its sources, changelogs (with their
-   store types) and repartition topics are named in the log. Refused before anything is stopped: a target not
-   above the current count, an unknown application, a missing driver, a topology it cannot resize, another
+   store types) and repartition topics are named in the log. Refused before anything is stopped: a target
+   below the current count, an unknown application, a missing driver, a topology it cannot resize, another
    group reading the topic (use `kstate_partition_increase` for those, or `exclude_groups`).
 2. drain: the producers of its sources (`producer_drivers`) stop; the run waits until the application has
    consumed every record of its sources and repartition topics.
@@ -23,12 +23,20 @@ the new layout. No reset, no reprocessing from the start.
 6. seed the application's group at offset 0 on the new partitions; start it (its ready check), then the
    producers.
 
+**Run it again** (same params) after a failure past step 4 (a failed deep check, a seed refused, a lost
+worker): the application is stopped with its topics grown. The new run sees the sources at the target and
+recognizes the interrupted resize (the application's group EMPTY, and a topic below the target, offsets
+missing on its partitions, or a changelog key outside `murmur2(key) % partitions`); it grows what is left,
+re-places every changelog (idempotent: the keys already at home stay), deep-checks, seeds, and starts the
+application and the producers. Its report says `continued`. On an application already resized and healthy
+the run changes nothing (`resized` false).
+
 Drivers are command pairs (stop/start/ready: `kubectl scale`, `systemctl`, a script) defined by whoever
 deploys the DAG in the `kstate_drivers` Variable (`{"orders-streams": {"kind": "command", "stop": "...",
 "start": "...", "ready": "..."}}`); the form names them, it never carries a command.
 
 The task's XCom is the report: the application's downtime, the keys each changelog moved, the re-placement
-rate (records/s), the deep check, each step's seconds.
+rate (records/s), the deep check, each step's seconds, and whether it continued an interrupted resize.
 """
 
 from __future__ import annotations
@@ -62,7 +70,7 @@ with DAG(
             minimum=1,
             maximum=100000,
             title="Target partition count",
-            description="The partition count of every source, repartition topic and changelog after the run: above the current one.",
+            description="The partition count of every source, repartition topic and changelog after the run: above the current one (equal: continue a resize that did not finish).",
         ),
         "application_id": Param(
             type="string",

@@ -5,7 +5,8 @@ the changelogs, seed, start).
 
 Everything that can be refused is refused before anything is stopped: a malformed argument, an application
 that does not read the topic as a Kafka Streams application (:class:`~airflow_provider_kstate.errors.UnknownGroupError`),
-a target that is not above the current count (:class:`~airflow_provider_kstate.errors.InvalidPartitionCountError`),
+a target below the current count (:class:`~airflow_provider_kstate.errors.InvalidPartitionCountError`; equal
+to it: a run again, which continues a resize that did not finish and otherwise changes nothing),
 a missing or non-command driver (:class:`~airflow_provider_kstate.errors.InvalidDriverError`), a topology
 the run cannot resize (the plan's :class:`~airflow_provider_kstate.errors.UnsupportedStreamsTopologyError`),
 another group reading the topic (:class:`~airflow_provider_kstate.errors.UnprotectedGroupError`: the
@@ -235,10 +236,10 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         from airflow_provider_kstate.increase.plan import build_plan, describe
 
         current = admin.partition_count(topic)
-        if target <= current:
+        if target < current:
             raise InvalidPartitionCountError(
-                f"topic {topic!r} has {current} partitions: a resize needs a target above it, got {target}. "
-                "Nothing was stopped."
+                f"topic {topic!r} has {current} partitions: a resize needs a target above it (or equal to it: "
+                f"a run again continues a resize that did not finish), got {target}. Nothing was stopped."
             )
         excluded = as_str_list("exclude_groups", self.exclude_groups)
         plan = build_plan(admin, topic, target, exclude_groups=excluded, acknowledge_streams_groups=[app_id])
@@ -341,6 +342,8 @@ def summary(topic: str, app: StreamsAppPlan, result: Mapping[str, Any], replacer
         "application_id": app.application_id,
         "protocol": app.protocol,
         "resized": bool(result.get("resized")),
+        "continued": bool(result.get("continued")),
+        "continued_because": list(result.get("continued_because") or []),
         "partitions": {"before": app.partitions, "after": int(result.get("partitions") or app.target)},
         "grown": list(result.get("grown") or []),
         "replacer": replacer,
@@ -358,10 +361,20 @@ def summary(topic: str, app: StreamsAppPlan, result: Mapping[str, Any], replacer
 
 def report_lines(report: Mapping[str, Any]) -> list[str]:
     """The report's log lines."""
+    if not report["resized"]:
+        return [
+            f"{report['application_id']} not resized: its sources are at {report['partitions']['after']} "
+            "partitions and no interrupted resize was found (nothing changed)"
+        ]
+    done = (
+        f"continued the interrupted resize to {report['partitions']['after']} "
+        f"({'; '.join(report['continued_because'])})"
+        if report["continued"]
+        else f"resized {report['partitions']['before']} -> {report['partitions']['after']}"
+    )
     lines = [
-        f"{report['application_id']} resized {report['partitions']['before']} -> {report['partitions']['after']}: "
-        f"downtime {report['downtime_s']} s, {report['moved_keys']} keys moved, deep check "
-        f"{'passed' if report['deep_check_passed'] else 'FAILED'}"
+        f"{report['application_id']} {done}: downtime {report['downtime_s']} s, {report['moved_keys']} keys "
+        f"moved, deep check {'passed' if report['deep_check_passed'] else 'FAILED'}"
     ]
     for name, c in report["changelogs"].items():
         lines.append(

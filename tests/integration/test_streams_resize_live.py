@@ -1,6 +1,8 @@
 """Issue 32, item 5: each shape of the Kafka Streams 4.4 app (``support/streams``: ``count``, the ``join``'s
 window stores, the stateless ``filter``) resized 2 -> 4 by the ``kstate_streams_resize`` DAG (``dag.test()``,
-``replacer=local``, classic protocol) under live keyed traffic.
+``replacer=local``, classic protocol) under live keyed traffic; and beside them (:data:`VARIANTS`) the count
+and the join on KIP-1071's streams protocol (``group.protocol=streams``: a streams group the broker assigns),
+and the count with ``replacer=spark`` (``spark-submit replace_changelog.py`` in the application's downtime).
 
 * ``test_each_shape_under_live_traffic``: a keyed producer writes to the app's sources (50 records/s each,
   40 keys, murmur2) before, during and after the run; the DAG holds it by its driver for the window only (its
@@ -55,6 +57,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 DAG_ID = "kstate_streams_resize"
 PROTOCOL = "classic"
+#: The runs beside the classic protocol with replacer=local (every shape): KIP-1071 streams groups (item 2 of
+#: issue 32's leftovers: the count and the join) and the Spark replacer (item 3: the count).
+VARIANTS = [
+    *((shape, PROTOCOL, "local") for shape in streams.SHAPES),
+    ("count", "streams", "local"),
+    ("join", "streams", "local"),
+    pytest.param("count", PROTOCOL, "spark", marks=pytest.mark.spark),
+]
 
 
 def _verdict(shape: str, records: list[Any], out: list[Any], inputs: list[str]) -> dict[str, Any]:
@@ -76,6 +86,12 @@ def _inputs_lost(kafka_config: dict[str, Any], records: list[Any], inputs: list[
     return sum(1 for r in records if (r.topic, str(r.seq)) not in held)
 
 
+def cell_key(shape: str, protocol: str, replacer: str) -> str:
+    """The cell's key in the measurements' ``shapes``: the shape alone for the classic protocol with
+    ``replacer=local`` (the first measurements), else ``shape/protocol/replacer``."""
+    return shape if (protocol, replacer) == (PROTOCOL, "local") else f"{shape}/{protocol}/{replacer}"
+
+
 def _save(cell: dict[str, Any]) -> None:
     target = os.environ.get("KSTATE_STREAMS_LIVE")
     if not target:
@@ -84,18 +100,42 @@ def _save(cell: dict[str, Any]) -> None:
     doc = json.loads(path.read_text()) if path.exists() else {"issue": 32, "item": 5, "shapes": {}}
     doc["how"] = (
         "tests/integration/test_streams_resize_live.py on Apache Kafka 4.4.0 (KRaft, one node), 2 cores: "
-        f"the kstate_streams_resize DAG through dag.test(), replacer=local, {PROTOCOL} protocol, sources 2 -> 4; "
-        f"{RATE:g} keyed records/s per source ({KEYS} keys, murmur2) before, during and after the run, the "
-        "producer held by its driver for the window; downtime and plain restart: the app driver's stop command "
-        "to its ready check (RUNNING with tasks)"
+        "the kstate_streams_resize DAG through dag.test(), sources 2 -> 4; a cell named by its shape alone "
+        f"ran replacer=local on the {PROTOCOL} protocol, a cell 'shape/protocol/replacer' as it names "
+        "(streams: a KIP-1071 streams group, group.protocol=streams; spark: spark-submit replace_changelog.py, "
+        f"--master local[2]); {RATE:g} keyed records/s per source ({KEYS} keys, murmur2) before, during and "
+        "after the run, the producer held by its driver for the window; downtime and plain restart: the app "
+        "driver's stop command to its ready check (RUNNING with tasks)"
     )
-    doc["shapes"][cell["shape"]] = cell
+    key = cell_key(cell["shape"], cell["protocol"], cell["replacer"])
+    before = doc["shapes"].get(key)
+    if before:  # the cell's earlier runs stay, summed up (the newest first, four at most)
+        kept = {k: before[k] for k in EARLIER if k in before}
+        cell = {**cell, "other_runs": [kept, *before.get("other_runs", [])][:4]}
+    doc["shapes"][key] = cell
     path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
-@pytest.mark.parametrize("shape", streams.SHAPES)
+#: What a cell keeps of its earlier runs.
+EARLIER = (
+    "records_written",
+    "inputs_lost",
+    "lost",
+    "wrong",
+    "app_downtime_s",
+    "continue_downtime_s",
+    "plain_restart_s",
+    "dag_run_s",
+    "timings",
+    "load_average_1m",
+)
+
+
+@pytest.mark.parametrize(("shape", "protocol", "replacer"), VARIANTS, ids=lambda v: str(v))
 def test_each_shape_under_live_traffic(
     shape: str,
+    protocol: str,
+    replacer: str,
     kafka_config: dict[str, Any],
     topics: Any,  # noqa: F811 - the fixture imported above
     run_dag: Any,
@@ -105,7 +145,7 @@ def test_each_shape_under_live_traffic(
 ) -> None:
     _skip_unless_plain(kafka_config)
     began = time.monotonic()
-    app = _app(shape, PROTOCOL, kafka_config, topics, tmp_path / "app")
+    app = _app(shape, protocol, kafka_config, topics, tmp_path / "app")
     app_id, inputs, output = app._args["app_id"], app._args["inputs"], app._args["output"]
     pairs = CommandPairs(inputs[0], _Log())
     driver = _app_driver(app, tmp_path / "driver")
@@ -128,7 +168,7 @@ def test_each_shape_under_live_traffic(
                 "application_id": app_id,
                 "app_driver": "streams-app",
                 "producer_drivers": ["traffic"],
-                "replacer": "local",
+                "replacer": replacer,
             },
         )
         run_s, run_to = round(time.monotonic() - started, 1), time.time() * 1000
@@ -140,6 +180,8 @@ def test_each_shape_under_live_traffic(
     verdict = _verdict(shape, records, out, inputs)
     cell = {
         "shape": shape,
+        "protocol": protocol,
+        "replacer": replacer,
         "state": str(getattr(dr.state, "value", dr.state)),
         "records_written": len(records),
         "records_during_run": sum(1 for r in records if run_from <= r.ts <= run_to),
@@ -157,10 +199,12 @@ def test_each_shape_under_live_traffic(
         "verdict": verdict,
         "tasks_after": next((e["tasks"] for e in reversed(app.events()) if e.get("tasks")), None),
         "test_s": round(time.monotonic() - began, 1),
+        "load_average_1m": round(os.getloadavg()[0], 1),  # the machine is shared: its load, at the end
     }
     print(json.dumps(cell, indent=1))
     _save(cell)
     assert cell["state"] == "success" and report.get("resized") and report["deep_check_passed"], cell
+    assert report["protocol"] == protocol and report["replacer"] == replacer, report
     assert (report["moved_keys"] > 0) == (shape != "filter"), report
     assert cell["records_during_run"] > 0 and cell["records_in_new_partitions"] > 0, cell
     assert cell["tasks_after"] == ["0_0", "0_1", "0_2", "0_3"], cell

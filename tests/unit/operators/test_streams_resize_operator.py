@@ -286,12 +286,24 @@ def test_an_unknown_application_is_refused_before_the_lease(cluster: dict[str, A
     assert FakeLeaseHook.made[-1].records == [], "no lease taken"
 
 
-@pytest.mark.parametrize("target", [2, 1])
-def test_a_target_not_above_the_current_count_is_refused_before_the_plan(
-    cluster: dict[str, Any], target: int
-) -> None:
-    _fails(_op(partitions=target), errors.InvalidPartitionCountError, "a target above it")
+def test_a_target_below_the_current_count_is_refused_before_the_plan(cluster: dict[str, Any]) -> None:
+    _fails(_op(partitions=1), errors.InvalidPartitionCountError, "a target above it")
     assert cluster["calls"] == 0 and FakeLeaseHook.made[-1].records == []
+
+
+def test_a_target_equal_to_the_current_count_is_a_run_again(cluster: dict[str, Any], capsys: Any) -> None:
+    """It plans and runs (the resize continues an interrupted one, or changes nothing), under the lease."""
+    cluster["plan"] = Plan({APP: _entry(partitions=2, target=2)}, [APP])
+    op = _op(partitions=2)
+    op.result = {"application_id": APP, "resized": False, "partitions": 2}
+    report = op.execute(_context())
+    assert op.seen["holder"] == OWNER and cluster["calls"] == 1
+    assert report["resized"] is False and report["continued"] is False and report["moved_keys"] == 0
+    assert "not resized" in capsys.readouterr().out
+    op.result = {**RESULT, "continued": True, "continued_because": ["no offsets"], "partitions": 2}
+    report = op.execute(_context())
+    assert report["resized"] and report["continued"] and report["continued_because"] == ["no offsets"]
+    assert "continued the interrupted resize to 2 (no offsets)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
