@@ -541,19 +541,41 @@ class ClusterAdmin:
         try:
             found: dict[int, int] = {}
             for chunk in chunks:
-                answer = self._committed_chunk(reader, group, topic, chunk)
+                asked = [TopicPartition(topic, p) for p in chunk]
+                answer = self._committed_chunk(reader, group, repr(topic), asked)
                 found.update((tp.partition, tp.offset) for tp in answer if tp.offset >= 0)
             return found
         finally:
             reader.close()
 
-    def _committed_chunk(self, reader: Any, group: str, topic: str, chunk: list[int]) -> list[Any]:
-        what = f"committed offsets of group {group!r}"
+    def group_topics(self, group: str, topics: Iterable[str]) -> set[str]:
+        """The topics of ``topics`` on which ``group`` has a committed offset, read by one consumer of the
+        group over every partition of them (in requests of :data:`OFFSETS_CHUNK`), not by the AdminClient's
+        OffsetFetch of the whole group (see :meth:`committed_offsets_many`); topics that do not exist are left
+        out."""
+        listed = self.metadata().topics
+        asked = [
+            TopicPartition(t, p) for t in dict.fromkeys(topics) if t in listed for p in listed[t].partitions
+        ]
+        reader = self.consumer({**self.config, **READER_SETTINGS, "group.id": group})
+        try:
+            found: set[str] = set()
+            for start in range(0, len(asked), OFFSETS_CHUNK):
+                chunk = asked[start : start + OFFSETS_CHUNK]
+                answer = self._committed_chunk(reader, group, "its topics", chunk)
+                found.update(tp.topic for tp in answer if tp.offset >= 0)
+            return found
+        finally:
+            reader.close()
+
+    def _committed_chunk(self, reader: Any, group: str, where: str, asked: list[Any]) -> list[Any]:
+        """``reader.committed(asked)``, asked again while the group's coordinator loads or moves."""
+        what = f"committed offsets of group {group!r} on {where}"
         deadline = time.monotonic() + self.timeout
         while True:
             left = max(0.1, deadline - time.monotonic())
             try:
-                answer = reader.committed([TopicPartition(topic, p) for p in chunk], timeout=left)
+                answer = reader.committed(asked, timeout=left)
             except KafkaException as exc:
                 err: Any = exc.args[0] if exc.args else exc
                 name = getattr(err, "name", lambda: "")()
@@ -563,12 +585,12 @@ class ClusterAdmin:
                 if name in UNREACHABLE:
                     raise BrokerUnavailableError(f"{what}: cluster unreachable ({err.str()})") from exc
                 cls = KafkaRequestError if _retriable(err) else KafkaRequestRefusedError
-                raise cls(f"{what} on {topic!r}: {err}") from exc
+                raise cls(f"{what}: {err}") from exc
             moving = [tp.error for tp in answer if getattr(tp, "error", None) is not None]
             if moving and _coordinator_moving(moving) and time.monotonic() < deadline:
                 time.sleep(0.2)
                 continue
-            _raise_offset_errors(group, topic, answer)
+            _raise_offset_errors(group, where, answer)
             return list(answer)
 
     def groups_on_topic(self, topic: str, partitions: int | None = None) -> list[str]:
@@ -764,7 +786,7 @@ def _list_errors(errors: list[Any]) -> KafkaRequestError:
     )
 
 
-def _raise_offset_errors(group: str, topic: str, partitions: list[Any]) -> None:
+def _raise_offset_errors(group: str, where: str, partitions: list[Any]) -> None:
     """Refuse committed offsets that came back with a partition-level error: reading such a partition as
     "no offset" would call a group with offsets unknown, or seed over an offset it has."""
     failed = [tp for tp in partitions if getattr(tp, "error", None) is not None]
@@ -773,7 +795,7 @@ def _raise_offset_errors(group: str, topic: str, partitions: list[Any]) -> None:
     first = failed[0].error
     cls = KafkaRequestError if all(_retriable(tp.error) for tp in failed) else KafkaRequestRefusedError
     raise cls(
-        f"committed offsets of group {group!r} on {topic!r}: {len(failed)} partition(s) answered with an error "
+        f"committed offsets of group {group!r} on {where}: {len(failed)} partition(s) answered with an error "
         f"(partition {failed[0].partition}: {first}); not read as 'no offset'"
     )
 

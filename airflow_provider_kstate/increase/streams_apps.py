@@ -197,17 +197,11 @@ def listing_states(hook: Any, infos: Mapping[str, GroupInfo]) -> dict[str, str]:
 
 
 def group_topics(hook: Any, group: str, topics: Iterable[str]) -> set[str]:
-    """The topics ``group`` has committed offsets on (one OffsetFetch of all its topics; without a client,
-    one per topic of ``topics``)."""
-    cluster = _cluster(hook)
-    if cluster is not None:
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
-        futures = cluster.client.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=cluster.timeout
-        )
-        result = futures[group].result(timeout=cluster.timeout)
-        return {tp.topic for tp in result.topic_partitions if tp.offset >= 0}
+    """The topics of ``topics`` that ``group`` has committed offsets on: through the cluster's reader of
+    them (one consumer of the group over every partition); without one (a fake), one read per topic."""
+    reader = getattr(_cluster(hook), "group_topics", None)
+    if reader is not None:
+        return set(reader(group, topics))
     return {t for t in topics if dict(hook.committed_offsets_many([group], t)).get(group)}
 
 

@@ -165,3 +165,31 @@ def test_a_seed_refused_for_another_reason_fails_at_once_naming_it() -> None:
     with pytest.raises(SeedError, match="Unknown member"):
         _admin(client).seed_offsets("g", "t", {0: 0})
     assert client.calls == 1
+
+
+def test_the_topics_a_group_has_offsets_on_are_read_by_one_consumer_of_it() -> None:
+    """A Kafka Streams plan's question (which topics does the application read): one consumer of the group
+    asks every partition of the candidate topics, in chunks; a topic without an offset, or not in the
+    cluster, is left out."""
+    Reader.made = []
+    listed = {"a": 300, "b": 2}
+
+    class Partial(Reader):
+        def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
+            self.calls += 1
+            return [
+                SimpleNamespace(
+                    topic=tp.topic, partition=tp.partition, offset=5 if tp.topic == "a" else -1001, error=None
+                )
+                for tp in partitions
+            ]
+
+    client = SimpleNamespace(
+        list_topics=lambda topic=None, timeout=None: SimpleNamespace(
+            topics={t: SimpleNamespace(partitions=dict.fromkeys(range(n))) for t, n in listed.items()}
+        )
+    )
+    admin = ClusterAdmin({"bootstrap.servers": "b:1"}, client=client, consumer=lambda c: Partial(c, []))
+    assert admin.group_topics("app", ["a", "b", "gone"]) == {"a"}
+    (reader,) = Reader.made
+    assert reader.config["group.id"] == "app" and reader.calls == 2 and reader.closed  # 302 partitions
