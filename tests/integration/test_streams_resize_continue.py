@@ -30,21 +30,14 @@ import pytest
 from airflow_provider_kstate.client_piece.murmur2 import partition_for
 from airflow_provider_kstate.cluster import streams_resize
 from airflow_provider_kstate.cluster.admin import ClusterAdmin
-from airflow_provider_kstate.increase.drivers import CommandPairs
 from airflow_provider_kstate.increase.streams_apps import StreamsChangelog
 from tests.integration.test_streams_resize import (
-    KEYS,
-    RATE,
-    HeldTraffic,
-    _app,
-    _app_driver,
     _live_keys,
-    _Log,
     _results,
     _skip_unless_plain,
     topics,  # noqa: F401 - the fixture
 )
-from tests.integration.test_streams_resize_live import _inputs_lost, _save, _verdict
+from tests.integration.test_streams_resize_live import _inputs_lost, _save, _verdict, live_app
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -106,13 +99,9 @@ def test_a_run_again_continues_a_resize_whose_check_failed(
 ) -> None:
     _skip_unless_plain(kafka_config)
     began = time.monotonic()
-    app = _app(shape, protocol, kafka_config, topics, tmp_path / "app")
-    app_id, inputs, output = app._args["app_id"], app._args["inputs"], app._args["output"]
-    pairs = CommandPairs(inputs[0], _Log())
-    driver = _app_driver(app, tmp_path / "driver")
-    traffic = HeldTraffic(kafka_config, inputs, tmp_path / "traffic", rate=RATE, keys=KEYS)
-    registry = {"streams-app": driver.to_dict(), "traffic": traffic.driver().to_dict()}
-    monkeypatch.setenv("AIRFLOW_VAR_KSTATE_DRIVERS", json.dumps(registry))
+    app, app_id, inputs, output, pairs, driver, traffic = live_app(
+        shape, protocol, kafka_config, topics, tmp_path, monkeypatch
+    )
     request.addfinalizer(lambda: pairs.stop({app_id: driver}, "group"))
 
     # The first re-placement stops half-way: partition 0 re-placed, partition 1 not (its check fails).

@@ -28,7 +28,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from kstate_support import streams
@@ -131,6 +131,38 @@ EARLIER = (
 )
 
 
+class LiveApp(NamedTuple):
+    """The app of one shape on one protocol, its driver and its held traffic, registered as the DAG's
+    ``kstate_drivers`` (``streams-app``, ``traffic``)."""
+
+    app: Any
+    app_id: str
+    inputs: list[str]
+    output: str
+    pairs: CommandPairs
+    driver: Any
+    traffic: HeldTraffic
+
+
+def live_app(
+    shape: str,
+    protocol: str,
+    kafka_config: dict[str, Any],
+    topics: Any,  # noqa: F811 - the fixture's value, passed on
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> LiveApp:
+    """Build the app (not started), its driver and its traffic, and register both drivers for the DAG."""
+    app = _app(shape, protocol, kafka_config, topics, tmp_path / "app")
+    app_id, inputs, output = app._args["app_id"], app._args["inputs"], app._args["output"]
+    pairs = CommandPairs(inputs[0], _Log())
+    driver = _app_driver(app, tmp_path / "driver")
+    traffic = HeldTraffic(kafka_config, inputs, tmp_path / "traffic", rate=RATE, keys=KEYS)
+    registry = {"streams-app": driver.to_dict(), "traffic": traffic.driver().to_dict()}
+    monkeypatch.setenv("AIRFLOW_VAR_KSTATE_DRIVERS", json.dumps(registry))
+    return LiveApp(app, app_id, inputs, output, pairs, driver, traffic)
+
+
 @pytest.mark.parametrize(("shape", "protocol", "replacer"), VARIANTS, ids=lambda v: str(v))
 def test_each_shape_under_live_traffic(
     shape: str,
@@ -145,13 +177,9 @@ def test_each_shape_under_live_traffic(
 ) -> None:
     _skip_unless_plain(kafka_config)
     began = time.monotonic()
-    app = _app(shape, protocol, kafka_config, topics, tmp_path / "app")
-    app_id, inputs, output = app._args["app_id"], app._args["inputs"], app._args["output"]
-    pairs = CommandPairs(inputs[0], _Log())
-    driver = _app_driver(app, tmp_path / "driver")
-    traffic = HeldTraffic(kafka_config, inputs, tmp_path / "traffic", rate=RATE, keys=KEYS)
-    registry = {"streams-app": driver.to_dict(), "traffic": traffic.driver().to_dict()}
-    monkeypatch.setenv("AIRFLOW_VAR_KSTATE_DRIVERS", json.dumps(registry))
+    app, app_id, inputs, output, pairs, driver, traffic = live_app(
+        shape, protocol, kafka_config, topics, tmp_path, monkeypatch
+    )
     request.addfinalizer(lambda: pairs.stop({app_id: driver}, "group"))  # a no-op once stopped
     assert not pairs.start({app_id: driver}, "group")
     try:
