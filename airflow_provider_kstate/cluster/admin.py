@@ -68,11 +68,9 @@ MAX_IN_FLIGHT = 64
 #: Groups whose committed offsets are read at once (a consumer each; the reads are bound by the client's CPU).
 COMMITTED_READERS = 8
 #: Settings of the consumer that reads a group's committed offsets: it never joins, commits nor fetches.
-READER_SETTINGS = {
-    "enable.auto.commit": False,
-    "enable.auto.offset.store": False,
-    "client.id": "kstate-offsets",
-}
+READER_SETTINGS = {"enable.auto.commit": False, "enable.auto.offset.store": False}
+#: Its client id unless the connection names one (a quota or an ACL may be keyed on it).
+READER_CLIENT_ID = "kstate-offsets"
 #: Partition errors that pass: a partition just created has no leader on every broker yet (Apache Kafka
 #: answers ListOffsets with NOT_LEADER_OR_FOLLOWER until its metadata reaches the broker asked), a leader
 #: that moves. Asked again, by partition, until the request timeout.
@@ -537,7 +535,7 @@ class ClusterAdmin:
     def _committed_of(self, group: str, topic: str, chunks: list[list[int]]) -> dict[int, int]:
         """``group``'s committed offsets on ``topic`` (partitions without one absent), read by a consumer of
         the group; a coordinator loading or moving is asked again until the request timeout."""
-        reader = self.consumer({**self.config, **READER_SETTINGS, "group.id": group})
+        reader = self._reader(group)
         try:
             found: dict[int, int] = {}
             for chunk in chunks:
@@ -548,6 +546,12 @@ class ClusterAdmin:
         finally:
             reader.close()
 
+    def _reader(self, group: str) -> Any:
+        """A consumer of ``group`` that only reads its committed offsets (it never subscribes)."""
+        return self.consumer(
+            {"client.id": READER_CLIENT_ID, **self.config, **READER_SETTINGS, "group.id": group}
+        )
+
     def group_topics(self, group: str, topics: Iterable[str]) -> set[str]:
         """The topics of ``topics`` on which ``group`` has a committed offset, read by one consumer of the
         group over every partition of them (in requests of :data:`OFFSETS_CHUNK`), not by the AdminClient's
@@ -557,7 +561,7 @@ class ClusterAdmin:
         asked = [
             TopicPartition(t, p) for t in dict.fromkeys(topics) if t in listed for p in listed[t].partitions
         ]
-        reader = self.consumer({**self.config, **READER_SETTINGS, "group.id": group})
+        reader = self._reader(group)
         try:
             found: set[str] = set()
             for start in range(0, len(asked), OFFSETS_CHUNK):

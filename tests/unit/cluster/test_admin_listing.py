@@ -193,3 +193,16 @@ def test_the_topics_a_group_has_offsets_on_are_read_by_one_consumer_of_it() -> N
     assert admin.group_topics("app", ["a", "b", "gone"]) == {"a"}
     (reader,) = Reader.made
     assert reader.config["group.id"] == "app" and reader.calls == 2 and reader.closed  # 302 partitions
+
+
+def test_the_reader_keeps_the_connection_s_client_id_and_names_itself_otherwise() -> None:
+    for config, expected in (({}, "kstate-offsets"), ({"client.id": "billing-ops"}, "billing-ops")):
+        Reader.made = []
+        admin = ClusterAdmin(
+            {"bootstrap.servers": "b:1", **config},
+            client=SimpleNamespace(),
+            consumer=lambda c: Reader(c, []),
+        )
+        dict(admin.committed_offsets_many(["g"], "t", 1))
+        assert Reader.made[0].config["client.id"] == expected
+        assert Reader.made[0].config["enable.auto.commit"] is False
