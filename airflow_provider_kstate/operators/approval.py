@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     )
     from airflow_provider_kstate.increase.fleet import DriverChoice
     from airflow_provider_kstate.increase.plan import Plan
-    from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
 
 #: Seconds the topic's lease outlives the approval deadline while the run waits (an answer can land a little
 #: after the deadline, before the scheduler's timeout sweep ends the request).
@@ -123,7 +122,7 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
             approval_prompt,
             approval_subject,
         )
-        from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet, run_owner
+        from airflow_provider_kstate.lease_rules import run_owner
 
         if not as_bool("require_approval", self.require_approval):
             self.log.info("APPROVE not required (require_approval is off): the run goes on with the plan")
@@ -138,12 +137,7 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
             deadline=(datetime.now(timezone.utc) + timeout).strftime("%Y-%m-%d %H:%M:%S UTC"),
         )
         wait_ttl = max(self.lease_ttl, timeout.total_seconds() + WAIT_LEASE_MARGIN)
-        keeper: LeaseKeeper | LeaseSet = (
-            LeaseSet.for_topics(self.lease, plan.topic_names, context, wait_ttl, self.log)
-            if plan.several
-            else LeaseKeeper.for_topic(self.lease, plan.topic, context, wait_ttl, self.log)
-        )
-        keeper.renew(plan.to_dict())
+        self.keeper(context, wait_ttl).renew(plan.to_dict())
         self.events(context).step(AWAITING_APPROVAL)
         self.log.info(
             "APPROVE waiting up to %s s for an answer (%s); the lease on %s is held until then",

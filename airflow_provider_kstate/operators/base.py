@@ -116,15 +116,18 @@ class KStateStepOperator(KStateIncreaseOperator):
     def topic(self) -> str:
         return self.typed_plan.topic
 
-    def keeper(self, context: Context) -> LeaseKeeper | LeaseSet:
+    def keeper(self, context: Context, ttl: float | None = None) -> LeaseKeeper | LeaseSet:
         """Return the keeper of the topic's lease for this task's DAG run (of every topic's, as one
-        :class:`LeaseSet`, for a plan of several topics)."""
+        :class:`LeaseSet`, for a plan of several topics).
+
+        :param ttl: seconds the lease lives without renewal (default ``lease_ttl``).
+        """
         from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
 
-        plan = self.typed_plan
+        plan, ttl = self.typed_plan, self.lease_ttl if ttl is None else ttl
         if plan.several:
-            return LeaseSet.for_topics(self.lease, plan.topic_names, context, self.lease_ttl, self.log)
-        return LeaseKeeper.for_topic(self.lease, self.topic, context, self.lease_ttl, self.log)
+            return LeaseSet.for_topics(self.lease, plan.topic_names, context, ttl, self.log)
+        return LeaseKeeper.for_topic(self.lease, self.topic, context, ttl, self.log)
 
     @contextmanager
     def on_topic(self, view: Plan) -> Iterator[Plan]:
