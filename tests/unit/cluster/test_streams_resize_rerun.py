@@ -39,6 +39,18 @@ def interrupted_cluster(events: list[str]) -> tuple[Cluster, StreamsResize]:
     return cluster, first
 
 
+def resized_cluster(events: list[str]) -> Cluster:
+    """A cluster where every topic of the app has 4 partitions and the group holds offsets on all of them
+    (a finished resize's layout); the set-up's events are cleared."""
+    cluster = Cluster(events)
+    for topic in list(cluster.counts):
+        cluster.increase_partitions(topic, 4)
+    for topic in ("words", REPARTITION):
+        cluster.committed[topic].update({2: 0, 3: 0})
+    events.clear()
+    return cluster
+
+
 def run_again(cluster: Cluster, events: list[str], first: StreamsResize, ok: bool = True) -> StreamsResize:
     """The same DAG run again: it plans from the current counts (4 -> 4), on the app stopped by the first."""
     again = resize(cluster, events, ok=ok, checker=lambda cs, n: {c.topic: 0 for c in cs})
@@ -94,12 +106,7 @@ def test_a_run_again_grows_what_an_interrupted_grow_left() -> None:
 
 def test_a_changelog_misplaced_alone_is_continued_by_the_deep_check() -> None:
     events: list[str] = []
-    cluster = Cluster(events)
-    for topic in list(cluster.counts):
-        cluster.increase_partitions(topic, 4)
-    for topic in ("words", REPARTITION):
-        cluster.committed[topic].update({2: 0, 3: 0})
-    events.clear()
+    cluster = resized_cluster(events)
     state = {APP: "EMPTY"}
     again = run_again(cluster, events, resize(cluster, events))
     again.state_of = lambda g: state[g]
@@ -131,12 +138,7 @@ def test_a_running_application_is_never_continued(state: str) -> None:
 
 def test_a_stopped_healthy_application_is_left_alone() -> None:
     events: list[str] = []
-    cluster = Cluster(events)
-    for topic in list(cluster.counts):
-        cluster.increase_partitions(topic, 4)
-    for topic in ("words", REPARTITION):
-        cluster.committed[topic].update({2: 0, 3: 0})
-    events.clear()
+    cluster = resized_cluster(events)
     again = run_again(cluster, events, resize(cluster, events))
     again.state_of = lambda g: "EMPTY"
     assert again.interrupted() == []
