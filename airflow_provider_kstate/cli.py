@@ -80,51 +80,34 @@ def _preview(args: argparse.Namespace, config: dict[str, Any]) -> tuple[dict[str
     from airflow_provider_kstate.cluster.admin import ClusterAdmin
     from airflow_provider_kstate.cluster.control import Controller
     from airflow_provider_kstate.doctor.diagnosis import last_verdict
+    from airflow_provider_kstate.doctor.promises import SHARE_NEW_PARTITIONS
+    from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
+    from airflow_provider_kstate.increase.planner import AccessScope, plan_increase
     from airflow_provider_kstate.increase.preview import preview_lines
-    from airflow_provider_kstate.increase.topic_set import (
-        preview_topic_set,
-        preview_topic_set_plan,
-        topic_set,
-    )
+    from airflow_provider_kstate.increase.request import PlanRequest
+    from airflow_provider_kstate.increase.topic_set import preview_topic_set
 
     admin = ClusterAdmin(config, timeout=args.timeout, name=str(config.get("bootstrap.servers")))
     admin.check_connection()  # a refused SASL or TLS handshake: named at once (KafkaAuthenticationError)
-    names = topic_set(None, args.topic)  # refuses a duplicate or an internal topic, named
-    groups = [g for g in args.groups.split(",") if g]
-    for topic in names:
-        _check_access(admin, args, config, groups, topic)
-    present = Controller(admin, args.control_topic).client_piece_clients()
-    plan = preview_topic_set_plan(
-        admin,
-        names,
-        args.partitions,
-        present,
+    request = PlanRequest(
+        topics=tuple(args.topic),
+        partitions=args.partitions,
+        consumer_groups=tuple(g for g in args.groups.split(",") if g),
+        exclude_groups=tuple(g for g in args.exclude.split(",") if g),
         key_order=args.key_order,
-        groups=groups,
-        exclude_groups=[g for g in args.exclude.split(",") if g],
     )
-    seeded = [g for g in plan.where("seed") if g not in groups]
-    for topic in names if seeded else []:
-        _check_access(admin, args, config, seeded, topic)
-    verdict = last_verdict(config, args.timeout)
+    verdict = None
+
+    def trust() -> bool:  # the cached verdict (never probed here), read once the ACLs are checked
+        nonlocal verdict
+        verdict = last_verdict(config, args.timeout)
+        return verdict is not None and verdict.kept(SHARE_NEW_PARTITIONS)
+
+    present = Controller(admin, args.control_topic).client_piece_clients
+    access = AccessScope((DEFAULT_LEASE_TOPIC, args.control_topic), config)
+    plan = plan_increase(admin, request, present, access=access, trust=trust)
     document = preview_topic_set(admin, plan, {"checked": False} if verdict is None else verdict.shown())
     return document, preview_lines(document, plan)
-
-
-def _check_access(
-    admin: Any, args: argparse.Namespace, config: dict[str, Any], groups: list[str], topic: str
-) -> None:
-    """Refuse a principal without the ACLs a run would need (KafkaAuthorizationError, each one named)."""
-    from airflow_provider_kstate.errors import TopicNotFoundError
-    from airflow_provider_kstate.increase.access import check_access
-    from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
-
-    try:
-        increase = args.partitions is not None and args.partitions > admin.partition_count(topic)
-    except TopicNotFoundError:  # or not describable: the check names the missing Describe
-        increase = True
-    topics = [DEFAULT_LEASE_TOPIC, args.control_topic]
-    check_access(admin, topic, topics, groups, increase=increase, config=config)
 
 
 def _refused(exc: Exception) -> int:

@@ -30,12 +30,13 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, ClassVar, Literal, Protocol
 
-from pydantic import Field, WithJsonSchema
+from pydantic import Field, GetCoreSchemaHandler, WithJsonSchema
+from pydantic_core import CoreSchema, core_schema
 from typing_extensions import TypedDict
 
 from airflow_provider_kstate.enums import StrEnum, choice
@@ -127,6 +128,31 @@ class Driver:
             ready=str(data.get("ready") or ""),
             timeout=_timeout(label, data.get("timeout", DEFAULT_COMMAND_TIMEOUT)),
         )
+
+
+class _DriverWire:
+    """A :class:`Driver` as a field of a document: read from its dict form (:class:`DriverDict`, validated),
+    or given as a driver (the Python API); written as that dict."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        as_dict = handler.generate_schema(DriverDict)
+
+        def read(value: Any, validate: Callable[[Any], Any]) -> Driver:
+            return value if isinstance(value, Driver) else Driver.from_dict(validate(value))
+
+        return core_schema.no_info_wrap_validator_function(
+            read,
+            as_dict,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda driver: driver.to_dict(), return_schema=as_dict
+            ),
+        )
+
+
+#: A driver in the plan (a group's, a producer service's).
+#: A driver as a field of a document (the plan's groups and producers, the request's drivers).
+DriverField = Annotated[Driver, _DriverWire]
 
 
 def _timeout(name: str, value: Any) -> float:

@@ -70,17 +70,13 @@ def assign_drivers(
     """Return ``plan`` with every seeded group's driver, and the producer services the run may stop.
 
     A live group whose members do not all run the client piece, and for which no driver is given, gets
-    ``driver_problem``: the run cannot drive it (:func:`check_drivable` refuses the plan).
+    ``driver_problem``: the run cannot drive it (:func:`check_drivable` refuses the plan). A driver given
+    for a group the plan does not have is left out here and refused by :func:`check_drivable` (a re-plan
+    names the group gone instead).
 
     :param infos: the seeded groups as the broker describes them now (their live members).
     :param present: ``{group: client ids}`` of the consumers that acknowledged on the control topic.
     """
-    unknown = sorted(set(choice.groups) - set(plan.groups))
-    if unknown:
-        raise InvalidDriverError(
-            f"group_drivers names groups that do not read {plan.topic!r} (not at risk, not named): {unknown}. "
-            f"Groups of this run: {sorted(plan.where('seed'))}. Nothing was changed."
-        )
     groups = dict(plan.groups)
     for group in plan.where("seed"):
         info = infos.get(group)
@@ -115,7 +111,14 @@ def _problem(group: str, driver: Driver, clients: list[str], present: set[str]) 
 
 
 def check_drivable(plan: Plan) -> None:
-    """Refuse the plan, before anything is paused, when a live group cannot be driven; name the ways out."""
+    """Refuse the plan, before anything is paused, when its request gives a driver to a group that does not
+    read the topics (a likely typo), or when a live group cannot be driven; name the ways out."""
+    unknown = sorted(set(plan.request.group_drivers) - set(plan.groups)) if plan.request else []
+    if unknown:
+        raise InvalidDriverError(
+            f"group_drivers names groups that do not read {plan.topic_names} (not at risk, not named): "
+            f"{unknown}. Groups of this run: {sorted(plan.where('seed'))}. Nothing was changed."
+        )
     stuck = plan.undrivable()
     if not stuck:
         return

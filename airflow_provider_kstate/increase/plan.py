@@ -23,7 +23,7 @@ an offset on a partition of the topic) left by a crashed run or by a topic grown
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
@@ -32,7 +32,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    GetCoreSchemaHandler,
     SerializerFunctionWrapHandler,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
@@ -41,7 +40,6 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
-from pydantic_core import CoreSchema, core_schema
 from typing_extensions import Self
 
 from airflow_provider_kstate import enums
@@ -57,7 +55,7 @@ from airflow_provider_kstate.errors import (
     UnprotectedGroupError,
     UnsupportedGroupTypeError,
 )
-from airflow_provider_kstate.increase.drivers import CONTROL, Driver, DriverDict
+from airflow_provider_kstate.increase.drivers import CONTROL, DriverField
 from airflow_provider_kstate.increase.model import (
     CLASSIC,
     DEAD,
@@ -70,6 +68,7 @@ from airflow_provider_kstate.increase.model import (
 )
 from airflow_provider_kstate.increase.replicas import ReplicationState
 from airflow_provider_kstate.increase.report import ranges
+from airflow_provider_kstate.increase.request import PlanRequest
 from airflow_provider_kstate.increase.streams_apps import StreamsAppPlan, discover_streams, streams_runbook
 
 if TYPE_CHECKING:
@@ -173,33 +172,9 @@ def _str(what: str, choices: type[_Choice]) -> BeforeValidator:
     return BeforeValidator(lambda value: choice(what, str(value), choices))
 
 
-class _DriverWire:
-    """A :class:`Driver` as a field of the plan: read from its dict form (:class:`DriverDict`, validated),
-    or given as a driver (the Python API); written as that dict."""
-
-    @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        as_dict = handler.generate_schema(DriverDict)
-
-        def read(value: Any, validate: Callable[[Any], Any]) -> Driver:
-            return value if isinstance(value, Driver) else Driver.from_dict(validate(value))
-
-        return core_schema.no_info_wrap_validator_function(
-            read,
-            as_dict,
-            serialization=core_schema.plain_serializer_function_ser_schema(
-                lambda driver: driver.to_dict(), return_schema=as_dict
-            ),
-        )
-
-
 def _read_implies(schema: dict[str, Any]) -> None:
     """A field whose value, when a compact form leaves it out, follows from the others: no fixed default."""
     schema.pop("default", None)
-
-
-#: A driver in the plan (a group's, a producer service's).
-DriverField = Annotated[Driver, _DriverWire]
 
 
 class _PlanModel(Document):
@@ -373,6 +348,16 @@ class Plan(_PlanModel):
         description="several topics: every topic of the set (topic first) -> its count at plan time "
         "(absent: the one topic)",
     )
+    #: Each topic's id (KIP-516) at plan time: a topic deleted and created again under the same name has
+    #: another id, so no offset stored against the plan's topic is trusted against a different log.
+    topic_ids: dict[str, str] = Field(
+        default_factory=dict, description="topic -> its topic id at plan time (absent or empty: unknown)"
+    )
+    #: The request the plan was made from (:mod:`~airflow_provider_kstate.increase.request`): a plan made
+    #: again from it (the approval's re-plan) asks for exactly the same.
+    request: PlanRequest | None = Field(
+        default=None, description="the request the plan was made from (absent: made by hand)"
+    )
     v: Literal[1] = Field(
         default=1, description="version; a plan written before it had one has none: read as 1"
     )
@@ -463,8 +448,11 @@ class Plan(_PlanModel):
             del out["replication"]
         if not out["streams_apps"]:
             del out["streams_apps"]
-        if not out["topics"]:
-            del out["topics"]
+        for name in ("topics", "topic_ids"):
+            if not out[name]:
+                del out[name]
+        if out["request"] is None:
+            del out["request"]
         return out
 
     @classmethod

@@ -5,11 +5,9 @@ kstate page (``plugins/views.py``) and the ``kstate plan`` command show the same
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.increase.fleet import DriverChoice, drive
-from airflow_provider_kstate.increase.plan import KeyOrderMark, Plan, build_plan, describe
+from airflow_provider_kstate.increase.plan import KeyOrderMark, Plan, describe
 from airflow_provider_kstate.increase.report import ranges
 
 if TYPE_CHECKING:
@@ -26,27 +24,6 @@ def group_lag(admin: AdminPort, topic: str, groups: list[str], count: int) -> di
         lag = sum(max(ends[p] - o, 0) for p, o in committed.items() if p in ends)
         out[group] = {"lag": lag, "without_offset": count - len(committed)}
     return out
-
-
-def preview_plan(
-    admin: AdminPort,
-    topic: str,
-    target: int | None,
-    present: Mapping[str, set[str]],
-    choice: DriverChoice | None = None,
-    key_order: str = "preserve",
-    groups: list[str] | None = None,
-    exclude_groups: list[str] | None = None,
-) -> Plan:
-    """The plan of a dry run of ``topic`` to ``target`` partitions (None: the current count, a repair),
-    each seeded group given its driver and key-order mark.
-
-    :param present: ``{group: client ids}`` of the consumers that acknowledged on the control topic.
-    :param groups: the groups to protect (default: every group at risk); ``exclude_groups``: left alone.
-    """
-    current = admin.partition_count(topic)
-    plan = build_plan(admin, topic, int(target or current), groups or (), exclude_groups=exclude_groups or ())
-    return drive(plan, admin, present, choice or DriverChoice(), key_order)
 
 
 def preview(admin: AdminPort, plan: Plan, verdict: dict[str, Any]) -> dict[str, Any]:

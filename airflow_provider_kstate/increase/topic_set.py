@@ -8,11 +8,12 @@ Co-partitioned topics must keep equal partition counts: a join (Kafka Streams, F
 * :func:`check_counts` refuses a set whose counts differ now, naming each topic's count, unless every topic
   that differs from the others is already at the target (a crashed run's repair: the create went through on
   some topics only);
-* :func:`build_topic_set_plan` plans each topic as a run of one topic would (discovery, named groups, group
-  types), then merges the plans into the one :class:`~airflow_provider_kstate.increase.plan.Plan`: every
-  topic with its count (``Plan.topics``), every group once, with the topics it reads (``GroupPlan.topics``);
-* :func:`preview_topic_set_plan` and :func:`preview_topic_set` preview a set (``kstate plan`` and the
-  kstate page: no lease, nothing changed);
+* :func:`merge_plans` merges the plans of each topic (the one planner,
+  :func:`~airflow_provider_kstate.increase.planner.plan_increase`, plans each as a run of one topic would)
+  into the one :class:`~airflow_provider_kstate.increase.plan.Plan`: every topic with its count
+  (``Plan.topics``), every group once, with the topics it reads (``GroupPlan.topics``);
+* :func:`preview_topic_set` is the preview document of a plan (``kstate plan`` and the kstate page: no
+  lease, nothing changed);
 * :class:`TopicSetSteps` runs the steps of such a plan, in the one window or one task per step: the groups
   leave once, every topic is created, every group is seeded on each topic it reads, producers switch once
   per topic, the groups rejoin once (each only when it holds an offset on every partition of every topic it
@@ -26,7 +27,7 @@ where it was found (committed offsets or assigned members).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,7 @@ from airflow_provider_kstate.errors import (
 from airflow_provider_kstate.increase.events import GroupState, ProducerState
 from airflow_provider_kstate.increase.fleet import producer_commands
 from airflow_provider_kstate.increase.key_order import drain_of
-from airflow_provider_kstate.increase.plan import GroupPlan, Plan, build_plan, check_topic_name
+from airflow_provider_kstate.increase.plan import GroupPlan, Plan, check_topic_name
 from airflow_provider_kstate.increase.report import ReportWriter
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps, SeedResult
 
@@ -89,32 +90,6 @@ def check_counts(counts: dict[str, int], target: int) -> None:
         "count), or give a target equal to the largest count (a repair of the topics already there). "
         "Nothing was changed."
     )
-
-
-def build_topic_set_plan(
-    hook: AdminPort, topics: Sequence[str], target: int, groups: Iterable[str] = (), **options: Any
-) -> Plan:
-    """Validate the request against the cluster and return the one plan of the set (nothing is changed).
-
-    Each topic is planned as a run of one topic would be (:func:`~airflow_provider_kstate.increase.plan.build_plan`:
-    every refusal of one topic refuses the set), after the counts are checked (:func:`check_counts`). A
-    group at risk on several topics appears once, with the topics it reads.
-
-    :param options: the other keyword arguments of :func:`~airflow_provider_kstate.increase.plan.build_plan`
-        (``spark_prefixes``, ``exclude_groups``, ``replication`` of the first topic, ...).
-    :raises TopicNotFoundError: a topic does not exist (named).
-    :raises UnequalPartitionCountsError: the counts differ (each named).
-    """
-    names = topic_set(None, topics)
-    counts = {t: hook.partition_count(t) for t in names}
-    check_counts(counts, target)
-    named = list(dict.fromkeys(groups))
-    replication = options.pop("replication", None)
-    plans = [
-        build_plan(hook, t, target, named, replication=replication if i == 0 else None, **options)
-        for i, t in enumerate(names)
-    ]
-    return merge_plans(plans, named)
 
 
 def merge_plans(plans: Sequence[Plan], named: Sequence[str] = ()) -> Plan:
@@ -326,37 +301,6 @@ class TopicSetSteps:
             :meth:`SafeIncreaseSteps.scale`).
         """
         return {s.topic: s.scale(baseline=baseline, live=self.of(s, live)) for s in self.topics}
-
-
-def preview_topic_set_plan(
-    admin: AdminPort,
-    topics: Sequence[str],
-    target: int | None,
-    present: Mapping[str, set[str]],
-    key_order: str = "preserve",
-    groups: list[str] | None = None,
-    exclude_groups: list[str] | None = None,
-) -> Plan:
-    """The plan of a dry run of several co-partitioned topics to ``target`` partitions (None: their count
-    now, a repair), each topic previewed as a run of one would be
-    (:func:`~airflow_provider_kstate.increase.preview.preview_plan`: drivers, key-order marks), then merged
-    into the one plan. No lease, nothing changed.
-
-    :raises UnequalPartitionCountsError: the counts differ now (each named).
-    """
-    from airflow_provider_kstate.increase.preview import preview_plan
-
-    names = topic_set(None, topics)
-    counts = {t: admin.partition_count(t) for t in names}
-    goal = int(target or max(counts.values()))
-    check_counts(counts, goal)
-    plans = [
-        preview_plan(
-            admin, t, goal, present, key_order=key_order, groups=groups, exclude_groups=exclude_groups
-        )
-        for t in names
-    ]
-    return merge_plans(plans, groups or ())
 
 
 def preview_topic_set(admin: AdminPort, plan: Plan, verdict: dict[str, Any]) -> dict[str, Any]:

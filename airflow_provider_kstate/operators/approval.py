@@ -15,10 +15,10 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator
 
 from airflow_provider_kstate import errors
 from airflow_provider_kstate.compat import HITL_AWAITS_INPUT
-from airflow_provider_kstate.defaults import DEFAULT_APPROVAL_TIMEOUT, DEFAULT_SPARK_PREFIXES, PRESERVE
+from airflow_provider_kstate.defaults import DEFAULT_APPROVAL_TIMEOUT
 from airflow_provider_kstate.errors import ApprovalTimeoutError, KStateConfigError
 from airflow_provider_kstate.operators.base import KStateStepOperator
-from airflow_provider_kstate.params import as_bool, as_str_list
+from airflow_provider_kstate.params import as_bool
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
         BrokerCheck,
         DowntimeHistory,
     )
-    from airflow_provider_kstate.increase.fleet import DriverChoice
     from airflow_provider_kstate.increase.plan import Plan
 
 #: Seconds the topic's lease outlives the approval deadline while the run waits (an answer can land a little
@@ -46,8 +45,9 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
     downtime this topic's earlier runs measured (their ``progress.json``). While it waits, the run's
     progress document says ``awaiting_approval`` and the topic's lease is held until the deadline.
 
-    * **Approve**: the plan is made again as a dry run (discovery, drivers and key order; no lease) and
-      compared with the approved one. A different partition count, a new group at risk, or a group gone or
+    * **Approve**: the plan is made again from the request stored in it (the one planner,
+      :func:`~airflow_provider_kstate.increase.planner.plan_increase`: the same groups, exclusions,
+      acknowledgements, drivers, key order and broker verdict; no lease) and compared with the approved one. A different partition count, a new group at risk, or a group gone or
       handled differently fails the task with :class:`~airflow_provider_kstate.exceptions.PlanChangedError`
       naming each change, before anyone is paused (the lease released).
     * **Reject**: nothing is changed, the lease is released and every later task of the run is skipped
@@ -66,9 +66,6 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
     :param plan: the plan (XCom of :class:`~airflow_provider_kstate.operators.plan.KStatePlanOperator`).
     :param require_approval: ask for an approval; off, the task returns at once (templated).
     :param approval_timeout: seconds (or a ``timedelta``) to wait for an answer (templated).
-    :param exclude_groups: the plan's ``exclude_groups``, for the plan made again (templated).
-    :param acknowledge_streams_groups: the plan's ``acknowledge_streams_groups`` (templated).
-    :param key_order: the run's ``key_order``, for the plan made again (templated).
     :param history_runs: earlier runs of the topic whose downtime the prompt shows, at most.
     """
 
@@ -76,9 +73,6 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         "plan",
         "require_approval",
         "approval_timeout",
-        "exclude_groups",
-        "acknowledge_streams_groups",
-        "key_order",
     )
     ui_color = "#fff8e1"
 
@@ -88,9 +82,6 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         plan: Any,
         require_approval: bool | str = False,
         approval_timeout: float | str | timedelta = DEFAULT_APPROVAL_TIMEOUT,
-        exclude_groups: list[str] | str | None = None,
-        acknowledge_streams_groups: list[str] | str | None = None,
-        key_order: str = PRESERVE,
         history_runs: int = HISTORY_RUNS,
         **kwargs: Any,
     ) -> None:
@@ -105,9 +96,6 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         )
         self.require_approval = require_approval
         self.approval_timeout = approval_timeout
-        self.exclude_groups = exclude_groups
-        self.acknowledge_streams_groups = acknowledge_streams_groups
-        self.key_order = key_order
         self.history_runs = history_runs
 
     @property
@@ -197,10 +185,10 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         from airflow_provider_kstate.increase.approval import PLAN_CHANGED, PlanChanges, plan_changes
 
         self.keeper(context).renew(approved.to_dict())  # back to the steps' TTL; fails if another run took it
+        now, refused = self._replan(approved)
         found: dict[str, PlanChanges] = {}
-        for view in approved.views():  # several topics: each made again and compared, as a run of one
-            now, refused = self._replan(view)
-            changes = plan_changes(view, now, refused)
+        for view in approved.views():  # each topic compared, named in the error
+            changes = plan_changes(view, now.for_topic(view.topic), refused)
             if changes:
                 found[view.topic] = changes
         if not found:
@@ -221,37 +209,25 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         )
 
     def _replan(self, approved: Plan) -> tuple[Plan, str]:
-        """The plan of the same request now, as a dry run (``build_plan`` + ``drive``: no lease), and why it
-        was refused ("" when it was not)."""
-        from airflow_provider_kstate.increase.fleet import drive
-        from airflow_provider_kstate.increase.key_order import check_key_order
-        from airflow_provider_kstate.increase.plan import Plan, build_plan
+        """The plan of the approved plan's request now (:func:`~airflow_provider_kstate.increase.planner.plan_increase`:
+        no lease, nothing changed), and why it was refused ("" when it was not: then the plan returned is
+        the approved one at the counts now)."""
+        from airflow_provider_kstate.increase.planner import plan_increase
 
-        current = self.admin.partition_count(approved.topic)
-        try:
-            now = build_plan(
-                self.admin,
-                approved.topic,
-                max(approved.target_partitions, current),
-                (),
-                DEFAULT_SPARK_PREFIXES,
-                exclude_groups=as_str_list("exclude_groups", self.exclude_groups),
-                acknowledge_streams_groups=as_str_list(
-                    "acknowledge_streams_groups", self.acknowledge_streams_groups
-                ),
+        if approved.request is None:
+            raise errors.InvalidArgumentError(
+                f"the plan of {approved.topic_names} carries no request (it was not made by the plan step), so "
+                "it cannot be made again to check the cluster: approve a plan of KStatePlanOperator. Nothing "
+                "was changed."
             )
-        except errors.KStateError as exc:  # e.g. a share group appeared: the topic is refused as it stands
-            now = Plan(
-                topic=approved.topic,
-                original_partitions=current,
-                target_partitions=approved.target_partitions,
-                groups=dict(approved.groups),
+        try:
+            return plan_increase(self.admin, approved.request, self.control.client_piece_clients), ""
+        except errors.KStateError as exc:  # e.g. a share group appeared: the topics are refused as they stand
+            counts = {t: self.admin.partition_count(t) for t in approved.topic_names}
+            now = approved.replace(
+                original_partitions=counts[approved.topic], topics=counts if approved.topics else {}
             )
             return now, str(exc)
-        present = self.control.client_piece_clients()
-        return drive(
-            now, self.admin, present, approved_choice(approved, now), check_key_order(self.key_order)
-        ), ""
 
     def _broker_check(self) -> BrokerCheck | None:
         """The broker doctor's cached verdict (never probes); None when there is none or it cannot be read."""
@@ -313,21 +289,6 @@ def _set_heading(plan: Plan) -> str:
     )
 
 
-def approved_choice(approved: Plan, now: Plan) -> DriverChoice:
-    """The drivers of the approved plan, for the plan made again (the registry may have changed since: the
-    approved drivers are the ones the run will use)."""
-    from airflow_provider_kstate.increase.drivers import DriverKind
-    from airflow_provider_kstate.increase.fleet import DriverChoice
-
-    commands = {
-        g: e.driver
-        for g, e in approved.groups.items()
-        if e.seed and e.driver.kind == DriverKind.COMMAND and g in now.groups
-    }
-    own_tasks = any(e.seed and e.driver.kind == DriverKind.TASK for e in approved.groups.values())
-    return DriverChoice(groups=commands, producers=dict(approved.producers), own_tasks=own_tasks)
-
-
 def _responder(event: dict[str, Any]) -> str:
     user = event.get("responded_by_user") or {}
     return str(user.get("name") or user.get("id") or "nobody (the default)")
@@ -353,4 +314,4 @@ def _progress_texts(folder: str, own: str, storage: ObjectStorageReports, limit:
     return texts
 
 
-__all__ = ["KStateApprovalOperator", "approved_choice"]
+__all__ = ["KStateApprovalOperator"]

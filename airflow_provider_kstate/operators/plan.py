@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.compat import AirflowSkipException
-from airflow_provider_kstate.defaults import DEFAULT_SPARK_PREFIXES, DRAIN, PRESERVE
-from airflow_provider_kstate.errors import KStateConfigError, TopicChangedError, TopicNotFoundError
+from airflow_provider_kstate.defaults import DEFAULT_SPARK_PREFIXES, PRESERVE
+from airflow_provider_kstate.errors import KStateConfigError, TopicChangedError
 from airflow_provider_kstate.operators.base import KStateIncreaseOperator, run_events
 from airflow_provider_kstate.operators.doctor import allowed_deviations
 from airflow_provider_kstate.params import as_bool, as_int, as_mapping, as_str_list, as_topic
@@ -17,10 +17,10 @@ from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_kstate.doctor.verdict import Verdict
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
     from airflow_provider_kstate.increase.fleet import DriverChoice
     from airflow_provider_kstate.increase.plan import Plan
+    from airflow_provider_kstate.increase.request import PlanRequest
     from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
 
 
@@ -143,17 +143,16 @@ class KStatePlanOperator(KStateIncreaseOperator):
         self.spark_group_prefixes = spark_group_prefixes
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_kstate.hooks.control import KStateControlHook
+        from airflow_provider_kstate.hooks.lease import KStateLeaseHook
         from airflow_provider_kstate.increase.fleet import check_drivable
-        from airflow_provider_kstate.increase.plan import check_topic_name, describe
+        from airflow_provider_kstate.increase.plan import describe
+        from airflow_provider_kstate.increase.planner import AccessScope, plan_increase
         from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
 
-        names = self._topic_names()
-        topic = names[0]
-        target = as_int("partitions", self.partitions)
+        request = self.plan_request()
+        names = list(request.topics)
         dry_run = as_bool("dry_run", self.plan_only)
-        check_topic_name(topic)
-        from airflow_provider_kstate.hooks.lease import KStateLeaseHook
-
         hook = KStateLeaseHook(
             self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
         )
@@ -161,18 +160,27 @@ class KStatePlanOperator(KStateIncreaseOperator):
         # A wrong password, an unknown CA or an expired certificate fails here, named, before anything else.
         admin.check_connection()
         keeper: LeaseKeeper | LeaseSet = (
-            LeaseKeeper.for_topic(hook, topic, context, self.lease_ttl, self.log)
+            LeaseKeeper.for_topic(hook, names[0], context, self.lease_ttl, self.log)
             if len(names) == 1
             else LeaseSet.for_topics(hook, names, context, self.lease_ttl, self.log)
         )
-        plan = None if dry_run else self._continued_plan(keeper, target)
+        plan = None if dry_run else self._continued_plan(keeper, request.partitions or 0)
         if plan is None:
-            built = (
-                self._build(admin, topic, target)
-                if len(names) == 1
-                else self._build_set(admin, names, target)
+            control = KStateControlHook(
+                self.kafka_config_id, control_topic=self.control_topic, timeout=self.request_timeout
             )
-            plan = built.with_run(
+            plan = plan_increase(
+                admin,
+                request,
+                control.client_piece_clients,
+                access=AccessScope(
+                    (self.lease_topic, self.control_topic),
+                    admin.cluster.config,
+                    f"connection {self.kafka_config_id!r}:",
+                ),
+                trust=lambda: self._trust_broker(", ".join(names)),
+                warn=lambda line: self.log.warning("PLAN %s", line),
+            ).with_run(
                 owner=keeper.owner,
                 dry_run=dry_run,
                 control_topic=self.control_topic,
@@ -188,6 +196,29 @@ class KStatePlanOperator(KStateIncreaseOperator):
         self._take_lease(admin, keeper, plan)
         self._planned(plan, keeper.owner)
         return plan.to_dict()
+
+    def plan_request(self) -> PlanRequest:
+        """The request of this run from the operator's (rendered) arguments: every value checked, the
+        drivers resolved against the registry (:class:`InvalidDriverError` names a bad one)."""
+        from airflow_provider_kstate.increase.key_order import check_key_order
+        from airflow_provider_kstate.increase.request import PlanRequest
+
+        choice = self._driver_choice()
+        return PlanRequest(
+            topics=tuple(self._topic_names()),
+            partitions=as_int("partitions", self.partitions),
+            consumer_groups=tuple(as_str_list("consumer_groups", self.consumer_groups)),
+            exclude_groups=tuple(as_str_list("exclude_groups", self.exclude_groups)),
+            allow_unknown_groups=as_bool("allow_unknown_groups", self.allow_unknown_groups),
+            acknowledge_streams_groups=tuple(
+                as_str_list("acknowledge_streams_groups", self.acknowledge_streams_groups)
+            ),
+            spark_group_prefixes=tuple(self.spark_group_prefixes),
+            key_order=check_key_order(self.key_order),
+            group_drivers=dict(choice.groups),
+            producer_drivers=dict(choice.producers),
+            own_tasks=choice.own_tasks,
+        )
 
     def _planned(self, plan: Plan, owner: str) -> None:
         """Start the run's progress document (the kstate page shows the run from here on)."""
@@ -205,148 +236,6 @@ class KStatePlanOperator(KStateIncreaseOperator):
         names = topic_set(as_topic("topic", first) if first else None, more)
         return [as_topic("topics", n) for n in names]
 
-    def _named_groups(self) -> tuple[list[str], list[str]]:
-        groups = as_str_list("consumer_groups", self.consumer_groups)
-        excluded = as_str_list("exclude_groups", self.exclude_groups)
-        both = sorted(set(groups) & set(excluded))
-        if both:
-            raise KStateConfigError(f"groups {both} are both in consumer_groups and exclude_groups: pick one")
-        return groups, excluded
-
-    def _build_set(self, hook: KStateAdminHook, names: list[str], target: int) -> Plan:
-        """The plan of several co-partitioned topics (:func:`build_topic_set_plan`): each topic's access and
-        replication checked and its increase validated by the broker, the broker trusted once."""
-        from airflow_provider_kstate.doctor.promises import SHARE_NEW_PARTITIONS
-        from airflow_provider_kstate.increase.replicas import check_replication
-        from airflow_provider_kstate.increase.topic_set import build_topic_set_plan
-
-        groups, excluded = self._named_groups()
-        for topic in names:
-            self._check_access(hook, topic, target, groups)
-        verdict = self._trust_broker(", ".join(names))
-        replication = {t: check_replication(hook, t) for t in names}  # refuses partitions offline
-        plan = build_topic_set_plan(
-            hook,
-            names,
-            target,
-            groups,
-            spark_prefixes=tuple(self.spark_group_prefixes),
-            exclude_groups=excluded,
-            allow_unknown_groups=as_bool("allow_unknown_groups", self.allow_unknown_groups),
-            acknowledge_streams_groups=as_str_list(
-                "acknowledge_streams_groups", self.acknowledge_streams_groups
-            ),
-            share_new_partitions_kept=verdict.kept(SHARE_NEW_PARTITIONS),
-            replication=replication[names[0]],
-        )
-        for topic, count in plan.topics.items():
-            if target > count:
-                hook.increase_partitions(topic, target, validate_only=True)
-                self.log.info("PLAN the broker validated %s -> %s partitions (validate_only)", topic, target)
-            if replication[topic].warning:
-                self.log.warning("PLAN WARNING %s", replication[topic].warning)
-        unchecked = [g for g in plan.where("seed") if g not in groups]
-        for topic in names if unchecked else []:
-            self._check_access(hook, topic, target, unchecked)
-        for group in plan.of_class("excluded"):
-            self.log.warning(
-                "PLAN RISK ACCEPTED: group %s reads %s but is excluded: not paused, not seeded",
-                group,
-                ", ".join(plan.groups[group].topics or names),
-            )
-        return self._mark_key_order(hook, plan)
-
-    def _build(self, hook: KStateAdminHook, topic: str, target: int) -> Plan:
-        from airflow_provider_kstate.doctor.promises import SHARE_NEW_PARTITIONS
-        from airflow_provider_kstate.increase.plan import build_plan
-        from airflow_provider_kstate.increase.replicas import check_replication
-
-        groups, excluded = self._named_groups()
-        self._check_access(hook, topic, target, groups)  # refuses a principal without the ACLs the run needs
-        verdict = self._trust_broker(topic)
-        replication = check_replication(hook, topic)  # refuses partitions offline or below min ISR
-        if target > hook.partition_count(topic):
-            # Ask the broker to validate this very increase: a broker without CreatePartitions, a quota or a
-            # policy refuses here, before any consumer is paused.
-            hook.increase_partitions(topic, target, validate_only=True)
-            self.log.info("PLAN the broker validated %s -> %s partitions (validate_only)", topic, target)
-        plan = build_plan(
-            hook,
-            topic,
-            target,
-            groups,
-            tuple(self.spark_group_prefixes),
-            exclude_groups=excluded,
-            allow_unknown_groups=as_bool("allow_unknown_groups", self.allow_unknown_groups),
-            acknowledge_streams_groups=as_str_list(
-                "acknowledge_streams_groups", self.acknowledge_streams_groups
-            ),
-            share_new_partitions_kept=verdict.kept(SHARE_NEW_PARTITIONS),
-            replication=replication,
-        )
-        if replication.warning:
-            self.log.warning("PLAN WARNING %s", replication.warning)
-        unchecked = [g for g in plan.where("seed") if g not in groups]
-        if unchecked:  # the discovered groups the run seeds: Describe and Read on each
-            self._check_access(hook, topic, target, unchecked)
-
-        for group in plan.of_class("excluded"):
-            self.log.warning(
-                "PLAN RISK ACCEPTED: group %s reads %s but is excluded: not paused, not seeded", group, topic
-            )
-        return self._mark_key_order(hook, plan)
-
-    def _check_access(self, hook: KStateAdminHook, topic: str, target: int, groups: list[str]) -> None:
-        """Refuse, before anyone is paused, a principal that lacks an ACL the run needs on the topic, the
-        lease and control topics or ``groups`` (:mod:`airflow_provider_kstate.increase.access`)."""
-        from airflow_provider_kstate.increase.access import check_access
-
-        try:
-            increase = target > hook.partition_count(topic)
-        except TopicNotFoundError:  # or not describable: the check names the missing Describe
-            increase = True
-        check_access(
-            hook,
-            topic,
-            [self.lease_topic, self.control_topic],
-            groups,
-            increase=increase,
-            config=hook.cluster.config,
-            name=f"connection {self.kafka_config_id!r}:",
-        )
-
-    def _mark_key_order(self, hook: KStateAdminHook, plan: Plan) -> Plan:
-        """Give each protected group its driver and mark its key order (barrier / drained / relaxed /
-        offline) from its live members and the client-piece consumers seen on the control topic; log each
-        group that is drained or relaxed."""
-        from airflow_provider_kstate.hooks.control import KStateControlHook
-        from airflow_provider_kstate.increase.fleet import drive
-        from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, ORDER_RELAXED, check_key_order
-
-        key_order = check_key_order(self.key_order)
-        choice = self._driver_choice()
-        if key_order == DRAIN and not choice.producers:
-            raise KStateConfigError(
-                "key_order=drain stops the producers before the create: name them with producer_drivers (a "
-                "command pair per producer service, or 'control' for ControlledProducers). Nothing was changed."
-            )
-        control = KStateControlHook(
-            self.kafka_config_id, control_topic=self.control_topic, timeout=self.request_timeout
-        )
-        plan = drive(plan, hook, control.client_piece_clients(), choice, key_order)
-        for group in plan.where("seed"):
-            entry = plan.groups[group]
-            if entry.key_order == ORDER_RELAXED and key_order == PRESERVE:
-                self.log.warning(
-                    "PLAN group %s is RELAXED for key order: %s. Its keys that move may be processed out of "
-                    "order; to keep them in order, name its producers (producer_drivers) so the run drains it.",
-                    group,
-                    entry.key_order_reason,
-                )
-            elif entry.key_order == ORDER_DRAINED:
-                self.log.info("PLAN group %s is DRAINED for key order: %s", group, entry.key_order_reason)
-        return plan
-
     def _driver_choice(self) -> DriverChoice:
         from airflow_provider_kstate.increase.fleet import DriverChoice
 
@@ -362,16 +251,17 @@ class KStatePlanOperator(KStateIncreaseOperator):
             own_tasks=bool(self.own_tasks),
         )
 
-    def _trust_broker(self, topic: str) -> Verdict:
+    def _trust_broker(self, topics: str) -> bool:
         """Refuse, before anything changes, a broker that breaks a promise the increase relies on; return
-        the doctor's verdict (the plan reads the share groups' promise from it)."""
-        from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS
+        whether it keeps ``share_new_partitions`` (the plan leaves such share groups alone)."""
+        from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS, SHARE_NEW_PARTITIONS
         from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
 
         allow = allowed_deviations(self.allow_broker_deviation)
-        return KStateDoctorHook(self.kafka_config_id, timeout=self.request_timeout).require(
-            INCREASE_NEEDS, allow, f"the increase of {topic!r}"
+        verdict = KStateDoctorHook(self.kafka_config_id, timeout=self.request_timeout).require(
+            INCREASE_NEEDS, allow, f"the increase of {topics!r}"
         )
+        return verdict.kept(SHARE_NEW_PARTITIONS)
 
     def _continued_plan(self, keeper: LeaseKeeper | LeaseSet, target: int) -> Plan | None:
         """Return the plan this DAG run stored with its lease, when this is a rerun of the same run."""

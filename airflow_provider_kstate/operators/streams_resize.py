@@ -61,7 +61,7 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
     its co-partitioned sources, repartition topics and changelogs grow together, its state moves with its
     keys (:mod:`airflow_provider_kstate.cluster.streams_resize`), and it restarts on the new layout.
 
-    The task plans (:func:`~airflow_provider_kstate.increase.plan.build_plan`, the application
+    The task plans (:func:`~airflow_provider_kstate.increase.planner.plan_increase`, the application
     acknowledged), takes the topic's lease (held, and renewed, for the whole resize; a second run on the
     topic fails with :class:`~airflow_provider_kstate.errors.LeaseHeldError`), runs the resize and pushes its
     report to XCom: the application's downtime, the keys each changelog moved, the re-placement's rate, the
@@ -209,7 +209,7 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         )
         admin = hook.admin
         admin.check_connection()
-        entry = self.plan_app(admin, topic, target, app_id)
+        entry = self.plan_app(admin, topic, target, app_id, driver, producers)
         keeper = LeaseKeeper.for_topic(hook, topic, context, self.lease_ttl, self.log)
         with keeper.holding(), tempfile.TemporaryDirectory(prefix="kstate-streams-") as scratch:
             current = admin.partition_count(topic)
@@ -231,9 +231,21 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
             )
         return report
 
-    def plan_app(self, admin: KStateAdminHook, topic: str, target: int, app_id: str) -> StreamsAppPlan:
-        """Plan the increase with the application acknowledged; return its entry, or refuse the run."""
-        from airflow_provider_kstate.increase.plan import build_plan, describe
+    def plan_app(
+        self,
+        admin: KStateAdminHook,
+        topic: str,
+        target: int,
+        app_id: str,
+        driver: CommandDriver,
+        producers: Mapping[str, CommandDriver],
+    ) -> StreamsAppPlan:
+        """Plan the increase with the application acknowledged and driven by its command pair (the one
+        planner, :func:`~airflow_provider_kstate.increase.planner.plan_increase`); return its entry, or
+        refuse the run."""
+        from airflow_provider_kstate.increase.plan import describe
+        from airflow_provider_kstate.increase.planner import plan_increase
+        from airflow_provider_kstate.increase.request import PlanRequest
 
         current = admin.partition_count(topic)
         if target < current:
@@ -241,8 +253,15 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
                 f"topic {topic!r} has {current} partitions: a resize needs a target above it (or equal to it: "
                 f"a run again continues a resize that did not finish), got {target}. Nothing was stopped."
             )
-        excluded = as_str_list("exclude_groups", self.exclude_groups)
-        plan = build_plan(admin, topic, target, exclude_groups=excluded, acknowledge_streams_groups=[app_id])
+        request = PlanRequest(
+            topics=(topic,),
+            partitions=target,
+            exclude_groups=tuple(as_str_list("exclude_groups", self.exclude_groups)),
+            acknowledge_streams_groups=(app_id,),
+            group_drivers={app_id: driver},
+            producer_drivers=dict(producers),
+        )
+        plan = plan_increase(admin, request, dict)  # a Streams app runs no client piece
         for line in describe(plan):
             self.log.info("PLAN %s", line)
         entry = plan.streams_apps.get(app_id)

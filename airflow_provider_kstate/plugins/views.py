@@ -1,8 +1,8 @@
 """What the kstate page shows, as JSON-safe dicts: a topic's live plan, the increase runs and their proof, the
 snapshots. No FastAPI here (see :mod:`airflow_provider_kstate.plugins.app`); read-only everywhere.
 
-* **Topics** - the plan of a run to N partitions computed as a dry run (``build_plan``: no lease, nothing
-  changed), each group's committed-offset lag, and the broker check's last verdict (never probed here).
+* **Topics** - the plan of a run to N partitions computed as a dry run (the one planner, ``plan_increase``: no lease,
+  nothing changed), each group's committed-offset lag, and the broker check's last verdict (never probed here).
 * **Runs** - one per report folder ``<base>/<topic>/<dag_id>_<run_id>/`` (``seed.jsonl.gz``,
   ``verify.jsonl.gz``, and ``progress.json`` while and after it runs: :mod:`.watch`): the list pages
   through folders and reads nothing large; a run's proof is summarized
@@ -26,12 +26,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.increase.report import default_report_base, ranges, read_report
 from airflow_provider_kstate.plugins.rebuild_progress import snapshot_progress
 from airflow_provider_kstate.store.contract import AppReportError
 from airflow_provider_kstate.store.results import CheckReport
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.doctor.verdict import Verdict
 
 #: Runs per page, at most.
 MAX_LIMIT = 200
@@ -50,17 +53,21 @@ def _page(offset: int, limit: int) -> tuple[int, int]:
 # --------------------------------------------------------------------------------------------- topics
 
 
-def broker_verdict(conn_id: str) -> dict[str, Any]:
-    """Return the broker check's last verdict for the connection, or ``{"checked": False}`` ("not
-    checked yet": no doctor module, or no cached verdict). Never probes the broker."""
+def last_verdict(conn_id: str) -> Verdict | None:
+    """Return the broker check's last verdict for the connection (None: not checked yet, or no doctor
+    module). Never probes the broker."""
     try:
         from airflow_provider_kstate.hooks.doctor import KStateDoctorHook  # type: ignore[import-not-found]
     except ImportError:
-        return {"checked": False}
-    verdict = KStateDoctorHook(conn_id).last_verdict()
-    if verdict is None:
-        return {"checked": False}
-    return verdict.shown()
+        return None
+    return KStateDoctorHook(conn_id).last_verdict()
+
+
+def broker_verdict(conn_id: str) -> dict[str, Any]:
+    """Return the broker check's last verdict as the page shows it, or ``{"checked": False}`` ("not checked
+    yet"). Never probes the broker."""
+    verdict = last_verdict(conn_id)
+    return {"checked": False} if verdict is None else verdict.shown()
 
 
 def client_piece_clients(conn_id: str) -> dict[str, set[str]]:
@@ -82,11 +89,21 @@ def topic_view(
     :param admin: a :class:`~airflow_provider_kstate.hooks.admin.KStateAdminHook` (or anything with its
         verbs).
     """
-    from airflow_provider_kstate.increase.topic_set import preview_topic_set, preview_topic_set_plan
+    from airflow_provider_kstate.doctor.promises import SHARE_NEW_PARTITIONS
+    from airflow_provider_kstate.increase.planner import plan_increase
+    from airflow_provider_kstate.increase.request import PlanRequest
+    from airflow_provider_kstate.increase.topic_set import preview_topic_set
 
     names = [topic, *(t for t in topics or [] if t != topic)]
-    plan = preview_topic_set_plan(admin, names, target, client_piece_clients(conn_id))
-    return {**preview_topic_set(admin, plan, broker_verdict(conn_id)), "conn_id": conn_id}
+    verdict = last_verdict(conn_id)
+    request = PlanRequest(
+        topics=tuple(names),
+        partitions=target,
+        share_new_partitions_kept=verdict is not None and verdict.kept(SHARE_NEW_PARTITIONS),
+    )
+    plan = plan_increase(admin, request, lambda: client_piece_clients(conn_id))
+    shown = {"checked": False} if verdict is None else verdict.shown()
+    return {**preview_topic_set(admin, plan, shown), "conn_id": conn_id}
 
 
 # ----------------------------------------------------------------------------------------------- runs

@@ -280,9 +280,6 @@ def _approve(options: IncreaseOptions, plan: BaseOperator) -> BaseOperator | Non
         plan=plan.output,
         require_approval=options.approval.require_approval,
         approval_timeout=options.approval.approval_timeout,
-        exclude_groups=options.groups.exclude_groups,
-        acknowledge_streams_groups=options.groups.acknowledge_streams_groups,
-        key_order=options.ordering.key_order,
         **{**_stepping(options), "retries": 0},
     )
 

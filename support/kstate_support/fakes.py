@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_kstate.increase.model import GroupInfo, Member
+from airflow_provider_kstate.increase.model import GroupInfo, Member, PartitionReplicas, TopicReplicas
 
 #: A plan as the plan step's XCom carries it (written by an earlier version: no member counts).
 PLAN: dict[str, Any] = {
@@ -48,6 +48,16 @@ class FakeHook:
     def __init__(self, partitions: int = 2, groups: dict[str, GroupInfo] | None = None) -> None:
         self.partitions = partitions
         self.groups = groups or {}
+        #: ``(topic, total)`` of every creation the broker was asked to validate (``validate_only``).
+        self.validated: list[tuple[str, int]] = []
+
+    def topic_replicas(self, topic: str, leaders_only: bool = False) -> TopicReplicas:
+        return healthy_replicas(topic, self.partitions)
+
+    def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
+        if not validate_only:
+            raise AssertionError("the fake cluster is never changed")
+        self.validated.append((topic, total))
 
     def partition_count(self, topic: str) -> int:
         return self.partitions
@@ -63,6 +73,11 @@ class FakeHook:
 
     def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
         return {g: self.groups.get(g, GroupInfo(g, "DEAD", "CLASSIC", "")) for g in groups}
+
+
+def healthy_replicas(topic: str, partitions: int) -> TopicReplicas:
+    """A topic whose every partition is led by broker 1, its only replica (nothing to refuse)."""
+    return TopicReplicas(topic, tuple(PartitionReplicas(p, 1, (1,), (1,)) for p in range(partitions)))
 
 
 def group_info(group: str, state: str, members: int = 0, parts: tuple[int, ...] = ()) -> GroupInfo:

@@ -5,7 +5,6 @@ resumes everyone), without a broker."""
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from airflow_provider_kstate.increase.drivers import (
     as_driver,
 )
 from airflow_provider_kstate.increase.fleet import DriverChoice, assign_drivers, check_drivable
+from airflow_provider_kstate.increase.request import PlanRequest
 from airflow_provider_kstate.increase.key_order import mark_key_order
 from airflow_provider_kstate.increase.model import GroupInfo, Member
 from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, KeyOrderMark, Plan
@@ -117,8 +117,11 @@ def test_the_plan_refuses_a_live_group_it_cannot_drive_naming_the_three_ways_out
     assert (
         own.groups["kjs"].driver.kind == DriverKind.TASK and own.groups["svc"].driver.kind == DriverKind.TASK
     )
-    with pytest.raises(InvalidDriverError, match=r"do not read 'orders'.*\['typo'\]"):
-        assign_drivers(plan, infos, present, DriverChoice(groups={"typo": K8S}))
+    typo = assign_drivers(plan, infos, present, DriverChoice(groups={"typo": K8S, "kjs": K8S}))
+    assert "typo" not in typo.groups  # left out here: the request is checked as a whole
+    asked = typo.replace(request=PlanRequest(topics=("orders",), group_drivers={"typo": K8S, "kjs": K8S}))
+    with pytest.raises(InvalidDriverError, match=r"do not read \['orders'\].*\['typo'\]"):
+        check_drivable(asked)
 
 
 def test_a_group_that_cannot_hold_is_drained_when_its_producers_can_be_stopped() -> None:
@@ -145,11 +148,16 @@ def test_command_pairs_run_through_bash_concurrently_bounded_and_with_the_run_s_
     env_driver = CommandDriver(
         stop=f'echo "$KSTATE_ACTION $KSTATE_GROUP $KSTATE_TOPIC" > {out}', start="true"
     )
-    slow = CommandDriver(stop="sleep 0.6", start="true")
-    started = time.monotonic()
+    # a and b each wait for the other's mark: both succeed only if they run at once (one after the other,
+    # the first would wait until its timeout and fail); proved by order, not by a wall-clock bound
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    rendezvous = (
+        f'touch {meet}/"$KSTATE_GROUP"; until [ -e {meet}/a ] && [ -e {meet}/b ]; do sleep 0.01; done'
+    )
+    slow = CommandDriver(stop=rendezvous, start="true", timeout=30)
     results = pairs.run("stop", {"billing": env_driver, "a": slow, "b": slow}, "group")
-    assert time.monotonic() - started < 1.5, "the stops ran one after the other (3 x 0.6 s)"
-    assert [r.ok for r in results] == [True, True, True]
+    assert [r.ok for r in results] == [True, True, True], "the stops ran one after the other"
     assert out.read_text().strip() == "stop billing orders"
     hung = CommandDriver(stop="sleep 30", start="true", timeout=0.5)
     failing = CommandDriver(stop="echo no such deployment >&2; exit 3", start="true")

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pytest
-from kstate_support.fakes import PLAN
+from kstate_support.fakes import PLAN, healthy_replicas
 from kstate_support.fakes import group_info as _info
 
 from airflow_provider_kstate.errors import (
@@ -19,12 +19,13 @@ from airflow_provider_kstate.errors import (
     UnequalPartitionCountsError,
     UnprotectedGroupError,
 )
-from airflow_provider_kstate.increase.model import GroupInfo
+from airflow_provider_kstate.increase.model import GroupInfo, TopicReplicas
 from airflow_provider_kstate.increase.plan import Plan, describe
+from airflow_provider_kstate.increase.planner import plan_increase
+from airflow_provider_kstate.increase.request import PlanRequest
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 from airflow_provider_kstate.increase.topic_set import (
     TopicSetSteps,
-    build_topic_set_plan,
     check_counts,
     drains_by_topic,
     topic_set,
@@ -57,6 +58,9 @@ class Cluster:
 
     def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
         return {g: self.infos.get(g, GroupInfo(g, "DEAD", "CLASSIC", "")) for g in groups}
+
+    def topic_replicas(self, topic: str, leaders_only: bool = False) -> TopicReplicas:
+        return healthy_replicas(topic, self.partition_count(topic))
 
     # -- what the steps do
     def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
@@ -109,6 +113,12 @@ def _cluster() -> Cluster:
     )
 
 
+def _plan_set(cluster: Cluster, topics: list[str], target: int, groups: Iterable[str] = ()) -> Plan:
+    """The plan of ``topics`` through the one planner (no client piece seen on the control topic)."""
+    request = PlanRequest(topics=tuple(topics), partitions=target, consumer_groups=tuple(groups))
+    return plan_increase(cluster, request, dict)  # type: ignore[arg-type]
+
+
 def test_the_set_is_read_in_order_and_bad_input_is_named() -> None:
     assert topic_set("orders", ["payments"]) == ["orders", "payments"]
     assert topic_set(None, ["orders", "payments"]) == ["orders", "payments"]
@@ -134,7 +144,7 @@ def test_unequal_counts_are_refused_naming_each_unless_the_others_are_at_the_tar
 
 def test_the_plan_names_every_topic_and_every_group_once_with_the_topics_it_reads() -> None:
     cluster = _cluster()
-    plan = build_topic_set_plan(cluster, ["orders", "payments"], 8)  # type: ignore[arg-type]
+    plan = _plan_set(cluster, ["orders", "payments"], 8)
     assert plan.several and plan.topic == "orders" and plan.topics == {"orders": 4, "payments": 4}
     assert plan.where("pause") == ["audit", "join"], "each group once"
     assert plan.groups["audit"].topics == ("orders",) and plan.groups["join"].topics == ()
@@ -149,19 +159,19 @@ def test_the_plan_names_every_topic_and_every_group_once_with_the_topics_it_read
 def test_bad_sets_change_nothing_and_name_the_problem() -> None:
     cluster = _cluster()
     with pytest.raises(UnequalPartitionCountsError, match="orders: 4, refunds: 6"):
-        build_topic_set_plan(cluster, ["orders", "refunds"], 8)  # type: ignore[arg-type]
+        _plan_set(cluster, ["orders", "refunds"], 8)
     with pytest.raises(TopicNotFoundError, match="'nope'"):
-        build_topic_set_plan(cluster, ["orders", "nope"], 8)  # type: ignore[arg-type]
+        _plan_set(cluster, ["orders", "nope"], 8)
     with pytest.raises(InvalidArgumentError, match="twice"):
-        build_topic_set_plan(cluster, ["orders", "orders"], 8)  # type: ignore[arg-type]
+        _plan_set(cluster, ["orders", "orders"], 8)
     # a group at risk on any topic of the set must be named when groups are named
     with pytest.raises(UnprotectedGroupError, match="audit"):
-        build_topic_set_plan(cluster, ["orders", "payments"], 8, ["join"])  # type: ignore[arg-type]
+        _plan_set(cluster, ["orders", "payments"], 8, ["join"])
     assert cluster.calls == []
 
 
 def test_the_plan_round_trips_and_an_old_plan_of_one_topic_still_reads() -> None:
-    plan = build_topic_set_plan(_cluster(), ["orders", "payments"], 8)  # type: ignore[arg-type]
+    plan = _plan_set(_cluster(), ["orders", "payments"], 8)
     data = json.loads(json.dumps(plan.to_dict()))
     assert data["topics"] == {"orders": 4, "payments": 4} and data["groups"]["audit"]["topics"] == ["orders"]
     assert "topics" not in data["groups"]["join"], "a group reading every topic writes nothing more"
@@ -169,16 +179,16 @@ def test_the_plan_round_trips_and_an_old_plan_of_one_topic_still_reads() -> None
     old = Plan.from_dict(PLAN)
     assert not old.several and old.topic_names == [old.topic] and old.for_topic(old.topic) is old
     assert "topics" not in old.to_dict()
-    repair = build_topic_set_plan(_cluster(), ["orders", "payments"], 4)  # type: ignore[arg-type]
+    repair = _plan_set(_cluster(), ["orders", "payments"], 4)
     assert repair.mode == "repair"
     half = Cluster({"orders": 4, "payments": 8}, {})
-    assert build_topic_set_plan(half, ["orders", "payments"], 8).mode == "increase"  # type: ignore[arg-type]
+    assert _plan_set(half, ["orders", "payments"], 8).mode == "increase"
 
 
 def test_the_drain_of_each_topic_is_read_from_the_window_or_the_scale_step() -> None:
     """A set's switch XCom holds each topic's switch: the window's under ``switch``, the scale step's under
     ``topics``; only the topics that drain a group are returned, each with its own offsets."""
-    plan = build_topic_set_plan(_cluster(), ["orders", "payments"], 8)  # type: ignore[arg-type]
+    plan = _plan_set(_cluster(), ["orders", "payments"], 8)
     drain = {"groups": ["join"], "offsets": [5, 6], "stopped_at": 1, "backlog": {"join": 3}}
     each = {"orders": {"drain": drain}, "payments": {"epoch": 4}}
     window = {"topics": {"orders": {"seeded": 1}}, "switch": each}
@@ -202,7 +212,7 @@ def test_one_window_pauses_once_creates_every_topic_seeds_each_group_where_it_re
     None
 ):
     cluster = _cluster()
-    plan = build_topic_set_plan(cluster, ["orders", "payments"], 8)  # type: ignore[arg-type]
+    plan = _plan_set(cluster, ["orders", "payments"], 8)
     steps = _set_steps(cluster, plan)
     live = plan.where("seed")
     steps.pause()
@@ -227,7 +237,7 @@ def test_no_group_resumes_while_it_lacks_an_offset_on_any_topic() -> None:
     from airflow_provider_kstate.errors import UnsafeResumeError
 
     cluster = _cluster()
-    plan = build_topic_set_plan(cluster, ["orders", "payments"], 8)  # type: ignore[arg-type]
+    plan = _plan_set(cluster, ["orders", "payments"], 8)
     steps = _set_steps(cluster, plan)
     steps.pause()
     steps.increase(5)
@@ -241,7 +251,7 @@ def test_nothing_is_created_when_a_topic_changed_behind_the_run() -> None:
     from airflow_provider_kstate.errors import TopicChangedError
 
     cluster = _cluster()
-    plan = build_topic_set_plan(cluster, ["orders", "payments"], 8)  # type: ignore[arg-type]
+    plan = _plan_set(cluster, ["orders", "payments"], 8)
     steps = _set_steps(cluster, plan)
     cluster.counts["payments"] = 5
     with pytest.raises(TopicChangedError, match="'payments' has 5"):
@@ -264,7 +274,7 @@ def test_a_drain_holds_each_draining_topic_s_producers_and_stops_and_starts_the_
     from airflow_provider_kstate.increase.drivers import CommandDriver
 
     cluster = _cluster()
-    planned = build_topic_set_plan(cluster, ["orders", "payments"], 8)  # type: ignore[arg-type]
+    planned = _plan_set(cluster, ["orders", "payments"], 8)
     plan = planned.replace(
         groups={**planned.groups, "audit": planned.groups["audit"].replace(key_order="drained")},
         producers={"billing": CommandDriver(name="billing", stop="stop-it", start="start-it")},

@@ -23,8 +23,9 @@ from airflow_provider_kstate.increase.approval import (
 )
 from airflow_provider_kstate.increase.drivers import CommandDriver
 from airflow_provider_kstate.increase.events import GroupProgress, RunProgress
-from airflow_provider_kstate.increase.fleet import DriverChoice, drive
-from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, Plan, build_plan
+from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, Plan
+from airflow_provider_kstate.increase.planner import plan_increase
+from airflow_provider_kstate.increase.request import PlanRequest
 from tests.unit.test_lease_keeper import MemoryLeaseLog
 
 BILLING_K8S = CommandDriver(
@@ -49,12 +50,19 @@ def _cluster(**extra: Any) -> FakeHook:
 PRESENT = {"live": {"c0", "c1"}}
 
 
-def _plan(hook: FakeHook, choice: DriverChoice | None = None) -> Plan:
-    plan = build_plan(hook, "orders", 8)
-    choice = choice or DriverChoice(groups={"k8s": BILLING_K8S})
-    return drive(plan, hook, PRESENT, choice, "preserve").with_run(
-        owner="kstate_partition_increase/manual__1"
-    )
+#: The request of every plan here: orders to 8 partitions, the k8s group driven by its command pair.
+REQUEST = PlanRequest(topics=("orders",), partitions=8, group_drivers={"k8s": BILLING_K8S})
+
+
+def _plan(hook: FakeHook) -> Plan:
+    """The plan of :data:`REQUEST` on ``hook`` through the one planner, as the plan step makes it."""
+    return plan_increase(hook, REQUEST, lambda: PRESENT).with_run(owner="kstate_partition_increase/manual__1")
+
+
+def _replan(approved: Plan, hook: FakeHook) -> Plan:
+    """The plan made again from the request stored in ``approved``, as the approval makes it."""
+    assert approved.request is not None
+    return plan_increase(hook, approved.request, lambda: PRESENT)
 
 
 # ------------------------------------------------------------------------------------------- the prompt
@@ -153,22 +161,16 @@ def test_downtime_history_counts_the_successful_runs_only() -> None:
 
 
 def test_an_unchanged_cluster_is_no_change_even_with_members_coming_and_going() -> None:
-    from airflow_provider_kstate.operators.approval import approved_choice
-
     approved = _plan(_cluster())
+    assert approved.request == REQUEST and approved.groups["k8s"].driver == BILLING_K8S
     hook = _cluster(live=group_info("live", "STABLE", 1, (0, 1, 2, 3)))  # one member left: still live
-    now = build_plan(hook, "orders", 8)
-    assert not plan_changes(approved, drive(now, hook, PRESENT, approved_choice(approved, now), "preserve"))
+    assert not plan_changes(approved, _replan(approved, hook))
     spark = _cluster(**{"spark-kafka-source-2": group_info("spark-kafka-source-2", "EMPTY")})
-    again = build_plan(spark, "orders", 8)
-    assert not plan_changes(
-        approved, drive(again, spark, PRESENT, approved_choice(approved, again), "preserve")
-    )
+    assert not plan_changes(approved, _replan(approved, spark))
 
 
 def test_each_change_that_matters_is_named() -> None:
     from airflow_provider_kstate.errors import PlanChangedError
-    from airflow_provider_kstate.operators.approval import approved_choice
 
     approved = _plan(_cluster())
     hook = _cluster(
@@ -178,8 +180,7 @@ def test_each_change_that_matters_is_named() -> None:
     )
     del hook.groups["k8s"]  # its offsets and members are gone
     hook.partitions = 5
-    now = build_plan(hook, "orders", 8)
-    changes = plan_changes(approved, drive(now, hook, PRESENT, approved_choice(approved, now), "preserve"))
+    changes = plan_changes(approved, _replan(approved, hook))
     assert changes.partitions == (4, 5)
     assert changes.new_groups == {"audit": "empty, 0 members"}
     assert changes.changed["idle"] == "was empty, 0 members at the plan, is active, 1 member now"
@@ -358,7 +359,11 @@ def test_a_set_of_topics_is_approved_as_one_and_a_change_names_each_topic(tmp_pa
     )
 
     owner = "kstate_partition_increase/manual__1"
-    several = _plan(_cluster()).replace(topics={"orders": 4, "payments": 4}, report_uri=str(tmp_path))
+    request = REQUEST.model_copy(update={"topics": ("orders", "payments")})
+    several = plan_increase(_cluster(), request, lambda: PRESENT).with_run(
+        owner=owner, report_uri=str(tmp_path)
+    )
+    assert several.topics == {"orders": 4, "payments": 4}
     assert _set_subject(several) == (
         "Approve 2 co-partitioned topics (orders, payments): 4 -> 8 partitions in one run?"
     )

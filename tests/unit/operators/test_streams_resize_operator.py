@@ -130,23 +130,24 @@ class Recording(KStateStreamsResizeOperator):
 
 @pytest.fixture
 def cluster(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Patch the lease hook and the plan: ``state["plan"]`` is what build_plan returns, ``state["calls"]``
-    counts its calls."""
+    """Patch the lease hook and the planner: ``state["plan"]`` is what the planner returns, ``state["calls"]``
+    counts its calls, ``state["request"]`` is the request it was given."""
     from airflow_provider_kstate.hooks import lease as lease_hooks
     from airflow_provider_kstate.increase import plan as plans
+    from airflow_provider_kstate.increase import planner
 
     FakeLeaseHook.made = []
     FakeLeaseHook.admin_partitions = 2
     FakeLeaseHook.shared = None
     state: dict[str, Any] = {"plan": Plan({APP: _entry()}, [APP]), "calls": 0}
 
-    def build_plan(hook: Any, topic: str, target: int, **kw: Any) -> Any:
+    def plan_increase(hook: Any, request: Any, present: Any, **kw: Any) -> Any:
         state["calls"] += 1
-        state["kw"] = kw
+        state["request"] = request
         return state["plan"]
 
     monkeypatch.setattr(lease_hooks, "KStateLeaseHook", FakeLeaseHook)
-    monkeypatch.setattr(plans, "build_plan", build_plan)
+    monkeypatch.setattr(planner, "plan_increase", plan_increase)
     monkeypatch.setattr(plans, "describe", lambda plan: ["a plan"])
     return state
 
@@ -191,7 +192,9 @@ def _fails(op: KStateStreamsResizeOperator, error: type[Exception], match: str) 
 def test_a_run_holds_the_lease_resizes_and_reports(cluster: dict[str, Any], capsys: Any) -> None:
     op = _op()
     report = op.execute(_context())
-    assert cluster["kw"]["acknowledge_streams_groups"] == [APP]
+    request = cluster["request"]
+    assert request.topics == (TOPIC,) and request.acknowledge_streams_groups == (APP,)
+    assert request.group_drivers == {APP: op.seen["driver"]}, "the app is driven by its command pair"
     assert op.seen["entry"] == _entry()
     assert op.seen["holder"] == OWNER, "the topic's lease is held during the resize"
     hook = FakeLeaseHook.made[-1]
