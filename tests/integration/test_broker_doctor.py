@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from typing import Any
 
 import pytest
@@ -67,10 +66,9 @@ def test_the_broker_keeps_every_promise_and_the_verdict_is_cached(kafka_config: 
         assert verdict.broken() == expected, verdict.lines()
     if not share.applies:  # no share groups: Kafka 4.0, the emulator, share.version off on Kafka 4.1
         assert "ApiVersions lacks" in share.detail or "share.version" in share.detail, share.detail
-    started = time.monotonic()
+    # from the cache, not probed again (how much faster: bench/bench_doctor.py, not a bound here)
     again, cached = diagnose(kafka_config)
     assert cached and again.checked_at == verdict.checked_at
-    assert time.monotonic() - started < 5
     assert last_verdict(kafka_config) == _behaviour_only(verdict)
 
 

@@ -108,6 +108,8 @@ def test_loss_free_but_order_blind_increase_reorders_keys(admin: Any, make_topic
     print(f"seeded 4 -> 6: {verdict.summary()}; stop {stop:.2f}s, member downtime {downtime}")
     print(f"seeded 4 -> 6: processed but not committed at the stop, per partition: {gap}")
 
+    # timeout contract: the members exit on SIGTERM well inside the stop's 20 s --timeout (over it, the stop
+    # fails); 10 s is many times a clean exit, for a loaded machine
     assert stop < 10, f"the stop command took {stop:.1f}s"
     # At least once: nothing is committed that was not processed; a member whose last commit raced another
     # member's LeaveGroup (all get SIGTERM at once) is fenced and leaves a few records to be redelivered.
@@ -148,16 +150,21 @@ def test_the_command_pair_empties_and_refills_the_group(admin: Any, make_topic: 
     rc, stopping = _sh(pair.stop)
     assert rc == 0
     empty = wait_group(admin, group, "EMPTY", 0, timeout=10)
+    # timeout contract: the members leave on SIGTERM, inside the stop's 20 s --timeout (the wait above gives
+    # the broker 10 s to show it); 10 s is many times a clean exit, for a loaded machine
     assert stopping + empty < 10, f"SIGTERM to EMPTY took {stopping:.2f}s + {empty:.2f}s"
     assert _sh(pair.ready)[0] != 0, "ready while stopped"
     rc, again = _sh(pair.stop)
-    assert rc == 0 and again < 2, f"a second stop: rc {rc} in {again:.2f}s"
+    # timeout contract: a second stop has nothing to wait for: it returns at once, not at its 20 s --timeout
+    assert rc == 0 and again < 10, f"a second stop: rc {rc} in {again:.2f}s"
 
     began = time.monotonic()
     assert _sh(pair.start)[0] == 0
     assert wait_until(lambda: _sh(pair.ready)[0] == 0, 30, interval=0.1), "never ready again"
     wait_group(admin, group, "STABLE", 2, timeout=30)
     back = time.monotonic() - began
+    # timeout contract: once running, the members join within the group's 5 s rebalance timeout; 20 s is 2x
+    # that and 10 s for starting the Node processes on a loaded machine
     assert back < 20, f"start to STABLE took {back:.2f}s"
     print(
         f"command pair: stop {stopping:.2f}s + EMPTY {empty:.2f}s, again {again:.2f}s, start to STABLE {back:.2f}s"

@@ -278,4 +278,6 @@ def test_a_producer_left_writing_is_refused(
     assert ClusterAdmin(kafka_config).partition_count(inputs[0]) == 2, "nothing grew"
     assert sum(1 for e in app.events() if e["ev"] == "start") == 1, "the app was never stopped"
     assert (_inputs_lost(kafka_config, records, inputs), verdict["lost"], verdict["wrong"]) == (0, 0, 0)
+    # timeout contract: refused within its drain timeout (15 s); 30 s more for the run's other steps and a
+    # loaded machine (3x the bound)
     assert run_s < 15 + 30, f"refused {run_s} s into the run: the drain_timeout of 15 s was not honoured"

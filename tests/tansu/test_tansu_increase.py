@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -50,11 +49,9 @@ def test_the_doctor_names_each_promise_tansu_breaks(bootstrap: str) -> None:
     assert set(verdict["broken"]) == TANSU_BREAKS, verdict
     assert verdict["results"]["offset_readback"]["ok"] is True  # what Tansu keeps is not reported broken
     assert "REFUSED" in out.stderr and "Nothing was changed" in out.stderr
-    # The same verdict comes from the cache the second time, in well under a second of broker time.
-    started = time.monotonic()
+    # The same verdict comes from the cache the second time (its seconds: bench/bench_doctor.py).
     again = _doctor(bootstrap, "--json", "--needs", "increase")
     assert again.returncode == 3 and json.loads(again.stdout)["cached"] is True
-    assert time.monotonic() - started < 60
 
 
 class Held:

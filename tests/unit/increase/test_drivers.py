@@ -28,10 +28,10 @@ from airflow_provider_kstate.increase.drivers import (
     as_driver,
 )
 from airflow_provider_kstate.increase.fleet import DriverChoice, assign_drivers, check_drivable
-from airflow_provider_kstate.increase.request import PlanRequest
 from airflow_provider_kstate.increase.key_order import mark_key_order
 from airflow_provider_kstate.increase.model import GroupInfo, Member
 from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, KeyOrderMark, Plan
+from airflow_provider_kstate.increase.request import PlanRequest
 from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
 
 LOG = logging.getLogger("test_drivers")

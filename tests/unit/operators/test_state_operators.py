@@ -57,6 +57,9 @@ class FakeAdmin:
         assert self.marks is not None
         return {p: self.marks[p] for p in partitions}
 
+    def topic_ids(self, topics: list[str]) -> dict[str, str]:
+        return dict.fromkeys(topics, "")  # unknown: the fast check judges by offsets
+
 
 def fast_check(cluster: Any, topic: str, uri: str) -> dict[str, Any]:
     """The snapshot hook's fast check (URI validated, errors translated) on the fake ``cluster``: its
@@ -254,9 +257,8 @@ def test_fast_check_is_o_partitions_with_one_offsets_round(tmp_path: Path) -> No
     n = 1000
     uri = make_snapshot(tmp_path / "snap", dict.fromkeys(range(n), 100))
     admin = FakeAdmin(dict.fromkeys(range(n), (0, 100)))
-    started = time.monotonic()
     report = fast_check(admin, TOPIC, uri)
-    assert time.monotonic() - started < 1.0
+    # one offsets round whatever the partitions; its seconds by size are bench/bench_state.py --fast-check-only's
     assert report["ok"] and admin.watermark_calls == 1 and len(report["partitions"]) == n
 
 

@@ -95,7 +95,8 @@ def test_stop_fails_when_the_service_ignores_sigterm(tmp_path: Path) -> None:
         began = time.monotonic()
         done = _svc(run, "stop", "--timeout", "1", "stubborn")
         assert done.returncode == 1, done
-        assert 1 <= time.monotonic() - began < 5
+        # timeout contract: stop gives up at its --timeout 1 (not before), within 2x + 3 s on a loaded machine
+        assert 1 <= time.monotonic() - began < 2 * 1 + 3
         assert stubborn.poll() is None
     finally:
         os.killpg(stubborn.pid, signal.SIGKILL)
@@ -113,6 +114,8 @@ def test_a_consumer_that_never_reached_its_broker_starts_and_stops_cleanly(tmp_p
     assert subprocess.run(pair.start, shell=True).returncode == 0
     assert (fleet.run_dir / "lonely.pid").read_text() == pid
     assert subprocess.run(pair.ready, shell=True, capture_output=True).returncode == 1
+    # timeout contract: SIGTERM ends a consumer still dialling its broker well inside the stop's 20 s --timeout
+    # (over it, stop exits 1); 10 s is many times what it takes, for a loaded machine
     assert fleet.stop("lonely") < 10
     assert not fleet.running("lonely")
     assert [e["ev"] for e in fleet.events("lonely")][-2:] == ["stop", "exit"]
