@@ -19,7 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.increase.plan import Plan
 
 COMMANDS = ("doctor", "plan")
 
@@ -78,17 +81,26 @@ def plan(argv: list[str]) -> int:
 
 def _preview(args: argparse.Namespace, config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     from airflow_provider_kstate.cluster.admin import ClusterAdmin
+    from airflow_provider_kstate.increase.preview import preview_lines
+    from airflow_provider_kstate.increase.topic_set import preview_topic_set
+
+    admin = ClusterAdmin(config, timeout=args.timeout, name=str(config.get("bootstrap.servers")))
+    admin.check_connection()  # a refused SASL or TLS handshake: named at once (KafkaAuthenticationError)
+    plan, verdict = plan_of(admin, args, config)
+    document = preview_topic_set(admin, plan, verdict)
+    return document, preview_lines(document, plan)
+
+
+def plan_of(admin: Any, args: argparse.Namespace, config: dict[str, Any]) -> tuple[Plan, dict[str, Any]]:
+    """The plan of ``kstate plan``'s request (the one planner: the ACLs a run needs checked, the broker
+    doctor's cached verdict read, never probed) and that verdict as the preview shows it."""
     from airflow_provider_kstate.cluster.control import Controller
     from airflow_provider_kstate.doctor.diagnosis import last_verdict
     from airflow_provider_kstate.doctor.promises import SHARE_NEW_PARTITIONS
     from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
     from airflow_provider_kstate.increase.planner import AccessScope, plan_increase
-    from airflow_provider_kstate.increase.preview import preview_lines
     from airflow_provider_kstate.increase.request import PlanRequest
-    from airflow_provider_kstate.increase.topic_set import preview_topic_set
 
-    admin = ClusterAdmin(config, timeout=args.timeout, name=str(config.get("bootstrap.servers")))
-    admin.check_connection()  # a refused SASL or TLS handshake: named at once (KafkaAuthenticationError)
     request = PlanRequest(
         topics=tuple(args.topic),
         partitions=args.partitions,
@@ -96,18 +108,17 @@ def _preview(args: argparse.Namespace, config: dict[str, Any]) -> tuple[dict[str
         exclude_groups=tuple(g for g in args.exclude.split(",") if g),
         key_order=args.key_order,
     )
-    verdict = None
+    shown: dict[str, Any] = {"checked": False}
 
-    def trust() -> bool:  # the cached verdict (never probed here), read once the ACLs are checked
-        nonlocal verdict
+    def trust() -> bool:  # the cached verdict, read once the ACLs are checked
         verdict = last_verdict(config, args.timeout)
+        if verdict is not None:
+            shown.update(verdict.shown())
         return verdict is not None and verdict.kept(SHARE_NEW_PARTITIONS)
 
     present = Controller(admin, args.control_topic).client_piece_clients
     access = AccessScope((DEFAULT_LEASE_TOPIC, args.control_topic), config)
-    plan = plan_increase(admin, request, present, access=access, trust=trust)
-    document = preview_topic_set(admin, plan, {"checked": False} if verdict is None else verdict.shown())
-    return document, preview_lines(document, plan)
+    return plan_increase(admin, request, present, access=access, trust=trust), shown
 
 
 def _refused(exc: Exception) -> int:

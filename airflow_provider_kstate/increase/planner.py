@@ -17,7 +17,8 @@ In order, before anything is paused (each refusal names what is wrong and change
 5. each topic's groups discovered and classified (:func:`~airflow_provider_kstate.increase.plan.build_plan`),
    merged into one plan where a group reading several topics appears once;
 6. the discovered groups' ACLs (``access``);
-7. each seeded group's driver and key-order mark (:func:`~airflow_provider_kstate.increase.fleet.drive`).
+7. each seeded group's driver and key-order mark (:func:`~airflow_provider_kstate.increase.fleet.drive`);
+8. each topic's id (KIP-516), so nothing stored against the plan is trusted against a topic created again.
 
 The broker doctor's verdict is part of the request (``share_new_partitions_kept``), asked once by the
 caller that can probe the broker (``trust``) and stored with the plan: a re-plan reuses it.
@@ -123,7 +124,8 @@ def plan_increase(
     choice = DriverChoice(
         groups=request.group_drivers, producers=request.producer_drivers, own_tasks=request.own_tasks
     )
-    plan = drive(plan, cluster, present(), choice, request.key_order).replace(request=request)
+    plan = drive(plan, cluster, present(), choice, request.key_order)
+    plan = plan.replace(request=request, topic_ids=cluster.topic_ids(names))
     if warn is not None:
         for line in warnings(plan, replication, request.key_order):
             warn(line)
@@ -162,6 +164,12 @@ def warnings(plan: Plan, replication: Mapping[str, Any], key_order: KeyOrder) ->
     """The plan's warnings: each topic's under-replicated partitions, each group relaxed for key order
     when the run asked to preserve it, each group excluded (a risk accepted)."""
     lines = [f"WARNING {state.warning}" for state in replication.values() if state.warning]
+    unread = [t for t in plan.topic_names if not plan.topic_ids.get(t)]
+    if unread:
+        lines.append(
+            f"WARNING the topic ids of {unread} could not be read (a broker without topic ids, or no Describe "
+            "permission): a topic deleted and created again under the same name is told apart by offsets only"
+        )
     for group in plan.marked(KeyOrderMark.RELAXED) if key_order == KeyOrder.PRESERVE else []:
         lines.append(
             f"group {group} is RELAXED for key order: {plan.groups[group].key_order_reason}. Its keys that "

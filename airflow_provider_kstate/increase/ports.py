@@ -26,6 +26,10 @@ class AdminPort(Protocol):
         """Grow ``topic`` to ``total`` partitions."""
         ...
 
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """Return ``{topic: KIP-516 topic id}``, ``""`` where it cannot be read."""
+        ...
+
     def topic_replicas(self, topic: str, leaders_only: bool = False) -> TopicReplicas:
         """Return each partition's leader, replicas and ISR, the topic's effective ``min.insync.replicas``
         and the brokers that do not answer (``leaders_only``: the metadata alone, one cheap request)."""

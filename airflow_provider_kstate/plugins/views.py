@@ -35,6 +35,7 @@ from airflow_provider_kstate.store.results import CheckReport
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.doctor.verdict import Verdict
+    from airflow_provider_kstate.increase.plan import Plan
 
 #: Runs per page, at most.
 MAX_LIMIT = 200
@@ -89,21 +90,27 @@ def topic_view(
     :param admin: a :class:`~airflow_provider_kstate.hooks.admin.KStateAdminHook` (or anything with its
         verbs).
     """
+    from airflow_provider_kstate.increase.topic_set import preview_topic_set
+
+    plan, verdict = topic_plan(admin, conn_id, [topic, *(t for t in topics or [] if t != topic)], target)
+    shown = {"checked": False} if verdict is None else verdict.shown()
+    return {**preview_topic_set(admin, plan, shown), "conn_id": conn_id}
+
+
+def topic_plan(admin: Any, conn_id: str, names: list[str], target: int | None) -> tuple[Plan, Verdict | None]:
+    """The page's plan of ``names`` to ``target`` (the one planner; the broker doctor's cached verdict, never
+    probed) and that verdict."""
     from airflow_provider_kstate.doctor.promises import SHARE_NEW_PARTITIONS
     from airflow_provider_kstate.increase.planner import plan_increase
     from airflow_provider_kstate.increase.request import PlanRequest
-    from airflow_provider_kstate.increase.topic_set import preview_topic_set
 
-    names = [topic, *(t for t in topics or [] if t != topic)]
     verdict = last_verdict(conn_id)
     request = PlanRequest(
         topics=tuple(names),
         partitions=target,
         share_new_partitions_kept=verdict is not None and verdict.kept(SHARE_NEW_PARTITIONS),
     )
-    plan = plan_increase(admin, request, lambda: client_piece_clients(conn_id))
-    shown = {"checked": False} if verdict is None else verdict.shown()
-    return {**preview_topic_set(admin, plan, shown), "conn_id": conn_id}
+    return plan_increase(admin, request, lambda: client_piece_clients(conn_id)), verdict
 
 
 # ----------------------------------------------------------------------------------------------- runs

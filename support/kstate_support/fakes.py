@@ -54,6 +54,9 @@ class FakeHook:
     def topic_replicas(self, topic: str, leaders_only: bool = False) -> TopicReplicas:
         return healthy_replicas(topic, self.partitions)
 
+    def topic_ids(self, topics: Any) -> dict[str, str]:
+        return {t: f"id-{t}" for t in topics}
+
     def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
         if not validate_only:
             raise AssertionError("the fake cluster is never changed")

@@ -314,3 +314,37 @@ def _answer_in_the_browser(
     if docs and option == "Approve":
         shutil.copy2(shot, Path(docs) / shot.name)
     button.click()
+
+
+def test_an_approved_plan_with_a_share_group_goes_on_on_an_unchanged_cluster(
+    deployment: AirflowDeployment, admin: AdminClient, kafka_config: dict[str, Any], topic: dict[str, Any]
+) -> None:
+    """Issue 40's regression: the topic is also read by a share group at its default
+    ``share.auto.offset.reset=latest``. Apache Kafka 4.4 starts a share group on an added partition at its
+    first record (the doctor's ``share_new_partitions`` promise), so the plan leaves it alone (share-safe);
+    the approval's re-plan once asked without the broker's verdict, refused that group and failed an
+    approved run with PlanChangedError on a cluster nobody had changed. Approved, the run goes on."""
+    from tests.integration.test_share_groups import ShareReaders
+
+    t = topic
+    share = f"{t['topic']}-share"
+    readers = ShareReaders(kafka_config, t["topic"], share)
+    try:
+        from airflow_provider_kstate.hooks.admin import KStateAdminHook
+
+        hook = KStateAdminHook("kafka_default", timeout=30)
+        deadline = time.monotonic() + 60
+        while share not in (hook.share_groups_on_topic(t["topic"], hook.group_types()) or {}):
+            assert time.monotonic() < deadline, "the share group never showed as reading the topic"
+            time.sleep(0.5)
+        run_id = _trigger(deployment, t["topic"], 4, approval_timeout=300)
+        body = _request(deployment, run_id)["body"]
+        assert f"| `{share}` |" in body and "reads new partitions from their first record" in body, body
+        _answer(deployment, run_id, "Approve")
+        run = deployment.wait_for_run(DAG_ID, run_id, timeout=RUN_TIMEOUT)
+        assert run["state"] == "success", deployment.failure_report(DAG_ID, run_id)
+        assert "PlanChangedError" not in _log(deployment, run_id)
+        assert _partitions(admin, t["topic"]) == 4
+        assert _lease(t["topic"]) is None
+    finally:
+        readers.stop()

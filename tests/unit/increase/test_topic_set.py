@@ -62,6 +62,9 @@ class Cluster:
     def topic_replicas(self, topic: str, leaders_only: bool = False) -> TopicReplicas:
         return healthy_replicas(topic, self.partition_count(topic))
 
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        return {t: f"id-{t}" for t in topics}
+
     # -- what the steps do
     def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
         if not validate_only:
