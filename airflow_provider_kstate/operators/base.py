@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from airflow_provider_kstate.increase.plan import Plan
     from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
     from airflow_provider_kstate.increase.topic_set import TopicSetSteps
-    from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
+    from airflow_provider_kstate.lease_rules import LeaseSet
 
 
 class KStateIncreaseOperator(KStateKafkaOperator):
@@ -116,18 +116,16 @@ class KStateStepOperator(KStateIncreaseOperator):
     def topic(self) -> str:
         return self.typed_plan.topic
 
-    def keeper(self, context: Context, ttl: float | None = None) -> LeaseKeeper | LeaseSet:
-        """Return the keeper of the topic's lease for this task's DAG run (of every topic's, as one
-        :class:`LeaseSet`, for a plan of several topics).
+    def keeper(self, context: Context, ttl: float | None = None) -> LeaseSet:
+        """Return the keeper of the leases of the plan's topics for this task's DAG run, as one
+        :class:`LeaseSet` (a topic is a set of one).
 
         :param ttl: seconds the lease lives without renewal (default ``lease_ttl``).
         """
-        from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
+        from airflow_provider_kstate.lease_rules import LeaseSet
 
-        plan, ttl = self.typed_plan, self.lease_ttl if ttl is None else ttl
-        if plan.several:
-            return LeaseSet.for_topics(self.lease, plan.topic_names, context, ttl, self.log)
-        return LeaseKeeper.for_topic(self.lease, self.topic, context, ttl, self.log)
+        ttl = self.lease_ttl if ttl is None else ttl
+        return LeaseSet.for_topics(self.lease, self.typed_plan.topic_names, context, ttl, self.log)
 
     @contextmanager
     def on_topic(self, view: Plan) -> Iterator[Plan]:

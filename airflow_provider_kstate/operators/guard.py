@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_kstate.increase.plan import Plan
-    from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
+    from airflow_provider_kstate.lease_rules import LeaseSet
 
 
 class KStateFailureGuardOperator(KStateStepOperator):
@@ -57,10 +57,6 @@ class KStateFailureGuardOperator(KStateStepOperator):
         self.approval_task_id = approval_task_id
 
     def execute(self, context: Context) -> None:
-        from airflow_provider_kstate.increase.key_order import ORDER_DRAINED
-        from airflow_provider_kstate.increase.plan import PlanMode
-        from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
-
         self.plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
         if not self.plan:
             raise AirflowSkipException(
@@ -76,37 +72,11 @@ class KStateFailureGuardOperator(KStateStepOperator):
         owner = keeper.owner
         self._check_lease(keeper)
         self.events(context).finish("failed")
-        if plan.several:
-            self._guard_set(plan, owner, keeper)
-        current = self.admin.partition_count(self.topic)
-        if plan.mode == PlanMode.INCREASE and current == plan.original_partitions:
-            self._resume(plan.where("pause"), owner)
-            self.control.set_layout(self.topic, current, issuer=owner)
-            self._start_producers(plan)
-            keeper.release()
-            raise KStateError(
-                f"a step failed before partitions of {self.topic!r} were created: nothing changed; consumers "
-                "resumed and the lease released. Fix the cause and run again."
-            )
-        missing = unseeded(self.admin, plan, partitions=current)
-        safe = [g for g in plan.where("pause") if g not in missing]
-        if safe:
-            self._resume(safe, owner)
-        if plan.marked(ORDER_DRAINED):
-            layout = plan.original_partitions if missing else plan.target_partitions
-            self.control.set_layout(self.topic, layout, issuer=owner)
-            self._start_producers(plan)
-        if missing:
-            self.log.error("GUARD %s", partial_increase_runbook(plan, missing))
-            raise UnsafeResumeError(partial_increase_runbook(plan, missing))
-        raise KStateError(
-            f"a step failed after every group was seeded on {self.topic!r}: consumers were resumed (safe). "
-            "Producers may still be pinned to the old layout: clear the failed steps of this run, or run "
-            "again with the same target, to finish."
-        )
+        self._guard(plan, owner, keeper)
 
-    def _guard_set(self, plan: Plan, owner: str, keeper: LeaseKeeper | LeaseSet) -> None:
-        """Decide a plan of several topics from the cluster (always raises: something upstream failed)."""
+    def _guard(self, plan: Plan, owner: str, keeper: LeaseSet) -> None:
+        """Decide from the cluster, for every topic of the plan (a topic is a set of one); always raises:
+        something upstream failed."""
         from airflow_provider_kstate.increase.key_order import ORDER_DRAINED
         from airflow_provider_kstate.increase.plan import PlanMode
         from airflow_provider_kstate.increase.safety import partial_increase_runbook, unseeded
@@ -123,8 +93,8 @@ class KStateFailureGuardOperator(KStateStepOperator):
             self._start_producers(plan)
             keeper.release()
             raise KStateError(
-                f"a step failed before partitions of {plan.topic_names} were created: nothing changed; "
-                "consumers resumed and the leases released. Fix the cause and run again."
+                f"a step failed before partitions of {_named(plan)} were created: nothing changed; "
+                "consumers resumed and the lease released. Fix the cause and run again."
             )
         missing = {v.topic: unseeded(self.admin, v, partitions=counts[v.topic]) for v in views}
         unsafe = {g for gaps in missing.values() for g in gaps}
@@ -144,9 +114,10 @@ class KStateFailureGuardOperator(KStateStepOperator):
             self.log.error("GUARD %s", runbook)
             raise UnsafeResumeError(runbook)
         raise KStateError(
-            f"a step failed after every group was seeded on every topic of {plan.topic_names}: consumers were "
-            "resumed (safe). Producers may still be pinned to the old layout: clear the failed steps of this "
-            "run, or run again with the same target, to finish."
+            f"a step failed after every group was seeded on every topic it reads ({_named(plan)}): consumers "
+            "were resumed (safe). "
+            "Producers may still be pinned to the old layout: clear the failed steps of this run, or run again "
+            "with the same target, to finish."
         )
 
     def _approved(self, context: Context) -> bool:
@@ -156,7 +127,7 @@ class KStateFailureGuardOperator(KStateStepOperator):
         answer = context["ti"].xcom_pull(task_ids=self.approval_task_id)
         return isinstance(answer, dict) and bool(answer.get("approved"))
 
-    def _check_lease(self, keeper: LeaseKeeper | LeaseSet) -> None:
+    def _check_lease(self, keeper: LeaseSet) -> None:
         holder = keeper.current()
         if holder is not None and holder.owner != keeper.owner:
             raise LeaseHeldError(
@@ -185,3 +156,8 @@ class KStateFailureGuardOperator(KStateStepOperator):
         if plan.marked(ORDER_DRAINED):
             self.log.warning("GUARD starting the producer services of the drain: %s", sorted(plan.producers))
             CommandPairs(self.topic, self.log).start(producer_commands(plan), "producer")
+
+
+def _named(plan: Plan) -> str:
+    """The plan's topics in a message: ``'orders'``, or ``'orders', 'payments'``."""
+    return ", ".join(repr(t) for t in plan.topic_names)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from airflow_provider_kstate.increase.fleet import DriverChoice
     from airflow_provider_kstate.increase.plan import Plan
     from airflow_provider_kstate.increase.request import PlanRequest
-    from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
+    from airflow_provider_kstate.lease_rules import LeaseSet
 
 
 class KStatePlanOperator(KStateIncreaseOperator):
@@ -148,7 +148,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
         from airflow_provider_kstate.increase.fleet import check_drivable
         from airflow_provider_kstate.increase.plan import describe
         from airflow_provider_kstate.increase.planner import AccessScope, plan_increase
-        from airflow_provider_kstate.lease_rules import LeaseKeeper, LeaseSet
+        from airflow_provider_kstate.lease_rules import LeaseSet
 
         request = self.plan_request()
         names = list(request.topics)
@@ -159,11 +159,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
         admin = hook.admin  # the lease hook has the connection's admin hook: the plan is built with it
         # A wrong password, an unknown CA or an expired certificate fails here, named, before anything else.
         admin.check_connection()
-        keeper: LeaseKeeper | LeaseSet = (
-            LeaseKeeper.for_topic(hook, names[0], context, self.lease_ttl, self.log)
-            if len(names) == 1
-            else LeaseSet.for_topics(hook, names, context, self.lease_ttl, self.log)
-        )
+        keeper = LeaseSet.for_topics(hook, names, context, self.lease_ttl, self.log)  # a topic: a set of one
         plan = None if dry_run else self._continued_plan(keeper, request.partitions or 0)
         if plan is None:
             control = KStateControlHook(
@@ -263,7 +259,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
         )
         return verdict.kept(SHARE_NEW_PARTITIONS)
 
-    def _continued_plan(self, keeper: LeaseKeeper | LeaseSet, target: int) -> Plan | None:
+    def _continued_plan(self, keeper: LeaseSet, target: int) -> Plan | None:
         """Return the plan this DAG run stored with its lease, when this is a rerun of the same run."""
         from airflow_provider_kstate.increase.plan import Plan
 
@@ -279,7 +275,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
         self.log.info("PLAN continuing the plan this run stored with its lease (%s)", lease.describe())
         return plan
 
-    def _take_lease(self, hook: KStateAdminHook, keeper: LeaseKeeper | LeaseSet, plan: Plan) -> None:
+    def _take_lease(self, hook: KStateAdminHook, keeper: LeaseSet, plan: Plan) -> None:
         """Take the topic's lease (every topic's, for several; or take it over from a run that has ended),
         storing the plan with it."""
         keeper.acquire(plan.to_dict())

@@ -72,7 +72,7 @@ def test_nothing_created_on_any_topic_resumes_everyone_and_releases_the_set() ->
     guard, control = _guard(Admin({"orders": 4, "payments": 4}, {}))
     keeper = Keeper()
     with pytest.raises(KStateError, match="before partitions of .*orders.*payments.* were created"):
-        guard._guard_set(_plan(), "d/r", keeper)
+        guard._guard(_plan(), "d/r", keeper)
     assert control.calls == [
         ("resume", ["audit", "join"]),
         ("layout", "orders", 4),
@@ -86,7 +86,7 @@ def test_a_group_with_a_gap_on_any_topic_stays_out_and_the_leases_stay_held() ->
     guard, control = _guard(Admin({"orders": 8, "payments": 8}, offsets))
     keeper = Keeper()
     with pytest.raises(UnsafeResumeError, match="'payments'.*join"):
-        guard._guard_set(_plan(), "d/r", keeper)
+        guard._guard(_plan(), "d/r", keeper)
     assert control.calls == [("resume", ["audit"])], "audit reads only orders, seeded there: resumed"
     assert not keeper.released
 
@@ -95,7 +95,7 @@ def test_every_group_seeded_on_every_topic_it_reads_is_resumed() -> None:
     offsets = {"join": {"orders": full, "payments": full}, "audit": {"orders": full}}
     guard, control = _guard(Admin({"orders": 8, "payments": 8}, offsets))
     with pytest.raises(KStateError, match="every group was seeded on every topic"):
-        guard._guard_set(_plan(), "d/r", Keeper())
+        guard._guard(_plan(), "d/r", Keeper())
     assert control.calls == [("resume", ["audit", "join"])]
 
 
@@ -118,13 +118,13 @@ def test_a_failed_drain_of_a_set_puts_each_drained_topic_s_producers_on_a_safe_l
         offsets = {"join": {"orders": full, "payments": payments}, "audit": {"orders": full}}
         guard, control = _guard(Admin({"orders": 8, "payments": 8}, offsets))
         with pytest.raises(KStateError):
-            guard._guard_set(plan, "d/r", Keeper())
+            guard._guard(plan, "d/r", Keeper())
         assert [c for c in control.calls if c[0] == "layout"] == [("layout", "orders", layout)], control.calls
     assert started.count("producer") == 2, started  # once per guard run
     offsets = {"join": {"orders": old, "payments": full}, "audit": {"orders": full}}
     guard, control = _guard(Admin({"orders": 8, "payments": 8}, offsets))
     with pytest.raises(UnsafeResumeError):
-        guard._guard_set(plan, "d/r", Keeper())
+        guard._guard(plan, "d/r", Keeper())
     assert [c for c in control.calls if c[0] == "layout"] == [("layout", "orders", 4)], (
         "join lacks orders' new"
     )
