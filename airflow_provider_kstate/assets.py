@@ -13,14 +13,11 @@ the same (name, URI) pair, or Airflow records the event on a second asset that n
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from airflow.sdk import Asset, AssetAlias, BaseOperator
+from airflow.sdk import Asset, AssetAlias
 
 from airflow_provider_kstate.store import uri as uris
-
-if TYPE_CHECKING:
-    from airflow.sdk import Context
 
 #: The asset group of kstate snapshots.
 GROUP = "kstate-snapshot"
@@ -104,30 +101,6 @@ def annotate_outlets(outlets: list[Any], context: Any, report: dict[str, Any]) -
             events[outlet].extra = extra
         elif isinstance(outlet, AssetAlias) and good:
             events[outlet].add(snapshot_asset(str(report["snapshot_uri"])), extra=extra)
-
-
-class KStateSnapshotEventOperator(BaseOperator):
-    """Add the event of the snapshot at ``snapshot_uri`` to this task's AssetAlias outlets.
-
-    The maintenance DAG's ``store_ok``: the checks found the store good, so the snapshot is fresh.
-
-    :param snapshot_uri: the snapshot's directory (templated).
-    :param topic: its changelog topic (templated; goes to the event's extra).
-    """
-
-    template_fields: tuple[str, ...] = ("snapshot_uri", "topic")
-
-    def __init__(self, *, snapshot_uri: str, topic: str = "", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.snapshot_uri = snapshot_uri
-        self.topic = topic
-
-    def execute(self, context: Context) -> str:
-        report = {"check": "fast", "topic": self.topic or None, "snapshot_uri": self.snapshot_uri, "ok": True}
-        annotate_outlets(list(self.outlets), context, report)
-        asset = snapshot_asset(self.snapshot_uri)
-        self.log.info("ASSET snapshot %s is good: event of %s", self.snapshot_uri, asset.uri)
-        return asset.uri
 
 
 def add_topic_event(

@@ -4,8 +4,6 @@ that name the argument."""
 from __future__ import annotations
 
 import json
-import warnings
-from collections.abc import Mapping
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -120,28 +118,3 @@ def as_optional_count(name: str, value: Any) -> int | None:
     if count < 1:
         raise KStateConfigError(f"{name} must be at least 1, got {count}")
     return count
-
-
-def warn_renamed(where: str, old: str, new: str) -> None:
-    """Warn (``DeprecationWarning``) that ``where``'s keyword ``old`` is now ``new``: the old keyword keeps
-    working for one release. The one place a renamed public parameter is announced (CHANGELOG.md lists them).
-
-    :param where: the callable or class, as the user wrote it (``KStateFastCheckOperator``).
-    :param new: the new spelling, as the user writes it (``request_timeout=``).
-    """
-    warnings.warn(
-        f"{where}: the keyword {old}= is deprecated and will be removed in the next release: use {new} instead",
-        DeprecationWarning,
-        stacklevel=4,
-    )
-
-
-def renamed_keywords(where: str, kwargs: dict[str, Any], renamed: Mapping[str, str]) -> dict[str, Any]:
-    """Pop each old keyword of ``renamed`` (``{old: new}``) that ``kwargs`` holds, warn
-    (:func:`warn_renamed`) and return ``{new: value}``."""
-    moved: dict[str, Any] = {}
-    for old, new in renamed.items():
-        if old in kwargs:
-            warn_renamed(where, old, f"{new}=")
-            moved[new] = kwargs.pop(old)
-    return moved

@@ -37,7 +37,7 @@ class KStateIncreaseOperator(KStateKafkaOperator):
     :param lease_topic: the topic that holds per-topic leases.
     :param lease_ttl: seconds the topic's lease lives without renewal; a step renews it before it changes
         anything (when a third of it has passed) and fails if another run holds it.
-    :param report_conn_id: the Airflow connection whose credentials reach the report location (object
+    :param storage_conn_id: the Airflow connection whose credentials reach the report location (object
         storage); None: the location's default.
     """
 
@@ -47,14 +47,14 @@ class KStateIncreaseOperator(KStateKafkaOperator):
         control_topic: str = DEFAULT_CONTROL_TOPIC,
         lease_topic: str = DEFAULT_LEASE_TOPIC,
         lease_ttl: float = DEFAULT_LEASE_TTL,
-        report_conn_id: str | None = None,
+        storage_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.control_topic = control_topic
         self.lease_topic = lease_topic
         self.lease_ttl = lease_ttl
-        self.report_conn_id = report_conn_id
+        self.storage_conn_id = storage_conn_id
 
 
 class KStateStepOperator(KStateIncreaseOperator):
@@ -102,10 +102,10 @@ class KStateStepOperator(KStateIncreaseOperator):
 
     @cached_property
     def report_storage(self) -> ObjectStorageReports:
-        """Where this step's reports go: ``report_conn_id``'s object store, or the worker's disk."""
+        """Where this step's reports go: ``storage_conn_id``'s object store, or the worker's disk."""
         from airflow_provider_kstate.hooks.reports import ObjectStorageReports
 
-        return ObjectStorageReports(self.report_conn_id)
+        return ObjectStorageReports(self.storage_conn_id)
 
     @property
     def typed_plan(self) -> Plan:

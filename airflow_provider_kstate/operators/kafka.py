@@ -10,13 +10,11 @@ applications) and the sensors all take the same two parameters, under the same n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.increase.model import DEFAULT_CONN_ID
-from airflow_provider_kstate.params import renamed_keywords
 from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 #: Seconds each request to the cluster may take, unless a class says otherwise (``default_request_timeout``).
@@ -36,9 +34,6 @@ class KStateKafkaOperator(TranslatesDomainErrors, BaseOperator):
 
     #: ``request_timeout`` when none is given.
     default_request_timeout: ClassVar[float] = DEFAULT_REQUEST_TIMEOUT
-    #: ``{old keyword: new}`` of the parameters renamed in this release: the old one still works, with a
-    #: ``DeprecationWarning`` naming the new one (:func:`~airflow_provider_kstate.params.renamed_keywords`).
-    renamed_parameters: ClassVar[Mapping[str, str]] = {}
 
     def __init__(
         self,
@@ -47,12 +42,7 @@ class KStateKafkaOperator(TranslatesDomainErrors, BaseOperator):
         request_timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
-        moved = renamed_keywords(type(self).__name__, kwargs, self.renamed_parameters)
-        if "request_timeout" in moved:
-            if request_timeout is not None:
-                raise TypeError(f"{type(self).__name__}: give request_timeout only (timeout is its old name)")
-            request_timeout = moved.pop("request_timeout")
-        super().__init__(**kwargs, **moved)
+        super().__init__(**kwargs)
         self.kafka_config_id = kafka_config_id
         self.request_timeout = float(
             self.default_request_timeout if request_timeout is None else request_timeout

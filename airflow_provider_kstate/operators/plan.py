@@ -78,7 +78,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
     :param report_uri: where the per-group, per-partition reports go: a local folder or any URI Airflow's
         ``ObjectStoragePath`` reaches (``s3://bucket/kstate``); empty: ``$AIRFLOW_HOME/kstate-reports``.
     :param spark_group_prefixes: group-id prefixes of Spark Structured Streaming sources (left alone).
-    :param kwargs: the connection, the topics, ``report_conn_id`` and the timeouts of
+    :param kwargs: the connection, the topics, ``storage_conn_id`` and the timeouts of
         :class:`~airflow_provider_kstate.operators.base.KStateIncreaseOperator`.
     """
 
@@ -220,7 +220,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
         """Start the run's progress document (the kstate page shows the run from here on)."""
         from airflow_provider_kstate.hooks.reports import ObjectStorageReports
 
-        run_events(ObjectStorageReports(self.report_conn_id), plan, owner, self.log).step("planned")
+        run_events(ObjectStorageReports(self.storage_conn_id), plan, owner, self.log).step("planned")
 
     def _topic_names(self) -> list[str]:
         """The topics of the request, ``topic`` first (each a legal name; the set refused when empty, with a

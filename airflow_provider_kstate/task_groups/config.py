@@ -4,14 +4,13 @@ grouped into a few typed, frozen config objects (as astronomer-cosmos groups its
 
 The config objects are the one way to give them. Fields marked *templated* accept Jinja
 (``"{{ params.x }}"``), so a DAG's Params reach them as they reach an operator's argument (``dags/`` does
-so). A field given as a flat keyword argument of the factory (``kafka_config_id="kafka_prod"``, the spelling
-before issue 31) still works for one release, with a ``DeprecationWarning`` naming its config object.
+so).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +22,6 @@ from airflow_provider_kstate.defaults import (
     DEFAULT_LEASE_TTL,
     KeyOrder,
 )
-from airflow_provider_kstate.params import warn_renamed
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator
@@ -45,7 +43,7 @@ class ConnectionConfig:
     :param lease_ttl: seconds the topic's lease lives without renewal (running steps renew it).
     :param report_uri: where the per-group, per-partition seed and verify reports go (a local folder or an
         ``ObjectStoragePath`` URI such as ``s3://bucket/kstate``); empty: ``$AIRFLOW_HOME/kstate-reports``.
-    :param report_conn_id: the connection whose credentials reach ``report_uri``.
+    :param storage_conn_id: the connection whose credentials reach ``report_uri``.
     """
 
     kafka_config_id: str = DEFAULT_CONN_ID
@@ -53,7 +51,7 @@ class ConnectionConfig:
     lease_topic: str = DEFAULT_LEASE_TOPIC
     lease_ttl: float = DEFAULT_LEASE_TTL
     report_uri: str = ""
-    report_conn_id: str | None = None
+    storage_conn_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -210,25 +208,9 @@ class IncreaseOptions:
     approval: ApprovalConfig = ApprovalConfig()
 
     @classmethod
-    def build(cls, flat: dict[str, Any], **configs: Any) -> IncreaseOptions:
-        """Return the options of the config objects given (None: defaults).
-
-        :param flat: deprecated flat keyword arguments (``{field: value}``), each set on the config that holds
-            its field, over the object given beside it, with a ``DeprecationWarning`` naming that config; an
-            unknown one is a ``TypeError`` naming it.
-        """
-        options = cls(**{name: config for name, config in configs.items() if config is not None})
-        by_config: dict[str, dict[str, Any]] = {}
-        for key, value in flat.items():
-            if key not in FLAT:
-                raise TypeError(f"safe_partition_increase() got an unexpected keyword argument {key!r}")
-            config = FLAT[key]
-            holder = type(getattr(options, config)).__name__
-            warn_renamed("safe_partition_increase()", key, f"{config}={holder}({key}=...)")
-            by_config.setdefault(config, {})[key] = value
-        return replace(
-            options, **{name: replace(getattr(options, name), **kw) for name, kw in by_config.items()}
-        )
+    def build(cls, **configs: Any) -> IncreaseOptions:
+        """Return the options of the config objects given (None: defaults)."""
+        return cls(**{name: config for name, config in configs.items() if config is not None})
 
     def single_window(self) -> bool:
         """Whether pause .. resume runs as one task; raises ``ValueError`` when asked with custom tasks."""
@@ -239,12 +221,3 @@ class IncreaseOptions:
                 " and wait_for_writes, or pass single_window=False"
             )
         return not custom if self.steps.single_window is None else self.steps.single_window
-
-
-#: ``{flat keyword argument: the IncreaseOptions field whose config holds it}``: the deprecated flat
-#: spelling, accepted until the next release.
-FLAT = {
-    f.name: config.name
-    for config in fields(IncreaseOptions)
-    for f in fields(config.default)  # type: ignore[arg-type]
-}

@@ -77,7 +77,6 @@ def safe_partition_increase(
     ordering: KeyOrderConfig | None = None,
     steps: StepsConfig | None = None,
     approval: ApprovalConfig | None = None,
-    **flat: Any,
 ) -> TaskGroup:
     """Build the task group: check the broker, plan, pause, wait EMPTY, increase, seed, scale, resume, wait
     STABLE, verify.
@@ -128,12 +127,8 @@ def safe_partition_increase(
     :param ordering: per-key order at the producers' switch (:class:`KeyOrderConfig`).
     :param steps: the layout of the steps and your own tasks in their place (:class:`StepsConfig`).
     :param approval: a human approves the plan before anyone is paused (:class:`ApprovalConfig`).
-    :param flat: deprecated: a field of those config objects as a flat keyword argument
-        (``consumer_groups=...`` for ``groups=GroupsConfig(consumer_groups=...)``); it still works until
-        the next release, overriding the object's field, with a ``DeprecationWarning`` naming the config.
     """
     options = IncreaseOptions.build(
-        flat,
         connection=connection,
         groups=groups,
         fleet=fleet,
@@ -212,7 +207,7 @@ def _common(options: IncreaseOptions) -> dict[str, Any]:
 
 def _stepping(options: IncreaseOptions) -> dict[str, Any]:
     """The arguments of the steps that write a report."""
-    return {**_common(options), "report_conn_id": options.connection.report_conn_id}
+    return {**_common(options), "storage_conn_id": options.connection.storage_conn_id}
 
 
 def _sensing(options: IncreaseOptions) -> dict[str, Any]:
@@ -266,7 +261,7 @@ def _plan(
         own_tasks=options.steps.own_consumer_tasks,
         dry_run=dry_run,
         report_uri=options.connection.report_uri,
-        report_conn_id=options.connection.report_conn_id,
+        storage_conn_id=options.connection.storage_conn_id,
         **_common(options),
     )
 

@@ -6,7 +6,6 @@ import pytest
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
 from airflow_provider_kstate.assets import (
-    KStateSnapshotEventOperator,
     add_topic_event,
     annotate_outlets,
     snapshot_alias,
@@ -14,6 +13,7 @@ from airflow_provider_kstate.assets import (
     topic_alias,
     topic_asset,
 )
+from airflow_provider_kstate.operators.assets import KStateSnapshotEventOperator
 
 
 def _added(events: OutletEventAccessors, alias: object) -> list[tuple[str, dict[str, object]]]:

@@ -97,9 +97,10 @@ def _shape(group: Any) -> dict[str, Any]:
     }
 
 
-def test_the_deprecated_flat_arguments_build_the_same_task_group_with_a_warning() -> None:
-    """The flat keyword arguments (the spelling before issue 31) still work for one release: the same task
-    group as the config objects, each with a DeprecationWarning naming the config object that holds it."""
+def test_the_config_objects_reach_every_task_and_a_flat_argument_is_refused() -> None:
+    """The config objects are the one way to give the options: each field reaches the tasks that use it; a
+    field given as a flat keyword argument (a spelling of a 0.x release that was never published) is refused,
+    named."""
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.sdk import DAG
 
@@ -113,40 +114,8 @@ def test_the_deprecated_flat_arguments_build_the_same_task_group_with_a_warning(
         safe_partition_increase,
     )
 
-    flat: dict[str, Any] = {
-        "kafka_config_id": "kafka_prod",
-        "control_topic": "_ctl",
-        "lease_topic": "_leases",
-        "lease_ttl": 99.0,
-        "report_uri": "s3://bucket/kstate",
-        "report_conn_id": "aws",
-        "consumer_groups": ["billing"],
-        "exclude_groups": "audit",
-        "allow_unknown_groups": True,
-        "acknowledge_streams_groups": ["enricher"],
-        "allow_broker_deviation": ["read_committed"],
-        "refresh_broker_check": True,
-        "deferrable": False,
-        "poke_interval": 5.0,
-        "empty_timeout": 60.0,
-        "stable_timeout": 70.0,
-        "wait_for_writes": True,
-        "writes_timeout": 80.0,
-        "key_order": "relax",
-        "barrier_timeout": 30.0,
-        "single_window": False,
-        "retries": 4,
-    }
     with DAG("unit_configs", schedule=None):
         resume = EmptyOperator(task_id="resume_by_hand")
-        with pytest.warns(DeprecationWarning) as warned:
-            by_flat = safe_partition_increase(
-                topic="t", partitions=3, group_id="flat", resume_consumers=resume, **flat
-            )
-        assert len(warned) == len(flat) + 1
-        assert "use groups=GroupsConfig(consumer_groups=...) instead" in " ".join(
-            str(w.message) for w in warned
-        )
         by_config = safe_partition_increase(
             topic="t",
             partitions=3,
@@ -158,30 +127,23 @@ def test_the_deprecated_flat_arguments_build_the_same_task_group_with_a_warning(
             ordering=KeyOrderConfig("relax", 30.0),
             steps=StepsConfig(False, 4, resume_consumers=resume),
         )
-        # a flat argument overrides the field of the config object given beside it
-        with pytest.warns(DeprecationWarning, match="kafka_config_id= is deprecated"):
-            mixed = safe_partition_increase(
-                topic="t",
-                partitions=3,
-                group_id="mixed",
-                connection=ConnectionConfig(kafka_config_id="kafka_other", lease_ttl=99.0),
-                kafka_config_id="kafka_prod",
-            )
-        default = safe_partition_increase(
-            topic="t",
-            partitions=3,
-            group_id="default",
-            connection=ConnectionConfig(kafka_config_id="kafka_prod", lease_ttl=99.0),
-        )
-    shape = _shape(by_flat)
-    assert shape == _shape(by_config)
+        default = safe_partition_increase(topic="t", partitions=3, group_id="default")
+    shape = _shape(by_config)
     assert len(shape) == 14 and "wait_new_partitions_written" in shape
     assert shape["plan"][3]["kafka_config_id"] == "kafka_prod" and shape["verify"][3]["key_order"] == "relax"
     assert shape["wait_groups_stable"][3]["timeout"] == 70.0 and shape["plan"][3]["retries"] == 4
-    assert _shape(mixed) == _shape(default) != _shape(by_flat)
-    assert _shape(mixed)["plan"][3]["kafka_config_id"] == "kafka_prod"
-    with DAG("unit_configs_typo", schedule=None), pytest.raises(TypeError, match="'kafka_conn_id'"):
-        safe_partition_increase(topic="t", partitions=3, kafka_conn_id="kafka_prod")
+    assert (
+        shape["plan"][3]["consumer_groups"] == ["billing"] and shape["plan"][3]["exclude_groups"] == "audit"
+    )
+    assert _shape(default)["plan"][3]["kafka_config_id"] == "kafka_default"
+    for flat in (
+        {"kafka_config_id": "kafka_prod"},
+        {"kafka_conn_id": "kafka_prod"},
+        {"require_approval": True},
+    ):
+        name = next(iter(flat))
+        with DAG(f"unit_configs_{name}", schedule=None), pytest.raises(TypeError, match=repr(name)):
+            safe_partition_increase(topic="t", partitions=3, **flat)
 
 
 def test_the_approval_step_sits_between_the_gate_and_the_pause_only_when_asked_for() -> None:
@@ -211,15 +173,6 @@ def test_the_approval_step_sits_between_the_gate_and_the_pause_only_when_asked_f
             steps=per_step_layout,
             approval=ApprovalConfig(require_approval=True, approval_timeout=30),
         )
-        with pytest.warns(DeprecationWarning, match="use approval=ApprovalConfig"):
-            flat = safe_partition_increase(
-                topic="t",
-                partitions=3,
-                group_id="flat",
-                steps=per_step_layout,
-                require_approval=True,
-                approval_timeout=30,
-            )
     assert "off.approve_plan" not in off.children and len(off.children) == 9, "off: no task, no cost"
     shape = _shape(window)
     assert len(shape) == 10
@@ -239,7 +192,6 @@ def test_the_approval_step_sits_between_the_gate_and_the_pause_only_when_asked_f
     per_step = _shape(steps)
     assert len(per_step) == 15 and per_step["approve_plan"][2] == ["pause_consumers"]
     assert per_step["approve_plan"][3]["approval_timeout"] == 30
-    assert per_step == _shape(flat)
 
 
 def test_both_shipped_dags_ask_for_an_approval_when_the_param_says_so() -> None:
