@@ -8,13 +8,13 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON ?= $(abspath $(PY))
 
-.PHONY: venv java browser-deps node-deps test test-cluster lint demo bench chaos clean test-tansu compat prod-deps deploy-local e2e-prod
+.PHONY: venv java browser-deps node-deps docs test test-cluster lint demo bench chaos clean test-tansu compat prod-deps deploy-local e2e-prod
 
 $(VENV)/.installed: setup.cfg setup.py pyproject.toml support/pyproject.toml
 	@command -v python3 >/dev/null || { echo "python3 (3.10+) is required"; exit 1; }
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@test -x $(UV) || $(PY) -m pip install -q uv
-	$(UV) pip install -q --compile-bytecode -p $(PY) -e '.[spark-local,test,demo]' -e ./support
+	$(UV) pip install -q --compile-bytecode -p $(PY) -e '.[spark-local,test,demo,docs]' -e ./support
 	@touch $@
 
 venv: $(VENV)/.installed
@@ -49,7 +49,12 @@ lint: venv
 	$(VENV)/bin/ruff format --check airflow_provider_kstate dags tests bench scripts support
 	$(VENV)/bin/mypy airflow_provider_kstate
 
-test: venv java browser-deps node-deps
+# The documentation site (Sphinx, docs/conf.py) into docs/_build/html, warnings as errors; the output is
+# static files, served as is (python -m http.server -d docs/_build/html). make test builds it first.
+docs: venv
+	$(PY) -m sphinx -W --keep-going -q -b html -d docs/_build/doctrees docs docs/_build/html
+
+test: venv java browser-deps node-deps docs
 	$(PY) scripts/run_tests.py
 
 # The crash, restart and soak tests (issue 10): every step boundary, broker restarts, 20 soak rounds

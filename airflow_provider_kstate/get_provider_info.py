@@ -8,6 +8,11 @@ from airflow_provider_kstate import __version__
 
 #: The project's address (a placeholder until it is published; setup.cfg's project_urls use the same).
 PROJECT_URL = "https://github.com/example-org/airflow-provider-kstate"
+#: Where the documentation site (``make docs``: docs/_build/html) is served; setup.cfg's Documentation URL.
+DOCS_URL = "https://example-org.github.io/airflow-provider-kstate/"
+#: The released versions, newest first: CHANGELOG.md's release headings (tests/docs/test_metadata.py checks
+#: them). While changes are unreleased, ``__version__`` is the next release's ``.devN`` and comes first.
+RELEASES = ("0.1.0",)
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -19,13 +24,13 @@ def get_provider_info() -> dict[str, Any]:
     provider's in the UI's connection form.
     """
     pkg = "airflow_provider_kstate"
-    docs = PROJECT_URL + "#readme"
+    docs = DOCS_URL
     return {
         "package-name": "airflow-provider-kstate",
         "name": "Kafka State (kstate)",
         "description": "Safe Kafka partition increases and state-store integrity checks with a Spark rebuild.",
         "documentation-url": docs,
-        "versions": [__version__],
+        "versions": list(dict.fromkeys([__version__, *RELEASES])),
         "integrations": [
             {
                 "integration-name": "Kafka State",
@@ -67,6 +72,7 @@ def get_provider_info() -> dict[str, Any]:
                     f"{pkg}.operators.spark_app",
                     f"{pkg}.operators.doctor",
                     f"{pkg}.operators.streams_resize",
+                    f"{pkg}.operators.assets",
                 ],
             }
         ],

@@ -47,8 +47,9 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
 
     * **Approve**: the plan is made again from the request stored in it (the one planner,
       :func:`~airflow_provider_kstate.increase.planner.plan_increase`: the same groups, exclusions,
-      acknowledgements, drivers, key order and broker verdict; no lease) and compared with the approved one. A different partition count, a new group at risk, or a group gone or
-      handled differently fails the task with :class:`~airflow_provider_kstate.exceptions.PlanChangedError`
+      acknowledgements, drivers, key order and broker verdict; no lease) and compared with the approved
+      one. A different partition count, a new group at risk, or a group gone or handled differently fails
+      the task with :class:`~airflow_provider_kstate.exceptions.PlanChangedError`
       naming each change, before anyone is paused (the lease released).
     * **Reject**: nothing is changed, the lease is released and every later task of the run is skipped
       (this task succeeds: the decision was made; the run ends like a dry run).
@@ -209,9 +210,8 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         )
 
     def _replan(self, approved: Plan) -> tuple[Plan, str]:
-        """The plan of the approved plan's request now (:func:`~airflow_provider_kstate.increase.planner.plan_increase`:
-        no lease, nothing changed), and why it was refused ("" when it was not: then the plan returned is
-        the approved one at the counts now)."""
+        """The plan of the approved plan's request now (the one planner: no lease, nothing changed) and ""; or,
+        when the planner refuses the topics as they stand, the approved plan at the counts now and why."""
         from airflow_provider_kstate.increase.planner import plan_increase
 
         if approved.request is None:
