@@ -10,7 +10,8 @@ group with committed offsets.
 * reject (in the UI): the run ends (approve_plan success, the rest skipped), nobody was paused, the topic keeps its
   count, the lease is released: a second run on the topic plans at once, and its request expires after 6 s
   with no answer (approve_plan fails: ApprovalTimeoutError), again changing nothing;
-* approve (REST): the increase completes; the prompt of the next run shows that run's downtime; a
+* approve (REST): the increase completes (a share group reading the topic at ``latest`` is left alone, and the
+  approval's re-plan agrees: issue 40's regression); the prompt of the next run shows that run's downtime; a
   partition and a group are added behind the next run's back and it is approved in the UI (its Required
   actions page, screenshot ``browser-approval-prompt.png`` to ``artifacts/`` and ``$KSTATE_DOCS_IMAGES``;
   through the REST API where Chromium is missing): it fails before pausing anyone, naming both changes.
@@ -37,6 +38,7 @@ from airflow_provider_kstate.increase.report import progress_location
 from tests.e2e import test_browser
 from tests.e2e.deployment import AirflowDeployment, DeploymentError
 from tests.e2e.test_deployment import commit_offsets, create_topic, delete_topics, produce
+from tests.integration.test_share_groups import ShareReaders
 
 pytestmark = [pytest.mark.deployment, pytest.mark.timeout(600)]
 
@@ -224,12 +226,23 @@ def test_approve_completes_and_a_changed_cluster_stops_before_the_pause(
     request: pytest.FixtureRequest,
 ) -> None:
     t = topic
+    # Issue 40's regression: a share group at its default share.auto.offset.reset=latest reads the topic too.
+    # Apache Kafka 4.4 starts it on an added partition at its first record (the doctor's share_new_partitions
+    # promise), so the plan leaves it alone (share-safe); the approval's re-plan once asked without the
+    # broker's verdict, refused that group and failed the approved run with PlanChangedError on a cluster
+    # nobody had changed. It plans again from the plan's own request now: approved, the run goes on.
+    share = f"{t['topic']}-share"
+    readers = ShareReaders(kafka_config, t["topic"], share)
+    request.addfinalizer(readers.stop)
+    _wait_share_reads(t["topic"], share)
     approved = _trigger(deployment, t["topic"], 3, approval_timeout=300)
-    _request(deployment, approved)
+    body = _request(deployment, approved)["body"]
+    assert f"| `{share}` |" in body and "reads new partitions from their first record" in body, body
     answer = _answer(deployment, approved, "Approve")
     assert answer["responded_by"]["name"] == deployment.username
     run = deployment.wait_for_run(DAG_ID, approved, timeout=RUN_TIMEOUT)
     assert run["state"] == "success", deployment.failure_report(DAG_ID, approved)
+    assert "PlanChangedError" not in _log(deployment, approved)
     assert _partitions(admin, t["topic"]) == 3
     assert t["fleet"].transitions[-2:] == ["paused", "running"], t["fleet"].transitions  # paused, back
     offsets = committed(admin, t["offline"], t["topic"])
@@ -275,6 +288,17 @@ def test_approve_completes_and_a_changed_cluster_stops_before_the_pause(
     assert (progress["step"], progress["outcome"]) == ("plan_changed", "failed")
 
 
+def _wait_share_reads(topic: str, share: str, timeout: float = 60.0) -> None:
+    """Wait until the broker names ``share`` among the share groups reading ``topic``."""
+    from airflow_provider_kstate.hooks.admin import KStateAdminHook
+
+    hook = KStateAdminHook("kafka_default", timeout=30)
+    deadline = time.monotonic() + timeout
+    while share not in (hook.share_groups_on_topic(topic, hook.group_types()) or {}):
+        assert time.monotonic() < deadline, f"the share group {share} never showed as reading {topic}"
+        time.sleep(0.5)
+
+
 def _wait_answered(dep: AirflowDeployment, run_id: str, timeout: float = 30.0) -> dict[str, Any]:
     """The run's approval request once it has its answer (the REST API's view)."""
     deadline = time.monotonic() + timeout
@@ -314,37 +338,3 @@ def _answer_in_the_browser(
     if docs and option == "Approve":
         shutil.copy2(shot, Path(docs) / shot.name)
     button.click()
-
-
-def test_an_approved_plan_with_a_share_group_goes_on_on_an_unchanged_cluster(
-    deployment: AirflowDeployment, admin: AdminClient, kafka_config: dict[str, Any], topic: dict[str, Any]
-) -> None:
-    """Issue 40's regression: the topic is also read by a share group at its default
-    ``share.auto.offset.reset=latest``. Apache Kafka 4.4 starts a share group on an added partition at its
-    first record (the doctor's ``share_new_partitions`` promise), so the plan leaves it alone (share-safe);
-    the approval's re-plan once asked without the broker's verdict, refused that group and failed an
-    approved run with PlanChangedError on a cluster nobody had changed. Approved, the run goes on."""
-    from tests.integration.test_share_groups import ShareReaders
-
-    t = topic
-    share = f"{t['topic']}-share"
-    readers = ShareReaders(kafka_config, t["topic"], share)
-    try:
-        from airflow_provider_kstate.hooks.admin import KStateAdminHook
-
-        hook = KStateAdminHook("kafka_default", timeout=30)
-        deadline = time.monotonic() + 60
-        while share not in (hook.share_groups_on_topic(t["topic"], hook.group_types()) or {}):
-            assert time.monotonic() < deadline, "the share group never showed as reading the topic"
-            time.sleep(0.5)
-        run_id = _trigger(deployment, t["topic"], 4, approval_timeout=300)
-        body = _request(deployment, run_id)["body"]
-        assert f"| `{share}` |" in body and "reads new partitions from their first record" in body, body
-        _answer(deployment, run_id, "Approve")
-        run = deployment.wait_for_run(DAG_ID, run_id, timeout=RUN_TIMEOUT)
-        assert run["state"] == "success", deployment.failure_report(DAG_ID, run_id)
-        assert "PlanChangedError" not in _log(deployment, run_id)
-        assert _partitions(admin, t["topic"]) == 4
-        assert _lease(t["topic"]) is None
-    finally:
-        readers.stop()
