@@ -44,6 +44,7 @@ from airflow_provider_kstate.increase.model import (
     CLASSIC,
     SHARE,
     SHARE_RESET,
+    STREAMS,
     UNKNOWN_STATE,
     UNKNOWN_TYPE,
     GroupInfo,
@@ -53,6 +54,7 @@ from airflow_provider_kstate.increase.model import (
     state_name,
 )
 from airflow_provider_kstate.increase.replicas import MIN_ISR_UNKNOWN
+from airflow_provider_kstate.increase.streams_apps import StreamsDescription, StreamsTopology
 
 K = TypeVar("K")
 #: An answer to ask again (a group coordinator still loading).
@@ -115,6 +117,8 @@ class ClusterAdmin:
         self.client = client if client is not None else AdminClient(self.config)
         self.consumer = consumer
         self.name = name or str(self.config.get("bootstrap.servers", "the cluster"))
+        #: Whether the wire client can talk to this listener (None: not asked yet; see :meth:`wire_usable`).
+        self._wire: bool | None = None
 
     # -- topics -------------------------------------------------------------------------------------
 
@@ -178,6 +182,13 @@ class ClusterAdmin:
         if meta is None or meta.error is not None or not meta.partitions:
             raise TopicNotFoundError(f"topic {topic!r} does not exist on the cluster")
         return len(meta.partitions)
+
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """Return ``{topic: KIP-516 topic id}`` (DescribeTopics); ``""`` where the id cannot be read (a broker
+        without topic ids, no DESCRIBE permission): see :func:`~airflow_provider_kstate.store.topic_id.read_topic_ids`."""
+        from airflow_provider_kstate.store.topic_id import read_topic_ids
+
+        return read_topic_ids(self.client, topics, self.timeout)
 
     def topic_config(self, topic: str) -> dict[str, str]:
         """Return the topic's effective configuration."""
@@ -612,12 +623,69 @@ class ClusterAdmin:
     def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
         """Describe ``groups``, keeping of each member only its partitions of ``topic``.
 
+        Through the wire client (:func:`~airflow_provider_kstate.doctor.wire.describe_any_groups`: classic,
+        KIP-848 consumer and KIP-1071 streams groups, each by its own describe request), not confluent-kafka's
+        ``describe_consumer_groups``: librdkafka 2.16 aborts the process in it (SIGABRT,
+        ``rd_kafka_enq_once_del_source_return: Assertion 'eonce->refcnt > 0' failed``; upstream issue 4605)
+        when a call's timeout races its coordinator's death, and the window's checks call this in a loop.
+        Measured on 3 Apache Kafka 4.4 nodes, a node SIGKILLed every 20 s, consumers joining, a call every
+        0.1 s with a 1 s timeout: 4 aborts in 1,259 calls through confluent-kafka, 0 in 1,092 through the
+        wire. A listener the wire client cannot use (SASL other than PLAIN) is described by confluent-kafka
+        (:meth:`_describe_by_client`).
+
+        :raises BrokerUnavailableError: a coordinator did not answer within the timeout.
+        :raises KafkaRequestRefusedError: the principal may not describe a group.
+        """
+        if not groups:
+            return {}
+        if not self.wire_usable():
+            return self._describe_by_client(groups, topic)
+        try:
+            found = wire.describe_any_groups(self.config, list(groups), self.timeout)
+        except wire.WireRefused as exc:
+            denied = any(c == wire.GROUP_AUTHORIZATION_FAILED for c in exc.codes.values())
+            cls = KafkaRequestRefusedError if denied else KafkaRequestError
+            raise cls(f"describe groups {sorted(exc.codes)}: {exc}") from exc
+        except wire.WireUnsupported as exc:  # an answer it cannot read: the client from now on
+            log.warning(
+                "GROUPS the wire client cannot describe the groups (%s): described by the client", exc
+            )
+            self._wire = False
+            return self._describe_by_client(groups, topic)
+        infos = {g: _described_info(d, topic) for g, d in found.items()}
+        missing = [g for g in groups if g not in infos]
+        if missing:  # not answered by the wire (never seen): the client says what it knows
+            infos.update(self._describe_by_client(missing, topic))
+        return infos
+
+    def wire_usable(self) -> bool:
+        """Whether the wire client (:mod:`~airflow_provider_kstate.doctor.wire`) can talk to this listener:
+        asked once (a bootstrap broker's ApiVersions and this connection's authentication), then remembered.
+        No: a SASL mechanism other than PLAIN, TLS settings it cannot read. When no bootstrap broker answers
+        it is asked again next time, and the wire client is tried (it asks again within the timeout)."""
+        if self._wire is None:
+            try:
+                wire.usable(self.config, min(self.timeout, 10.0))
+                self._wire = True
+            except wire.WireUnsupported as exc:
+                log.info(
+                    "GROUPS the wire client cannot use this listener (%s): groups described by the client",
+                    exc,
+                )
+                self._wire = False
+            except wire.WireUnavailable as exc:  # no broker answered now: asked again next time
+                log.info("GROUPS no bootstrap broker answered the wire client (%s)", exc)
+                return True
+        return self._wire
+
+    def _describe_by_client(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
+        """Describe ``groups`` with confluent-kafka (see :meth:`describe_groups`). It describes a KIP-1071
+        streams group DEAD without members, even a STABLE one (the wire client describes it).
+
         A consumer-protocol group (KIP-848) between two assignments is ``ASSIGNING`` or ``RECONCILING``;
         confluent-kafka 2.16 reports both as UNKNOWN, so those states are read from ListGroups v5 (one
         request, only when a description says UNKNOWN).
         """
-        if not groups:
-            return {}
         futures = self.client.describe_consumer_groups(groups, request_timeout=self.timeout)
         infos = {
             g: _group_info(_result(f, self.timeout, f"describe group {g!r}"), topic)
@@ -627,6 +695,42 @@ class ClusterAdmin:
         if unknown:
             infos.update(self._broker_states(infos, unknown))
         return infos
+
+    def describe_streams_groups(self, groups: Iterable[str], topic: str) -> dict[str, StreamsDescription]:
+        """Describe KIP-1071 streams groups (StreamsGroupDescribe, through the wire client: confluent-kafka
+        has no call for it): each group's state, its members with their partitions of ``topic`` (the
+        partitions of their active tasks whose subtopology reads it) and its topology (the topics its
+        subtopologies read, the repartition topics, the changelogs), None when the broker has none for it.
+        A group that is not a streams group is left out; empty when the broker cannot be asked (logged).
+        """
+        wanted = list(dict.fromkeys(groups))
+        if not wanted or not self.wire_usable():
+            return {}
+        try:
+            found = wire.describe_streams_groups(self.config, wanted, self.timeout)
+        except wire.WireUnavailable as exc:
+            log.info("GROUPS streams groups %s: topology not read (%s)", wanted, exc)
+            return {}
+        return {g: _streams_description(d, topic) for g, d in found.items()}
+
+    def subscriptions(self, groups: Iterable[str]) -> dict[str, frozenset[str]]:
+        """``{group: the topics its members subscribe}`` of the classic consumer-protocol groups of ``groups``
+        that have members (DescribeGroups through the wire client: the subscription each member sent with
+        its JoinGroup; confluent-kafka returns the assignments only). A group without members, of another
+        type, or unreadable (logged) is left out."""
+        wanted = list(dict.fromkeys(groups))
+        if not wanted or not self.wire_usable():
+            return {}
+        try:
+            found = wire.describe_classic_groups(self.config, wanted, self.timeout)
+        except wire.WireUnavailable as exc:
+            log.info("GROUPS subscriptions of %s not read (%s)", wanted, exc)
+            return {}
+        return {
+            g: frozenset(t for m in d.members for t in m.topics)
+            for g, d in found.items()
+            if d.protocol_type == "consumer" and any(m.topics for m in d.members)
+        }
 
     def _broker_states(self, infos: dict[str, GroupInfo], groups: list[str]) -> dict[str, GroupInfo]:
         """``infos`` of ``groups`` with the state ListGroups v5 names (unchanged where it cannot be read)."""
@@ -824,3 +928,65 @@ def _group_info(desc: Any, topic: str) -> GroupInfo:
         members=members,
         assignor=str(getattr(desc, "partition_assignor", "") or ""),
     )
+
+
+def _described_info(group: wire.GroupDescription | wire.StreamsGroup, topic: str) -> GroupInfo:
+    """The wire client's description of a group as :func:`_group_info` reads confluent-kafka's: members with
+    their partitions of ``topic``, the protocol type ``consumer`` for any group with a protocol (empty: a
+    group that only commits offsets), the assignor."""
+    if isinstance(group, wire.StreamsGroup):
+        return _streams_description(group, topic).info
+    members = tuple(
+        Member(
+            member_id=m.member_id,
+            client_id=m.client_id,
+            host=m.host,
+            partitions=tuple(sorted({p for t, parts in m.assignment if t == topic for p in parts})),
+        )
+        for m in group.members
+    )
+    return GroupInfo(
+        group=group.group_id,
+        state=state_name(group.state) if group.state else UNKNOWN_STATE,
+        type=group.type.upper(),
+        protocol_type="consumer" if group.protocol_type else "",
+        members=members,
+        assignor=group.protocol,
+    )
+
+
+def _streams_description(group: wire.StreamsGroup, topic: str) -> StreamsDescription:
+    """A streams group as the plan reads it: members with their partitions of ``topic``, and the topology."""
+    reading = {s.subtopology_id for s in group.subtopologies or () if topic in _sources_of(s)}
+    members = tuple(
+        Member(
+            member_id=m.member_id,
+            client_id=m.client_id,
+            host=m.host,
+            partitions=tuple(sorted({p for sub, parts in m.active if sub in reading for p in parts})),
+        )
+        for m in group.members
+    )
+    info = GroupInfo(
+        group=group.group_id,
+        state=state_name(group.state) if group.state else UNKNOWN_STATE,
+        type=STREAMS,
+        protocol_type="streams",
+        members=members,
+    )
+    if group.subtopologies is None:
+        return StreamsDescription(info, None)
+    subs = group.subtopologies
+    repartitions = sorted(
+        {t for s in subs for t in (*s.repartition_source_topics, *s.repartition_sink_topics)}
+    )
+    topology = StreamsTopology(
+        sources=sorted({t for s in subs for t in s.source_topics} - set(repartitions)),
+        repartitions=repartitions,
+        changelogs=sorted({t for s in subs for t in s.changelog_topics}),
+    )
+    return StreamsDescription(info, topology)
+
+
+def _sources_of(subtopology: wire.Subtopology) -> set[str]:
+    return {*subtopology.source_topics, *subtopology.repartition_source_topics}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -476,3 +477,617 @@ def answering(
         found = dict(zip(brokers, pool.map(answers, brokers.values()), strict=True))
     up = {b for b, ok in found.items() if ok}
     return up or None
+
+
+# -- group descriptions: the classic members' subscriptions and a streams group's topology ---------------
+
+API_STREAMS_GROUP_DESCRIBE = 89
+#: Group-level errors of a coordinator that is loading or has moved: the group is asked again.
+COORDINATOR_MOVING_CODES = frozenset({14, 15, 16})  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR
+#: GROUP_ID_NOT_FOUND: StreamsGroupDescribe of a group that is not a streams group (or does not exist).
+GROUP_ID_NOT_FOUND = 69
+#: GROUP_AUTHORIZATION_FAILED: the principal may not describe the group.
+GROUP_AUTHORIZATION_FAILED = 30
+
+
+class WireUnsupported(WireUnavailable):
+    """The wire client cannot use this listener (its security settings: a SASL mechanism other than PLAIN,
+    TLS settings it cannot read), unlike a broker that does not answer now."""
+
+
+class WireRefused(WireUnavailable):
+    """The broker answered a describe with an error code for some groups (``codes``: ``{group: code}``):
+    asking again does not help."""
+
+    def __init__(self, message: str, codes: dict[str, int]) -> None:
+        super().__init__(message)
+        self.codes = codes
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """One member of a classic group (DescribeGroups) or a consumer group (ConsumerGroupDescribe):
+    ``topics``, the topics its subscription names (a classic member's consumer protocol metadata; empty for
+    another protocol type); ``assignment``, its ``(topic, partitions)``."""
+
+    member_id: str
+    client_id: str
+    host: str
+    topics: tuple[str, ...]
+    assignment: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """One group of a DescribeGroups answer (``type`` classic) or of a ConsumerGroupDescribe answer
+    (``type`` consumer): ``protocol``, the assignor (``stream`` for a classic Kafka Streams application)."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[GroupMember, ...]
+    type: str = "classic"
+
+
+@dataclass(frozen=True)
+class Subtopology:
+    """One subtopology of a streams group (KIP-1071): the topics it reads, the repartition topics it writes
+    and reads, its state changelogs."""
+
+    subtopology_id: str
+    source_topics: tuple[str, ...]
+    repartition_sink_topics: tuple[str, ...]
+    changelog_topics: tuple[str, ...]
+    repartition_source_topics: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StreamsMember:
+    """One member of a streams group; ``active``: ``(subtopology id, partitions)`` of its active tasks."""
+
+    member_id: str
+    client_id: str
+    host: str
+    active: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True)
+class StreamsGroup:
+    """One group of a StreamsGroupDescribe answer; ``subtopologies`` None when the broker has no configured
+    topology for it (not initialized yet, its source topics missing or not partitioned as it requires)."""
+
+    group_id: str
+    state: str
+    subtopologies: tuple[Subtopology, ...] | None
+    members: tuple[StreamsMember, ...]
+
+
+def describe_groups_v5_body(groups: list[str]) -> bytes:
+    """DescribeGroups v5: ``groups``, without the authorized operations, no tagged fields."""
+    return _compact_array(groups) + b"\x00" + b"\x00"
+
+
+def consumer_group_describe_v0_body(groups: list[str]) -> bytes:
+    """ConsumerGroupDescribe v0: ``groups``, without the authorized operations, no tagged fields."""
+    return _compact_array(groups) + b"\x00" + b"\x00"
+
+
+def streams_group_describe_v0_body(groups: list[str]) -> bytes:
+    """StreamsGroupDescribe v0: ``groups``, without the authorized operations, no tagged fields."""
+    return _compact_array(groups) + b"\x00" + b"\x00"
+
+
+def _nullable_compact_string(reader: Reader) -> str | None:
+    length = reader.uvarint() - 1
+    if length < 0:
+        return None
+    raw = reader.data[reader.pos : reader.pos + length]
+    if len(raw) != length:
+        raise ValueError(f"response truncated in a string at byte {reader.pos}")
+    reader.pos += length
+    return raw.decode()
+
+
+def _compact_bytes(reader: Reader) -> bytes:
+    length = reader.uvarint() - 1
+    if length < 0:
+        return b""
+    raw = reader.data[reader.pos : reader.pos + length]
+    if len(raw) != length:
+        raise ValueError(f"response truncated in bytes at byte {reader.pos}")
+    reader.pos += length
+    return raw
+
+
+def _compact_strings(reader: Reader) -> tuple[str, ...]:
+    return tuple(reader.compact_string() for _ in range(max(reader.uvarint() - 1, 0)))
+
+
+def _compact_int32s(reader: Reader) -> tuple[int, ...]:
+    return tuple(reader.take(">i") for _ in range(max(reader.uvarint() - 1, 0)))
+
+
+def _string16(reader: Reader) -> str:
+    """A classic (non-compact) string: an int16 length, then its bytes."""
+    length = max(reader.take(">h"), 0)
+    raw = reader.data[reader.pos : reader.pos + length]
+    if len(raw) != length:
+        raise ValueError(f"truncated in a string at byte {reader.pos}")
+    reader.pos += length
+    return raw.decode()
+
+
+def _strings(reader: Reader) -> tuple[str, ...]:
+    """A classic (non-compact) array of classic strings."""
+    return tuple(_string16(reader) for _ in range(max(reader.take(">i"), 0)))
+
+
+def parse_subscription(metadata: bytes) -> tuple[str, ...]:
+    """The topics of a consumer protocol subscription (``ConsumerProtocolSubscription``, any version: the
+    topics come first after the version); empty when it is not one."""
+    if len(metadata) < 6:
+        return ()
+    try:
+        reader = Reader(metadata)
+        reader.take(">h")  # version
+        return _strings(reader)
+    except (ValueError, UnicodeDecodeError):
+        return ()
+
+
+def parse_assignment(assignment: bytes) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """``(topic, partitions)`` of a consumer protocol assignment (``ConsumerProtocolAssignment``); empty
+    when it is not one."""
+    if len(assignment) < 6:
+        return ()
+    try:
+        reader = Reader(assignment)
+        reader.take(">h")  # version
+        out = []
+        for _ in range(max(reader.take(">i"), 0)):
+            topic = _string16(reader)
+            partitions = tuple(reader.take(">i") for _ in range(max(reader.take(">i"), 0)))
+            out.append((topic, partitions))
+        return tuple(out)
+    except (ValueError, UnicodeDecodeError):
+        return ()
+
+
+def parse_describe_groups_v5(body: bytes) -> tuple[list[GroupDescription], dict[str, int]]:
+    """Return the groups of a DescribeGroups v5 response body and ``{group: error code}`` of the groups
+    answered with an error."""
+    reader = Reader(body)
+    reader.take(">i")  # throttle_time_ms
+    groups, errors = [], {}
+    for _ in range(reader.uvarint() - 1):
+        error = reader.take(">h")
+        group_id = reader.compact_string()
+        state = reader.compact_string()
+        protocol_type = reader.compact_string()
+        protocol = reader.compact_string()
+        members = []
+        for _ in range(reader.uvarint() - 1):
+            member_id = reader.compact_string()
+            _nullable_compact_string(reader)  # group instance id
+            client_id = reader.compact_string()
+            host = reader.compact_string()
+            metadata = _compact_bytes(reader)
+            assignment = _compact_bytes(reader)
+            reader.skip_tags()
+            consumer = protocol_type == "consumer"
+            members.append(
+                GroupMember(
+                    member_id,
+                    client_id,
+                    host,
+                    parse_subscription(metadata) if consumer else (),
+                    parse_assignment(assignment) if consumer else (),
+                )
+            )
+        reader.take(">i")  # authorized operations
+        reader.skip_tags()
+        if error:
+            errors[group_id] = error
+        else:
+            groups.append(GroupDescription(group_id, state, protocol_type, protocol, tuple(members)))
+    return groups, errors
+
+
+def _consumer_assignment(reader: Reader) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    out = []
+    for _ in range(max(reader.uvarint() - 1, 0)):
+        reader.take(">Q")  # topic id (16 bytes)
+        reader.take(">Q")
+        topic = reader.compact_string()
+        out.append((topic, _compact_int32s(reader)))
+        reader.skip_tags()
+    reader.skip_tags()
+    return tuple(out)
+
+
+def parse_consumer_group_describe_v0(body: bytes) -> tuple[list[GroupDescription], dict[str, int]]:
+    """Return the groups of a ConsumerGroupDescribe v0 response body (KIP-848 consumer groups) and
+    ``{group: error code}`` of the groups answered with an error (GROUP_ID_NOT_FOUND: not a consumer group)."""
+    reader = Reader(body)
+    reader.take(">i")  # throttle_time_ms
+    groups, errors = [], {}
+    for _ in range(reader.uvarint() - 1):
+        error = reader.take(">h")
+        _nullable_compact_string(reader)  # error message
+        group_id = reader.compact_string()
+        state = reader.compact_string()
+        reader.take(">i")  # group epoch
+        reader.take(">i")  # assignment epoch
+        assignor = reader.compact_string()
+        members = []
+        for _ in range(max(reader.uvarint() - 1, 0)):
+            member_id = reader.compact_string()
+            _nullable_compact_string(reader)  # instance id
+            _nullable_compact_string(reader)  # rack id
+            reader.take(">i")  # member epoch
+            client_id = reader.compact_string()
+            host = reader.compact_string()
+            topics = _compact_strings(reader)
+            _nullable_compact_string(reader)  # subscribed topic regex
+            assignment = _consumer_assignment(reader)
+            _consumer_assignment(reader)  # target assignment
+            reader.skip_tags()
+            members.append(GroupMember(member_id, client_id, host, topics, assignment))
+        reader.take(">i")  # authorized operations
+        reader.skip_tags()
+        if error:
+            errors[group_id] = error
+        else:
+            groups.append(GroupDescription(group_id, state, "consumer", assignor, tuple(members), "consumer"))
+    return groups, errors
+
+
+def _topic_infos(reader: Reader) -> tuple[str, ...]:
+    names = []
+    for _ in range(max(reader.uvarint() - 1, 0)):
+        names.append(reader.compact_string())
+        reader.take(">i")  # partitions
+        reader.take(">h")  # replication factor
+        for _ in range(max(reader.uvarint() - 1, 0)):  # topic configs
+            reader.compact_string()
+            reader.compact_string()
+            reader.skip_tags()
+        reader.skip_tags()
+    return tuple(names)
+
+
+def _task_ids(reader: Reader) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    out = []
+    for _ in range(max(reader.uvarint() - 1, 0)):
+        subtopology = reader.compact_string()
+        out.append((subtopology, _compact_int32s(reader)))
+        reader.skip_tags()
+    return tuple(out)
+
+
+def _assignment(reader: Reader) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    active = _task_ids(reader)
+    _task_ids(reader)  # standby
+    _task_ids(reader)  # warm-up
+    reader.skip_tags()
+    return active
+
+
+def _streams_member(reader: Reader) -> StreamsMember:
+    member_id = reader.compact_string()
+    reader.take(">i")  # member epoch
+    _nullable_compact_string(reader)  # instance id
+    _nullable_compact_string(reader)  # rack id
+    client_id = reader.compact_string()
+    host = reader.compact_string()
+    reader.take(">i")  # topology epoch
+    reader.compact_string()  # process id
+    if reader.take(">b") >= 0:  # user endpoint (a nullable struct)
+        reader.compact_string()
+        reader.take(">H")
+        reader.skip_tags()
+    for _ in range(max(reader.uvarint() - 1, 0)):  # client tags
+        reader.compact_string()
+        reader.compact_string()
+        reader.skip_tags()
+    for _ in range(2):  # task offsets, task end offsets
+        for _ in range(max(reader.uvarint() - 1, 0)):
+            reader.compact_string()
+            reader.take(">i")
+            reader.take(">q")
+            reader.skip_tags()
+    active = _assignment(reader)
+    _assignment(reader)  # target assignment
+    reader.take(">b")  # is classic
+    reader.skip_tags()
+    return StreamsMember(member_id, client_id, host, active)
+
+
+def parse_streams_group_describe_v0(body: bytes) -> tuple[list[StreamsGroup], dict[str, int]]:
+    """Return the groups of a StreamsGroupDescribe v0 response body and ``{group: error code}`` of the
+    groups answered with an error."""
+    reader = Reader(body)
+    reader.take(">i")  # throttle_time_ms
+    groups, errors = [], {}
+    for _ in range(reader.uvarint() - 1):
+        error = reader.take(">h")
+        _nullable_compact_string(reader)  # error message
+        group_id = reader.compact_string()
+        state = reader.compact_string()
+        reader.take(">i")  # group epoch
+        reader.take(">i")  # assignment epoch
+        subtopologies: tuple[Subtopology, ...] | None = None
+        if reader.take(">b") >= 0:  # topology (a nullable struct)
+            reader.take(">i")  # topology epoch
+            count = reader.uvarint() - 1
+            if count >= 0:
+                found = []
+                for _ in range(count):
+                    sub_id = reader.compact_string()
+                    sources = _compact_strings(reader)
+                    sinks = _compact_strings(reader)
+                    changelogs = _topic_infos(reader)
+                    repartition_sources = _topic_infos(reader)
+                    reader.skip_tags()
+                    found.append(Subtopology(sub_id, sources, sinks, changelogs, repartition_sources))
+                subtopologies = tuple(found)
+            reader.skip_tags()
+        members = tuple(_streams_member(reader) for _ in range(max(reader.uvarint() - 1, 0)))
+        reader.take(">i")  # authorized operations
+        reader.skip_tags()
+        if error:
+            errors[group_id] = error
+        else:
+            groups.append(StreamsGroup(group_id, state, subtopologies, members))
+    return groups, errors
+
+
+def _found_coordinators(body: bytes) -> tuple[dict[str, tuple[str, int]], dict[str, int]]:
+    """``({group: (host, port)}, {group: error code})`` of a FindCoordinator v4+ response body."""
+    reader = Reader(body)
+    reader.take(">i")  # throttle_time_ms
+    found, errors = {}, {}
+    for _ in range(reader.uvarint() - 1):
+        key = reader.compact_string()
+        reader.take(">i")  # node_id
+        host = reader.compact_string()
+        port = reader.take(">i")
+        error = reader.take(">h")
+        reader.compact_string()  # error message
+        reader.skip_tags()
+        if error:
+            errors[key] = error
+        else:
+            found[key] = (host, port)
+    return found, errors
+
+
+def _coordinators(config: dict[str, Any], groups: list[str], timeout: float) -> dict[str, tuple[str, int]]:
+    """``{group: (host, port)}`` of each group's coordinator (FindCoordinator v4), asked again while one
+    is loading or moving, within ``timeout``.
+
+    :raises WireRefused: a group answered another error code (GROUP_AUTHORIZATION_FAILED ...).
+    :raises WireUnsupported: the broker serves no FindCoordinator v4, or its answer cannot be read.
+    :raises WireUnavailable: no bootstrap broker answered, or a coordinator kept moving.
+    """
+    deadline = time.monotonic() + timeout
+    for conn in _connections(config, timeout):
+        try:
+            versions = parse_api_versions(conn.call(API_VERSIONS, 0))
+            if versions.get(API_FIND_COORDINATOR, (0, 0))[1] < 4:
+                raise WireUnsupported("the broker serves no FindCoordinator v4 (Kafka 2.8+)")
+            conn.authenticate()
+            while True:
+                body = conn.call(API_FIND_COORDINATOR, 4, find_coordinator_v4_body(groups), flexible=True)
+                found, errors = _found_coordinators(body)
+                refused = {g: c for g, c in errors.items() if c not in COORDINATOR_MOVING_CODES}
+                if refused:
+                    raise WireRefused(f"FindCoordinator answered error codes {refused}", refused)
+                if not errors:
+                    return found
+                if time.monotonic() >= deadline:
+                    raise WireUnavailable(f"the coordinators of {sorted(errors)} kept moving: codes {errors}")
+                time.sleep(0.2)
+        except ValueError as exc:
+            raise WireUnsupported(f"find the coordinators of {groups}: {exc}") from exc
+        finally:
+            conn.close()
+    raise WireUnavailable("no bootstrap broker answered")  # pragma: no cover - _connections raises first
+
+
+@dataclass(frozen=True)
+class DescribeStep:
+    """One describe request of :func:`_describe_at_coordinators`: ``api`` (key, version), ``body(groups)``,
+    ``parse(body)`` -> ``(descriptions, {group: error code})``, and ``final(description)``: whether the
+    answer is the group's (else the group is asked by the next step, this answer kept if none has one:
+    DescribeGroups describes a group of another type, or none, as ``Dead``)."""
+
+    api: tuple[int, int]
+    body: Any
+    parse: Any
+    final: Any = None
+
+
+def _describe_at_coordinators(
+    config: dict[str, Any], groups: list[str], timeout: float, steps: list[DescribeStep]
+) -> dict[str, Any]:
+    """Describe ``groups`` on their coordinators (one connection each), by ``steps`` in order: a group
+    another step's answer is final for, or answered GROUP_ID_NOT_FOUND (not of the kind asked), is asked by
+    the next step; a step the coordinator does not serve is passed. Groups whose coordinator moved are asked
+    again within ``timeout``. Returns ``{group: its description}`` (a group no step describes is left out).
+
+    :raises WireUnavailable: a coordinator cannot be reached, answered another error code, or kept moving.
+    """
+    deadline = time.monotonic() + timeout
+    wanted = list(dict.fromkeys(groups))
+    out: dict[str, Any] = {}
+    last: Exception | str = "a coordinator loading or moving"
+    while wanted:
+        again: list[str] = []
+        try:
+            coordinators = _coordinators(config, wanted, max(0.5, deadline - time.monotonic()))
+        except (WireRefused, WireUnsupported):
+            raise
+        except WireUnavailable as exc:  # no bootstrap broker answered: asked again
+            coordinators, again, last = {}, list(wanted), exc
+        by_address: dict[tuple[str, int], list[str]] = {}
+        for group, address in coordinators.items():
+            by_address.setdefault(address, []).append(group)
+        for address, asked in by_address.items():
+            try:
+                left = max(0.5, deadline - time.monotonic())
+                found, moving = _describe_at(config, address, asked, left, steps)
+            except (WireRefused, WireUnsupported):
+                raise
+            except WireUnavailable as exc:  # the coordinator died, or closed the connection: asked again
+                found, moving, last = {}, asked, exc
+            out.update(found)
+            again += moving
+        if again and time.monotonic() >= deadline:
+            raise WireUnavailable(
+                f"the coordinators of {again} kept moving or did not answer for {timeout}s: {last}"
+            )
+        if again:
+            time.sleep(0.2)
+        wanted = again
+    return out
+
+
+def _describe_at(
+    config: dict[str, Any],
+    address: tuple[str, int],
+    asked: list[str],
+    timeout: float,
+    steps: list[DescribeStep],
+) -> tuple[dict[str, Any], list[str]]:
+    """``({group: description}, groups whose coordinator moved)`` of ``asked`` at one coordinator."""
+    conn = Connection(config, address, timeout)
+    out: dict[str, Any] = {}
+    kept: dict[str, Any] = {}
+    moving: list[str] = []
+    try:
+        versions = parse_api_versions(conn.call(API_VERSIONS, 0))
+        conn.authenticate()
+        pending = list(asked)
+        for step in steps:
+            if not pending or versions.get(step.api[0], (0, -1))[1] < step.api[1]:
+                continue
+            described, errors = step.parse(
+                conn.call(step.api[0], step.api[1], step.body(pending), flexible=True)
+            )
+            failed = {
+                g: c
+                for g, c in errors.items()
+                if c not in COORDINATOR_MOVING_CODES and c != GROUP_ID_NOT_FOUND
+            }
+            if failed:
+                raise WireRefused(f"API {step.api[0]} answered error codes {failed}", failed)
+            moving += [g for g, c in errors.items() if c in COORDINATOR_MOVING_CODES]
+            for d in described:
+                if step.final is None or step.final(d):
+                    out[d.group_id] = d
+                else:
+                    kept.setdefault(d.group_id, d)
+            pending = [g for g in pending if g not in out and g not in moving]
+    except ValueError as exc:
+        raise WireUnsupported(f"malformed describe answer from {address[0]}:{address[1]}: {exc}") from exc
+    finally:
+        conn.close()
+    out.update({g: d for g, d in kept.items() if g not in out and g not in moving})
+    return out, moving
+
+
+def _described(group: GroupDescription) -> bool:
+    """Whether a DescribeGroups answer is the group's own: not ``Dead`` without members (how it answers
+    for a consumer or streams group, and for a group that does not exist)."""
+    return group.state != "Dead" or bool(group.members)
+
+
+#: The describe requests of each kind of group.
+CLASSIC_STEP = DescribeStep((API_DESCRIBE_GROUPS, 5), describe_groups_v5_body, parse_describe_groups_v5)
+CONSUMER_STEP = DescribeStep(
+    (API_CONSUMER_GROUP_DESCRIBE, 0), consumer_group_describe_v0_body, parse_consumer_group_describe_v0
+)
+STREAMS_STEP = DescribeStep(
+    (API_STREAMS_GROUP_DESCRIBE, 0), streams_group_describe_v0_body, parse_streams_group_describe_v0
+)
+
+
+def usable(config: dict[str, Any], timeout: float = 10.0) -> None:
+    """Return when the wire client can talk to this listener: a bootstrap broker answers ApiVersions and
+    accepts this connection's authentication.
+
+    :raises WireUnsupported: it cannot (its security settings); the caller uses another client.
+    :raises WireUnavailable: no bootstrap broker answered (a broker down, the network): unknown yet.
+    """
+    errors = []
+    for address in bootstrap_addresses(config):
+        try:
+            conn = Connection(config, address, timeout)
+        except WireUnavailable as exc:
+            cause = exc.__cause__
+            if isinstance(cause, OSError) and not isinstance(cause, ssl.SSLError):
+                errors.append(str(exc))  # not answering now: the next one
+                continue
+            raise WireUnsupported(str(exc)) from exc
+        try:
+            parse_api_versions(conn.call(API_VERSIONS, 0))
+            conn.authenticate()
+            return
+        except (WireUnavailable, ValueError) as exc:
+            raise WireUnsupported(str(exc)) from exc
+        finally:
+            conn.close()
+    raise WireUnavailable("; ".join(errors) or "no bootstrap broker answered")
+
+
+def describe_any_groups(config: dict[str, Any], groups: list[str], timeout: float = 10.0) -> dict[str, Any]:
+    """Describe groups of any type on their coordinators, one connection each: DescribeGroups v5 (classic
+    groups), then ConsumerGroupDescribe v0 (KIP-848 consumer groups) and StreamsGroupDescribe v0 (KIP-1071
+    streams groups) for the groups it describes ``Dead`` without members. ``{group:`` a
+    :class:`GroupDescription` (its ``type`` classic or consumer) or a :class:`StreamsGroup` ``}``; a group
+    none of them knows is the classic answer (``Dead``, no members).
+
+    :raises WireUnavailable: as :func:`_describe_at_coordinators`.
+    """
+    classic = DescribeStep(CLASSIC_STEP.api, CLASSIC_STEP.body, CLASSIC_STEP.parse, _described)
+    return _describe_at_coordinators(config, groups, timeout, [classic, CONSUMER_STEP, STREAMS_STEP])
+
+
+def describe_classic_groups(
+    config: dict[str, Any], groups: list[str], timeout: float = 10.0
+) -> dict[str, GroupDescription]:
+    """Describe classic groups through DescribeGroups v5 on each group's coordinator: their state, assignor
+    and members with the topics each subscribes (which confluent-kafka does not return).
+
+    :raises WireUnavailable: as :func:`_describe_at_coordinators`.
+    """
+    return _describe_at_coordinators(config, groups, timeout, [CLASSIC_STEP])
+
+
+def describe_consumer_groups(
+    config: dict[str, Any], groups: list[str], timeout: float = 10.0
+) -> dict[str, GroupDescription]:
+    """Describe KIP-848 consumer groups through ConsumerGroupDescribe v0 on each group's coordinator; a
+    group that is not a consumer group is left out.
+
+    A coordinator before Kafka 3.7 serves no ConsumerGroupDescribe: its groups are left out.
+
+    :raises WireUnavailable: as :func:`_describe_at_coordinators`.
+    """
+    return _describe_at_coordinators(config, groups, timeout, [CONSUMER_STEP])
+
+
+def describe_streams_groups(
+    config: dict[str, Any], groups: list[str], timeout: float = 10.0
+) -> dict[str, StreamsGroup]:
+    """Describe KIP-1071 streams groups through StreamsGroupDescribe v0 on each group's coordinator: their
+    state, topology (subtopologies: source, repartition and changelog topics) and members with their active
+    tasks (confluent-kafka has no call for it). A group that is not a streams group is left out.
+
+    A coordinator before Kafka 4.1 serves no StreamsGroupDescribe: its groups are left out.
+
+    :raises WireUnavailable: as :func:`_describe_at_coordinators`.
+    """
+    return _describe_at_coordinators(config, groups, timeout, [STREAMS_STEP])

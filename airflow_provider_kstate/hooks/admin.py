@@ -107,6 +107,10 @@ class KStateAdminHook(KafkaBaseHook):
         """Return the partition count of ``topic``; raise TopicNotFoundError when it does not exist."""
         return self.cluster.partition_count(topic)
 
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """Return ``{topic: KIP-516 topic id}``, ``""`` where it cannot be read."""
+        return self.cluster.topic_ids(topics)
+
     def topic_config(self, topic: str) -> dict[str, str]:
         """Return the topic's effective configuration."""
         return self.cluster.topic_config(topic)

@@ -755,6 +755,8 @@ def describe(plan: Plan) -> list[str]:
     ]
     for group, entry in plan.groups.items():
         steps = [s for s in FLAGS if getattr(entry, s)] or ["left alone"]
+        if entry.role == GroupRole.STREAMS and entry.seed and group in plan.streams_apps:
+            steps = ["stopped, seeded and started by its driver (its Streams steps below)"]  # not paused
         risk = (
             " RISK ACCEPTED: excluded explicitly, not paused nor seeded"
             if entry.cls == GroupClass.EXCLUDED

@@ -4,15 +4,26 @@ resize does to it.
 A Kafka Streams application is a group whose ``application.id`` is its group id: on the classic protocol a
 group of protocol type ``consumer`` whose assignor is ``stream``; on KIP-1071's protocol a group of type
 ``streams`` (Apache Kafka 4.2+), which confluent-kafka neither lists nor describes: it is found here by its
-type (ListGroups v5) and its committed offsets on the topic, and its state read from ListGroups.
+type (ListGroups v5) and its described topology or committed offsets, and described by StreamsGroupDescribe.
+
+An application's topics are what the broker says they are, never a name prefix (issue 40: the application
+``counts`` took the changelog ``counts-v2-...-changelog`` of its running neighbour ``counts-v2`` as its own,
+the resize grew it and the neighbour could not start again). The evidence, strongest first:
+
+* a streams group's **described topology** (StreamsGroupDescribe): its subtopologies' source topics,
+  repartition source and sink topics, state changelog topics;
+* a running classic application's **members' subscriptions** (DescribeGroups: the consumer protocol's
+  metadata of each member lists its source and repartition topics);
+* its **committed offsets** (a stopped application);
+* where only names remain (a classic application's changelogs, a stopped application's internal topics),
+  an internal topic ``...-changelog`` / ``...-repartition`` is the application's whose id is the **longest**
+  listed group id prefixing it (:func:`owner`), so ``counts-v2-...`` is never ``counts``'s.
 
 What the plan names for each (:class:`StreamsAppPlan`, the plan's ``streams_apps``):
 
-* its **source topics**: every topic the group has committed offsets on other than its own internal topics,
-  plus the topic itself. A task owns one partition number of every co-partitioned source, so the run grows
-  them all to the target together;
-* its **changelog topics** ``<application.id>-<store>-changelog`` and **repartition topics**
-  ``<application.id>-...-repartition``, found among the cluster's topics;
+* its **source topics**, plus the topic itself. A task owns one partition number of every co-partitioned
+  source, so the run grows them all to the target together;
+* its **changelog topics** and **repartition topics**;
 * the **store type** behind each changelog, which says how its keys are laid out (:func:`store_type`):
 
   ============================  ==========================  ==========================================
@@ -164,12 +175,50 @@ def is_streams_app(info: GroupInfo, group_type: str) -> bool:
 # --- discovery ------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class StreamsTopology:
+    """An application's topics as the broker describes its configured topology (KIP-1071's
+    StreamsGroupDescribe: its subtopologies' source topics, repartition source and sink topics, state
+    changelog topics)."""
+
+    sources: list[str]
+    repartitions: list[str]
+    changelogs: list[str]
+
+    def reads(self, topic: str) -> bool:
+        return topic in self.sources or topic in self.repartitions
+
+
+@dataclass(frozen=True)
+class StreamsDescription:
+    """A streams group as the broker describes it: its state and members (each with its partitions of the
+    topic), and its topology (None when the broker has none configured for it)."""
+
+    info: GroupInfo
+    topology: StreamsTopology | None
+
+
+def owner(topic: str, apps: Iterable[str]) -> str | None:
+    """The application an internal topic belongs to where only its name tells (a classic application's
+    changelog, a stopped application): among ``apps`` (every group id the cluster knows), the longest id
+    that, with a dash, prefixes the topic, so ``counts-v2-store-changelog`` is ``counts-v2``'s, never
+    ``counts``'s. None for a topic that is not named as a Streams internal topic, or that no id prefixes.
+
+    :param apps: the candidate application ids (every listed group).
+    """
+    if not topic.endswith(INTERNAL_SUFFIXES):
+        return None
+    found = [a for a in apps if a and topic.startswith(f"{a}-")]
+    return max(found, key=len) if found else None
+
+
 @dataclass
 class StreamsDiscovery:
     """What the plan learns of the Streams applications at risk on the topic.
 
-    :param infos: groups to add or correct in the plan's descriptions: KIP-1071 streams groups with
-        offsets on the topic (the client does not list them) and their state as ListGroups names it.
+    :param infos: groups to add or correct in the plan's descriptions: KIP-1071 streams groups that read the
+        topic (by their topology, or their committed offsets on it: the client does not list them), as the
+        broker describes them (StreamsGroupDescribe), else with their state as ListGroups names it.
     :param apps: ``{application id: its plan}`` of every Streams application not excluded.
     """
 
@@ -184,6 +233,11 @@ def _cluster(hook: Any) -> Any:
         if hasattr(candidate, "client") and hasattr(candidate, "config"):
             return candidate
     return None
+
+
+def _verb(hook: Any, name: str) -> Any:
+    """The cluster's verb ``name`` behind ``hook`` (ClusterAdmin's, else the hook's own: a fake), or None."""
+    return getattr(_cluster(hook), name, None) or getattr(hook, name, None)
 
 
 def listing_states(hook: Any, infos: Mapping[str, GroupInfo]) -> dict[str, str]:
@@ -210,6 +264,13 @@ def _readable(hook: Any) -> bool:
     return all(hasattr(hook, verb) for verb in ("list_topics", "topic_config", "committed_offsets_many"))
 
 
+def describe_streams(hook: Any, groups: list[str], topic: str) -> dict[str, StreamsDescription]:
+    """``{group: its description}`` of the streams groups of ``groups`` (StreamsGroupDescribe), empty where
+    the cluster cannot describe them (a broker before Kafka 4.1, a listener the wire client cannot use)."""
+    describe = _verb(hook, "describe_streams_groups")
+    return dict(describe(groups, topic)) if describe is not None and groups else {}
+
+
 def discover_streams(
     hook: Any,
     topic: str,
@@ -221,6 +282,11 @@ def discover_streams(
 ) -> StreamsDiscovery:
     """Find the Streams applications at risk on ``topic`` and plan their resize.
 
+    An application's topics are what the broker says they are, never a name prefix: a streams group's
+    described topology; a running classic application's members' subscriptions; its committed offsets.
+    Where only names remain (a classic application's changelogs, a stopped application), an internal topic
+    is the application's when its id is the longest listed group id that prefixes it (:func:`owner`).
+
     :param types: ``{group: TYPE}`` of every listed group.
     :param infos: the groups the plan has described so far.
     :param excluded: groups the run leaves alone (not planned, never refused here).
@@ -231,28 +297,52 @@ def discover_streams(
     if not _readable(hook):
         return out
     streams_groups = sorted(g for g, t in types.items() if t == STREAMS)
+    descriptions = describe_streams(hook, streams_groups, topic)
+    by_topology = [g for g, d in descriptions.items() if d.topology is not None and d.topology.reads(topic)]
     described = {g: i for g, i in infos.items() if g in streams_groups}
-    unknown = [g for g in streams_groups if g not in infos]
+    unknown = [g for g in streams_groups if g not in infos and g not in by_topology]
     reading = [g for g, offsets in hook.committed_offsets_many(unknown, topic, current) if offsets]
-    found = [*reading, *(g for g, i in described.items() if i.state == DEAD and not i.members)]
-    blank = {g: GroupInfo(group=g, state=UNKNOWN_STATE, type=STREAMS, protocol_type="streams") for g in found}
+    stale = [g for g, i in described.items() if i.state in (DEAD, UNKNOWN_STATE) and not i.members]
+    found = list(dict.fromkeys([*by_topology, *reading, *stale]))
+    out.infos.update({g: descriptions[g].info for g in found if g in descriptions})
+    blank = {
+        g: GroupInfo(group=g, state=UNKNOWN_STATE, type=STREAMS, protocol_type="streams")
+        for g in found
+        if g not in descriptions
+    }
     states = listing_states(hook, blank) if blank else {}
     out.infos.update({g: replace(i, state=states.get(g, UNKNOWN_STATE)) for g, i in blank.items()})
     topics = hook.list_topics()
+    known = {*types, *infos}
     for group, info in infos.items():
-        # A stopped classic application (EMPTY) names no assignor: its internal topics tell it.
+        # A stopped classic application (EMPTY) names no assignor: internal topics of its own tell it.
         if group not in out.infos and not info.assignor and types.get(group, info.type).upper() != STREAMS:
-            if any(t.startswith(f"{group}-") and t.endswith(INTERNAL_SUFFIXES) for t in topics):
+            if any(owner(t, known) == group for t in topics):
                 out.infos[group] = replace(info, assignor=STREAMS_ASSIGNOR)
     every = {**infos, **out.infos}
     skip = set(excluded)
     apps = [g for g, i in every.items() if g not in skip and is_streams_app(i, types.get(g, i.type).upper())]
     if not apps:
         return out
+    classic = [a for a in apps if types.get(a) != STREAMS]
+    subscribe = _verb(hook, "subscriptions")
+    subscribed = dict(subscribe(classic)) if subscribe is not None and classic else {}
     problems: list[str] = []
     for app in apps:
         protocol: Literal["classic", "streams"] = "streams" if types.get(app) == STREAMS else "classic"
-        plan, why = plan_app(hook, app, protocol, topic, current, target, topics)
+        description = descriptions.get(app)
+        plan, why = plan_app(
+            hook,
+            app,
+            protocol,
+            topic,
+            current,
+            target,
+            topics,
+            topology=description.topology if description is not None else None,
+            subscribed=subscribed.get(app),
+            known=known,
+        )
         out.apps[app] = plan
         problems += why
     if problems:
@@ -266,6 +356,39 @@ def interrupted(count: int, current: int, target: int) -> bool:
     return count == target > current or (current == target and count < current)
 
 
+def app_topics(
+    hook: Any,
+    app: str,
+    topic: str,
+    topics: list[str],
+    *,
+    topology: StreamsTopology | None = None,
+    subscribed: Iterable[str] | None = None,
+    known: Iterable[str] = (),
+) -> tuple[list[str], list[str], list[str]]:
+    """``(sources, repartition topics, changelogs)`` of application ``app`` that reads ``topic``, from the
+    evidence :func:`plan_app` names (its parameters)."""
+    prefix = f"{app}-"
+    existing = set(topics)
+    if topology is not None:
+        changelogs = sorted(t for t in topology.changelogs if t in existing)
+        repartitions = sorted(t for t in topology.repartitions if t in existing)
+        read = set(topology.sources)
+    else:
+        mine = [t for t in topics if owner(t, {app, *known}) == app]
+        changelogs = sorted(t for t in mine if t.endswith(CHANGELOG_SUFFIX))
+        if subscribed is not None:
+            read = set(subscribed)
+        else:
+            read = group_topics(hook, app, [t for t in topics if not t.startswith(("__", "_kstate_"))])
+        own = {t for t in read if t.startswith(prefix) and t.endswith(REPARTITION_SUFFIX)}
+        if subscribed is None:  # stopped: its subscriptions unknown, its repartition topics by name too
+            own |= {t for t in mine if t.endswith(REPARTITION_SUFFIX)}
+        repartitions = sorted(own & existing)
+    sources = sorted({topic, *(t for t in read & existing if t not in repartitions)})
+    return sources, repartitions, changelogs
+
+
 def plan_app(
     hook: Any,
     app: str,
@@ -274,17 +397,27 @@ def plan_app(
     current: int,
     target: int,
     topics: list[str],
+    *,
+    topology: StreamsTopology | None = None,
+    subscribed: Iterable[str] | None = None,
+    known: Iterable[str] = (),
 ) -> tuple[StreamsAppPlan, list[str]]:
     """Plan one application's resize; return the plan and the reasons it cannot be resized (empty: it can).
 
+    Its topics, strongest evidence first: its ``topology`` (a streams group: sources, repartition topics and
+    changelogs as the broker has them); else the topics its members subscribe (``subscribed``: a running
+    classic application subscribes its sources and repartition topics) or, stopped, those it has committed
+    offsets on, with the changelogs and repartition topics whose :func:`owner` among ``known`` is ``app``.
+
     :param topics: every topic of the cluster.
+    :param topology: its described topology (a KIP-1071 streams group), when the broker has one.
+    :param subscribed: the topics its members subscribe (a classic group with members), when read.
+    :param known: every group id the cluster lists (the candidates of :func:`owner`).
     """
     prefix = f"{app}-"
-    internal = [t for t in topics if t.startswith(prefix)]
-    changelog_topics = sorted(t for t in internal if t.endswith(CHANGELOG_SUFFIX))
-    repartitions = sorted(t for t in internal if t.endswith(REPARTITION_SUFFIX))
-    read = group_topics(hook, app, [t for t in topics if not t.startswith(("__", "_kstate_"))])
-    sources = sorted({topic, *(t for t in read if t not in internal)})
+    sources, repartitions, changelog_topics = app_topics(
+        hook, app, topic, topics, topology=topology, subscribed=subscribed, known=known
+    )
     problems: list[str] = []
     fix = (
         f"Reset the application and reprocess instead (kafka-streams-application-reset --application-id {app} "
@@ -311,7 +444,7 @@ def plan_app(
             )
     changelogs = []
     for name in changelog_topics:
-        store = name[len(prefix) : -len(CHANGELOG_SUFFIX)]
+        store = name[len(prefix) if name.startswith(prefix) else 0 : -len(CHANGELOG_SUFFIX)]
         policy = str(hook.topic_config(name).get("cleanup.policy") or "")
         kind, why = store_type(store, policy)
         if kind is None:
@@ -380,7 +513,7 @@ def actions(app: StreamsAppPlan) -> list[str]:
         )
         out.append(
             f"grow changelog {c.topic} ({c.store_type} store, cleanup.policy={c.cleanup_policy}) {n} -> {m} and "
-            f"re-place it (Spark: each moved key's latest value to {placed} % {m}, a tombstone in its old partition), "
+            f"re-place it (each moved key's latest value to {placed} % {m}, a tombstone in its old partition), "
             f"then deep-check that every live key sits in {placed} % {m}"
         )
     out += [
