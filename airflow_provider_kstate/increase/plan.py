@@ -762,7 +762,8 @@ def describe(plan: Plan) -> list[str]:
             if entry.cls == GroupClass.EXCLUDED
             else ""
         )
-        kind = f"{entry.type.lower()}{' ' + entry.role if entry.role else ''} group"
+        # "classic streams group", "consumer group", "streams group" (KIP-1071: not "streams streams")
+        kind = " ".join(dict.fromkeys(w for w in (entry.type.lower(), str(entry.role)) if w)) + " group"
         order = f"; key order: {entry.key_order} ({entry.key_order_reason})" if entry.key_order else ""
         order += _share_note(entry)
         driver = f"; driver: {entry.driver.describe()}" if entry.seed else ""
