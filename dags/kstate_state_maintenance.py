@@ -40,8 +40,9 @@ import os
 import pendulum
 from airflow.sdk import DAG, Param
 
-from airflow_provider_kstate.assets import KStateSnapshotEventOperator, snapshot_alias
+from airflow_provider_kstate.assets import snapshot_alias
 from airflow_provider_kstate.doctor.promises import Needs
+from airflow_provider_kstate.operators.assets import KStateSnapshotEventOperator
 from airflow_provider_kstate.operators.doctor import KStateBrokerDoctorOperator
 from airflow_provider_kstate.operators.maintenance import (
     KStateChooseDeepCheckOperator,
