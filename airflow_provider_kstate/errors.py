@@ -248,6 +248,22 @@ class SnapshotMissingError(SnapshotError):
     retryable = True
 
 
+class StoredOffsetsError(KStateError):
+    """Offsets stored against a topic (a snapshot's manifest, a streaming query's checkpoint) do not belong to
+    the topic's log now: they lie beyond its end (the topic was truncated, or deleted and created again). The
+    message names the topic, the offsets and the ways out; nothing was read or written."""
+
+    retryable = False
+
+
+class TopicRecreatedError(StoredOffsetsError):
+    """The topic was deleted and created again under the same name since the offsets were stored: its topic
+    id (KIP-516) differs from the one recorded with them, so they point into a different log. The message
+    names the topic, both ids and the ways out; nothing was read or written."""
+
+    retryable = False
+
+
 class SparkApplicationError(KStateError):
     """A kstate Spark application failed; the message is its own error line."""
 

@@ -22,6 +22,12 @@ transaction); a broken one fails the run with ``BrokerDeviationError`` and nothi
 unless ``allow_broker_deviation`` names it. The application itself refuses input bounds a fetch disagrees
 with before its query starts; its report's ``payments_read`` counts what the batches returned.
 
+A checkpoint is resumed only against the log it was taken from: the application records the input's topic
+id (KIP-516) beside the checkpoint, and refuses one whose input was deleted and created again
+(``TopicRecreatedError``) or whose offsets lie beyond the topic's end (``StoredOffsetsError``), naming the
+two ways out: a new ``checkpoint`` location, or ``start_over=true`` (set it aside, read from the earliest
+offset, and say so in the report's ``started_over``).
+
 Triggered by hand or by the demo (no schedule: its default topics need not exist).
 """
 
@@ -90,6 +96,14 @@ with DAG(
             description="The query's checkpoint location (empty: a folder per group under the temporary "
             "directory; in cluster mode a URI every driver reaches).",
         ),
+        "start_over": Param(
+            False,
+            type="boolean",
+            description="When the checkpoint cannot be resumed (its input topic was deleted and created "
+            "again, or its offsets lie beyond the topic's end): true sets it aside and starts over from the "
+            "earliest offset (the report's started_over says so); false refuses with TopicRecreatedError or "
+            "StoredOffsetsError.",
+        ),
         "allow_broker_deviation": Param(
             [],
             type="array",
@@ -116,6 +130,8 @@ with DAG(
             "{{ params.group }}",
             "--checkpoint",
             "{{ params.checkpoint }}",
+            "--start-over",
+            "{{ params.start_over | string | lower }}",
         ],
         jars=SPARK_KAFKA_JARS,
         packages=SPARK_KAFKA_PACKAGE,

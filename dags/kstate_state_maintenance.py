@@ -11,13 +11,16 @@ Flow::
   cannot be trusted stops the run here, before anything is read, unless ``allow_broker_deviation`` names
   the deviation.
 * ``fast_check`` (worker, O(partitions)): manifest present and valid, covered offsets within the
-  changelog's log start and high watermark, partition count equal to the topic's. A missing snapshot is a
-  failed check, so ``rebuild=auto`` builds the first one.
+  changelog's log start and high watermark, partition count equal to the topic's, and the changelog's
+  topic id (KIP-516) equal to the one the manifest records: a changelog deleted and created again since the
+  snapshot was built fails the check even at the same offsets, naming both ids (an id that cannot be read
+  is a named warning, and the offsets decide). A missing snapshot is a failed check, so ``rebuild=auto``
+  builds the first one.
 * ``deep_check`` (Spark, when ``deep`` and a snapshot exists): row by row against the read_committed fold.
 * ``decide``: ``force`` always rebuilds; ``auto`` rebuilds a bad store: only the failing partitions when
   the damage is theirs (the deep check's findings, or the fast check's damaged data files) and the layout
-  is unchanged; in full after a bad manifest, a layout change or an offset finding (the changelog was
-  recreated or trimmed); ``never`` fails the run on a bad store.
+  is unchanged; in full after a bad manifest, a layout change, a changelog recreated (its id differs) or
+  an offset finding (the changelog was recreated or trimmed); ``never`` fails the run on a bad store.
 * After a rebuild both checks run again and fail the run if the store is still bad.
 * The deep check and the rebuild first ask the broker doctor (cached per cluster): a broker that breaks a
   promise their reads rely on (end offsets that match fetches, read_committed, the last stable offset)

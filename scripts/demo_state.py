@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from confluent_kafka import Producer
-from kstate_support.topics import create_topic
+from kstate_support.topics import create_topic, unique_name
 
 from airflow_provider_kstate.store.layout import resolve
 
@@ -108,6 +108,19 @@ def refused(
     }
 
 
+def story_folder(state_dir: Path) -> Path:
+    """Return the folder that holds everything the story writes (the snapshot, the pipeline's checkpoint),
+    emptied first: under the demo's own state, so a run never resumes what an earlier run left (issue 39).
+
+    :param state_dir: the demo's state folder (``.kstate/demo`` of the checkout).
+    """
+    folder = state_dir / "state-story"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(state_dir / "snapshots", ignore_errors=True)  # where earlier versions kept the snapshot
+    folder.mkdir(parents=True)
+    return folder
+
+
 def run(
     config: dict[str, Any],
     bag: Any,
@@ -121,15 +134,26 @@ def run(
     :param trusted: the broker doctor found the promises of the state side kept; when not, the story
         checks that the maintenance refuses and publishes nothing (:func:`refused`).
     """
-    payments, log, uri = "demo-payments", "demo-account-totals", state_dir / "snapshots" / "account-totals"
-    shutil.rmtree(uri.parent, ignore_errors=True)
+    folder = story_folder(state_dir)
+    uri, checkpoint = folder / "snapshots" / "account-totals", folder / "checkpoints" / "totals"
     uri.parent.mkdir(parents=True)
+    # names of this run: a broker shared by runs (KSTATE_BOOTSTRAP_SERVERS, a test session) keeps the last
+    payments, log, group = (
+        unique_name("demo-payments"),
+        unique_name("demo-account-totals"),
+        unique_name("demo"),
+    )
     _topics(config, {payments: (3, {}), log: (PARTITIONS, {"cleanup.policy": "compact"})})
     _payments(config, payments, 2000)
     say("    running kstate_example_pipeline (spark-submit) ...")
     conf = {"changelog_topic": log, "snapshot_uri": str(uri)}
     pipeline = bag.get_dag(PIPELINE).test(
-        run_conf={"input_topic": payments, "changelog_topic": log, "group": "demo-totals"}
+        run_conf={
+            "input_topic": payments,
+            "changelog_topic": log,
+            "group": group,
+            "checkpoint": str(checkpoint),  # the run's own: a checkpoint never outlives its demo
+        }
     )
     folded = (
         (_xcom(pipeline, "running_totals") or {}).get("payments_read")

@@ -156,6 +156,13 @@ class RunProgress(Document):
     topics: list[str] = Field(
         default_factory=list, description="several topics grown in one run: every one (absent: one topic)"
     )
+    #: The KIP-516 id of each topic the run grows, as the plan read it: a topic deleted and created again
+    #: under its name is another log, and the run's offsets belong to this one.
+    topic_ids: dict[str, str] = Field(
+        default_factory=dict,
+        description="each topic's KIP-516 topic id when the run was planned ('': it could not be read; "
+        "absent: a run planned before ids were recorded)",
+    )
     kind: Literal["kstate-increase-progress"] = PROGRESS_KIND
     v: Literal[1] = Field(default=PROGRESS_VERSION, description="version")
 
@@ -172,13 +179,16 @@ class RunProgress(Document):
             target_partitions=plan.target_partitions,
             groups=groups,
             topics=plan.topic_names if plan.several else [],
+            topic_ids=dict(plan.topic_ids),  # the plan's (filled by the planner)
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The document's dict; ``topics`` only for a run of several topics (a run of one keeps its bytes)."""
+        """The document's dict; ``topics`` only for a run of several topics, ``topic_ids`` only when the plan
+        read them (a run of one planned without ids keeps its bytes)."""
         out = super().to_dict()
-        if not out["topics"]:
-            del out["topics"]
+        for name in ("topics", "topic_ids"):
+            if not out[name]:
+                del out[name]
         return out
 
     @classmethod

@@ -422,6 +422,10 @@ class Plan(_PlanModel):
         """The plan of each topic (:meth:`for_topic`), in the plan's order."""
         return [self.for_topic(t) for t in self.topic_names]
 
+    def ids_of(self, *topics: str) -> dict[str, str]:
+        """``{topic: its id at plan time}`` of those ``topics`` whose id the plan knows."""
+        return {t: self.topic_ids[t] for t in topics if self.topic_ids.get(t)}
+
     @property
     def new_partitions(self) -> range:
         """The partitions this run creates (empty for a repair)."""

@@ -17,7 +17,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -199,13 +199,18 @@ class ReportWriter:
 
 @contextmanager
 def write_report(
-    uri: str, storage: ReportStorage | None = None, evidence: bool = False
+    uri: str,
+    storage: ReportStorage | None = None,
+    evidence: bool = False,
+    topic_ids: Mapping[str, str] | None = None,
 ) -> Iterator[ReportWriter]:
     """Open ``uri`` for writing report rows (gzip JSON Lines).
 
     :param storage: where the report lives (None: this machine's disk).
     :param evidence: a seed report: remove the index beside it first (so an index never describes an older
         report), and write the groups' seeded partitions there once the report is complete.
+    :param topic_ids: ``{topic: KIP-516 id}`` the report's offsets belong to (the plan's ``topic_ids``),
+        recorded in the seed report's index next to the names; None or empty: not recorded (unknown).
     """
     if evidence:
         _remove(evidence_uri(uri), storage)
@@ -216,6 +221,8 @@ def write_report(
                 yield writer
     if evidence:
         index = {"format": EVIDENCE_FORMAT, "report_uri": uri, "rows": writer.rows, "seeded": writer.seeded}
+        if topic_ids:
+            index["topic_ids"] = dict(topic_ids)
         with _open_binary(evidence_uri(uri), "w", storage) as raw:
             raw.write(json.dumps(index, separators=(",", ":")).encode())
 

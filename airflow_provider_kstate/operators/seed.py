@@ -32,7 +32,8 @@ class KStateSeedOffsetsOperator(KStateStepOperator):
             return self._several(context)
         steps = self.steps(context)
         uri = self.report_uri(context, "seed")
-        with write_report(uri, self.report_storage, evidence=True) as report:
+        ids = self.typed_plan.ids_of(self.topic)
+        with write_report(uri, self.report_storage, evidence=True, topic_ids=ids) as report:
             result = steps.seed(None, report)
             rows = report.rows
         METRICS_OUT.seeded(self.topic, result.summary())
@@ -53,7 +54,9 @@ class KStateSeedOffsetsOperator(KStateStepOperator):
                 uris[view.topic] = self.report_uri(context, "seed")
         with ExitStack() as stack:
             reports = {
-                t: stack.enter_context(write_report(uri, self.report_storage, evidence=True))
+                t: stack.enter_context(
+                    write_report(uri, self.report_storage, evidence=True, topic_ids=plan.ids_of(t))
+                )
                 for t, uri in uris.items()
             }
             results = steps.seed(plan.where("seed"), reports)

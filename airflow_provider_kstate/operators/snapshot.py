@@ -99,14 +99,12 @@ class KStateFastCheckOperator(KStateKafkaOperator):
     :param snapshot_uri: the snapshot's directory (local path or filesystem URI). (templated)
     :param kafka_config_id: the Kafka connection (conn type ``kafka``).
     :param fail_on_bad: raise StateCheckFailed when the store is bad (else only report it).
-    :param request_timeout: seconds to wait for each admin request (``timeout``, its old name, works until
-        the next release, with a ``DeprecationWarning``).
+    :param request_timeout: seconds to wait for each admin request.
     :param storage_conn_id: a connection whose credentials reach the snapshot's object store.
     """
 
     template_fields: tuple[str, ...] = ("topic", "snapshot_uri")
     ui_color = "#d9f2e6"
-    renamed_parameters = {"timeout": "request_timeout"}
 
     def __init__(
         self,

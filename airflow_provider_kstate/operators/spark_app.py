@@ -29,6 +29,8 @@ from airflow_provider_kstate.errors import (
     NotCompactedChangelogError,
     SnapshotError,
     SparkApplicationError,
+    StoredOffsetsError,
+    TopicRecreatedError,
 )
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 
@@ -50,6 +52,9 @@ BOUND_DEVIATIONS = ("latest_offset", "last_stable_offset")
 APP_ERRORS: dict[str, tuple[type[KStateError], str]] = {  # keys: contract.ErrorCode values (parse time)
     # a retry cannot fix the topic's policy
     "not-compacted": (NotCompactedChangelogError, "{app} refused: {error}"),
+    # a retry resumes the same stored offsets against the same log: the message names the ways out
+    "topic-recreated": (TopicRecreatedError, "{app} refused: {error}"),
+    "stored-offsets": (StoredOffsetsError, "{app} refused: {error}"),
     # a retry cannot fix the broker: nothing was read or published
     "offset-bounds": (
         BrokerDeviationError,

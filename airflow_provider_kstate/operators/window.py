@@ -61,7 +61,8 @@ class KStatePauseWindowOperator(KStatePausingOperator):
         steps = self.pausing_steps(context)
         uri = self.report_uri(context, "seed")
         try:
-            with write_report(uri, self.report_storage, evidence=True) as report:
+            ids = steps.plan.ids_of(steps.topic)
+            with write_report(uri, self.report_storage, evidence=True, topic_ids=ids) as report:
                 summary = self._window(steps, report)
                 rows = report.rows
         finally:
@@ -167,7 +168,9 @@ class KStatePauseWindowOperator(KStatePausingOperator):
         try:
             with ExitStack() as stack:
                 reports = {
-                    t: stack.enter_context(write_report(uri, self.report_storage, evidence=True))
+                    t: stack.enter_context(
+                        write_report(uri, self.report_storage, evidence=True, topic_ids=plan.ids_of(t))
+                    )
                     for t, uri in uris.items()
                 }
                 summary = self._window_of_set(steps, reports)

@@ -11,7 +11,10 @@ For every partition it compares three things:
 * the *snapshot*: the rows and digest recomputed from the Parquet files;
 * the *manifest*: the rows and digest it records.
 
-and checks every snapshot row sits in its home partition. A mismatched partition is named with samples of
+and checks every snapshot row sits in its home partition. A snapshot built from a changelog that has since
+been deleted and created again (the manifest's topic id differs from the topic's now, KIP-516) is not
+compared at all: its offsets point into another log, and the report says so (the ids, ``topic_recreated``),
+like the fast check. A mismatched partition is named with samples of
 missing keys (in the changelog, not in the snapshot: KAFKA-7672 class), extra keys (in the snapshot only:
 aborted or later writes, KAFKA-20685 class), changed values, misplaced and duplicated keys.
 
@@ -80,6 +83,7 @@ from airflow_provider_kstate.store.digest import digest_hex, digest_sum, digest_
 from airflow_provider_kstate.store.layout import SnapshotUnreadable, partition_of
 from airflow_provider_kstate.store.manifest import Manifest, ManifestError
 from airflow_provider_kstate.store.results import EMPTY_DIGEST, KINDS, CheckReport, PartitionResult, Side
+from airflow_provider_kstate.store.topic_id import compare_ids, unknown_now
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -445,13 +449,20 @@ def build_results(manifest: Manifest, snap: dict[int, tuple[int, str, int]]) -> 
     return results
 
 
-def unusable(args: argparse.Namespace, version: str | None, problem: str, warnings: list[str]) -> CheckReport:
+def unusable(
+    args: argparse.Namespace, version: str | None, problem: str, warnings: list[str], **identity: Any
+) -> CheckReport:
     """Return the report of a snapshot that cannot be checked at all (no, a garbled, or another topic's
-    manifest): damage to the whole snapshot, which ``rebuild=auto`` rebuilds in full."""
+    manifest, or one built from a changelog since deleted and created again): damage to the whole snapshot,
+    which ``rebuild=auto`` rebuilds in full.
+
+    :param identity: the report's ``topic_id``, ``snapshot_topic_id`` and ``topic_recreated``.
+    """
     return CheckReport(
         ok=False,
         snapshot_ok=False,
         topic=args.topic,
+        **identity,
         snapshot_uri=args.snapshot_uri,
         snapshot_version=version,
         layout=None,
@@ -500,20 +511,34 @@ def check(
 
     :param progress: reports the changelog reads (none when None).
     """
+    topic_id = kafka_io.topic_id(kafka_config, args.topic)  # before the offsets: they are of this id's log
     warnings = compaction_guard(kafka_config, args.topic, args.allow_non_compacted)  # refuse before reading
     try:
         resolved = resolve_spark(spark, args.snapshot_uri)  # the pointer's version, or the legacy root
         data = resolved.uri
         manifest = read_manifest_spark(spark, data)
     except (ManifestError, SnapshotUnreadable) as exc:
-        return unusable(args, None, f"the snapshot is unusable: {exc}", warnings)
+        warnings += [] if topic_id else [unknown_now(args.topic)]
+        return unusable(args, None, f"the snapshot is unusable: {exc}", warnings, topic_id=topic_id or None)
     if manifest.topic != args.topic:
         return unusable(
             args,
             resolved.version,
             f"the snapshot at {args.snapshot_uri} is of topic {manifest.topic!r}, not {args.topic!r}",
             warnings,
+            topic_id=topic_id or None,
         )
+    identity = compare_ids(
+        args.topic, manifest.topic_id, topic_id, "the snapshot's manifest", manifest.written_at
+    )
+    warnings += identity.warnings
+    ids: dict[str, Any] = {
+        "topic_id": topic_id or None,
+        "snapshot_topic_id": identity.recorded or None,
+        "topic_recreated": identity.recreated,
+    }
+    if identity.problem:  # its offsets point into another log: nothing to compare row by row
+        return unusable(args, resolved.version, identity.problem, warnings, **ids)
     layout = manifest.partitions
     files = snapshot_files(spark, data)
     snap = readable_stats(spark, data, layout, files)
@@ -540,6 +565,7 @@ def check(
     return CheckReport(
         ok=not bad and not problems,
         topic=args.topic,
+        **ids,
         snapshot_uri=args.snapshot_uri,
         snapshot_version=resolved.version,
         layout=layout,

@@ -133,6 +133,21 @@ def topic_partition_count(kafka_config: Mapping[str, Any], topic: str, timeout: 
     return len(info.partitions)
 
 
+def topic_id(kafka_config: Mapping[str, Any], topic: str, timeout: float = 15.0) -> str:
+    """Return the topic's id (KIP-516), ``""`` when it cannot be read (see
+    :func:`~airflow_provider_kstate.store.topic_id.read_topic_ids`).
+
+    :param kafka_config: librdkafka settings.
+    :param topic: the topic.
+    :param timeout: seconds to wait.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    from airflow_provider_kstate.store.topic_id import read_topic_ids
+
+    return read_topic_ids(AdminClient(admin_config(kafka_config)), [topic], timeout)[topic]
+
+
 def cleanup_policy(kafka_config: Mapping[str, Any], topic: str, timeout: float = 15.0) -> str | None:
     """Return the topic's ``cleanup.policy``, or None when it cannot be described (e.g. no ACL).
 

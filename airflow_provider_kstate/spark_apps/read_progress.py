@@ -95,6 +95,9 @@ class ProgressDocument(OrderedDocument):
     state: Literal["running", "done", "failed"] = Field(description="the run's state")
     app: str = Field(description="the application (rebuild)")
     topic: str = Field(description="the changelog topic")
+    topic_id: str | None = Field(
+        default=None, description="the changelog's topic id (KIP-516) being read (null: it cannot be read)"
+    )
     label: str | None = Field(
         default=None, description="which read, when the application reads more than once"
     )

@@ -20,6 +20,12 @@ While the changelog is read the driver prints a ``PROGRESS`` line every ``--prog
 keeps the same numbers in ``URI/_kstate_progress.json`` (see :mod:`.read_progress`), which says ``done`` (with
 the version) once the version is committed, or ``failed``.
 
+The changelog's topic id (KIP-516) is read before its offsets and recorded next to its name in the manifest,
+the pointer, the report and the progress document; it is read again before the commit, and a changelog
+deleted and created again meanwhile is refused (nothing committed). ``--only-partitions`` refuses a current
+snapshot built from another incarnation of the topic (its partitions carried over would hold another log's
+state): run a full rebuild. An id that cannot be read is a warning of the report.
+
 ``--only-partitions`` rebuilds just those partitions (layout unchanged) and carries the others' data and
 offsets over from the current version. On bad input the app exits 2 with one ``kstate-rebuild: error:``
 line on stderr and the current snapshot untouched. CFG.json holds secrets: it is never printed.
@@ -71,6 +77,7 @@ from airflow_provider_kstate.store.contract import (
 )
 from airflow_provider_kstate.store.manifest import Manifest, ManifestError, PartitionStats, utc_now
 from airflow_provider_kstate.store.results import RebuildReport
+from airflow_provider_kstate.store.topic_id import compare_ids, unknown_now
 from airflow_provider_kstate.store.uri import join, spark_path
 
 if TYPE_CHECKING:
@@ -114,6 +121,8 @@ class RebuildPlan:
     progress: DriverProgress = field(default_factory=DriverProgress.off)
     #: ``confluent`` or ``spark`` (see :class:`~.changelog.ReadContext`), decided once the session is up.
     reader: str = "confluent"
+    #: The changelog's topic id (KIP-516) when the offsets were taken (``""``: it cannot be read).
+    topic_id: str = ""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -172,7 +181,10 @@ def make_plan(args: argparse.Namespace) -> RebuildPlan:
         raise RebuildError(f"--keep-versions must be at least 1, got {args.keep_versions}")
     sources = only if only is not None else list(range(count))
     plan = RebuildPlan(args.topic, args.snapshot_uri, conf, count, layout, only, {}, keep=args.keep_versions)
+    plan.topic_id = kafka_io.topic_id(conf, args.topic)  # before the offsets: they are of this id's log
     plan.warnings = compaction_guard(conf, args.topic, args.allow_non_compacted)
+    if not plan.topic_id:
+        plan.warnings.append(unknown_now(args.topic))
     plan.offsets = kafka_io.checked_offsets(  # refused when a fetch disagrees with them
         conf, args.topic, sources, accept_fetch_ends=kafka_io.accepts_fetch_ends(args), warnings=plan.warnings
     )
@@ -190,7 +202,23 @@ def check_current(spark: SparkSession, plan: RebuildPlan) -> None:
             f"--only-partitions: the current snapshot is of {current.topic!r} with {current.partitions} partitions, "
             f"not {plan.topic!r} with {plan.layout}: run a full rebuild"
         )
+    identity = compare_ids(
+        plan.topic, current.topic_id, plan.topic_id, "the current snapshot", current.written_at
+    )
+    if identity.problem:  # the partitions carried over hold another log's state
+        raise RebuildError(f"--only-partitions: {identity.problem}: run a full rebuild")
     plan.current = current
+
+
+def check_same_topic(plan: RebuildPlan) -> None:
+    """Before the commit: refuse when the changelog was deleted and created again while it was read (its id
+    changed since :func:`make_plan` took the offsets), so no version mixes two logs."""
+    if not plan.topic_id:
+        return
+    now = kafka_io.topic_id(plan.kafka_config, plan.topic)
+    identity = compare_ids(plan.topic, plan.topic_id, now, "this rebuild's read")
+    if identity.problem:
+        raise RebuildError(f"{identity.problem}; nothing was committed: run the rebuild again")
 
 
 def check_target(spark: SparkSession, uri: str) -> None:
@@ -315,7 +343,12 @@ def build_manifest(
         )
     writer = {"app": APP, "version": APP_VERSION, "spark": spark_version}
     return Manifest(
-        topic=plan.topic, partitions=plan.layout, partition_stats=entries, written_at=utc_now(), writer=writer
+        topic=plan.topic,
+        topic_id=plan.topic_id or None,
+        partitions=plan.layout,
+        partition_stats=entries,
+        written_at=utc_now(),
+        writer=writer,
     )
 
 
@@ -403,7 +436,8 @@ def commit(spark: SparkSession, plan: RebuildPlan, version: str, manifest: Manif
     old, history = layouts.read_history(plan.uri, lambda u: read_bytes(spark, u))
     history = [old, *history] if old else []
     writer = {"app": APP, "version": APP_VERSION, "rows": manifest.rows, "partitions": manifest.partitions}
-    write_pointer(spark, plan.uri, layouts.pointer_bytes(version, history, writer=writer))
+    identity = {"topic": plan.topic, **({"topic_id": plan.topic_id} if plan.topic_id else {})}
+    write_pointer(spark, plan.uri, layouts.pointer_bytes(version, history, **identity, writer=writer))
     return history
 
 
@@ -441,12 +475,13 @@ def rebuild(spark: SparkSession, plan: RebuildPlan) -> RebuildReport:
     check_current(spark, plan)
     version = layouts.new_version_name()
     target = join(plan.uri, version)
-    plan.progress.extra.update(snapshot_uri=plan.uri, version=version)
+    plan.progress.extra.update(snapshot_uri=plan.uri, version=version, topic_id=plan.topic_id or None)
     try:
         records, stats = write_rows(spark, plan, target)
         if stats is None:
             stats = partition_stats(snapshot_frame(spark, target))
         manifest = build_manifest(plan, stats, spark.version, data_files(spark, target))
+        check_same_topic(plan)
         failpoint("rebuild.before_manifest")
         write_manifest_spark(spark, target, manifest)
         failpoint("rebuild.before_pointer")
@@ -460,6 +495,7 @@ def rebuild(spark: SparkSession, plan: RebuildPlan) -> RebuildReport:
     return RebuildReport(
         ok=True,
         topic=plan.topic,
+        topic_id=plan.topic_id or None,
         snapshot_uri=plan.uri,
         snapshot_version=version,
         records_read=records,

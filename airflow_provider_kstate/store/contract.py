@@ -76,6 +76,12 @@ class ErrorCode(StrEnum):
     OFFSET_BOUNDS = "offset-bounds"
     #: The changelog could not be read: broker unreachable, topic missing, a read timed out.
     CHANGELOG_UNREADABLE = "changelog-unreadable"
+    #: Stored offsets (a query's checkpoint) were taken from a topic since deleted and created again (its
+    #: topic id differs): nothing was read or written.
+    TOPIC_RECREATED = "topic-recreated"
+    #: Stored offsets (a query's checkpoint, a group's commits) lie beyond the topic's end: nothing was
+    #: read or written.
+    STORED_OFFSETS = "stored-offsets"
     #: Anything else (a Spark or Py4J error, a bug): the message is its first line.
     INTERNAL = "internal"
 
@@ -83,6 +89,8 @@ class ErrorCode(StrEnum):
 #: The code of each domain error an application fails with, the most specific first (``OffsetBoundError``
 #: is a ``ChangelogReadError`` too).
 _CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
+    (errors.TopicRecreatedError, ErrorCode.TOPIC_RECREATED),
+    (errors.StoredOffsetsError, ErrorCode.STORED_OFFSETS),
     (errors.NotCompactedChangelogError, ErrorCode.NOT_COMPACTED),
     (errors.BrokerDeviationError, ErrorCode.OFFSET_BOUNDS),
     (errors.ChangelogReadError, ErrorCode.CHANGELOG_UNREADABLE),

@@ -7,7 +7,11 @@ high watermark in one batched ListOffsets round per bound. It catches
 * a snapshot of another topic or another partitioner;
 * a store left behind by a partition increase (manifest partition count != the topic's);
 * a truncated or recreated changelog (the snapshot covers offsets the log no longer has:
-  ``end_offset > high_watermark``), and a resume offset the log has already deleted (``end_offset < log_start``).
+  ``end_offset > high_watermark``), and a resume offset the log has already deleted (``end_offset < log_start``);
+* a changelog deleted and created again since the snapshot was built, even one that has reached the same
+  offsets: the manifest's topic id (KIP-516) differs from the topic's now (a store-wide problem: a full
+  rebuild). An id that cannot be read (a broker without ids, no DESCRIBE permission, a manifest written
+  before ids were recorded) is a named warning, and the snapshot is judged by its offsets alone;
 
 * damaged data files, one listing of the snapshot's files plus two small reads per file (O(files)): a
   data file missing, foreign, or of another size than the manifest records (truncated, or rewritten
@@ -43,6 +47,7 @@ from airflow_provider_kstate.store.manifest import (
     read_manifest,
 )
 from airflow_provider_kstate.store.results import CheckReport, PartitionEntry
+from airflow_provider_kstate.store.topic_id import compare_ids, unknown_now
 from airflow_provider_kstate.store.uri import filesystem as uri_filesystem
 from airflow_provider_kstate.store.uri import join, local_path
 
@@ -53,6 +58,8 @@ class AdminLike(Protocol):
     def partition_count(self, topic: str) -> int: ...
 
     def watermarks(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]: ...
+
+    def topic_ids(self, topics: list[str]) -> dict[str, str]: ...
 
 
 def load_manifest(uri: str, storage_options: Mapping[str, Any] | None = None) -> Manifest:
@@ -262,12 +269,37 @@ def list_files(
         return None, f"could not list the snapshot's data files: {exc}"
 
 
+def _identity(topic: str, manifest: Manifest, now: str) -> dict[str, Any]:
+    """The report's fields on the changelog's identity: the ids at build and now, whether the topic was
+    recreated, and what could not be checked; a recreated topic is a store-wide problem (a full rebuild)."""
+    verdict = compare_ids(topic, manifest.topic_id, now, "the snapshot's manifest", manifest.written_at)
+    return {
+        "snapshot_topic_id": verdict.recorded or None,
+        "topic_recreated": verdict.recreated,
+        "warnings": verdict.warnings,
+        "problems": [verdict.problem] if verdict.problem else [],
+    }
+
+
 def _checked(
-    admin: AdminLike, topic: str, count: int, manifest: Manifest, snapshot_uri: str, storage_options: Any
+    admin: AdminLike,
+    topic: str,
+    count: int,
+    manifest: Manifest,
+    snapshot_uri: str,
+    storage_options: Any,
+    topic_id: str = "",
 ) -> dict[str, Any]:
-    """The fields of the report on a readable snapshot: layout, per-partition entries, data files."""
+    """The fields of the report on a readable snapshot: identity, layout, per-partition entries, data files.
+
+    :param topic_id: the changelog's topic id now (``""``: unknown).
+    """
     problems = _layout_problems(manifest, topic, count)
     fields: dict[str, Any] = {"layout_ok": not problems, "problems": problems}
+    if manifest.topic == topic:  # another topic's snapshot is refused by its name already
+        identity = _identity(topic, manifest, topic_id)
+        problems[:0] = identity.pop("problems")
+        fields.update(identity)
     marks = admin.watermarks(topic, list(range(count)))
     listing, failure = list_files(snapshot_uri, manifest, storage_options)
     damaged: dict[int, list[str]] = {}
@@ -293,17 +325,19 @@ def fast_check(
 
     A missing or malformed snapshot gives ``ok: False`` (with ``snapshot_ok: False``), not an exception.
 
-    :param admin: anything with ``partition_count`` and ``watermarks`` (the admin hook).
+    :param admin: anything with ``partition_count``, ``watermarks`` and ``topic_ids`` (the admin hook).
     :param topic: the changelog topic.
     :param snapshot_uri: where the snapshot lives (validated by the caller).
     :param storage_options: credentials of a remote filesystem (see :func:`.uri.filesystem`).
     """
     started = time.monotonic()
     count = admin.partition_count(topic)
+    topic_id = admin.topic_ids([topic]).get(topic, "")
     fields: dict[str, Any] = {
         "check": "fast",
         "topic": topic,
         "snapshot_uri": snapshot_uri,
+        "topic_id": topic_id or None,
         "topic_partitions": count,
         "snapshot_partitions": None,
         "snapshot_ok": True,
@@ -318,9 +352,10 @@ def fast_check(
         fields.update(
             snapshot_ok=False, snapshot_missing=isinstance(exc, SnapshotAbsent), problems=[str(exc)]
         )
+        fields["warnings"] = [] if topic_id else [unknown_now(topic)]
     else:
         fields["snapshot_partitions"] = manifest.partitions
-        fields.update(_checked(admin, topic, count, manifest, snapshot_uri, storage_options))
+        fields.update(_checked(admin, topic, count, manifest, snapshot_uri, storage_options, topic_id))
     failed = sorted(p for p, e in fields["partitions"].items() if not e.ok)
     fields[contract.FAILED_FIELD] = failed
     fields["ok"] = not fields["problems"] and not failed

@@ -147,6 +147,12 @@ class Pointer(OrderedDocument):
         description="the current version's directory under the snapshot root, v-<yyyymmddThhmmss>-<hex>"
     )
     written_at: str | None = Field(default=None, description="when it was written, ISO-8601 UTC")
+    topic: str | None = Field(default=None, description="the changelog topic of the current version")
+    topic_id: str | None = Field(
+        default=None,
+        description="the changelog's topic id (KIP-516) the current version was built from (absent: unknown, "
+        "written before ids were recorded)",
+    )
     history: list[Annotated[str, Field(strict=True)]] = Field(
         default_factory=list, description="the versions that were current before, newest first"
     )

@@ -124,6 +124,8 @@ class Manifest(Document):
     kept (forward compatibility) and written after the known ones.
 
     :param topic: the changelog topic.
+    :param topic_id: the changelog's topic id (KIP-516) the offsets were taken from; None: unknown (written
+        before ids were recorded, or unreadable then).
     :param partitions: the snapshot's partition count (the layout: rows sit in ``partition_for(key, n)``).
     :param partition_stats: per partition, :class:`PartitionStats`; one entry for every partition.
     :param written_at: ISO-8601 UTC time the manifest was written (now, when written empty).
@@ -144,6 +146,12 @@ class Manifest(Document):
 
     format: Literal["kstate-snapshot/1"] = Field(default=FORMAT, description="the manifest's version")
     topic: Annotated[str, Field(strict=True)] = Field(description="the changelog topic")
+    topic_id: Annotated[str, Field(strict=True)] | None = Field(
+        default=None,
+        exclude_if=lambda topic_id: not topic_id,
+        description="the changelog's KIP-516 topic id when the snapshot was built (Kafka's base64 text); "
+        "absent: unknown (a manifest written before ids were recorded, or a broker that did not say)",
+    )
     partitions: Annotated[int, Field(strict=True, gt=0)] = Field(
         description="the partition count the rows are placed for (murmur2(key) % partitions)"
     )
@@ -307,6 +315,8 @@ def _explain(doc: Mapping[str, Any], where: str) -> str | None:
             raise ManifestError(f"{where}: partitions must be positive, got {doc['partitions']}")
         for p, raw in _require(doc, "partition_stats", Mapping, where).items():
             _explain_stats(p, raw, where)
+        if not isinstance(doc.get("topic_id", ""), (str, type(None))):
+            raise ManifestError(f"{where}: field 'topic_id' must be a string, got {doc['topic_id']!r}")
         if not isinstance(doc.get("writer", {}), Mapping):
             raise ManifestError(f"{where}: field 'writer' must be an object")
     except ManifestError as exc:

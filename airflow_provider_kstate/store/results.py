@@ -226,6 +226,19 @@ class CheckReport(OrderedDocument):
     )
     topic: str = Field(description="the changelog topic")
     snapshot_uri: str = Field(description="the snapshot checked")
+    topic_id: str | None = Field(
+        default=None, description="the changelog's topic id (KIP-516) now (null: it cannot be read)"
+    )
+    snapshot_topic_id: str | None = Field(
+        default=None,
+        description="the topic id the snapshot's manifest records (null: unknown, written before ids were "
+        "recorded)",
+    )
+    topic_recreated: bool | None = Field(
+        default=None,
+        description="true: the changelog was deleted and created again since the snapshot was built (the "
+        "ids differ); null: cannot tell (an id unknown, see warnings)",
+    )
     ok: bool = Field(default=False, description="the verdict")
     problems: list[str] = Field(default_factory=list, description="store-wide problems")
     partitions: dict[int, PartitionEntry] = Field(
@@ -248,7 +261,10 @@ class CheckReport(OrderedDocument):
     data_files: int | None = Field(default=None, description="fast: the data files listed")
     layout: int | None = Field(default=None, description="deep: the snapshot's partition count")
     records_read: int | None = Field(default=None, description="deep: changelog records read")
-    warnings: list[str] | None = Field(default=None, description="deep: risks accepted and the like")
+    warnings: list[str] | None = Field(
+        default=None,
+        description="risks accepted, what could not be checked (a topic id unknown) and the like",
+    )
     seconds: int | float | None = Field(default=None, description="how long the check took")
 
     _read: bool = PrivateAttr(default=False)
@@ -331,6 +347,10 @@ class RebuildReport(OrderedDocument):
     )
     ok: Literal[True] = Field(default=True, description="a rebuild that failed writes an app-failure instead")
     topic: str = Field(description="the changelog topic")
+    topic_id: str | None = Field(
+        default=None,
+        description="the changelog's topic id (KIP-516) the rows were read from (null: it could not be read)",
+    )
     snapshot_uri: str = Field(description="the snapshot root")
     snapshot_version: str = Field(description="the version committed (now current)")
     records_read: int = Field(description="changelog records read")
@@ -396,6 +416,7 @@ def fast_lines(report: CheckReport) -> list[tuple[bool, str]]:
     lines += [(True, f"  store: {problem}") for problem in report.problems]
     for p in report.failed_partitions:
         lines += [(True, f"  {problem}") for problem in report.entry(p).problems]
+    lines += [(True, f"  warning: {warning}") for warning in report.warnings or []]
     if not report.ok:
         lines.append(
             (True, "  next: rebuild the snapshot (KStateRebuildOperator, or the DAG with rebuild=auto)")
@@ -415,6 +436,7 @@ def deep_lines(report: CheckReport) -> list[tuple[bool, str]]:
         )
     ]
     lines += [(True, f"  store: {problem}") for problem in report.problems]
+    lines += [(True, f"  warning: {warning}") for warning in report.warnings or []]
     failed = report.failed_partitions
     for p in failed:
         entry = report.entry(p)

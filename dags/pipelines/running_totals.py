@@ -24,7 +24,15 @@ and read from their earliest offset, so a partition increase loses nothing. Each
    exactly once, and show the kstate tooling where the pipeline is (the key-order barrier).
 
 Before the query starts, the input's end offsets are cross-checked with where a fetch ends (issue 17): a
-broker whose ListOffsets lags its data fails the run before anything is read or written.
+broker whose ListOffsets lags its data fails the run before anything is read or written. Then the
+checkpoint is resumed only against the log its offsets were taken from (issue 39): the pipeline keeps the
+input's topic id (KIP-516) beside the query's checkpoint (``_kstate_input.json`` in its folder), and a
+checkpoint whose input was deleted and created again since (the ids differ: ``TopicRecreatedError``), or
+whose offsets, or the group's commits, lie beyond the topic's end (``StoredOffsetsError``), is refused
+with the two ways out: a new checkpoint location, or ``--start-over true``, which sets the checkpoint aside,
+moves the group's offsets to the log start and reads the input from its earliest offset, saying so (the
+report's ``started_over``). An id that cannot be read (a broker without ids, no DESCRIBE permission, a
+checkpoint from before the record was kept) is a named warning, and the offsets are checked as before.
 
 Across an increase of the input topic (issue 21) a batch may span the producers' switch: an account that
 moved has its older events on its old partition and its newer ones on its new partition. While the
@@ -67,6 +75,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--checkpoint",
         default="",
         help="the query's checkpoint location (default: a folder per group under the temporary directory)",
+    )
+    parser.add_argument(
+        "--start-over",
+        type=lambda text: text.strip().lower() in ("true", "1", "yes"),
+        default=False,
+        help="true: when the checkpoint cannot be resumed (its input topic was recreated, or its offsets lie "
+        "beyond the topic's end), set it aside and start over from the earliest offset, saying so; "
+        "false (the default): refuse",
     )
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument(
@@ -324,6 +340,207 @@ def checkpoint_location(args: argparse.Namespace) -> str:
     return args.checkpoint or os.path.join(tempfile.gettempdir(), "kstate-example-checkpoints", args.group)
 
 
+# -- the checkpoint's input: resumed only against the log its offsets were taken from ---------------------
+
+#: The pipeline's own record in the checkpoint folder: the input topic and its topic id (KIP-516).
+INPUT_RECORD = "_kstate_input.json"
+INPUT_FORMAT = "kstate-checkpoint-input/1"
+
+
+@dataclass
+class Checkpoint:
+    """What a checkpoint holds of the input topic.
+
+    :param location: the checkpoint's location.
+    :param exists: whether Spark has written offsets to it (a query ran).
+    :param offsets: the input's offsets of its latest batch (where a resume starts), per partition.
+    :param recorded: the pipeline's record (:data:`INPUT_RECORD`): ``topic``, ``topic_id``, ``written_at``;
+        empty for a checkpoint written before it was kept.
+    """
+
+    location: str
+    exists: bool = False
+    offsets: dict[int, int] = field(default_factory=dict)
+    recorded: dict[str, Any] = field(default_factory=dict)
+
+
+def read_checkpoint(spark: Any, location: str, topic: str) -> Checkpoint:
+    """Read the input's offsets of the checkpoint's latest batch (``offsets/<n>``: a version line, the
+    batch's metadata, then one JSON object of offsets per source) and the pipeline's record."""
+    from airflow_provider_kstate.spark_apps.runtime import hadoop_fs, read_bytes
+    from airflow_provider_kstate.store.uri import join
+
+    found = Checkpoint(location)
+    raw = read_bytes(spark, join(location, INPUT_RECORD))
+    if raw:
+        found.recorded = dict(json.loads(raw))
+    fs, root = hadoop_fs(spark, join(location, "offsets"))
+    if not fs.exists(root):
+        return found
+    batches = [str(s.getPath().getName()) for s in fs.listStatus(root)]
+    numbered = sorted(int(n) for n in batches if n.isdigit())
+    if not numbered:
+        return found
+    found.exists = True
+    text = (read_bytes(spark, join(join(location, "offsets"), str(numbered[-1]))) or b"").decode()
+    for line in text.splitlines()[2:]:
+        source = json.loads(line) if line.strip().startswith("{") else {}
+        for p, offset in (source.get(topic) or {}).items():
+            found.offsets[int(p)] = int(offset)
+    return found
+
+
+def resume_problem(
+    topic: str,
+    checkpoint: Checkpoint,
+    topic_id: str,
+    ends: dict[int, int],
+    committed: dict[int, int],
+) -> tuple[str, str, list[str]]:
+    """Judge whether the checkpoint may be resumed against the input as it is now.
+
+    :param topic: the input topic.
+    :param checkpoint: what the checkpoint holds (:func:`read_checkpoint`).
+    :param topic_id: the input's topic id now (``""``: it cannot be read).
+    :param ends: the input's end offset per partition now.
+    :param committed: the group's committed offsets on the input (the batches' exactly-once mark).
+    :returns: ``(problem, kind, warnings)``: ``kind`` is ``recreated``, ``beyond`` or ``""`` (none).
+    """
+    from airflow_provider_kstate.store.topic_id import compare_ids, unknown_now
+
+    warnings: list[str] = []
+    if not checkpoint.exists and not topic_id:
+        warnings.append(unknown_now(topic))
+    if checkpoint.exists:
+        recorded = checkpoint.recorded.get("topic_id") if checkpoint.recorded.get("topic") == topic else None
+        what = f"the checkpoint at {checkpoint.location}"
+        identity = compare_ids(
+            topic, recorded, topic_id, what, str(checkpoint.recorded.get("written_at") or "")
+        )
+        warnings += identity.warnings
+        if identity.problem:
+            return identity.problem, "recreated", warnings
+    beyond = {
+        f"{name} partition {p}": (offset, ends.get(p))
+        for name, offsets in (("the checkpoint's", checkpoint.offsets), ("the group's commit on", committed))
+        for p, offset in sorted(offsets.items())
+        if offset > ends.get(p, -1)
+    }
+    if beyond:
+        shown = "; ".join(
+            f"{where}: offset {offset}, "
+            + ("the partition does not exist" if end is None else f"the topic ends at {end}")
+            for where, (offset, end) in list(beyond.items())[:6]
+        )
+        problem = (
+            f"the stored offsets lie beyond the end of topic {topic!r} ({shown}): they were taken from another "
+            "log (the topic was deleted and created again, or the cluster rebuilt), so resuming would read "
+            "nothing"
+        )
+        return problem, "beyond", warnings
+    return "", "", warnings
+
+
+def refusal(problem: str, kind: str, location: str) -> Exception:
+    """The error a refused resume fails the run with: the problem and the two ways out."""
+    from airflow_provider_kstate.errors import StoredOffsetsError, TopicRecreatedError
+
+    cls = TopicRecreatedError if kind == "recreated" else StoredOffsetsError
+    return cls(
+        f"refused to resume the checkpoint at {location}: {problem}. Nothing was read or written. Two ways "
+        "out: give the run a new checkpoint location (the checkpoint param, --checkpoint) to read the input "
+        "from its earliest offset with a fresh query, or run with start_over=true (--start-over true) to set "
+        "this checkpoint aside and start over from the earliest offset"
+    )
+
+
+def start_over(
+    spark: Any, cfg: dict[str, Any], args: argparse.Namespace, bounds: dict[int, tuple[int, int]]
+) -> str:
+    """Set the checkpoint aside (renamed, kept) and move the group's offsets on the input to its log start:
+    the query then reads the input from its earliest offset. Return where the old checkpoint went."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from airflow_provider_kstate.spark_apps.kafka_io import admin_config
+    from airflow_provider_kstate.spark_apps.runtime import hadoop_fs
+
+    location = checkpoint_location(args)
+    aside = f"{location.rstrip('/')}.set-aside-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+    fs, path = hadoop_fs(spark, location)
+    if fs.exists(path):
+        _, target = hadoop_fs(spark, aside)
+        if not fs.rename(path, target):
+            raise OSError(f"could not set the checkpoint {location} aside as {aside}")
+    reset = [TopicPartition(args.input_topic, p, lo) for p, (lo, _hi) in sorted(bounds.items())]
+    admin = AdminClient(admin_config(cfg))
+    for future in admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(args.group, reset)], request_timeout=args.timeout
+    ).values():
+        future.result(timeout=args.timeout)
+    return aside
+
+
+def record_input(spark: Any, location: str, topic: str, topic_id: str, group: str) -> None:
+    """Write the pipeline's record of the input into the checkpoint folder (the id the offsets belong to)."""
+    from airflow_provider_kstate.spark_apps.runtime import write_bytes
+    from airflow_provider_kstate.store.uri import join
+
+    doc = {
+        "format": INPUT_FORMAT,
+        "topic": topic,
+        "topic_id": topic_id or None,
+        "group": group,
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    write_bytes(spark, join(location, INPUT_RECORD), json.dumps(doc, indent=1).encode())
+
+
+def guard_resume(
+    spark: Any, cfg: dict[str, Any], args: argparse.Namespace, bounds: dict[int, tuple[int, int]]
+) -> dict[str, Any]:
+    """Before the query starts: refuse a checkpoint (or group commit) that does not belong to the input's
+    log now, unless ``--start-over``; record the input's id beside the checkpoint. Return the report's
+    fields: the input's id, warnings, and ``started_over`` when it did."""
+    from airflow_provider_kstate.spark_apps.kafka_io import topic_id as read_topic_id
+
+    location = checkpoint_location(args)
+    topic_id = read_topic_id(cfg, args.input_topic)  # before the offsets: they are of this id's log
+    checkpoint = read_checkpoint(spark, location, args.input_topic)
+    consumer = group_consumer(cfg, args.group)
+    try:
+        committed = committed_offsets(consumer, args.input_topic, sorted(bounds))
+    finally:
+        consumer.close()
+    ends = {p: hi for p, (_lo, hi) in bounds.items()}
+    problem, kind, warnings = resume_problem(args.input_topic, checkpoint, topic_id, ends, committed)
+    for warning in warnings:
+        print(f"running_totals: warning: {warning}", file=sys.stderr)
+    out: dict[str, Any] = {"input_topic_id": topic_id or None, "warnings": warnings}
+    if problem and not args.start_over:
+        raise refusal(problem, kind, location)
+    if problem:
+        aside = start_over(spark, cfg, args, bounds)
+        print(
+            f"running_totals: STARTING OVER from the earliest offset of {args.input_topic!r} (start_over=true): "
+            f"{problem}. The old checkpoint was set aside as {aside}; the totals already in "
+            f"{args.changelog_topic!r} are kept and added to",
+            file=sys.stderr,
+        )
+        out["started_over"] = {"reason": problem, "checkpoint_set_aside": aside}
+    if problem or checkpoint.recorded.get("topic_id") != (topic_id or None) or not checkpoint.recorded:
+        record_input(spark, location, args.input_topic, topic_id, args.group)
+    return out
+
+
+def committed_offsets(consumer: Any, topic: str, partitions: list[int]) -> dict[int, int]:
+    """The group's committed offsets on ``topic`` (partitions without one are absent)."""
+    from confluent_kafka import TopicPartition
+
+    tps = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=30)
+    return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
+
+
 def input_stream(spark: Any, cfg: dict[str, Any], topic: str) -> Any:
     """The input as PySpark users read Kafka: Spark's Kafka source, read_committed, from earliest."""
     from airflow_provider_kstate.spark_apps.kafka_source import java_options
@@ -363,6 +580,7 @@ def run(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
 
     spark = SparkSession.builder.appName("kstate-example-running-totals").getOrCreate()
     bounds = offsets(cfg, args.input_topic)  # refuses a broker whose ListOffsets lags its fetches
+    resumed = guard_resume(spark, cfg, args, bounds)  # refuses offsets taken from another log
     barrier, epoch = barrier_offsets(cfg, args.control_topic, args.input_topic, args.group)
     totals = Totals(cfg, args, barrier, epoch)
     query = (
@@ -390,6 +608,7 @@ def run(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
         "batches_replayed": totals.replayed,
         "checkpoint": checkpoint_location(args),
         "ordered_at_barrier": epoch,  # the key-order barrier's epoch when it ordered the batches, else 0
+        **resumed,  # the input's topic id, what could not be checked, and started_over when it did
     }
 
 
@@ -405,6 +624,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = run(args, cfg)
     except Exception as exc:  # noqa: BLE001 - reported, then a non-zero exit
+        from airflow_provider_kstate.errors import StoredOffsetsError
+        from airflow_provider_kstate.store.contract import error_code, fail
+
+        if isinstance(exc, StoredOffsetsError):  # the task fails with the named error, not retried
+            return fail(args.report_file, str(exc), print, "running_totals", error_code(exc))
         report = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     report["seconds"] = round(time.monotonic() - started, 3)
     with open(args.report_file, "w", encoding="utf-8") as f:

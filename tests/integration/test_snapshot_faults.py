@@ -56,6 +56,9 @@ class Admin:
     def watermarks(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
         return kafka_io.list_offsets(self.kafka_config, topic, partitions)
 
+    def topic_ids(self, topics: list[str]) -> dict[str, str]:
+        return {t: kafka_io.topic_id(self.kafka_config, t) for t in topics}
+
 
 def produce(kafka_config: dict[str, Any], topic: str, records: list[tuple[bytes, bytes | None]]) -> None:
     producer = Producer({**kafka_config, "partitioner": "murmur2_random"})

@@ -374,18 +374,19 @@ def test_the_operators_map_each_error_code_in_one_table() -> None:
     from airflow_provider_kstate import errors
     from airflow_provider_kstate.operators.spark_app import APP_ERRORS, app_error
 
-    assert set(APP_ERRORS) == {ErrorCode.NOT_COMPACTED, ErrorCode.OFFSET_BOUNDS}
     faces = {
         ErrorCode.NOT_COMPACTED: errors.NotCompactedChangelogError,
         ErrorCode.OFFSET_BOUNDS: errors.BrokerDeviationError,
+        ErrorCode.TOPIC_RECREATED: errors.TopicRecreatedError,
+        ErrorCode.STORED_OFFSETS: errors.StoredOffsetsError,
     }
+    assert set(APP_ERRORS) == set(faces)
+    refusals = {ErrorCode.NOT_COMPACTED, ErrorCode.TOPIC_RECREATED, ErrorCode.STORED_OFFSETS}
     for code in ErrorCode:
         error = app_error(AppFailure(error="the line", error_code=code), "/apps/rebuild.py", "rebuild")
         assert type(error) is faces.get(code, errors.SparkApplicationError), code
         assert str(error).startswith(
-            "rebuild.py refused: the line"
-            if code is ErrorCode.NOT_COMPACTED
-            else "rebuild.py failed: the line"
+            "rebuild.py refused: the line" if code in refusals else "rebuild.py failed: the line"
         )
     assert not app_error(AppFailure(error="x", error_code=ErrorCode.NOT_COMPACTED), "a", "t").retryable
     assert "rebuild refused to trust the read" in str(
