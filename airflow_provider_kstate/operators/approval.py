@@ -49,12 +49,12 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
       :func:`~airflow_provider_kstate.increase.planner.plan_increase`: the same groups, exclusions,
       acknowledgements, drivers, key order and broker verdict; no lease) and compared with the approved
       one. A different partition count, a new group at risk, or a group gone or handled differently fails
-      the task with :class:`~airflow_provider_kstate.exceptions.PlanChangedError`
+      the task with :class:`~airflow_provider_kstate.errors.PlanChangedError`
       naming each change, before anyone is paused (the lease released).
     * **Reject**: nothing is changed, the lease is released and every later task of the run is skipped
       (this task succeeds: the decision was made; the run ends like a dry run).
     * **No answer before** ``approval_timeout``: the same, but the task fails with
-      :class:`~airflow_provider_kstate.exceptions.ApprovalTimeoutError` (nobody decided: alerts fire).
+      :class:`~airflow_provider_kstate.errors.ApprovalTimeoutError` (nobody decided: alerts fire).
 
     A plan of several co-partitioned topics is approved as one: the prompt names every topic with its count
     now and after, every topic's lease is held while it waits, and on Approve each topic's plan is made again

@@ -20,7 +20,7 @@ class KStateBrokerDoctorOperator(KStateKafkaOperator):
     The cheap checks (ApiVersions lists every API the run needs) run every time; the behavioural checks
     (ListOffsets against a real fetch, read_committed and the LSO against a transaction, group states
     against live and never-seen groups, an offset read back) are cached per cluster for ``ttl`` seconds.
-    A broken promise fails the task with :class:`~airflow_provider_kstate.exceptions.BrokerDeviationError`,
+    A broken promise fails the task with :class:`~airflow_provider_kstate.errors.BrokerDeviationError`,
     naming it; ``allow_broker_deviation`` accepts named ones (logged as ``RISK ACCEPTED``). Returns the
     verdict (XCom).
 

@@ -9,7 +9,7 @@
   Spark provider's ``SparkSubmitOperator``.
 
 Each check returns its report (``ok``, per-partition problems, ``failed_partitions``) and raises
-:class:`~airflow_provider_kstate.exceptions.StateCheckFailed` when ``fail_on_bad`` is set and the store is
+:class:`~airflow_provider_kstate.errors.StateCheckFailed` when ``fail_on_bad`` is set and the store is
 bad. The checks' logic and report text live in :mod:`airflow_provider_kstate.store`.
 """
 
@@ -153,7 +153,7 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
     Before Spark starts, the broker doctor's verdict must keep the promises a changelog read relies on
     (``STATE_NEEDS``: ListOffsets' end equals the end of a fetch, read_committed hides aborted records,
     the last stable offset stops at an open transaction); a broken one fails the task with
-    :class:`~airflow_provider_kstate.exceptions.BrokerDeviationError` unless ``allow_broker_deviation``
+    :class:`~airflow_provider_kstate.errors.BrokerDeviationError` unless ``allow_broker_deviation``
     names it. The applications also cross-check the bounds of every read with where a fetch ends; a
     disagreement is a ``BrokerDeviationError`` too (the application's ``offset-bounds`` error code, see
     :data:`~airflow_provider_kstate.operators.spark_app.APP_ERRORS`), and nothing is published.
@@ -321,7 +321,7 @@ class KStateRebuildOperator(_StoreSparkOperator):
     pointer; the ``keep_versions`` newest committed versions stay (rollback: rewrite the pointer, see
     ``docs/snapshot-layout.md``). One run at a time writes a snapshot: the run takes the snapshot's lease
     (key ``snapshot:<uri>`` in the lease topic, renewed while Spark runs, released after); another run
-    holding it fails this one with :class:`~airflow_provider_kstate.exceptions.SnapshotLeaseHeldError`
+    holding it fails this one with :class:`~airflow_provider_kstate.errors.SnapshotLeaseHeldError`
     unless that run has ended (then the lease is taken over). Inputs are validated before Spark starts: the topic must exist, the URI must be one the package reads, ``partitions`` must be at least
     the topic's count, and ``only_partitions`` needs a readable snapshot with the same layout.
 

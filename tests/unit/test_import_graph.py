@@ -67,7 +67,7 @@ def test_the_unit_tests_mirror_the_package_folders() -> None:
 
 
 #: The package's layers above its domain: Airflow's side (the hooks, the tasks, the UI, the Airflow errors).
-UPPER = ("hooks", "operators", "sensors", "triggers", "task_groups", "plugins", "example_dags", "exceptions")
+UPPER = ("hooks", "operators", "sensors", "triggers", "task_groups", "plugins", "example_dags")
 
 
 def _top_level_imports(path: Path) -> set[str]:
