@@ -37,7 +37,15 @@ public final class Produce {
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.ACKS_CONFIG, "all");
-        props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+        // "idempotent": false for a producer that writes to a partition the moment it exists: on Apache Kafka
+        // 4.4 an idempotent producer whose first request to a brand-new partition got NOT_LEADER_OR_FOLLOWER
+        // while a later one was appended retries the first with OUT_OF_ORDER_SEQUENCE_NUMBER until its
+        // delivery timeout (KAFKA-15591, fixed after 4.4): one in flight keeps its order without idempotence.
+        boolean idempotent = config.path("idempotent").asBoolean(true);
+        props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, idempotent);
+        if (!idempotent) {
+            props.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, 1);
+        }
         props.put(ProducerConfig.LINGER_MS_CONFIG, 5);
         props.put(ProducerConfig.CLIENT_ID_CONFIG, clientId);
         props.put(ProducerConfig.METADATA_MAX_AGE_CONFIG, config.path("metadataMaxAgeMs").asInt(300_000));
