@@ -706,6 +706,18 @@ def _consumer_assignment(reader: Reader) -> tuple[tuple[str, tuple[int, ...]], .
     return tuple(out)
 
 
+def _described_group(reader: Reader) -> tuple[int, str, str]:
+    """Read the head every described group of ConsumerGroupDescribe v0 and StreamsGroupDescribe v0 starts
+    with: its error code, group id and state (the error message and the two epochs skipped)."""
+    error = reader.take(">h")
+    _nullable_compact_string(reader)  # error message
+    group_id = reader.compact_string()
+    state = reader.compact_string()
+    reader.take(">i")  # group epoch
+    reader.take(">i")  # assignment epoch
+    return error, group_id, state
+
+
 def parse_consumer_group_describe_v0(body: bytes) -> tuple[list[GroupDescription], dict[str, int]]:
     """Return the groups of a ConsumerGroupDescribe v0 response body (KIP-848 consumer groups) and
     ``{group: error code}`` of the groups answered with an error (GROUP_ID_NOT_FOUND: not a consumer group)."""
@@ -713,12 +725,7 @@ def parse_consumer_group_describe_v0(body: bytes) -> tuple[list[GroupDescription
     reader.take(">i")  # throttle_time_ms
     groups, errors = [], {}
     for _ in range(reader.uvarint() - 1):
-        error = reader.take(">h")
-        _nullable_compact_string(reader)  # error message
-        group_id = reader.compact_string()
-        state = reader.compact_string()
-        reader.take(">i")  # group epoch
-        reader.take(">i")  # assignment epoch
+        error, group_id, state = _described_group(reader)
         assignor = reader.compact_string()
         members = []
         for _ in range(max(reader.uvarint() - 1, 0)):
@@ -811,12 +818,7 @@ def parse_streams_group_describe_v0(body: bytes) -> tuple[list[StreamsGroup], di
     reader.take(">i")  # throttle_time_ms
     groups, errors = [], {}
     for _ in range(reader.uvarint() - 1):
-        error = reader.take(">h")
-        _nullable_compact_string(reader)  # error message
-        group_id = reader.compact_string()
-        state = reader.compact_string()
-        reader.take(">i")  # group epoch
-        reader.take(">i")  # assignment epoch
+        error, group_id, state = _described_group(reader)
         subtopologies: tuple[Subtopology, ...] | None = None
         if reader.take(">b") >= 0:  # topology (a nullable struct)
             reader.take(">i")  # topology epoch
