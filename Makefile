@@ -54,7 +54,7 @@ lint: venv
 docs: venv
 	$(PY) -m sphinx -W --keep-going -q -b html -d docs/_build/doctrees docs docs/_build/html
 
-test: venv java browser-deps node-deps docs
+test: venv java browser-deps node-deps
 	$(PY) scripts/run_tests.py
 
 # The crash, restart and soak tests (issue 10): every step boundary, broker restarts, 20 soak rounds

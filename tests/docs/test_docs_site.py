@@ -1,7 +1,8 @@
 """The README and the documentation site keep their promises: a short front door, every code example a copy
 or an include of a file a test runs, every measurement JSON rendered, every error a page names real.
 
-The site itself is built by ``make docs`` (Sphinx, warnings as errors), which ``make test`` runs first.
+The site itself is built by ``make docs`` (Sphinx, warnings as errors), and in ``make test`` by
+:mod:`tests.docs.test_docs_build`.
 """
 
 from __future__ import annotations
