@@ -16,7 +16,22 @@ Installed in the development virtualenv by ``make venv`` (``uv pip install -e ./
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 #: The project's checkout (``dags/``, ``.kstate/`` ...): this package is installed editable from it.
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_file(path: Path, name: str) -> ModuleType:
+    """Import the Python file ``path`` as module ``name`` (a DAG's pipeline, a script of ``scripts/``): the
+    tests load files that are not packages this way, never by a ``sys.path`` insert. The module is registered
+    under ``name`` (a dataclass of it looks its module up) unless one is already."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module

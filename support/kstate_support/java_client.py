@@ -4,23 +4,20 @@
 git-ignored ``.kstate/java-client-build`` and rebuilds only when its pom or a source changed
 (:func:`kstate_support.maven.package_once`). :class:`JavaApp` runs one of its test apps
 (``clients/java/src/test/java/io/kstate/control/apps``: ``Produce``, ``Consume``) and follows its JSON-line
-events exactly as :class:`kstate_support.node.NodeApp` follows the Node.js apps.
+events through :class:`kstate_support.node.JsonLinesApp`, as the Node.js apps are followed.
 """
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import shutil
-import subprocess
-import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 from kstate_support import ROOT, maven
-from kstate_support.node import NodeApp
+from kstate_support.node import JsonLinesApp
 
 #: The Maven project of the Java client piece.
 CLIENT_DIR = ROOT / "clients" / "java"
@@ -54,7 +51,7 @@ def unit_test_results(build_dir: Path = BUILD_DIR) -> dict[str, int]:
     return totals
 
 
-class JavaApp(NodeApp):
+class JavaApp(JsonLinesApp):
     """One Java test app process (``Produce`` or ``Consume``): its events, waits on them, a bounded stop.
 
     :param main: the app's class name in :data:`APPS`.
@@ -64,42 +61,22 @@ class JavaApp(NodeApp):
     def __init__(
         self, main: str, config: dict[str, Any], name: str = "", build_dir: Path = BUILD_DIR
     ) -> None:
-        self.name = name or main
-        self.events: list[dict[str, Any]] = []
-        self._stderr: collections.deque[str] = collections.deque(maxlen=60)
-        self._changed = threading.Condition()
         classpath = os.pathsep.join(
             [str(build_dir / "classes"), str(build_dir / "test-classes"), str(build_dir / "libs" / "*")]
         )
-        self.proc = subprocess.Popen(
-            [
-                os.environ.get("KSTATE_FLEET_JAVA", "java"),
-                "-Xss512k",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                "-Dorg.slf4j.simpleLogger.log.io.kstate=info",
-                "-cp",
-                classpath,
-                f"{APPS}.{main}",
-                json.dumps(config),
-            ],
-            cwd=CLIENT_DIR,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-        )
-        self._readers = [
-            threading.Thread(target=self._read_events, daemon=True),
-            threading.Thread(target=self._read_stderr, daemon=True),
+        command = [
+            os.environ.get("KSTATE_FLEET_JAVA", "java"),
+            "-Xss512k",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-Dorg.slf4j.simpleLogger.log.io.kstate=info",
+            "-cp",
+            classpath,
+            f"{APPS}.{main}",
+            json.dumps(config),
         ]
-        for reader in self._readers:
-            reader.start()
-
-    def __enter__(self) -> JavaApp:
-        return self
+        super().__init__(command, CLIENT_DIR, name or main)
 
 
 def consumers(config: dict[str, Any], name: str = "consume") -> JavaApp:

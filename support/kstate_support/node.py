@@ -14,7 +14,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from typing_extensions import Self
 
 from kstate_support import ROOT
 
@@ -33,22 +36,23 @@ def node_ready() -> str:
     return ""
 
 
-class NodeApp:
-    """One Node.js app process: its events so far, waits on them, and a bounded stop.
+class JsonLinesApp:
+    """One test app process that prints its events as JSON lines (the Node.js apps here, the Java client's
+    apps in :mod:`kstate_support.java_client`): its events so far, waits on them, and a bounded stop.
 
-    :param script: the app's file name in ``clients/node/test/apps``.
-    :param config: its JSON argument.
+    :param command: the app's command line.
+    :param cwd: where it runs.
     :param name: a label for error messages.
     """
 
-    def __init__(self, script: str, config: dict[str, Any], name: str = "") -> None:
-        self.name = name or script
+    def __init__(self, command: list[str], cwd: Path, name: str) -> None:
+        self.name = name
         self.events: list[Event] = []
         self._stderr: collections.deque[str] = collections.deque(maxlen=60)
         self._changed = threading.Condition()
         self.proc = subprocess.Popen(
-            ["node", str(APPS / script), json.dumps(config)],
-            cwd=NODE_CLIENT,
+            command,
+            cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -125,13 +129,25 @@ class NodeApp:
             reader.join(10)
         return int(self.proc.returncode)
 
-    def __enter__(self) -> NodeApp:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+class NodeApp(JsonLinesApp):
+    """One Node.js app of ``clients/node/test/apps``.
+
+    :param script: the app's file name in ``clients/node/test/apps``.
+    :param config: its JSON argument.
+    :param name: a label for error messages.
+    """
+
+    def __init__(self, script: str, config: dict[str, Any], name: str = "") -> None:
+        super().__init__(["node", str(APPS / script), json.dumps(config)], NODE_CLIENT, name or script)
 
 
 def consumers(config: dict[str, Any], name: str = "consume") -> NodeApp:

@@ -17,7 +17,6 @@ Real parts only: the session's Apache Kafka broker, ``dag.test()`` runs, local S
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import uuid
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from kstate_support import load_file
 
 from airflow_provider_kstate.cluster.admin import ClusterAdmin
 from airflow_provider_kstate.store import fast_check as checks
@@ -246,10 +246,7 @@ def test_the_demos_state_story_runs_twice_in_one_state_folder(
 ) -> None:
     from kstate_support.airflow_compat import dag_bag
 
-    spec = importlib.util.spec_from_file_location("demo_state", ROOT / "scripts" / "demo_state.py")
-    assert spec is not None and spec.loader is not None
-    demo_state = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo_state)
+    demo_state = load_file(ROOT / "scripts" / "demo_state.py", "demo_state")
     bag = dag_bag(str(ROOT / "dags"))
     state = tmp_path / "demo"
     said: list[str] = []

@@ -3,12 +3,11 @@ the checkpoint's contents given. The real query, broker and recreated topic: ``t
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kstate_support import load_file
 
 from airflow_provider_kstate.errors import StoredOffsetsError, TopicRecreatedError
 
@@ -19,14 +18,7 @@ ENDS = {0: 628, 1: 579, 2: 793}  # the issue's: a new topic that reached the old
 
 
 def pipeline() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "running_totals", ROOT / "dags" / "pipelines" / "running_totals.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("running_totals", module)  # its dataclass looks its module up
-    spec.loader.exec_module(module)
-    return module
+    return load_file(ROOT / "dags" / "pipelines" / "running_totals.py", "running_totals")
 
 
 def checkpoint(rt: Any, offsets: dict[int, int], topic_id: str | None, written: bool = True) -> Any:

@@ -4,14 +4,13 @@ reduction across a key-order barrier."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from kstate_support import load_file
 
 from airflow_provider_kstate.spark_apps import changelog, kafka_source
 from airflow_provider_kstate.spark_apps.kafka_source import Untranslatable, choose_reader, java_options
@@ -128,14 +127,7 @@ def test_the_arrow_fold_keeps_the_latest_per_key_tombstones_and_counts() -> None
 
 
 def pipeline() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "running_totals", ROOT / "dags" / "pipelines" / "running_totals.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("running_totals", module)  # its dataclass looks its module up
-    spec.loader.exec_module(module)
-    return module
+    return load_file(ROOT / "dags" / "pipelines" / "running_totals.py", "running_totals")
 
 
 def test_changes_across_the_barrier_compose_in_order() -> None:
