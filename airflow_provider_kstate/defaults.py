@@ -11,7 +11,8 @@ from airflow_provider_kstate.enums import StrEnum
 DEFAULT_CONN_ID = "kafka_default"
 #: The topic that holds the per-topic leases of increase and snapshot runs.
 DEFAULT_LEASE_TOPIC = "_kstate_leases"
-#: Seconds a topic lease lives without renewal. Running steps renew it; a crashed run frees the topic after it.
+#: Seconds a lease (a topic's, or a snapshot's during a rebuild) lives without renewal. Running steps and
+#: rebuilds renew it; a crashed run frees the topic or the snapshot after it.
 DEFAULT_LEASE_TTL = 900.0
 #: The control topic the client piece's services watch.
 DEFAULT_CONTROL_TOPIC = "_kstate_control"

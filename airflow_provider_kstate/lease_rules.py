@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -466,6 +466,15 @@ class LeaseSet:
         """Give every lease of the set up (a no-op for those this owner does not hold)."""
         for keeper in reversed(self.keepers):
             keeper.release()
+
+    @contextmanager
+    def holding(self) -> Iterator[Lease]:
+        """Hold every topic's lease while the body runs (:meth:`LeaseKeeper.holding` each, in the set's order:
+        another run holding one fails it and the leases taken so far are released), renewed in the
+        background, released after."""
+        with ExitStack() as stack:
+            leases = [stack.enter_context(keeper.holding()) for keeper in self.keepers]
+            yield leases[0]
 
 
 class LeaseTransport(Protocol):

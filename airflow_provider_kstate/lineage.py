@@ -349,14 +349,12 @@ def increase_lineage(operator: Any, task_instance: Any = None, complete: bool = 
 
 
 def _per_topic(plan: Plan, kind: str, result: Any) -> list[tuple[Plan, Any]]:
-    """Each topic's plan and result: the plan itself for one topic; for several, each topic's summary
-    (``topics`` of the window's and verify's XCom) beside its view of the plan."""
-    if not plan.several:
-        return [(plan, result)]
-    summaries = result.get("topics") if isinstance(result, Mapping) and kind != "plan" else None
-    return [
-        (view, summaries.get(view.topic) if isinstance(summaries, Mapping) else None) for view in plan.views()
-    ]
+    """Each topic's plan and what the step said of it (``topics`` of its XCom; the plan step: the plan)."""
+    from airflow_provider_kstate.increase.run import topic_entry
+
+    if kind == "plan":
+        return [(view, result) for view in plan.views()]
+    return [(view, topic_entry(result, view.topic) or None) for view in plan.views()]
 
 
 @_guarded

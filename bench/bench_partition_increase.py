@@ -145,13 +145,14 @@ from airflow_provider_kstate.hooks.admin import KStateAdminHook
 from airflow_provider_kstate.operators.seed import KStateSeedOffsetsOperator
 from airflow_provider_kstate.operators.verify import KStateVerifyOperator
 from airflow_provider_kstate.increase.plan import build_plan
+from airflow_provider_kstate.increase.request import PlanRequest
 from confluent_kafka.admin import NewPartitions
 topic, groups, target = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 hook = KStateAdminHook()
 hook.partition_count(topic)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 tracemalloc.start()
-plan = build_plan(hook, topic, target, groups)
+plan = build_plan(hook, topic, PlanRequest(topics=(topic,), partitions=target, consumer_groups=groups))
 admin = hook.get_conn
 for f in admin.create_partitions([NewPartitions(topic, target)]).values():
     f.result(30)

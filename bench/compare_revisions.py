@@ -3,7 +3,10 @@
 Each revision is checked out in its own worktree (``git worktree add --detach``) and its benches run with
 that worktree first on ``PYTHONPATH``, so the installed venv serves every revision. Rounds interleave the
 revisions (A B A B ...): a machine whose speed drifts during the run moves both sides. Each bench's JSON is
-copied to ``--out`` as ``<bench>-<rev>-<round>.json`` and the table summarises them (median over rounds)::
+copied to ``--out`` as ``<bench>-<rev>-<round>.json`` and the table summarises them (median over rounds).
+A bench's JSON counts only when that run wrote it: a bench that fails at a revision (or exits without
+rewriting ``bench/results/<name>.json``, which at a commit holds the committed result) stops the script
+with exit status 1, naming the bench, the revision and its stderr tail::
 
     python bench/compare_revisions.py --revs 716e9ba~1 HEAD --rounds 2 --out docs/measurements/issue31
 
@@ -25,6 +28,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +46,9 @@ BENCHES: dict[str, tuple[list[str], str]] = {
         "partition_increase",
     ),
 }
+# Exit statuses after which a bench's (fresh) JSON is a result: ``bench_parse`` exits 1 when over its budget.
+ACCEPTED_EXITS: dict[str, set[int]] = {"parse": {0, 1}}
+STDERR_TAIL_LINES = 20
 
 
 def _sha(rev: str) -> str:
@@ -62,22 +69,69 @@ def _worktree(sha: str) -> Path:
     return tree
 
 
-def _run(tree: Path, bench: str, log: Path) -> dict[str, Any]:
-    """Run one bench in ``tree``; return its JSON result."""
+class BenchFailed(RuntimeError):
+    """A bench did not produce a result of its own at a revision (it failed, or left only an older JSON)."""
+
+
+def _stat_ns(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(no stderr)"
+
+
+def _run(tree: Path, bench: str, log: Path, rev: str | None = None) -> dict[str, Any]:
+    """Run one bench in ``tree``; return the JSON result that this run wrote.
+
+    A bench writes to a fixed ``bench/results/<name>.json``, which at a commit already holds the committed
+    (older) result, and a bench at an older revision takes no output path. So the file counts only when
+    this run wrote it: it exists, and its mtime is not the one it had before the run and not earlier than
+    the run's start. Otherwise, or when the bench exits with a status it does not use for a result (any
+    non-zero one but ``bench_parse``'s 1, "over budget"), this raises :class:`BenchFailed` naming the
+    bench, the revision and the tail of the bench's stderr: never the committed result instead.
+    """
     args, result = BENCHES[bench]
+    rev = rev or tree.name.removeprefix("kstate-rev-")
     env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{tree / 'support'}", SPARK_LOCAL_IP="127.0.0.1")
-    began = time.monotonic()
-    with log.open("a") as out:
-        out.write(f"\n=== {tree.name} {bench}\n")
-        out.flush()
-        done = subprocess.run(
-            [sys.executable, *args], cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT
-        )
     path = tree / "bench" / "results" / f"{result}.json"
-    if done.returncode not in (0, 1) or not path.exists():  # bench_parse exits 1 when over its budget
-        raise SystemExit(f"{bench} at {tree.name} failed (exit {done.returncode}); see {log}")
-    data: dict[str, Any] = json.loads(path.read_text())
+    before = _stat_ns(path)
+    began = time.monotonic()
+    started_ns = time.time_ns()
+    with log.open("a") as out, tempfile.TemporaryFile("w+") as err:
+        out.write(f"\n=== {rev} {bench}\n")
+        out.flush()
+        done = subprocess.run([sys.executable, *args], cwd=tree, env=env, stdout=out, stderr=err)
+        err.seek(0)
+        stderr = err.read()
+        out.write(stderr)
+    after = _stat_ns(path)
+    # a file system's clock for mtimes can be coarser than time.time_ns(): a second's slack on the start
+    fresh = after is not None and after != before and after >= started_ns - 1_000_000_000
+    problem = None
+    if done.returncode not in ACCEPTED_EXITS.get(bench, {0}):
+        problem = f"exit {done.returncode}"
+    elif not fresh:
+        written = "absent" if after is None else "left as it was before the run (a stale result)"
+        problem = f"exit {done.returncode} but {path.relative_to(tree)} {written}"
+    if problem is None:
+        try:
+            data: dict[str, Any] = json.loads(path.read_text())
+        except ValueError as exc:
+            problem = f"{path.relative_to(tree)} is not JSON ({exc})"
+    if problem is not None:
+        message = (
+            f"bench {bench} failed at revision {rev}: {problem}; see {log}\n"
+            f"--- stderr tail of {bench} at {rev}:\n{_tail(stderr)}"
+        )
+        with log.open("a") as out:
+            out.write(f"=== FAILED: {message}\n")
+        raise BenchFailed(message)
     data["_seconds"] = round(time.monotonic() - began, 1)
+    data["_exit"] = done.returncode
     return data
 
 
@@ -150,7 +204,11 @@ def main() -> None:
         for bench in opts.benches:
             for sha in revs:
                 print(f"[{time.strftime('%H:%M:%S')}] round {round_}: {bench} at {sha}", flush=True)
-                data = _run(trees[sha], bench, log)
+                try:
+                    data = _run(trees[sha], bench, log, sha)
+                except BenchFailed as exc:  # no table from partial or stale figures
+                    print(exc, file=sys.stderr, flush=True)
+                    raise SystemExit(1) from None
                 results[sha].setdefault(bench, []).append(data)
                 (opts.out / f"{bench}-{sha}-{round_}.json").write_text(json.dumps(data, indent=1))
     table = _table(results, revs)

@@ -143,7 +143,7 @@ with DAG(
         task_id="check_broker",
         needs=Needs.STATE,
         allow_broker_deviation=DEVIATIONS,
-        refresh="{{ params.refresh_broker_check }}",
+        refresh_broker_check="{{ params.refresh_broker_check }}",
         kafka_config_id=KAFKA_CONN_ID,
     )
     fast_check = KStateFastCheckOperator(
@@ -156,7 +156,7 @@ with DAG(
 
     deep_branch = KStateChooseDeepCheckOperator(
         task_id="choose_deep",
-        fast_check_task_id="fast_check",
+        fast_report=fast_check.output,
         deep_task_id="deep_check",
         otherwise_task_id="decide",
     )
@@ -172,21 +172,21 @@ with DAG(
     )
 
     verdict = KStateStoreVerdictOperator(
-        task_id="decide", fast_check_task_id="fast_check", deep_check_task_id="deep_check"
+        task_id="decide", fast_report=fast_check.output, deep_report=deep_check.output
     )
 
     store_ok = KStateSnapshotEventOperator(
         task_id="store_ok", snapshot_uri=URI, topic=TOPIC, outlets=[SNAPSHOT_ALIAS]
     )
 
-    store_bad = KStateStoreBadOperator(task_id="store_bad", report_task_ids=["fast_check", "deep_check"])
+    store_bad = KStateStoreBadOperator(task_id="store_bad", reports=[fast_check.output, deep_check.output])
 
     rebuild = KStateRebuildOperator(
         task_id="rebuild",
         topic=TOPIC,
         snapshot_uri=URI,
         partitions="{{ params.partitions }}",
-        only_partitions="{{ ti.xcom_pull(task_ids='decide', key='only_partitions') }}",
+        only_partitions=verdict.output["only_partitions"],
         keep_versions="{{ params.keep_versions }}",
         allow_broker_deviation=DEVIATIONS,
         kafka_config_id=KAFKA_CONN_ID,

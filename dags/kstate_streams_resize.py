@@ -10,18 +10,21 @@ the new layout. No reset, no reprocessing from the start.
 
 1. plan: the application (`application_id`) must read `topic` as a Kafka Streams application (classic
    protocol with the `stream` assignor, or a KIP-1071 streams group); its sources, changelogs (with their
-   store types) and repartition topics are named in the log. Refused before anything is stopped: a target
-   below the current count, an unknown application, a missing driver, a topology it cannot resize, another
-   group reading the topic (use `kstate_partition_increase` for those, or `exclude_groups`).
+   store types) and repartition topics are named in the log, with every other reader of its sources.
+   Refused before anything is stopped: a target below the current count, an unknown application, a missing
+   driver, a topology it cannot resize, another reader the run cannot drive (give it a driver in
+   `group_drivers`, or `exclude_groups`: a risk accepted).
 2. drain: the producers of its sources (`producer_drivers`) stop; the run waits until the application has
    consumed every record of its sources and repartition topics.
-3. stop the application by its driver (`app_driver`), wait until its group is EMPTY.
+3. stop the application by its driver (`app_driver`), wait until its group is EMPTY; the other readers of
+   its sources leave their groups (the client piece's pause record, or their drivers' stop commands).
 4. grow every source, repartition topic and changelog to `partitions`.
 5. re-place each changelog (`replacer`: `spark` runs `spark-submit replace_changelog.py`; `local` runs the
    same tasks in the worker, for small changelogs), then deep-check that every live key sits in
    `murmur2(key) % partitions` and the live rows are those of before.
-6. seed the application's group at offset 0 on the new partitions; start it (its ready check), then the
-   producers.
+6. seed the application's group at offset 0 on the new partitions, and every other reader on each new
+   partition of the topics it reads; the other readers come back; start the application (its ready
+   check); once the other readers have consumed the old partitions, start the producers.
 
 **Run it again** (same params) after a failure past step 4 (a failed deep check, a seed refused, a lost
 worker): the application is stopped with its topics grown. The new run sees the sources at the target and
@@ -105,6 +108,13 @@ with DAG(
             title="Excluded groups (risk accepted)",
             description="Other groups reading the topic that the run leaves alone (not paused, not seeded).",
         ),
+        "group_drivers": Param(
+            {},
+            type="object",
+            additionalProperties={"type": "string", "minLength": 1},
+            title="Drivers of the other readers",
+            description="The other consumer groups of its sources that are not driven by the control protocol (the kstate client piece): {group: name of a driver in the kstate_drivers Variable}. Each is taken out of its group before the topics grow and back after, in this run.",
+        ),
     },
 ):
     KStateStreamsResizeOperator(
@@ -118,4 +128,5 @@ with DAG(
         drivers="{{ var.json.get('kstate_drivers', {}) }}",
         replacer="{{ params.replacer }}",
         exclude_groups="{{ params.exclude_groups }}",
+        group_drivers="{{ params.group_drivers }}",
     )

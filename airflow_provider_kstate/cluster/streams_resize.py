@@ -51,7 +51,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_kstate.errors import StreamsResizeError
 from airflow_provider_kstate.increase.drivers import CommandDriver, CommandPairs
@@ -90,6 +90,19 @@ def group_state(admin: Any, kafka_config: Mapping[str, Any], group: str) -> str:
     return DEAD
 
 
+class OtherReaders(Protocol):
+    """The other readers of the application's sources (consumer groups on their drivers; a share group the
+    broker starts on new partitions at their first record is left alone): out of their groups before the
+    grow, seeded and back after it, drained before the producers start
+    (:class:`~airflow_provider_kstate.increase.run.IncreaseRun`)."""
+
+    def leave_for_grow(self) -> dict[str, Any]: ...
+
+    def back_after_grow(self) -> dict[str, Any]: ...
+
+    def wait_drained(self, timeout: float) -> dict[str, Any]: ...
+
+
 @dataclass
 class StreamsResize:
     """The resize of one application of ``app``'s plan.
@@ -100,6 +113,8 @@ class StreamsResize:
     :param driver: stops and starts the application (a command pair: ``kubectl scale``, ``systemctl`` ...).
     :param replacer: runs ``replace_changelog.py`` for one changelog (:func:`spark_submit_replacer`).
     :param producers: ``{service: driver}`` of the producers of its sources, stopped for the drain.
+    :param others: the other readers of its sources, taken out around the grow in the same run (None: the
+        application is their only reader).
     """
 
     app: StreamsAppPlan
@@ -119,6 +134,7 @@ class StreamsResize:
     #: Seconds of each step, and the application's downtime.
     timings: dict[str, float] = field(default_factory=dict)
     replaced: dict[str, dict[str, Any]] = field(default_factory=dict)
+    others: OtherReaders | None = None
 
     def __post_init__(self) -> None:
         if self.pairs is None:
@@ -163,6 +179,7 @@ class StreamsResize:
                     "not all stopped. Nothing was grown; the application and producers are started again. "
                     "Give every producer of its sources a driver (producer_drivers), then run again."
                 )
+            others = self._others_leave()
         except Exception:
             self._undo(stopped_at is not None)
             raise
@@ -177,10 +194,12 @@ class StreamsResize:
         t = time.monotonic()
         self.seed(n)
         self._timed("seed", t)
+        self._others_back(others)
         t = time.monotonic()
         failed = self.commands.start({self.group: self.driver}, "group")
         self._timed("start_app", t)
         self.timings["downtime_s"] = round(time.monotonic() - stopped_at, 3)
+        self._others_drained(others)
         failed += self.commands.start(dict(self.producers), "producer")
         self.timings["producer_downtime_s"] = round(time.monotonic() - t0, 3)
         self.log.info("STREAMS %s resized %s -> %s: %s", self.group, n, m, self.timings)
@@ -191,6 +210,7 @@ class StreamsResize:
             "grown": app.grown,
             "timings": dict(self.timings),
             "replaced": self.replaced,
+            "others": others,
             "start_failures": [r.describe() for r in failed],
         }
 
@@ -268,6 +288,7 @@ class StreamsResize:
         t = time.monotonic()
         self.wait_empty(self.empty_timeout)
         self._timed("stop_app", t)
+        others = self._others_leave()
         t = time.monotonic()
         grown = [topic for topic in self.app.grown if counts[topic] < m]
         for topic in grown:
@@ -279,10 +300,12 @@ class StreamsResize:
         t = time.monotonic()
         self.seed(0)
         self._timed("seed", t)
+        self._others_back(others)
         t = time.monotonic()
         failed = self.commands.start({self.group: self.driver}, "group")
         self._timed("start_app", t)
         self.timings["downtime_s"] = round(time.monotonic() - t0, 3)
+        self._others_drained(others)
         failed += self.commands.start(dict(self.producers), "producer")
         self.timings["producer_downtime_s"] = round(time.monotonic() - t0, 3)
         self.log.info("STREAMS %s: the resize to %s continued: %s", self.group, m, self.timings)
@@ -295,8 +318,35 @@ class StreamsResize:
             "grown": grown,
             "timings": dict(self.timings),
             "replaced": self.replaced,
+            "others": others,
             "start_failures": [r.describe() for r in failed],
         }
+
+    # -- the other readers of its sources, in the same run ------------------------------------------------
+
+    def _others_leave(self) -> dict[str, Any]:
+        """The other readers leave before the grow (the producers are stopped, the application too)."""
+        if self.others is None:
+            return {}
+        t = time.monotonic()
+        out = {"paused": self.others.leave_for_grow(), "left_at": t}
+        self._timed("others_leave", t)
+        return out
+
+    def _others_back(self, others: dict[str, Any]) -> None:
+        """After the grow and the application's seed: the other readers seeded and back."""
+        if self.others is None:
+            return
+        others.update(self.others.back_after_grow())
+        self.timings["others_out_s"] = round(time.monotonic() - others.pop("left_at"), 3)
+
+    def _others_drained(self, others: dict[str, Any]) -> None:
+        """Before the producers start: the other readers consumed the old partitions (key order)."""
+        if self.others is None:
+            return
+        t = time.monotonic()
+        others["drain"] = self.others.wait_drained(self.drain_timeout)
+        self._timed("others_drain", t)
 
     def _undo(self, app_stopped: bool) -> None:
         """Before anything grew: start the application (when stopped here) and the producers again."""

@@ -25,7 +25,7 @@ class KStateAdminHook(KafkaBaseHook):
     the connection's AdminClient; they raise the provider's errors (:mod:`airflow_provider_kstate.errors`).
 
     :param kafka_config_id: the Airflow connection id.
-    :param timeout: seconds to wait for each admin request.
+    :param request_timeout: seconds to wait for each admin request.
     :param max_in_flight: requests in flight at once (the per-group calls of large runs).
     """
 
@@ -34,11 +34,11 @@ class KStateAdminHook(KafkaBaseHook):
     def __init__(
         self,
         kafka_config_id: str = KafkaBaseHook.default_conn_name,
-        timeout: float = 30.0,
+        request_timeout: float = 30.0,
         max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         super().__init__(kafka_config_id=kafka_config_id)
-        self.timeout = timeout
+        self.request_timeout = request_timeout
         self.max_in_flight = max_in_flight
 
     def client_config(self) -> dict[str, Any]:
@@ -70,7 +70,7 @@ class KStateAdminHook(KafkaBaseHook):
         """The admin verbs on this connection's client (no Airflow: raises the domain's errors)."""
         return ClusterAdmin(
             self._config,
-            self.timeout,
+            self.request_timeout,
             self.max_in_flight,
             client=self.get_conn,
             name=f"connection {self.kafka_config_id!r}",

@@ -23,7 +23,7 @@ class KStateControlHook(BaseHook):
 
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
     :param control_topic: the compacted control topic the services watch.
-    :param timeout: seconds each request may take.
+    :param request_timeout: seconds each request may take.
     """
 
     hook_name = "Kafka State control channel"
@@ -32,10 +32,10 @@ class KStateControlHook(BaseHook):
         self,
         kafka_config_id: str = DEFAULT_CONN_ID,
         control_topic: str = DEFAULT_CONTROL_TOPIC,
-        timeout: float = 30.0,
+        request_timeout: float = 30.0,
     ) -> None:
         super().__init__()
-        self.admin = KStateAdminHook(kafka_config_id=kafka_config_id, timeout=timeout)
+        self.admin = KStateAdminHook(kafka_config_id=kafka_config_id, request_timeout=request_timeout)
         self.control_topic = control_topic
 
     @cached_property

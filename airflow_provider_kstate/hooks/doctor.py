@@ -23,7 +23,7 @@ class KStateDoctorHook(BaseHook):
     seconds, shared by every worker.
 
     :param kafka_config_id: the Airflow connection id.
-    :param timeout: seconds each request may take.
+    :param request_timeout: seconds each request may take.
     :param cache_topic: the topic that caches verdicts.
     """
 
@@ -32,13 +32,13 @@ class KStateDoctorHook(BaseHook):
     def __init__(
         self,
         kafka_config_id: str = DEFAULT_CONN_ID,
-        timeout: float = 20.0,
+        request_timeout: float = 20.0,
         cache_topic: str = DEFAULT_CACHE_TOPIC,
     ) -> None:
         super().__init__()
-        self.admin = KStateAdminHook(kafka_config_id=kafka_config_id, timeout=timeout)
+        self.admin = KStateAdminHook(kafka_config_id=kafka_config_id, request_timeout=request_timeout)
         self.kafka_config_id = kafka_config_id
-        self.timeout = timeout
+        self.request_timeout = request_timeout
         self.cache_topic = cache_topic
 
     def client_config(self) -> dict[str, Any]:
@@ -48,7 +48,9 @@ class KStateDoctorHook(BaseHook):
     def verdict(self, refresh: bool = False, ttl: float = DEFAULT_TTL) -> Verdict:
         """Return the cluster's verdict (behavioural checks from the cache unless ``refresh`` or expired)."""
         try:
-            verdict, cached = diagnose(self.client_config(), refresh, ttl, self.timeout, self.cache_topic)
+            verdict, cached = diagnose(
+                self.client_config(), refresh, ttl, self.request_timeout, self.cache_topic
+            )
         except ClusterUnreachable as exc:
             raise BrokerUnavailableError(f"Kafka connection {self.kafka_config_id!r}: {exc}") from exc
         self.log.info(
@@ -60,7 +62,7 @@ class KStateDoctorHook(BaseHook):
 
     def last_verdict(self) -> Verdict | None:
         """Return the cached verdict without probing (None when the cluster was never checked)."""
-        return last_verdict(self.client_config(), self.timeout, self.cache_topic)
+        return last_verdict(self.client_config(), self.request_timeout, self.cache_topic)
 
     def require(
         self,

@@ -22,7 +22,7 @@ class KStateLeaseHook(BaseHook):
 
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
     :param lease_topic: the lease log topic.
-    :param timeout: seconds each request may take.
+    :param request_timeout: seconds each request may take.
     """
 
     hook_name = "Kafka State topic lease"
@@ -31,10 +31,10 @@ class KStateLeaseHook(BaseHook):
         self,
         kafka_config_id: str = DEFAULT_CONN_ID,
         lease_topic: str = DEFAULT_LEASE_TOPIC,
-        timeout: float = 30.0,
+        request_timeout: float = 30.0,
     ) -> None:
         super().__init__()
-        self.admin = KStateAdminHook(kafka_config_id=kafka_config_id, timeout=timeout)
+        self.admin = KStateAdminHook(kafka_config_id=kafka_config_id, request_timeout=request_timeout)
         self.lease_topic = lease_topic
 
     @cached_property

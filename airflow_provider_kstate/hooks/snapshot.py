@@ -64,7 +64,7 @@ class KStateSnapshotHook(BaseHook):
     """A thin hook over a state store: its changelog on the ``kafka`` connection and its snapshot.
 
     :param kafka_config_id: the Airflow connection of the Kafka cluster (conn type ``kafka``).
-    :param timeout: seconds to wait for each admin request.
+    :param request_timeout: seconds to wait for each admin request.
     :param storage_conn_id: an Airflow connection whose credentials reach the snapshot's object store
         (e.g. ``aws_default`` for ``s3://``, ``google_cloud_default`` for ``gs://``); None: the machine's.
     """
@@ -77,12 +77,12 @@ class KStateSnapshotHook(BaseHook):
     def __init__(
         self,
         kafka_config_id: str = default_conn_name,
-        timeout: float = 30.0,
+        request_timeout: float = 30.0,
         storage_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         self.kafka_config_id = kafka_config_id
-        self.timeout = timeout
+        self.request_timeout = request_timeout
         self.storage_conn_id = storage_conn_id
         self._admin: Any = None
 
@@ -92,7 +92,9 @@ class KStateSnapshotHook(BaseHook):
         if self._admin is None:
             from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
-            self._admin = KStateAdminHook(kafka_config_id=self.kafka_config_id, timeout=self.timeout)
+            self._admin = KStateAdminHook(
+                kafka_config_id=self.kafka_config_id, request_timeout=self.request_timeout
+            )
         return self._admin
 
     def get_conn(self) -> Any:

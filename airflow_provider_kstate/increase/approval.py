@@ -23,7 +23,6 @@ from airflow_provider_kstate.defaults import (  # re-exported: the value lives t
     DEFAULT_APPROVAL_TIMEOUT as DEFAULT_APPROVAL_TIMEOUT,
 )
 from airflow_provider_kstate.errors import PlanChangedError
-from airflow_provider_kstate.increase.drivers import DriverKind
 from airflow_provider_kstate.increase.events import RunProgress
 from airflow_provider_kstate.increase.plan import (
     UNSUPPORTED,
@@ -48,16 +47,6 @@ PROMPT_ROWS = 25
 AT_RISK = (GroupClass.ACTIVE, GroupClass.EMPTY, *UNSUPPORTED)
 #: How the prompt orders groups: live groups first, then the risks accepted, then the rest.
 _RANK = {GroupClass.ACTIVE: 0, GroupClass.EXCLUDED: 1, GroupClass.EMPTY: 2}
-_LEAVE = {
-    DriverKind.CONTROL: "pause record",
-    DriverKind.COMMAND: "stop command",
-    DriverKind.TASK: "your pause task",
-}
-_BACK = {
-    DriverKind.CONTROL: "resume",
-    DriverKind.COMMAND: "start command",
-    DriverKind.TASK: "your resume task",
-}
 _ALONE = {
     GroupClass.SPARK: "left alone: Spark reads new partitions from earliest",
     GroupClass.SHARE_SAFE: "left alone: a share group that reads new partitions from their first record",
@@ -160,9 +149,9 @@ def what_happens(entry: GroupPlan) -> str:
     """What the run will do to one group, in a few words."""
     if not entry.seed:
         return _ALONE.get(entry.cls, "left alone")
-    kind = entry.driver.kind
+    driver = entry.driver
     if entry.cls == GroupClass.ACTIVE:
-        steps = f"{_LEAVE[kind]}, wait EMPTY, seed, {_BACK[kind]}, wait STABLE"
+        steps = f"{driver.leave_words}, wait EMPTY, seed, {driver.back_words}, wait STABLE"
     else:
         steps = "seed (no live members: nobody is stopped)"
     if entry.key_order == KeyOrderMark.DRAINED:

@@ -33,24 +33,24 @@ def groups_empty(hook: AdminPort, topic: str, groups: list[str]) -> CheckResult:
     return CheckResult(not blockers, blockers)
 
 
-def groups_stable(
-    hook: AdminPort,
-    topic: str,
-    groups: list[str],
-    partitions: int,
-    topics: dict[str, list[str]] | None = None,
-) -> CheckResult:
-    """Hold when every group is STABLE with all ``partitions`` of ``topic`` assigned to its members.
+def on_topics(found: dict[str, dict[str, Any]]) -> CheckResult:
+    """One result of a check made on each topic (``{topic: {group or partition: detail}}``): what is
+    behind is named as is for one topic, ``<name> on <topic>`` for several."""
+    several = len(found) > 1
+    detail = {f"{k} on {t}" if several else k: d for t, each in found.items() for k, d in each.items()}
+    return CheckResult(not detail, detail)
 
-    :param topics: a run of several topics: ``{topic: groups}``, each group checked on every topic it reads
-        (``topic`` and ``groups`` are then ignored); a problem is named ``<group> on <topic>``.
+
+def groups_stable(hook: AdminPort, topics: dict[str, list[str]], partitions: int) -> CheckResult:
+    """Hold when every group is STABLE with all ``partitions`` of every topic it reads assigned to its
+    members.
+
+    :param topics: ``{topic: the groups waited for on it}``.
     """
-    if topics:
-        found: dict[str, Any] = {}
-        for name, readers in topics.items():
-            each = groups_stable(hook, name, readers, partitions)
-            found.update({f"{g} on {name}": d for g, d in each.detail.items()})
-        return CheckResult(not found, found)
+    return on_topics({topic: _unstable(hook, topic, groups, partitions) for topic, groups in topics.items()})
+
+
+def _unstable(hook: AdminPort, topic: str, groups: list[str], partitions: int) -> dict[str, Any]:
     problems: dict[str, Any] = {}
     expected = set(range(partitions))
     for group, info in hook.describe_groups(groups, topic).items():
@@ -66,26 +66,33 @@ def groups_stable(
                     "no members: its consumers have not come back (stopped for good, crashed, or not "
                     "resumed); offsets are seeded, so restarting them is safe"
                 )
-    return CheckResult(not problems, problems)
+    return problems
 
 
-def partitions_written(hook: AdminPort, topic: str, baseline: dict[str, int]) -> CheckResult:
-    """Hold when each partition in ``baseline`` (``{"p": end offset}``) has grown past it."""
-    ends = hook.watermarks(topic, [int(p) for p in baseline])
-    waiting = {str(p): ends[p][1] for p in ends if ends[p][1] <= int(baseline[str(p)])}
-    return CheckResult(not waiting, {"not_yet_written": waiting})
+def partitions_written(hook: AdminPort, baselines: dict[str, dict[str, int]]) -> CheckResult:
+    """Hold when each partition of each topic in ``baselines`` (``{topic: {"p": end offset}}``) has grown
+    past its end offset there."""
+    waiting: dict[str, dict[str, Any]] = {}
+    for topic, baseline in baselines.items():
+        ends = hook.watermarks(topic, [int(p) for p in baseline])
+        behind = {str(p): ends[p][1] for p in ends if ends[p][1] <= int(baseline[str(p)])}
+        waiting[topic] = {"not_yet_written": behind} if behind else {}
+    return on_topics(waiting)
 
 
-def groups_drained(hook: AdminPort, topic: str, groups: list[str], offsets: list[int]) -> CheckResult:
-    """Hold when every group has committed offsets at or past ``offsets`` (the old partitions' end offsets
-    when the producers stopped) on each of those partitions: it consumed everything written before the
-    switch, so the producers may start on the new layout without reordering its keys."""
-    behind: dict[str, Any] = {}
-    for group, committed in hook.committed_offsets_many(groups, topic, len(offsets)):
-        lag = {p: b - committed.get(p, 0) for p, b in enumerate(offsets) if committed.get(p, -1) < b}
-        if lag:
-            behind[group] = {"records_behind": sum(lag.values()), "partitions": ranges(sorted(lag))}
-    return CheckResult(not behind, behind)
+def groups_drained(hook: AdminPort, drains: dict[str, dict[str, Any]]) -> CheckResult:
+    """Hold when every drained group has committed offsets at or past the old partitions' end offsets when
+    the producers stopped, on each topic it reads (``{topic: {"groups": [...], "offsets": [...]}}``): it
+    consumed everything written before the switch, so the producers may start on the new layout without
+    reordering its keys."""
+    behind: dict[str, dict[str, Any]] = {}
+    for topic, drain in drains.items():
+        offsets, each = list(drain["offsets"]), behind.setdefault(topic, {})
+        for group, committed in hook.committed_offsets_many(list(drain["groups"]), topic, len(offsets)):
+            lag = {p: b - committed.get(p, 0) for p, b in enumerate(offsets) if committed.get(p, -1) < b}
+            if lag:
+                each[group] = {"records_behind": sum(lag.values()), "partitions": ranges(sorted(lag))}
+    return on_topics(behind)
 
 
 CHECKS: dict[str, Callable[..., CheckResult]] = {

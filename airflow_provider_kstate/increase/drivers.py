@@ -89,10 +89,23 @@ class DriverDict(TypedDict, total=False):
 
 @dataclass(frozen=True)
 class Driver:
-    """The base of the drivers: a kind and an optional name shown in the plan."""
+    """The base of the drivers: a kind and an optional name shown in the plan. Each kind is one subclass,
+    registered by its ``kind`` (:data:`DRIVER_KINDS`): it says how it reads its dict form, how it takes its
+    service out and back (the words of the plan and the approval prompt), whether the run runs commands
+    for it and whether its live members must run the client piece."""
 
     kind: ClassVar[DriverKind]
+    #: How the service leaves its group, and how it comes back (the approval prompt's words).
+    leave_words: ClassVar[str]
+    back_words: ClassVar[str]
+    #: Whether a pause record makes the service leave: its live members must run the client piece.
+    needs_client_piece: ClassVar[bool] = False
     name: str = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            DRIVER_KINDS[cls.kind] = cls
 
     def describe(self) -> str:
         """One word or two for the plan's line and the page: ``control``, ``command billing-k8s``."""
@@ -105,6 +118,18 @@ class Driver:
             out["name"] = self.name
         return out
 
+    def commands(self) -> CommandDriver | None:
+        """The command pair the run runs to stop and start the service (None: the run runs none)."""
+        return None
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any], label: str) -> Driver:
+        """The driver of this kind from its dict form (``kind`` checked already)."""
+        unknown = sorted(set(data) - {"kind", "name"})
+        if unknown:
+            raise InvalidDriverError(f"driver {label!r}: unknown fields {unknown} for a {cls.kind} driver")
+        return cls(name=label)
+
     @staticmethod
     def from_dict(data: Mapping[str, Any], name: str = "") -> Driver:
         """Read a driver from its dict form (a plan, or a registry entry such as the ``kstate_drivers``
@@ -113,21 +138,12 @@ class Driver:
             raise InvalidDriverError(f"driver {name or '?'!r} must be an object, got {data!r}")
         kind = str(data.get("kind", "command" if "stop" in data else "")).strip()
         label = str(data.get("name") or name)
-        if kind == DriverKind.CONTROL:
-            return ControlDriver(name=label)
-        if kind == DriverKind.TASK:
-            return TaskDriver(name=label)
         choice(f"driver {label or '?'!r}: kind", kind, DriverKind, InvalidDriverError)
-        unknown = sorted(set(data) - {"kind", "name", "stop", "start", "ready", "timeout"})
-        if unknown:
-            raise InvalidDriverError(f"driver {label!r}: unknown fields {unknown}")
-        return CommandDriver(
-            name=label,
-            stop=str(data.get("stop") or ""),
-            start=str(data.get("start") or ""),
-            ready=str(data.get("ready") or ""),
-            timeout=_timeout(label, data.get("timeout", DEFAULT_COMMAND_TIMEOUT)),
-        )
+        return DRIVER_KINDS[DriverKind(kind)].read(data, label)
+
+
+#: Every driver kind, by its ``kind`` (each subclass of :class:`Driver` registers itself).
+DRIVER_KINDS: dict[DriverKind, type[Driver]] = {}
 
 
 class _DriverWire:
@@ -172,6 +188,9 @@ class ControlDriver(Driver):
     """The control protocol: the client piece, or any implementation of ``docs/control-protocol.md``."""
 
     kind: ClassVar[DriverKind] = DriverKind.CONTROL
+    leave_words: ClassVar[str] = "pause record"
+    back_words: ClassVar[str] = "resume"
+    needs_client_piece: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)
@@ -179,6 +198,8 @@ class TaskDriver(Driver):
     """Your own pause and resume tasks (the per-step layout's ``pause_consumers=`` / ``resume_consumers=``)."""
 
     kind: ClassVar[DriverKind] = DriverKind.TASK
+    leave_words: ClassVar[str] = "your pause task"
+    back_words: ClassVar[str] = "your resume task"
 
 
 @dataclass(frozen=True)
@@ -194,6 +215,8 @@ class CommandDriver(Driver):
     """
 
     kind: ClassVar[DriverKind] = DriverKind.COMMAND
+    leave_words: ClassVar[str] = "stop command"
+    back_words: ClassVar[str] = "start command"
     stop: str = ""
     start: str = ""
     ready: str = ""
@@ -217,6 +240,22 @@ class CommandDriver(Driver):
     def command(self, action: str) -> str:
         """The command of ``action`` (``stop``, ``start`` or ``ready``)."""
         return str(getattr(self, action))
+
+    def commands(self) -> CommandDriver:
+        return self
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any], label: str) -> Driver:
+        unknown = sorted(set(data) - {"kind", "name", "stop", "start", "ready", "timeout"})
+        if unknown:
+            raise InvalidDriverError(f"driver {label!r}: unknown fields {unknown}")
+        return cls(
+            name=label,
+            stop=str(data.get("stop") or ""),
+            start=str(data.get("start") or ""),
+            ready=str(data.get("ready") or ""),
+            timeout=_timeout(label, data.get("timeout", DEFAULT_COMMAND_TIMEOUT)),
+        )
 
 
 CONTROL = ControlDriver()

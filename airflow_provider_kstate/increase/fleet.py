@@ -14,7 +14,6 @@ from airflow_provider_kstate.increase.drivers import (
     TASK,
     CommandDriver,
     Driver,
-    DriverKind,
     as_driver,
     as_registry,
 )
@@ -101,7 +100,7 @@ def drive(
 def _problem(group: str, driver: Driver, clients: list[str], present: set[str]) -> str:
     """Why the run cannot drive ``group`` with ``driver`` ("" when it can)."""
     behind, shown = without_client_piece(clients, present, 5)
-    if driver.kind != DriverKind.CONTROL or not behind:
+    if not driver.needs_client_piece or not behind:
         return ""
     return (
         f"{behind} of {len(clients)} live members do not run the kstate "
@@ -136,24 +135,24 @@ def check_drivable(plan: Plan) -> None:
     )
 
 
-def live_groups(plan: Plan, kind: DriverKind, among: Iterable[str] | None = None) -> list[str]:
-    """The seeded groups with live members at plan time (class ``active``) driven by ``kind``, in plan order;
-    only those of ``among`` when it is given."""
+def commanded_live(plan: Plan, among: Iterable[str] | None = None) -> list[str]:
+    """The seeded groups with live members at plan time (class ``active``) whose driver the run runs
+    commands for (it stops them first and starts them), in plan order; only those of ``among`` when given."""
     wanted = None if among is None else set(among)
     return [
         g
         for g in plan.where("seed")
         if plan.groups[g].cls == GroupClass.ACTIVE
-        and plan.groups[g].driver.kind == kind
+        and plan.groups[g].driver.commands() is not None
         and (wanted is None or g in wanted)
     ]
 
 
 def commands_of(plan: Plan, groups: list[str]) -> dict[str, CommandDriver]:
-    """``{group: its command driver}`` of those ``groups`` the plan drives by commands."""
-    return {g: d for g in groups if isinstance(d := plan.groups[g].driver, CommandDriver)}
+    """``{group: its command pair}`` of those ``groups`` the run runs commands for."""
+    return {g: c for g in groups if (c := plan.groups[g].driver.commands()) is not None}
 
 
 def producer_commands(plan: Plan) -> dict[str, CommandDriver]:
-    """``{service: command driver}`` of the producer services the plan stops by commands."""
-    return {s: d for s, d in plan.producers.items() if isinstance(d, CommandDriver)}
+    """``{service: command pair}`` of the producer services the run stops by commands."""
+    return {s: c for s, d in plan.producers.items() if (c := d.commands()) is not None}

@@ -355,7 +355,7 @@ class KeyOrderSwitch:
         """The switch of a drain, producers stopped: read every partition's end offset ``B``, publish it as
         the barrier of the groups that hold at one (with ``preserve``), and return what the drained groups
         must reach (``B`` of the old partitions) and their backlog now; the producers start later
-        (:meth:`SafeIncreaseSteps.start_producers`), once the drained groups have reached it."""
+        (:meth:`~airflow_provider_kstate.increase.run.IncreaseRun.start_producers`), once the drained groups have reached it."""
         watch = self.control.watch()
         try:
             groups = self._groups(watch, live) if self.key_order == PRESERVE else Groups([], [], {})
@@ -500,11 +500,9 @@ class KeyOrderSwitch:
 
 
 def drain_of(switch: Any) -> dict[str, Any]:
-    """The ``drain`` of a switch's XCom (the pause window's, whose ``switch`` holds it, or the scale
-    step's): ``{"groups": [...], "offsets": [...], "stopped_at": ms, "backlog": {...}}``; no groups when
-    the run drains none."""
-    if isinstance(switch, dict) and isinstance(switch.get("switch"), dict):
-        switch = switch["switch"]
+    """The ``drain`` of one topic's switch (:func:`~airflow_provider_kstate.increase.run.switch_of`):
+    ``{"groups": [...], "offsets": [...], "stopped_at": ms, "backlog": {...}}``; no groups when the run
+    drains none."""
     drain = switch.get("drain") if isinstance(switch, dict) else None
     if not isinstance(drain, dict):
         return {"groups": [], "offsets": [], "stopped_at": 0, "backlog": {}}

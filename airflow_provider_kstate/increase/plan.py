@@ -23,7 +23,7 @@ an offset on a partition of the topic) left by a crashed run or by a topic grown
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
@@ -545,22 +545,21 @@ def _role(info: GroupInfo, group_type: str) -> GroupRole:
 def build_plan(
     hook: AdminPort,
     topic: str,
-    target: int,
-    groups: Iterable[str] = (),
-    spark_prefixes: tuple[str, ...] = DEFAULT_SPARK_PREFIXES,
-    exclude_groups: Iterable[str] = (),
-    allow_unknown_groups: bool = False,
-    acknowledge_streams_groups: Iterable[str] = (),
-    share_new_partitions_kept: bool = False,
+    request: PlanRequest,
+    target: int | None = None,
     replication: ReplicationState | None = None,
 ) -> Plan:
-    """Validate the request against the cluster and return the plan (nothing is changed).
+    """Validate ``request`` against the cluster for ``topic`` and return its plan (nothing is changed).
+
+    Every choice comes from the request itself (a field added to :class:`PlanRequest` is read here, not
+    passed along by each caller): ``consumer_groups``, ``exclude_groups``, ``allow_unknown_groups``,
+    ``acknowledge_streams_groups``, ``spark_group_prefixes`` and ``share_new_partitions_kept``.
 
     Discovery always runs: every group with committed offsets on ``topic`` or with live members assigned
-    its partitions is at risk. With ``groups`` named, a discovered group that is not named (nor a Spark
-    source group, nor in ``exclude_groups``) fails the plan, and so does a named group the cluster does
-    not know (a likely typo) unless ``allow_unknown_groups``. A group is unknown when it is not listed and
-    has no members, whatever state the broker describes.
+    its partitions is at risk. With ``consumer_groups`` named, a discovered group that is not named (nor a
+    Spark source group, nor in ``exclude_groups``) fails the plan, and so does a named group the cluster
+    does not know (a likely typo) unless ``allow_unknown_groups``. A group is unknown when it is not listed
+    and has no members, whatever state the broker describes.
 
     Group types: classic and consumer-protocol groups are paused and seeded. A share group (KIP-932) is
     at risk when it reads the topic (DescribeShareGroupOffsets; every share group when that cannot be
@@ -570,13 +569,15 @@ def build_plan(
     Streams application fails it unless acknowledged (``acknowledge_streams_groups``) or excluded. Connect
     sink groups are named as such and handled as consumer groups.
 
-    :param groups: the groups to protect; empty means every group at risk.
-    :param exclude_groups: groups at risk that the run leaves alone, a risk accepted explicitly.
-    :param acknowledge_streams_groups: Kafka Streams applications the run may pause and seed: their owner
-        knows the input grows (co-partitioning, state partitioned by the input; see the error message).
-    :param share_new_partitions_kept: the broker starts a share group on a partition added while it reads
-        at the partition's first record, whatever its ``share.auto.offset.reset`` (the broker doctor's
-        ``share_new_partitions`` promise: measured kept on Apache Kafka 4.4.0, broken on 4.2.0 and 4.2.2).
+    :param request: what the run asks (:class:`~airflow_provider_kstate.increase.request.PlanRequest`):
+        ``consumer_groups`` the groups to protect (empty: every group at risk); ``exclude_groups`` groups
+        at risk the run leaves alone, a risk accepted explicitly; ``acknowledge_streams_groups`` Kafka
+        Streams applications the run may pause and seed (their owner knows the input grows: co-partitioning,
+        state partitioned by the input; see the error message); ``share_new_partitions_kept`` the broker
+        starts a share group on a partition added while it reads at the partition's first record, whatever
+        its ``share.auto.offset.reset`` (the broker doctor's ``share_new_partitions`` promise: measured kept
+        on Apache Kafka 4.4.0, broken on 4.2.0 and 4.2.2). Its ``topics`` are not read: ``topic`` is.
+    :param target: the target partition count (None: the request's ``partitions``, else the count now).
     :param replication: the topic's replication as checked
         (:func:`~airflow_provider_kstate.increase.replicas.check_replication`), kept in the plan.
     :raises InvalidPartitionCountError: the target is below the current count.
@@ -586,13 +587,15 @@ def build_plan(
     """
     check_topic_name(topic)
     current = hook.partition_count(topic)
+    if target is None:
+        target = request.partitions or current
     if target < current:
         raise InvalidPartitionCountError(
             f"topic {topic!r} has {current} partitions; the target {target} is below it "
             "(Kafka cannot remove partitions). Nothing was changed."
         )
-    named = list(dict.fromkeys(groups))
-    excluded = set(exclude_groups)
+    named = list(dict.fromkeys(request.consumer_groups))
+    excluded = set(request.exclude_groups)
     types = hook.group_types()
     # Share groups keep no OffsetFetch offsets: the topics they read come from DescribeShareGroupOffsets.
     # Where that cannot be read, every share group (and every group of a type the client cannot tell) is
@@ -609,11 +612,11 @@ def build_plan(
     infos.update(streams.infos)
     discovered += [g for g in streams.infos if g not in discovered]
     names = list(dict.fromkeys([*names, *discovered]))
-    plans = {g: classify(infos[g], spark_prefixes, types) for g in names}
+    plans = {g: classify(infos[g], request.spark_group_prefixes, types) for g in names}
     for g, reset in (shares or {}).items():
-        plans[g] = share_plan(plans[g], reset, share_new_partitions_kept)
-    _check_named(topic, named, discovered, plans, excluded, allow_unknown_groups)
-    acknowledged = set(acknowledge_streams_groups) - excluded
+        plans[g] = share_plan(plans[g], reset, request.share_new_partitions_kept)
+    _check_named(topic, named, discovered, plans, excluded, request.allow_unknown_groups)
+    acknowledged = set(request.acknowledge_streams_groups) - excluded
     for g in acknowledged & set(plans):
         if plans[g].cls == GroupClass.STREAMS:
             plans[g] = as_consumer_group(plans[g], infos[g])

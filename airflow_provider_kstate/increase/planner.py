@@ -102,21 +102,7 @@ def plan_increase(
     if trust is not None:
         request = request.model_copy(update={"share_new_partitions_kept": trust()})
     target, replication = _check_topics(cluster, names, request.partitions)
-    plans = [
-        build_plan(
-            cluster,
-            topic,
-            target,
-            named,
-            request.spark_group_prefixes,
-            exclude_groups=request.exclude_groups,
-            allow_unknown_groups=request.allow_unknown_groups,
-            acknowledge_streams_groups=request.acknowledge_streams_groups,
-            share_new_partitions_kept=request.share_new_partitions_kept,
-            replication=replication[topic],
-        )
-        for topic in names
-    ]
+    plans = [build_plan(cluster, topic, request, target, replication[topic]) for topic in names]
     plan = merge_plans(plans, named)
     discovered = [g for g in plan.where("seed") if g not in named]
     if access is not None and discovered:  # the discovered groups the run seeds: Describe and Read on each

@@ -1,4 +1,6 @@
-"""The steps of the safe partition increase, each idempotent, shared by the step operators and the window operator.
+"""The steps of one topic of a safe partition increase, each idempotent; the run
+(:class:`~airflow_provider_kstate.increase.run.IncreaseRun`) takes the groups out and back once and runs
+these steps for each topic it grows.
 
 Each step reads the cluster, changes what it must, logs one runbook line per group (partition ranges, then
 exceptions up to a cap) and returns a small JSON-safe summary for XCom. Per-partition evidence goes to a
@@ -28,9 +30,7 @@ from airflow_provider_kstate.errors import (
     UnsafeResumeError,
 )
 from airflow_provider_kstate.increase.checks import groups_empty
-from airflow_provider_kstate.increase.drivers import CommandPairs, CommandResult, DriverKind
 from airflow_provider_kstate.increase.events import GroupState, NoEvents, ProducerState, RunEvents
-from airflow_provider_kstate.increase.fleet import commands_of, live_groups, producer_commands
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, KeyOrderPort, KeyOrderSwitch
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.increase.report import Exceptions, ReportWriter, ranges
@@ -100,9 +100,12 @@ class SeedResult:
 
 
 @dataclass
-class SafeIncreaseSteps:
-    """The steps for one plan, with the hooks and the logger of the task that runs them.
+class TopicSteps:
+    """The steps of one topic of a run (:class:`~airflow_provider_kstate.increase.run.IncreaseRun`): pin and
+    switch its producers, create its partitions, seed the groups that read it, check their offsets. The
+    groups leave, are waited for and rejoin once per run, in the run.
 
+    :param plan: the topic's plan (:meth:`Plan.for_topic`: its count, the groups that read it).
     :param lease_check: called before every step that changes the cluster; it raises when the run no
         longer holds the topic's lease (and renews it when due).
     """
@@ -113,42 +116,23 @@ class SafeIncreaseSteps:
     log: Any
     owner: str
     lease_check: Callable[[], None] = lambda: None
+    #: ``preserve``: producers switch through the key-order barrier (or wait for drained groups);
+    #: ``drain``: producers stop before the create and start after every live group drained; ``relax``: at once.
+    key_order: str = PRESERVE
+    #: Seconds ControlledProducers stay held for a drain before they release themselves (a dead controller).
+    drain_hold: float = 1800.0
+    #: Seconds to wait for the new partitions' leaders before the producers switch onto them.
+    leader_timeout: float = 600.0
+    #: Where the run reports its step and each group's state (the run's progress file, metrics).
+    events: RunEvents = field(default_factory=NoEvents)
     #: Set by :meth:`increase` when this run created the partitions: they hold no offsets yet.
     created_from: int | None = None
     #: Per group, the partition count on which the broker acknowledged an offset for every partition.
     known: dict[str, int] = field(default_factory=dict)
-    #: ``preserve``: producers switch through the key-order barrier (or wait for drained groups);
-    #: ``drain``: producers stop before the create and start after every live group drained; ``relax``: at once.
-    key_order: str = PRESERVE
-    #: Seconds to wait for the paused (or stopped) groups to become EMPTY.
-    empty_timeout: float = 600.0
-    #: Seconds ControlledProducers stay held for a drain before they release themselves (a dead controller).
-    drain_hold: float = 1800.0
-    #: Runs the command pairs of the plan's drivers.
-    pairs: CommandPairs | None = None
-    #: What this run stopped (for :meth:`undo_before_create`): command-driven groups and producer services.
-    stopped_groups: list[str] = field(default_factory=list)
-    producers_stopped: dict[str, Any] | None = None
-    #: Start or readiness commands that failed (logged; the broker's view of the group decides what follows).
-    start_failures: list[CommandResult] = field(default_factory=list)
-    #: Where the run reports its step and each group's state (the run's progress file, metrics).
-    events: RunEvents = field(default_factory=NoEvents)
-    #: ``time.monotonic()`` when the control pause was sent: the live groups' downtime starts there.
-    paused_at: float | None = None
-    #: Seconds the command-driven groups took to stop and become EMPTY (None: none was stopped).
-    stop_s: float | None = None
-    #: ``time.monotonic()`` when the resume record was sent (the control groups' downtime ends about there),
-    #: and the seconds the command-driven groups' start and readiness commands took after it.
-    resumed_at: float | None = None
-    start_s: float | None = None
     #: The most partitions this run has seen the topic have (see :meth:`partition_count`).
     partitions_seen: int = 0
     #: Set by :meth:`increase` when the create got no answer: it may be applied later (see there).
     create_unknown: bool = False
-
-    def __post_init__(self) -> None:
-        if self.pairs is None:
-            self.pairs = CommandPairs(self.plan.topic, self.log)
 
     @property
     def topic(self) -> str:
@@ -163,51 +147,14 @@ class SafeIncreaseSteps:
         return self.partitions_seen
 
     @property
-    def commands(self) -> CommandPairs:
-        assert self.pairs is not None  # set in __post_init__
-        return self.pairs
-
-    @property
     def drains(self) -> bool:
-        """Whether some group is drained: producers stop before the create and start once it drained."""
+        """Whether a group of this topic is drained: its producers stop before the create and start once
+        it drained."""
         return bool(self.plan.marked(ORDER_DRAINED))
 
-    def pause(self, groups: list[str] | None = None) -> dict[str, Any]:
-        """Take every group at risk out of its group, each by its driver, and pin producers to the current
-        partition count (for a drain: stop them first).
-
-        Command-driven groups with live members are stopped first and waited for (up to
-        ``empty_timeout``); only then are the others asked to leave, so no group is out of its group while
-        another's stop is slow or fails. A failure here changes nothing and resumes what was stopped
-        (:meth:`undo_before_create`).
-        """
-        groups = self.plan.where("pause") if groups is None else groups
-        epoch = self.leave(groups)
-        self.pin()
-        out: dict[str, Any] = {"epoch": epoch, "groups": len(groups), "stopped_groups": self.stopped_groups}
-        if self.producers_stopped is not None:
-            out["producers_stopped"] = self.producers_stopped
-        return out
-
-    def leave(self, groups: list[str]) -> int:
-        """The first half of :meth:`pause`: stop the command-driven groups (and, for a drain, the producers),
-        then send the others the pause record; return its epoch. A run of several topics sends it once."""
-        self.lease_check()
-        self.events.step("pause")
-        if self.drains and self.producers_stopped is None:
-            self.stop_producers()
-        self._stop_command_groups(groups)
-        self.paused_at = time.monotonic()
-        epoch = self.control.pause(groups, self.topic, issuer=self.owner)
-        self.events.groups(
-            [g for g in self.plan.where("wait") if g not in self.stopped_groups], GroupState.STOPPING
-        )
-        self.log.info("PAUSE groups %s: pause command sent (epoch %s)", names(groups), epoch)
-        return epoch
-
     def pin(self) -> None:
-        """The second half of :meth:`pause`: pin the topic's producers to the current partition count and
-        announce the key-order barrier to its protected groups (once per topic)."""
+        """Pin the topic's producers to the current partition count and announce the key-order barrier to
+        its protected groups (once per topic, after the groups left)."""
         original = self.plan.original_partitions
         if not self.drains:  # a drain's hold already pins them to the current count
             layout = self.control.set_layout(self.topic, original, issuer=self.owner)
@@ -220,52 +167,14 @@ class SafeIncreaseSteps:
             )
         self.key_order_switch().announce()
 
-    def _stop_command_groups(self, groups: list[str]) -> None:
-        """Stop the command-driven groups with live members, then wait until the broker reports them EMPTY."""
-        live = live_groups(self.plan, DriverKind.COMMAND, groups)
-        if not live:
-            return
-        started = time.monotonic()
-        self.stopped_groups = list(dict.fromkeys([*self.stopped_groups, *live]))
-        self.events.groups(live, GroupState.STOPPING)
-        self.commands.stop(commands_of(self.plan, live), "group")
-        self.wait_empty(self.empty_timeout, groups=live)
-        self.stop_s = round(time.monotonic() - started, 3)
-        self.log.info(
-            "PAUSE groups %s: stopped by their commands and EMPTY after %.3f s", names(live), self.stop_s
-        )
-
-    def stop_producers(self) -> dict[str, Any]:
-        """For a drain: hold the ControlledProducers and stop the command-driven producer services, before
-        the create; :meth:`start_producers` starts them once the drained groups have consumed the rest."""
-        self.lease_check()
-        held = self.key_order_switch().hold_for_drain(self.drain_hold)
-        services = producer_commands(self.plan)
-        self.producers_stopped = {**held, "services": sorted(services)}
-        self.commands.stop(services, "producer")
-        self.events.producers(ProducerState.STOPPED)
-        return self.producers_stopped
-
-    def undo_before_create(self) -> None:
-        """After a failure before the create: resume every paused group at once (the control records, and
-        the start commands of the groups this run stopped), and let the producers go on the old layout."""
-        self.undo_groups()
-        self.undo_layout()
-
-    def undo_groups(self) -> None:
-        """The groups' half of :meth:`undo_before_create`: resume every paused group, start what was stopped."""
-        groups = self.plan.where("pause")
-        epoch = self.control.resume(groups, self.topic, issuer=self.owner)
-        self.log.warning("UNDO resumed groups %s (epoch %s): nothing was created", names(groups), epoch)
-        self.start_failures += self.commands.start(commands_of(self.plan, self.stopped_groups), "group")
-        self.events.groups(groups, GroupState.RESUMED)
+    def hold_for_drain(self) -> dict[str, Any]:
+        """For a drain, before the create: hold the topic's ControlledProducers on the old layout."""
+        return self.key_order_switch().hold_for_drain(self.drain_hold)
 
     def undo_layout(self) -> None:
-        """The producers' half of :meth:`undo_before_create`: the topic's producers on the current layout."""
+        """After a failure before the create: the topic's producers on the current layout."""
         layout = self.control.set_layout(self.topic, self.plan.original_partitions, issuer=self.owner)
         self.log.warning("UNDO producers of %s on the current layout (epoch %s)", self.topic, layout)
-        if self.producers_stopped is not None:
-            self.start_failures += self.commands.start(producer_commands(self.plan), "producer")
         self.events.producers(ProducerState.RUNNING)
 
     def key_order_switch(self) -> KeyOrderSwitch:
@@ -273,37 +182,13 @@ class SafeIncreaseSteps:
         control: KeyOrderPort = self.control  # type: ignore[assignment]  # the control hook has both
         return KeyOrderSwitch(self.plan, self.admin, control, self.log, self.owner, self.key_order)
 
-    def wait_empty(
-        self, timeout: float, max_interval: float = 1.0, groups: list[str] | None = None
-    ) -> dict[str, Any]:
-        """Block until every seeded group is EMPTY: polls every 5 ms for the first 2 s (paused consumers
-        leave within milliseconds of each other, and every millisecond of this wait is consumer downtime;
-        one DescribeGroups request for all groups costs well under a millisecond), then backs off to
-        ``max_interval``. On timeout: :class:`GroupNeverLeftError`, naming the members still present."""
-        groups = self.plan.where("seed") if groups is None else groups
-        started = time.monotonic()
-        deadline = started + timeout
-        interval = FAST_POLL
-        while True:
-            result = groups_empty(self.admin, self.topic, groups)
-            if result.ok:
-                waited = set(self.plan.where("wait"))
-                self.events.groups([g for g in groups if g in waited], GroupState.PAUSED)
-                self.log.info("WAIT groups %s are EMPTY", names(groups))
-                return {"groups": len(groups)}
-            if time.monotonic() > deadline:
-                raise not_empty_error(self.plan, result.detail, timeout)
-            time.sleep(interval)
-            if time.monotonic() - started > 2.0:
-                interval = min(max_interval, interval * 2)
-
     def increase(self, timeout: float) -> dict[str, Any]:
         """Grow the topic to the target (validate first); a no-op when it is already there (a retry, a repair).
         Returns once the metadata shows the new partitions (up to ``timeout``), not once each has a leader:
         nothing up to the resume needs their leaders (the seed commits 0 on them, see :meth:`_log_starts`;
         an offset commit goes to the group's coordinator), and Kafka takes its time to bring thousands online
-        (4,032 on one 2-core broker: ~20 s) while the old partitions' consumers would wait paused. Verify
-        waits for their leaders (:func:`~airflow_provider_kstate.increase.replicas.wait_for_leaders`).
+        (4,032 on one 2-core broker: ~20 s) while the old partitions' consumers would wait paused. The
+        producers' switch waits for their leaders (:meth:`wait_for_leaders`), after the consumers are back.
         CreatePartitions gives them the topic's replication factor (see :mod:`~airflow_provider_kstate.increase.replicas`)."""
         original, target = self.plan.original_partitions, self.plan.target_partitions
         self.events.step("increase")
@@ -448,25 +333,31 @@ class SafeIncreaseSteps:
         report.write_lines(lines)
         report.note_seeded(group, gaps)
 
-    def scale(self, baseline: bool = False, live: list[str] | None = None) -> dict[str, Any]:
+    def scale(self, live: list[str], baseline: bool = False) -> dict[str, Any]:
         """Switch producers with the client piece to the target layout, once every protected group holds an
-        offset on every partition; with ``key_order="preserve"`` through the key-order barrier.
+        offset on every partition and every new partition's leader serves it; with ``key_order="preserve"``
+        through the key-order barrier.
 
+        The leaders are awaited first: on Apache Kafka 4.4 an idempotent producer whose first batch reaches
+        a partition its leader has not loaded yet can retry it with OUT_OF_ORDER_SEQUENCE_NUMBER until its
+        delivery timeout and lose it (KAFKA-15591, fixed after 4.4). The consumers are back by now; the
+        producers keep writing to the old partitions meanwhile.
+
+        :param live: the protected groups with live members now (empty in the per-step layout, where
+            consumers are paused until after the switch).
         :param baseline: also return the new partitions' end offsets now (``{"p": end}``), the baseline of
             :class:`KStateNewPartitionsWrittenSensor`.
-        :param live: the protected groups with live members now (default: none, as in the per-step layout,
-            where consumers are paused until after the switch).
         :raises UnsafeResumeError: a protected group lacks an offset on a partition; nothing was switched.
         """
         self.require_offsets(self.plan.where("seed"))
-        self.events.step("switch")
+        self.wait_for_leaders()
         target = self.plan.target_partitions
         if self.drains:
-            drained = self.key_order_switch().drain_barrier(live or [])
+            drained = self.key_order_switch().drain_barrier(live)
             self.events.groups(drained["held_groups"], GroupState.AT_BARRIER)
             self.events.groups(drained["drain"]["groups"], GroupState.DRAINING)
             return drained
-        out: dict[str, Any] = self.key_order_switch().switch(live or [])
+        out: dict[str, Any] = self.key_order_switch().switch(live)
         self.events.groups(out.get("held_groups", []), GroupState.AT_BARRIER)
         self.events.producers(ProducerState.SWITCHED)
         self.log.info(
@@ -480,64 +371,37 @@ class SafeIncreaseSteps:
             out["baseline"] = {str(p): end for p, (_start, end) in marks.items()}
         return out
 
-    def resume(self, groups: list[str] | None = None) -> dict[str, Any]:
-        """Send resume, but only once every group has an offset on every partition that exists now.
+    def wait_for_leaders(self) -> None:
+        """Wait (up to ``leader_timeout``) until every partition the plan creates has a leader serving it."""
+        from airflow_provider_kstate.increase.replicas import wait_for_leaders
 
-        Groups this run seeded are known to (the broker acknowledged every offset); the rule then needs only
-        the partition count now. Others are read from the cluster, concurrently.
-        """
-        groups = self.plan.where("pause") if groups is None else groups
-        if not groups:
-            return {"epoch": None, "groups": 0}
-        self.require_offsets(groups)
-        return self.rejoin(groups)
-
-    def rejoin(self, groups: list[str]) -> dict[str, Any]:
-        """Send ``groups`` the resume record (command-driven ones: their start commands), once
-        :meth:`require_offsets` passed for them (on every topic of the run)."""
-        self.events.step("resume")
-        epoch = self.control.resume(groups, self.topic, issuer=self.owner)
+        new = self.plan.new_partitions
+        if not new:
+            return
+        took = wait_for_leaders(self.admin, self.topic, new, self.leader_timeout)
         self.log.info(
-            "RESUME groups %s: each has a committed offset on every partition; resume sent (epoch %s)",
-            names(groups),
-            epoch,
+            "SCALE %s: the %s new partitions have leaders serving them (%.3f s)",
+            self.topic,
+            f"{len(new):,}",
+            took,
         )
-        self.resumed_at = time.monotonic()
-        started = live_groups(self.plan, DriverKind.COMMAND, groups)
-        self.events.groups([g for g in groups if g not in started], GroupState.RESUMED)
-        failed = self.commands.start(commands_of(self.plan, started), "group")
-        self.events.groups(started, GroupState.RESUMED)
-        self.start_failures += failed
-        if started:
-            self.start_s = round(time.monotonic() - self.resumed_at, 3)
-        return {
-            "epoch": epoch,
-            "groups": len(groups),
-            "started_groups": started,
-            "start_failures": [r.describe() for r in failed],
-        }
 
-    def start_producers(self, drain: dict[str, Any]) -> dict[str, Any]:
-        """After a drain: switch the ControlledProducers to the target layout and start the command-driven
-        producer services, once every protected group holds an offset on every partition; report the cost.
+    def release_after_drain(self, drain: dict[str, Any]) -> dict[str, Any]:
+        """After a drain: the topic's ControlledProducers switch to the target layout; the cost: how long
+        the producers were stopped against the drained groups' backlog at the switch.
 
         :param drain: the switch's ``drain`` (``stopped_at``, the drained groups' ``backlog`` at the switch).
-        :raises UnsafeResumeError: a protected group lacks an offset on a partition; nothing was started.
         """
-        self.require_offsets(self.plan.where("seed"))
-        self.events.step("start_producers")
+        target = self.plan.target_partitions
         self.events.groups(drain.get("groups") or [], GroupState.DRAINED)
-        epoch = self.control.set_layout(self.topic, self.plan.target_partitions, issuer=self.owner)
-        failed = self.commands.start(producer_commands(self.plan), "producer")
-        self.events.producers(ProducerState.SWITCHED)
-        self.start_failures += failed
+        epoch = self.control.set_layout(self.topic, target, issuer=self.owner)
         downtime = round((time.time() * 1000 - int(drain.get("stopped_at") or 0)) / 1000.0, 3)
         backlog = sum(int(v) for v in (drain.get("backlog") or {}).values())
         self.log.info(
             "DRAIN %s: producers started on %s partitions (epoch %s) after %.3f s stopped; the drained "
             "groups %s had %s records to consume at the switch",
             self.topic,
-            self.plan.target_partitions,
+            target,
             epoch,
             downtime,
             drain.get("groups"),
@@ -545,11 +409,9 @@ class SafeIncreaseSteps:
         )
         return {
             "epoch": epoch,
-            "partitions": self.plan.target_partitions,
+            "partitions": target,
             "producer_downtime_s": downtime,
             "backlog_at_switch": backlog,
-            "services": sorted(producer_commands(self.plan)),
-            "start_failures": [r.describe() for r in failed],
         }
 
     def require_offsets(self, groups: Iterable[str]) -> None:

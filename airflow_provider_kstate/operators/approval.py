@@ -199,8 +199,9 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
             for line in changes.lines():
                 self.log.error("APPROVE %s changed since the plan: %s", topic, line)
         self._end(context, PLAN_CHANGED, "failed")
-        if not approved.several:
-            found[approved.topic].refuse(approved.topic)
+        if len(found) == 1:  # one topic changed: its own error (a group type refused, a count changed)
+            [(topic, changes)] = found.items()
+            changes.refuse(topic)
         raise errors.PlanChangedError(
             f"the cluster changed since the plan of {approved.topic_names} was made, so the approved plan no "
             "longer says what this run would do: "
@@ -236,7 +237,9 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         from airflow_provider_kstate.increase.approval import BrokerCheck
 
         try:
-            verdict = KStateDoctorHook(self.kafka_config_id, timeout=self.request_timeout).last_verdict()
+            verdict = KStateDoctorHook(
+                self.kafka_config_id, request_timeout=self.request_timeout
+            ).last_verdict()
         except Exception as exc:  # noqa: BLE001 - the prompt goes out without it
             self.log.warning("APPROVE the broker doctor's verdict could not be read: %s", exc)
             return None

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from airflow_provider_kstate.hooks.reports import ObjectStorageReports
     from airflow_provider_kstate.increase.events import Events
     from airflow_provider_kstate.increase.plan import Plan
-    from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
-    from airflow_provider_kstate.increase.topic_set import TopicSetSteps
+    from airflow_provider_kstate.increase.report import ReportWriter
+    from airflow_provider_kstate.increase.run import IncreaseRun
     from airflow_provider_kstate.lease_rules import LeaseSet
 
 
@@ -81,7 +81,7 @@ class KStateStepOperator(KStateIncreaseOperator):
     def admin(self) -> KStateAdminHook:
         from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
-        return KStateAdminHook(kafka_config_id=self.kafka_config_id, timeout=self.request_timeout)
+        return KStateAdminHook(kafka_config_id=self.kafka_config_id, request_timeout=self.request_timeout)
 
     @cached_property
     def control(self) -> Controller:
@@ -89,7 +89,7 @@ class KStateStepOperator(KStateIncreaseOperator):
         from airflow_provider_kstate.hooks.control import KStateControlHook
 
         return KStateControlHook(
-            self.kafka_config_id, control_topic=self.control_topic, timeout=self.request_timeout
+            self.kafka_config_id, control_topic=self.control_topic, request_timeout=self.request_timeout
         ).get_conn
 
     @cached_property
@@ -97,7 +97,7 @@ class KStateStepOperator(KStateIncreaseOperator):
         from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 
         return KStateLeaseHook(
-            self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
+            self.kafka_config_id, lease_topic=self.lease_topic, request_timeout=self.request_timeout
         )
 
     @cached_property
@@ -127,30 +127,17 @@ class KStateStepOperator(KStateIncreaseOperator):
         ttl = self.lease_ttl if ttl is None else ttl
         return LeaseSet.for_topics(self.lease, self.typed_plan.topic_names, context, ttl, self.log)
 
-    @contextmanager
-    def on_topic(self, view: Plan) -> Iterator[Plan]:
-        """Run the body as a step of one topic of a plan of several (``view``, :meth:`Plan.for_topic`):
-        ``typed_plan``, ``topic`` and ``report_uri`` are that topic's inside it."""
-        saved = self.__dict__.get("_parsed_plan")
-        self.__dict__["_parsed_plan"] = (self.plan, view)
-        try:
-            yield view
-        finally:
-            if saved is None:
-                self.__dict__.pop("_parsed_plan", None)
-            else:
-                self.__dict__["_parsed_plan"] = saved
+    def run(self, context: Context, **options: Any) -> IncreaseRun:
+        """Return the run of this operator's plan over its topics, as this task's DAG run; before each change
+        it renews the topics' leases (:meth:`LeaseSet.renew`) and fails if another run took one.
 
-    def steps(self, context: Context, **options: Any) -> SafeIncreaseSteps:
-        """Return the steps of this operator's plan, run as this task's DAG run; before each change they
-        renew the topic's lease (:meth:`LeaseKeeper.renew`) and fail if another run took it.
-
-        :param options: fields of :class:`SafeIncreaseSteps` (``key_order``, ``empty_timeout``, ...).
+        :param options: fields of :class:`~airflow_provider_kstate.increase.run.IncreaseRun` (``key_order``,
+            ``empty_timeout``, ...).
         """
-        from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
+        from airflow_provider_kstate.increase.run import IncreaseRun
 
         keeper, plan = self.keeper(context), self.typed_plan.to_dict()
-        return SafeIncreaseSteps(
+        return IncreaseRun(
             self.typed_plan,
             self.admin,
             self.control,
@@ -160,32 +147,6 @@ class KStateStepOperator(KStateIncreaseOperator):
             events=self.events(context),
             **options,
         )
-
-    def topic_set_steps(self, context: Context, **options: Any) -> TopicSetSteps:
-        """Return the steps of a plan of several topics: the whole plan's (the groups leave, are waited for
-        and rejoin once) and each topic's (:meth:`Plan.for_topic`), sharing the lease set's renewal and the
-        run's events.
-
-        :param options: fields of :class:`SafeIncreaseSteps` (``key_order``, ``empty_timeout``, ...).
-        """
-        from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
-        from airflow_provider_kstate.increase.topic_set import TopicSetSteps
-
-        whole = self.steps(context, **options)
-        topics = [
-            SafeIncreaseSteps(
-                view,
-                self.admin,
-                self.control,
-                self.log,
-                whole.owner,
-                lease_check=whole.lease_check,
-                events=whole.events,
-                **options,
-            )
-            for view in self.typed_plan.views()
-        ]
-        return TopicSetSteps(whole, topics)
 
     def events(self, context: Context) -> Events:
         """Where this task reports the run's step and each group's state: the run's progress document
@@ -204,12 +165,31 @@ class KStateStepOperator(KStateIncreaseOperator):
         for name in ("admin", "lease"):
             self.__dict__.pop(name, None)
 
-    def report_uri(self, context: Context, step: str) -> str:
-        """Return the URI of this run's report file for ``step`` (``seed``, ``verify``)."""
+    def report_uri(self, context: Context, step: str, topic: str) -> str:
+        """Return the URI of this run's report file for ``step`` (``seed``, ``verify``) of ``topic``."""
         from airflow_provider_kstate.increase.report import report_location
         from airflow_provider_kstate.lease_rules import run_owner
 
-        return report_location(self.typed_plan.report_uri, self.topic, run_owner(context), step)
+        return report_location(self.typed_plan.report_uri, topic, run_owner(context), step)
+
+    @contextmanager
+    def seed_reports(self, context: Context) -> Iterator[tuple[dict[str, str], dict[str, ReportWriter]]]:
+        """Open this run's seed report of every topic of the plan (each in its topic's run folder); yield
+        ``({topic: uri}, {topic: writer})``."""
+        from contextlib import ExitStack
+
+        from airflow_provider_kstate.increase.report import write_report
+
+        plan = self.typed_plan
+        uris = {t: self.report_uri(context, "seed", t) for t in plan.topic_names}
+        with ExitStack() as stack:
+            reports = {
+                t: stack.enter_context(
+                    write_report(uri, self.report_storage, evidence=True, topic_ids=plan.ids_of(t))
+                )
+                for t, uri in uris.items()
+            }
+            yield uris, reports
 
     def get_openlineage_facets_on_start(self) -> Any:
         """The topic this step reads or changes, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""

@@ -10,13 +10,13 @@ from airflow_provider_kstate.operators.base import KStateStepOperator, drain_hol
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
+    from airflow_provider_kstate.increase.run import IncreaseRun
 
 
 class KStatePausingOperator(KStateStepOperator):
     """Base of the steps that take consumers out of their groups (:class:`KStatePauseConsumersOperator`, and
     the pause window, :class:`~airflow_provider_kstate.operators.window.KStatePauseWindowOperator`): the
-    key order, the wait for EMPTY and the drain's deadline, and the steps built from them.
+    key order, the wait for EMPTY and the drain's deadline, and the run built from them.
 
     :param key_order: ``preserve``, ``drain`` or ``relax`` (templated).
     :param empty_timeout: seconds to wait for the paused (or stopped) groups to become EMPTY.
@@ -38,19 +38,16 @@ class KStatePausingOperator(KStateStepOperator):
         self.empty_timeout = empty_timeout
         self.drain_timeout = drain_timeout
 
-    def pausing_steps(self, context: Context) -> SafeIncreaseSteps:
-        """Return this run's steps with the key order, the EMPTY wait and the producers' hold for a drain."""
-        return self.steps(context, **self.pausing_options())
-
-    def pausing_options(self) -> dict[str, Any]:
-        """The key order, the EMPTY wait and the producers' hold for a drain, as fields of the steps."""
+    def pausing_run(self, context: Context) -> IncreaseRun:
+        """Return this task's run with the key order, the EMPTY wait and the producers' hold for a drain."""
         from airflow_provider_kstate.increase.key_order import check_key_order
 
-        return {
-            "key_order": check_key_order(self.key_order),
-            "empty_timeout": self.empty_timeout,
-            "drain_hold": drain_hold(self.empty_timeout, self.drain_timeout),
-        }
+        return self.run(
+            context,
+            key_order=check_key_order(self.key_order),
+            empty_timeout=self.empty_timeout,
+            drain_hold=drain_hold(self.empty_timeout, self.drain_timeout),
+        )
 
 
 class KStatePauseConsumersOperator(KStatePausingOperator):
@@ -65,38 +62,26 @@ class KStatePauseConsumersOperator(KStatePausingOperator):
     Each group is taken out by its driver: command-driven groups are stopped first (and waited for, up to
     ``empty_timeout``), then the others get the pause record; for a drain the producers are stopped before
     both (``empty_timeout``: the wait for the command-driven groups; see :class:`KStatePausingOperator`).
-
-    A plan of several co-partitioned topics pauses every group at risk on any of them once, then pins
-    each topic's producers (:meth:`~airflow_provider_kstate.increase.topic_set.TopicSetSteps.pause`).
+    Every group at risk on any topic of the plan leaves once; then each topic's producers are pinned
+    (:meth:`~airflow_provider_kstate.increase.run.IncreaseRun.pause`).
     """
 
     def execute(self, context: Context) -> dict[str, Any]:
-        plan = self.typed_plan
         try:
-            if plan.several:
-                out = self.topic_set_steps(context, **self.pausing_options()).pause()
-                self.log.info("PAUSE %s: every group at risk on any topic left once", plan.topic_names)
-                return out
-            return self.pausing_steps(context).pause()
+            return self.pausing_run(context).pause()
         finally:
             self.control.close()
 
 
 class KStateResumeConsumersOperator(KStateStepOperator):
     """Tell paused services to rejoin (command-driven groups: their start and readiness commands), but
-    only once every group has an offset on every new partition.
-
-    A plan of several topics resumes every paused group once, when it holds an offset on every partition of
-    every topic it reads.
+    only once every group has an offset on every partition of every topic it reads.
 
     :raises UnsafeResumeError: partitions exist that a seeded group has no offset on; nothing is resumed.
     """
 
     def execute(self, context: Context) -> dict[str, Any]:
-        plan = self.typed_plan
         try:
-            if plan.several:
-                return self.topic_set_steps(context).resume(plan.where("pause"))
-            return self.steps(context).resume()
+            return self.run(context).resume()
         finally:
             self.control.close()

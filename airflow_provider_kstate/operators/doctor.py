@@ -27,13 +27,14 @@ class KStateBrokerDoctorOperator(KStateKafkaOperator):
     :param needs: a named set of promises (:class:`~airflow_provider_kstate.doctor.promises.Needs`:
         ``"increase"``, ``"state"``, ``"all"``), or a list of promise names.
     :param allow_broker_deviation: promise names to accept although broken (templated).
-    :param refresh: re-run the behavioural checks now instead of using the cached verdict (templated).
+    :param refresh_broker_check: re-run the behavioural checks now instead of using the cached verdict
+        (templated).
     :param ttl: seconds a cached verdict stays valid.
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
     :param request_timeout: seconds each request may take (default 20).
     """
 
-    template_fields: tuple[str, ...] = ("allow_broker_deviation", "refresh")
+    template_fields: tuple[str, ...] = ("allow_broker_deviation", "refresh_broker_check")
     ui_color = "#fff3e0"
     default_request_timeout = 20.0
 
@@ -42,14 +43,14 @@ class KStateBrokerDoctorOperator(KStateKafkaOperator):
         *,
         needs: Needs | str | list[str] = Needs.ALL,
         allow_broker_deviation: list[str] | str | None = None,
-        refresh: bool | str = False,
+        refresh_broker_check: bool | str = False,
         ttl: float = DEFAULT_TTL,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.needs = needs
         self.allow_broker_deviation = allow_broker_deviation
-        self.refresh = refresh
+        self.refresh_broker_check = refresh_broker_check
         self.ttl = ttl
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -57,10 +58,9 @@ class KStateBrokerDoctorOperator(KStateKafkaOperator):
         allow = allowed_deviations(self.allow_broker_deviation)
         from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
 
-        hook = KStateDoctorHook(self.kafka_config_id, timeout=self.request_timeout)
-        verdict = hook.require(
-            needed, allow, f"this {self.dag_id} run", as_bool("refresh", self.refresh), self.ttl
-        )
+        hook = KStateDoctorHook(self.kafka_config_id, request_timeout=self.request_timeout)
+        refresh = as_bool("refresh_broker_check", self.refresh_broker_check)
+        verdict = hook.require(needed, allow, f"this {self.dag_id} run", refresh, self.ttl)
         self.log.info("DOCTOR the broker keeps every promise this run needs (%s)", ", ".join(needed))
         return verdict.to_dict()
 

@@ -136,15 +136,15 @@ class KStateFailureGuardOperator(KStateStepOperator):
             )
 
     def _resume(self, groups: list[str], owner: str) -> None:
-        from airflow_provider_kstate.increase.drivers import CommandPairs, DriverKind
-        from airflow_provider_kstate.increase.fleet import commands_of, live_groups
+        from airflow_provider_kstate.increase.drivers import CommandPairs
+        from airflow_provider_kstate.increase.fleet import commanded_live, commands_of
         from airflow_provider_kstate.increase.steps import names
 
         epoch = self.control.resume(groups, self.topic, issuer=owner)
         self.control.close()
         self.log.warning("GUARD resumed groups %s (epoch %s)", names(groups), epoch)
         plan = self.typed_plan
-        started = live_groups(plan, DriverKind.COMMAND, groups)
+        started = commanded_live(plan, groups)
         CommandPairs(self.topic, self.log).start(commands_of(plan, started), "group")
 
     def _start_producers(self, plan: Plan) -> None:

@@ -69,7 +69,8 @@ def verdict(
 
 
 def read_report(xcom: Any, check: str = "deep") -> CheckReport | None:
-    """Parse a check task's XCom into a :class:`CheckReport`, None when the task pushed none (skipped).
+    """Parse a check task's report (its XCom, rendered) into a :class:`CheckReport`, None when the task
+    pushed none (skipped).
 
     :param check: ``fast`` or ``deep``, when the report does not say.
     """
@@ -81,21 +82,21 @@ def read_report(xcom: Any, check: str = "deep") -> CheckReport | None:
 class KStateChooseDeepCheckOperator(TranslatesDomainErrors, BaseBranchOperator):
     """Branch to the deep check when the ``deep`` param is set and there is a snapshot to check.
 
-    :param fast_check_task_id: the fast check's task id.
-    :param deep_task_id: the deep check's task id.
-    :param otherwise_task_id: where to go instead.
+    :param fast_report: the fast check's report (pass its ``.output``). (templated)
+    :param deep_task_id: the deep check's task id (the branch taken to run it).
+    :param otherwise_task_id: where to go instead (the branch taken to skip it).
     """
 
-    def __init__(
-        self, *, fast_check_task_id: str, deep_task_id: str, otherwise_task_id: str, **kwargs: Any
-    ) -> None:
+    template_fields: tuple[str, ...] = ("fast_report",)
+
+    def __init__(self, *, fast_report: Any, deep_task_id: str, otherwise_task_id: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.fast_check_task_id = fast_check_task_id
+        self.fast_report = fast_report
         self.deep_task_id = deep_task_id
         self.otherwise_task_id = otherwise_task_id
 
     def choose_branch(self, context: Context) -> str:
-        fast = read_report(context["ti"].xcom_pull(task_ids=self.fast_check_task_id), "fast")
+        fast = read_report(self.fast_report, "fast")
         deep = bool(context["params"].get("deep")) and bool(fast and fast.snapshot_ok)
         self.log.info("DECIDE deep check %s", "runs" if deep else "skipped")
         return self.deep_task_id if deep else self.otherwise_task_id
@@ -103,29 +104,31 @@ class KStateChooseDeepCheckOperator(TranslatesDomainErrors, BaseBranchOperator):
 
 class KStateStoreVerdictOperator(TranslatesDomainErrors, BaseBranchOperator):
     """Branch on the checks and the ``rebuild`` param; push the partitions of a partial rebuild as XCom
-    ``only_partitions`` (comma-separated, empty for a full rebuild).
+    ``only_partitions`` (comma-separated, empty for a full rebuild; pass ``.output["only_partitions"]``
+    to the rebuild).
 
-    :param fast_check_task_id: the fast check's task id.
-    :param deep_check_task_id: the deep check's task id (its XCom may be absent).
+    :param fast_report: the fast check's report (pass its ``.output``). (templated)
+    :param deep_report: the deep check's report (pass its ``.output``; None when it was skipped). (templated)
     """
 
-    def __init__(self, *, fast_check_task_id: str, deep_check_task_id: str, **kwargs: Any) -> None:
+    template_fields: tuple[str, ...] = ("fast_report", "deep_report")
+
+    def __init__(self, *, fast_report: Any, deep_report: Any = None, **kwargs: Any) -> None:
         kwargs.setdefault("trigger_rule", "none_failed_min_one_success")
         super().__init__(**kwargs)
-        self.fast_check_task_id = fast_check_task_id
-        self.deep_check_task_id = deep_check_task_id
+        self.fast_report = fast_report
+        self.deep_report = deep_report
 
     def choose_branch(self, context: Context) -> str:
-        ti = context["ti"]
-        fast = read_report(ti.xcom_pull(task_ids=self.fast_check_task_id), "fast")
+        fast = read_report(self.fast_report, "fast")
         if fast is None:
             raise StateCheckFailed(
-                f"no report of {self.fast_check_task_id!r} in XCom: the verdict needs the fast check's"
+                "no fast check report (fast_report is empty): the verdict needs the fast check's"
             )
-        deep = read_report(ti.xcom_pull(task_ids=self.deep_check_task_id), "deep")
+        deep = read_report(self.deep_report, "deep")
         params = context["params"]
         branch, only = verdict(fast, deep, params.get("rebuild", RebuildMode.AUTO), params.get("partitions"))
-        ti.xcom_push(key="only_partitions", value=",".join(str(p) for p in only))
+        context["ti"].xcom_push(key="only_partitions", value=",".join(str(p) for p in only))
         self.log.info(
             "DECIDE store %s -> %s (partitions %s)",
             "ok" if branch == "store_ok" else "bad",
@@ -138,15 +141,22 @@ class KStateStoreVerdictOperator(TranslatesDomainErrors, BaseBranchOperator):
 class KStateStoreBadOperator(TranslatesDomainErrors, BaseOperator):
     """Fail the run: the store is bad and the ``rebuild`` param is ``never``. The error names what failed.
 
-    :param report_task_ids: the check tasks whose reports to quote.
+    Runs when the verdict branches to it, whether the deep check ran or was skipped (its trigger rule is
+    ``none_failed_min_one_success``: the checks whose reports it quotes are its upstream tasks too).
+
+    :param reports: the reports of the checks to quote (pass their ``.output``; a skipped check's is None).
+        (templated)
     """
 
-    def __init__(self, *, report_task_ids: list[str], **kwargs: Any) -> None:
+    template_fields: tuple[str, ...] = ("reports",)
+
+    def __init__(self, *, reports: list[Any], **kwargs: Any) -> None:
+        kwargs.setdefault("trigger_rule", "none_failed_min_one_success")
         super().__init__(**kwargs)
-        self.report_task_ids = report_task_ids
+        self.reports = reports
 
     def execute(self, context: Context) -> None:
-        pulled = (read_report(context["ti"].xcom_pull(task_ids=t)) for t in self.report_task_ids)
+        pulled = (read_report(report) for report in self.reports)
         details = "; ".join(
             f"{r.check} check: problems {r.problems}, failed partitions {r.failed_partitions}"
             for r in pulled

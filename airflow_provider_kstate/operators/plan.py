@@ -154,7 +154,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
         names = list(request.topics)
         dry_run = as_bool("dry_run", self.plan_only)
         hook = KStateLeaseHook(
-            self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
+            self.kafka_config_id, lease_topic=self.lease_topic, request_timeout=self.request_timeout
         )
         admin = hook.admin  # the lease hook has the connection's admin hook: the plan is built with it
         # A wrong password, an unknown CA or an expired certificate fails here, named, before anything else.
@@ -163,7 +163,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
         plan = None if dry_run else self._continued_plan(keeper, request.partitions or 0)
         if plan is None:
             control = KStateControlHook(
-                self.kafka_config_id, control_topic=self.control_topic, timeout=self.request_timeout
+                self.kafka_config_id, control_topic=self.control_topic, request_timeout=self.request_timeout
             )
             plan = plan_increase(
                 admin,
@@ -254,7 +254,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
         from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
 
         allow = allowed_deviations(self.allow_broker_deviation)
-        verdict = KStateDoctorHook(self.kafka_config_id, timeout=self.request_timeout).require(
+        verdict = KStateDoctorHook(self.kafka_config_id, request_timeout=self.request_timeout).require(
             INCREASE_NEEDS, allow, f"the increase of {topics!r}"
         )
         return verdict.kept(SHARE_NEW_PARTITIONS)

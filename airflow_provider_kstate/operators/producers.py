@@ -20,11 +20,11 @@ class KStateScaleProducersOperator(KStateStepOperator):
     protected groups hold at, then producers switch and are released (see ``docs/control-protocol.md``).
     Services without the client piece pick up new partitions on their next metadata refresh; put your own
     signal task in this one's place if they need one (for per-key order without the client piece: stop the
-    producers there until the groups have drained). The XCom holds the new partitions' end offsets at
-    signal time, the baseline of :class:`KStateNewPartitionsWrittenSensor`.
+    producers there until the groups have drained).
 
-    A plan of several co-partitioned topics switches each topic's producers (through its own key-order
-    barrier); XCom has each topic's switch and baseline under ``topics``.
+    Each topic's producers switch through its own key-order barrier, once its new partitions' leaders serve
+    them. XCom has each topic's switch under ``topics`` -> topic -> ``switch``, with ``baseline``: the new
+    partitions' end offsets at signal time, what :class:`KStateNewPartitionsWrittenSensor` waits past.
 
     :param key_order: ``preserve`` or ``relax`` (templated).
     """
@@ -39,24 +39,13 @@ class KStateScaleProducersOperator(KStateStepOperator):
         from airflow_provider_kstate.increase.key_order import check_key_order
         from airflow_provider_kstate.metrics import METRICS_OUT
 
-        key_order = check_key_order(self.key_order)
-        plan = self.typed_plan
-        if plan.several:
-            try:
-                each = self.topic_set_steps(context, key_order=key_order).scale([], baseline=True)
-            finally:
-                self.control.close()
-            for topic, switched in each.items():
-                METRICS_OUT.switched(topic, switched)
-            return {"topic": plan.topic, "topics": each}
-        steps = self.steps(context)
-        steps.key_order = key_order
         try:
-            switch = steps.scale(baseline=True)
+            result = self.run(context, key_order=check_key_order(self.key_order)).scale(baseline=True)
         finally:
             self.control.close()
-        METRICS_OUT.switched(self.topic, switch)
-        return switch
+        for topic, entry in result["topics"].items():
+            METRICS_OUT.switched(topic, entry["switch"])
+        return result
 
 
 class KStateStartProducersOperator(KStateStepOperator):
@@ -64,10 +53,8 @@ class KStateStartProducersOperator(KStateStepOperator):
     command-driven producer services run their start and readiness commands) and report the cost: how
     long the producers were stopped against the backlog the drained groups had at the switch. It runs after
     :class:`~airflow_provider_kstate.sensors.groups.KStateGroupsDrainedSensor`; when the plan drains no
-    group the producers switched earlier and this step does nothing.
-
-    A plan of several co-partitioned topics starts the producers of each topic a drained group reads, the
-    producer services once; XCom has each topic's cost under ``topics``.
+    group the producers switched earlier and this step does nothing. It starts the producers of each topic
+    a drained group reads, the producer services once; XCom has each topic's cost under ``topics``.
 
     :param switch: the XCom of the step that switched (the pause window, or the scale step).
     """
@@ -79,36 +66,19 @@ class KStateStartProducersOperator(KStateStepOperator):
         self.switch = switch
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_kstate.increase.key_order import drain_of
-        from airflow_provider_kstate.metrics import METRICS_OUT
-
-        if self.typed_plan.several:
-            return self._several(context)
-        drain = drain_of(self.switch)
-        if not drain["groups"]:
-            self.log.info("SCALE %s: no group is drained: the producers switched with the window", self.topic)
-            return {}
-        try:
-            started = self.steps(context).start_producers(drain)
-        finally:
-            self.control.close()
-        METRICS_OUT.drained(self.topic, started)
-        return {"drained_groups": drain["groups"], **started}
-
-    def _several(self, context: Context) -> dict[str, Any]:
-        """Start the producers of every topic a drained group reads (the services once)."""
-        from airflow_provider_kstate.increase.topic_set import drains_by_topic
+        from airflow_provider_kstate.increase.run import drains_by_topic
         from airflow_provider_kstate.metrics import METRICS_OUT
 
         plan = self.typed_plan
         drains = drains_by_topic(plan, self.switch)
         if not drains:
             self.log.info(
-                "SCALE %s: no group is drained: the producers switched with the window", plan.topic_names
+                "SCALE %s: no group is drained: the producers switched with the window",
+                ", ".join(plan.topic_names),
             )
             return {}
         try:
-            started = self.topic_set_steps(context).start_producers(drains)
+            started = self.run(context).start_producers(drains)
         finally:
             self.control.close()
         for topic, cost in started["topics"].items():

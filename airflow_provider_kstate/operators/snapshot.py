@@ -21,7 +21,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.assets import annotate_outlets
-from airflow_provider_kstate.defaults import DEFAULT_INTERVAL, DEFAULT_KEEP_VERSIONS, DEFAULT_LEASE_TOPIC
+from airflow_provider_kstate.defaults import (
+    DEFAULT_INTERVAL,
+    DEFAULT_KEEP_VERSIONS,
+    DEFAULT_LEASE_TOPIC,
+    DEFAULT_LEASE_TTL,
+)
 from airflow_provider_kstate.errors import KStateConfigError, SnapshotError, StateCheckFailed
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 from airflow_provider_kstate.operators.spark_app import (
@@ -127,7 +132,7 @@ class KStateFastCheckOperator(KStateKafkaOperator):
 
         hook = KStateSnapshotHook(
             kafka_config_id=self.kafka_config_id,
-            timeout=self.request_timeout,
+            request_timeout=self.request_timeout,
             storage_conn_id=self.storage_conn_id,
         )
         report = hook.fast_check(self.topic, self.snapshot_uri)
@@ -235,7 +240,7 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
 
         return KStateSnapshotHook(
             kafka_config_id=self.kafka_config_id,
-            timeout=self.request_timeout,
+            request_timeout=self.request_timeout,
             storage_conn_id=self.storage_conn_id,
         )
 
@@ -332,7 +337,8 @@ class KStateRebuildOperator(_StoreSparkOperator):
         unchanged); a list, a comma-separated string or None for all. (templated)
     :param keep_versions: how many versions to keep, the current one included (>= 1).
     :param lease_topic: the lease log topic (shared with the partition increase).
-    :param lease_ttl: seconds a crashed run's snapshot lease lasts; renewed every third of it.
+    :param lease_ttl: seconds a crashed run's snapshot lease lasts (default 900, the topic lease's too);
+        renewed every third of it.
     :param progress_interval: seconds between two ``PROGRESS`` lines of the changelog read (0: none); the
         same numbers are kept in ``<snapshot_uri>/_kstate_progress.json`` for the kstate page.
     :param kwargs: see :class:`KStateSparkApplicationOperator` and ``SparkSubmitOperator``.
@@ -353,7 +359,7 @@ class KStateRebuildOperator(_StoreSparkOperator):
         only_partitions: list[int] | str | None = None,
         keep_versions: int | str = DEFAULT_KEEP_VERSIONS,
         lease_topic: str = DEFAULT_LEASE_TOPIC,
-        lease_ttl: float = 300.0,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
         **kwargs: Any,
     ) -> None:
         super().__init__(topic=topic, snapshot_uri=snapshot_uri, **kwargs)
@@ -417,7 +423,9 @@ class KStateRebuildOperator(_StoreSparkOperator):
         from airflow_provider_kstate.lease_rules import LeaseKeeper
 
         hook = KStateLeaseHook(
-            kafka_config_id=self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
+            kafka_config_id=self.kafka_config_id,
+            lease_topic=self.lease_topic,
+            request_timeout=self.request_timeout,
         )
         keeper = LeaseKeeper.for_snapshot(hook, root, context, self.lease_ttl, self.log)
         with keeper.holding():

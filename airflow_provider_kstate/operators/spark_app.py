@@ -186,7 +186,7 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
         """Return the hook of the Kafka connection (and of the snapshot's storage)."""
         from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
 
-        return KStateSnapshotHook(kafka_config_id=self.kafka_config_id, timeout=self.request_timeout)
+        return KStateSnapshotHook(kafka_config_id=self.kafka_config_id, request_timeout=self.request_timeout)
 
     # -- submitting -------------------------------------------------------------------------------------
 

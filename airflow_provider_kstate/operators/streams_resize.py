@@ -9,8 +9,18 @@ a target below the current count (:class:`~airflow_provider_kstate.errors.Invali
 to it: a run again, which continues a resize that did not finish and otherwise changes nothing),
 a missing or non-command driver (:class:`~airflow_provider_kstate.errors.InvalidDriverError`), a topology
 the run cannot resize (the plan's :class:`~airflow_provider_kstate.errors.UnsupportedStreamsTopologyError`),
-another group reading the topic (:class:`~airflow_provider_kstate.errors.UnprotectedGroupError`: the
-``kstate_partition_increase`` DAG protects those), another run holding the topic's lease.
+another reader of its sources the plan refuses (a live group without a driver, a share group that would
+start the new partitions at their end, a second Streams application not acknowledged), another run holding
+a source's lease.
+
+**Every reader of the sources in one run.** The plan covers every source of the application (a
+co-partitioned topic set), so it names every reader of each. The other readers (consumer groups on their
+drivers: the client piece's control record, a command pair; offline groups) are taken out of their groups
+once the application is stopped, seeded on each new partition after the grow and back before the
+application starts; the producers, stopped for the application's drain, start only once those groups have
+consumed the old partitions (key order; a group still behind after ``drain_timeout`` is named and the
+producers start). A share group that the broker starts on new partitions at their first record (the broker
+doctor's last verdict) is left alone.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +41,6 @@ from airflow_provider_kstate.errors import (
     StreamsResizeError,
     TopicChangedError,
     UnknownGroupError,
-    UnprotectedGroupError,
 )
 from airflow_provider_kstate.operators.base import KStateIncreaseOperator
 from airflow_provider_kstate.params import as_choice, as_int, as_mapping, as_str_list, as_topic
@@ -38,10 +48,12 @@ from airflow_provider_kstate.params import as_choice, as_int, as_mapping, as_str
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_provider_kstate.cluster.control import Controller
     from airflow_provider_kstate.cluster.streams_resize import Replacer
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
     from airflow_provider_kstate.increase.drivers import CommandDriver
     from airflow_provider_kstate.increase.plan import Plan
+    from airflow_provider_kstate.increase.run import IncreaseRun
     from airflow_provider_kstate.increase.streams_apps import StreamsAppPlan
 
 
@@ -80,6 +92,8 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
     :param replacer: ``spark`` (``spark-submit replace_changelog.py``, for changelogs of any size) or
         ``local`` (the same tasks and deep check in threads of the worker, for small changelogs).
     :param exclude_groups: other groups reading the topic that the run leaves alone (a risk accepted).
+    :param group_drivers: ``{group: driver name}`` of the other readers of its sources that are not driven by
+        the control protocol (the names of ``drivers``, or drivers): each is stopped and started by it.
     :param spark_submit: the ``spark-submit`` command (``replacer=spark``); looked up on PATH and beside
         the worker's Python.
     :param spark_args: its arguments before the application (master, conf ...).
@@ -100,6 +114,7 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         "drivers",
         "replacer",
         "exclude_groups",
+        "group_drivers",
         "spark_submit",
         "spark_args",
         "workdir",
@@ -117,6 +132,7 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         drivers: Any = None,
         replacer: str = ReplacerKind.SPARK,
         exclude_groups: list[str] | str | None = None,
+        group_drivers: Any = None,
         spark_submit: str = "spark-submit",
         spark_args: list[str] | tuple[str, ...] | str = DEFAULT_SPARK_ARGS,
         workdir: str = "",
@@ -133,6 +149,7 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         self.drivers = drivers
         self.replacer = replacer
         self.exclude_groups = exclude_groups
+        self.group_drivers = group_drivers
         self.spark_submit = spark_submit
         self.spark_args = spark_args
         self.workdir = workdir
@@ -202,24 +219,29 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         driver, producers = self.command_drivers(app_id)
         spark_submit = self.spark_submit_path() if kind is ReplacerKind.SPARK else ""
         from airflow_provider_kstate.hooks.lease import KStateLeaseHook
-        from airflow_provider_kstate.lease_rules import LeaseKeeper
+        from airflow_provider_kstate.lease_rules import LeaseSet
 
         hook = KStateLeaseHook(
-            self.kafka_config_id, lease_topic=self.lease_topic, timeout=self.request_timeout
+            self.kafka_config_id, lease_topic=self.lease_topic, request_timeout=self.request_timeout
         )
         admin = hook.admin
         admin.check_connection()
-        entry = self.plan_app(admin, topic, target, app_id, driver, producers)
-        keeper = LeaseKeeper.for_topic(hook, topic, context, self.lease_ttl, self.log)
-        with keeper.holding(), tempfile.TemporaryDirectory(prefix="kstate-streams-") as scratch:
-            current = admin.partition_count(topic)
-            if current != entry.partitions:
-                raise TopicChangedError(
-                    f"topic {topic!r} changed to {current} partitions while planning; nothing was stopped. Run again."
-                )
-            workdir = Path(str(self.workdir or "")) if self.workdir else Path(scratch)
-            replacer = self.make_replacer(kind, admin.cluster.config, workdir, spark_submit)
-            result = self.resize(entry, admin, driver, producers, replacer)
+        plan, entry = self.plan_app(admin, topic, target, app_id, driver, producers)
+        keeper = LeaseSet.for_topics(hook, plan.topic_names, context, self.lease_ttl, self.log)
+        try:
+            with keeper.holding(), tempfile.TemporaryDirectory(prefix="kstate-streams-") as scratch:
+                current = admin.partition_count(topic)
+                if current != entry.partitions:
+                    raise TopicChangedError(
+                        f"topic {topic!r} changed to {current} partitions while planning; nothing was stopped. "
+                        "Run again."
+                    )
+                workdir = Path(str(self.workdir or "")) if self.workdir else Path(scratch)
+                replacer = self.make_replacer(kind, admin.cluster.config, workdir, spark_submit)
+                others = self.other_readers(plan, admin, keeper.owner)
+                result = self.resize(entry, admin, driver, producers, replacer, others)
+        finally:
+            self._close_control()
         report = summary(topic, entry, result, str(kind))
         for line in report_lines(report):
             self.log.info("STREAMS %s", line)
@@ -239,13 +261,14 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         app_id: str,
         driver: CommandDriver,
         producers: Mapping[str, CommandDriver],
-    ) -> StreamsAppPlan:
-        """Plan the increase with the application acknowledged and driven by its command pair (the one
-        planner, :func:`~airflow_provider_kstate.increase.planner.plan_increase`); return its entry, or
-        refuse the run."""
+    ) -> tuple[Plan, StreamsAppPlan]:
+        """Plan the increase of every source of the application, with it acknowledged and driven by its
+        command pair (the one planner, :func:`~airflow_provider_kstate.increase.planner.plan_increase`):
+        every reader of each source is in the plan. Return the plan and the application's entry, or refuse
+        the run."""
         from airflow_provider_kstate.increase.plan import describe
         from airflow_provider_kstate.increase.planner import plan_increase
-        from airflow_provider_kstate.increase.request import PlanRequest
+        from airflow_provider_kstate.increase.request import KeyOrder, PlanRequest
 
         current = admin.partition_count(topic)
         if target < current:
@@ -253,17 +276,38 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
                 f"topic {topic!r} has {current} partitions: a resize needs a target above it (or equal to it: "
                 f"a run again continues a resize that did not finish), got {target}. Nothing was stopped."
             )
+        registry = as_mapping("drivers", self.drivers)
+        from airflow_provider_kstate.increase.drivers import as_driver, as_registry
+
+        named = as_registry(registry)
+        others = {
+            str(g): as_driver(f"group {g!r}", d, named)
+            for g, d in as_mapping("group_drivers", self.group_drivers).items()
+        }
         request = PlanRequest(
             topics=(topic,),
             partitions=target,
             exclude_groups=tuple(as_str_list("exclude_groups", self.exclude_groups)),
             acknowledge_streams_groups=(app_id,),
-            group_drivers={app_id: driver},
+            group_drivers={**others, app_id: driver},
             producer_drivers=dict(producers),
+            key_order=KeyOrder.RELAX,  # the producers are stopped: the other groups drain before they start
         )
-        plan = plan_increase(admin, request, dict)  # a Streams app runs no client piece
+        clients = self.control.client_piece_clients
+        plan = plan_increase(admin, request, clients, trust=self._share_kept)
+        entry = self._entry(plan, app_id, topic)
+        if set(entry.sources) - set(plan.topic_names):  # every source: every reader of each is planned
+            sources = (topic, *[s for s in entry.sources if s != topic])
+            request = request.model_copy(update={"topics": sources})
+            plan = plan_increase(admin, request, clients, trust=self._share_kept)
+            entry = self._entry(plan, app_id, topic)
         for line in describe(plan):
             self.log.info("PLAN %s", line)
+        self.log.info("STREAMS plan of %s: %s", app_id, entry.actions)
+        return plan, entry
+
+    @staticmethod
+    def _entry(plan: Plan, app_id: str, topic: str) -> StreamsAppPlan:
         entry = plan.streams_apps.get(app_id)
         if entry is None:
             found = sorted(plan.streams_apps) or "none"
@@ -271,20 +315,50 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
                 f"application {app_id!r} does not read {topic!r} as a Kafka Streams application (Streams "
                 f"applications found on it: {found}). Check application_id. Nothing was stopped."
             )
-        others = self.other_groups(plan, app_id)
-        if others:
-            raise UnprotectedGroupError(
-                f"groups {others} read {topic!r} too, and this run resizes application {app_id!r} only: grow "
-                "the topic with kstate_partition_increase (it pauses and seeds them), or exclude them with "
-                "exclude_groups (a risk accepted). Nothing was stopped."
-            )
-        self.log.info("STREAMS plan of %s: %s", app_id, entry.actions)
         return entry
 
-    @staticmethod
-    def other_groups(plan: Plan, app_id: str) -> list[str]:
-        """The groups besides the application that the run would have to pause and seed."""
-        return [g for g in plan.where("seed") if g != app_id and g not in plan.streams_apps]
+    @cached_property
+    def control(self) -> Controller:
+        """The controller of the control channel (the other readers' pause and resume; closed after)."""
+        from airflow_provider_kstate.hooks.control import KStateControlHook
+
+        return KStateControlHook(
+            self.kafka_config_id, control_topic=self.control_topic, request_timeout=self.request_timeout
+        ).get_conn
+
+    def _close_control(self) -> None:
+        if "control" in self.__dict__:
+            self.control.close()
+            del self.__dict__["control"]
+
+    def _share_kept(self) -> bool:
+        """Whether the broker starts a share group on added partitions at their first record, by the broker
+        doctor's last verdict (no probe here; never checked: not known, so such a share group is refused)."""
+        from airflow_provider_kstate.doctor.promises import SHARE_NEW_PARTITIONS
+        from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
+
+        verdict = KStateDoctorHook(self.kafka_config_id, request_timeout=self.request_timeout).last_verdict()
+        return bool(verdict is not None and verdict.kept(SHARE_NEW_PARTITIONS))
+
+    def other_readers(self, plan: Plan, admin: KStateAdminHook, owner: str) -> IncreaseRun | None:
+        """The run of the other readers of the application's sources (the plan without its Streams
+        applications); None when the application is their only reader."""
+        from airflow_provider_kstate.increase.run import IncreaseRun
+
+        apps = set(plan.streams_apps)
+        rest = plan.replace(groups={g: e for g, e in plan.groups.items() if g not in apps}, streams_apps={})
+        if not rest.where("seed"):
+            return None
+        self.log.info("STREAMS the other readers of %s: %s", plan.topic_names, rest.where("seed"))
+        return IncreaseRun(
+            rest,
+            admin,
+            self.control,
+            self.log,
+            owner,
+            key_order="relax",
+            empty_timeout=float(self.empty_timeout),
+        )
 
     def make_replacer(
         self, kind: ReplacerKind, kafka_config: Mapping[str, Any], workdir: Path, spark_submit: str
@@ -306,6 +380,7 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         driver: CommandDriver,
         producers: Mapping[str, CommandDriver],
         replacer: Replacer,
+        others: IncreaseRun | None = None,
     ) -> dict[str, Any]:
         """Run the resize (the seam the unit tests replace)."""
         from airflow_provider_kstate.cluster.streams_resize import StreamsResize
@@ -320,21 +395,21 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
             log=self.log,
             drain_timeout=float(self.drain_timeout),
             empty_timeout=float(self.empty_timeout),
+            others=others,
         ).run()
 
 
 def _command(what: str, value: Any, registry: Mapping[str, Any]) -> CommandDriver:
     """``value`` as a command driver: a CommandDriver, its dict form, or a name in ``registry``."""
-    from airflow_provider_kstate.increase.drivers import CommandDriver, as_driver
+    from airflow_provider_kstate.increase.drivers import Driver, as_driver
 
     if isinstance(value, Mapping):
-        from airflow_provider_kstate.increase.drivers import Driver
-
         value = Driver.from_dict(value, what)
-    driver = as_driver(what, value, registry)
-    if not isinstance(driver, CommandDriver):
+    given = as_driver(what, value, registry)
+    driver = given.commands()
+    if driver is None:
         raise InvalidDriverError(
-            f"{what}: driver {driver.describe()!r} is not a command pair: a Kafka Streams application and the "
+            f"{what}: driver {given.describe()!r} is not a command pair: a Kafka Streams application and the "
             "producers of its sources are stopped and started by commands (stop/start/ready). Nothing was stopped."
         )
     return driver
@@ -374,6 +449,7 @@ def summary(topic: str, app: StreamsAppPlan, result: Mapping[str, Any], replacer
             c["ok"] and (c["deep_check"].get("misplaced") or 0) == 0 for c in changelogs.values()
         ),
         "timings": timings,
+        "others": dict(result.get("others") or {}),
         "start_failures": list(result.get("start_failures") or []),
     }
 

@@ -14,6 +14,7 @@ from airflow_provider_kstate.operators.base import KStateStepOperator
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_provider_kstate.increase.plan import Plan
     from airflow_provider_kstate.increase.report import Exceptions, ReportWriter
     from airflow_provider_kstate.increase.verification import Marks, SeedEvidence
 
@@ -28,8 +29,8 @@ class KStateVerifyOperator(KStateStepOperator):
     the exceptions up to a cap; XCom gets the summary and the reports' URIs. On success the topic's lease
     is released.
 
-    :param seed_report: the XCom of the pause window or of :class:`KStateSeedOffsetsOperator` (a summary
-        with ``report_uri``); None: this run's seed report at the default location.
+    :param seed_report: the XCom of the pause window or of :class:`KStateSeedOffsetsOperator` (each topic's
+        ``report_uri`` under ``topics``); None: this run's seed reports at the default location.
     :param release_lease: release the topic's lease when verification passes.
     :param key_order: with ``preserve``, first wait (up to ``barrier_timeout``) for each group with live
         members to pass the key-order barrier (committed offsets at or past it on every partition),
@@ -62,35 +63,14 @@ class KStateVerifyOperator(KStateStepOperator):
         self.key_order = key_order
         self.barrier_timeout = barrier_timeout
 
-    def _wait_for_leaders(self, new: range) -> None:
-        """The new partitions' leaders, awaited here (after the resume), not in the pause window."""
-        from airflow_provider_kstate.increase.replicas import wait_for_leaders
-
-        if new:
-            took = wait_for_leaders(
-                self.admin, self.topic, new, max(self.barrier_timeout, self.request_timeout)
-            )
-            self.log.info(
-                "VERIFY %s: the %s new partitions have leaders (%.3f s)", self.topic, f"{len(new):,}", took
-            )
-
     def execute(self, context: Context) -> dict[str, Any]:
-        if self.typed_plan.several:
-            return self._verify_set(context)
-        summary, problems = self._verify(context)
-        self._report_progress(context, summary["key_order"], problems)
-        return self._verdict(context, summary)
-
-    def _verify_set(self, context: Context) -> dict[str, Any]:
-        """A plan of several topics: each topic judged as a run of one (its own verify report, in its run
-        folder), then one verdict; the lease set is released when every topic passed."""
+        """Judge each topic of the plan as a run of one (its own verify report, in its run folder), then
+        give one verdict; the leases are released when every topic passed."""
         plan = self.typed_plan
-        summaries: dict[str, dict[str, Any]] = {}
+        summaries = {view.topic: self._verify(context, view) for view in plan.views()}
         passed: dict[str, Any] = {}
-        for view in plan.views():
-            with self.on_topic(view):
-                summaries[view.topic], _ = self._verify(context)
-            passed.update(summaries[view.topic]["key_order"].get("groups", {}))
+        for summary in summaries.values():
+            passed.update(summary["key_order"].get("groups", {}))
         failed = [t for t, s in summaries.items() if not s["ok"]]
         self._report_progress(context, {"groups": passed}, len(failed))
         if failed:
@@ -100,16 +80,18 @@ class KStateVerifyOperator(KStateStepOperator):
                     f"{summaries[t]['report_uri']})"
                     for t in failed
                 )
-                + ". See the lines above. The leases of every topic stay held."
+                + ". See the lines above. The lease of every topic stays held."
             )
-        self.log.info("VERIFY %s: no group skips a message on any partition of any topic", plan.topic_names)
+        self.log.info(
+            "VERIFY %s: no group skips a message on any partition (%s)",
+            ", ".join(plan.topic_names),
+            ", ".join(f"{t}: {s['partitions']:,}" for t, s in summaries.items()),
+        )
         if self.release_lease:
             self.keeper(context).release()
         for view in plan.views():
-            with self.on_topic(view):
-                self._add_topic_event(context, view, summaries[view.topic]["partitions"])
+            self._add_topic_event(context, view, summaries[view.topic]["partitions"])
         return {
-            "topic": plan.topic,
             "topics": summaries,
             "ok": True,
             "partitions": max(s["partitions"] for s in summaries.values()),
@@ -119,51 +101,38 @@ class KStateVerifyOperator(KStateStepOperator):
             "lag_total": sum(s["lag_total"] for s in summaries.values()),
         }
 
-    def _verdict(self, context: Context, summary: dict[str, Any]) -> dict[str, Any]:
-        """One topic: fail on a problem (the lease stays held), else release the lease, emit the Asset event."""
-        plan, uri, count = self.typed_plan, summary["report_uri"], summary["partitions"]
-        if summary["problems"]:
-            raise VerificationError(
-                f"{summary['problems']:,} partitions of {self.topic!r} would have messages skipped: see the "
-                f"lines above and the report {uri}. The lease stays held."
-            )
-        self.log.info(
-            "VERIFY %s: no group skips a message on any of its %s partitions", self.topic, f"{count:,}"
-        )
-        if self.release_lease:
-            self.keeper(context).release()
-        self._add_topic_event(context, plan, count)
-        return summary
-
-    def _verify(self, context: Context) -> tuple[dict[str, Any], int]:
-        """Judge every partition of the (one) topic for every protected group; write the verify report;
-        return the summary and the number of problems (nothing is released nor raised here)."""
+    def _verify(self, context: Context, plan: Plan) -> dict[str, Any]:
+        """Judge every partition of one topic (``plan``: its view) for every protected group; write its
+        verify report; return its summary (nothing is released nor raised here)."""
         from airflow_provider_kstate.increase.key_order import check_key_order
+        from airflow_provider_kstate.increase.replicas import wait_for_leaders
         from airflow_provider_kstate.increase.report import Exceptions, write_report
         from airflow_provider_kstate.increase.verification import Marks
         from airflow_provider_kstate.metrics import METRICS_OUT
 
-        plan = self.typed_plan
-        self._wait_for_leaders(plan.new_partitions)
-        barrier = self._barrier(context) if check_key_order(self.key_order) == PRESERVE else {}
+        topic = plan.topic
+        if plan.new_partitions:  # the switch waited for them already; a per-step run may skip the switch
+            wait_for_leaders(
+                self.admin, topic, plan.new_partitions, max(self.barrier_timeout, self.request_timeout)
+            )
+        barrier = self._barrier(context, plan) if check_key_order(self.key_order) == PRESERVE else {}
         barrier = self._drained(plan, barrier)
-        count = self.admin.partition_count(self.topic)
-        watermarks = self.admin.watermarks(self.topic, range(count))
+        count = self.admin.partition_count(topic)
+        watermarks = self.admin.watermarks(topic, range(count))
         marks = Marks.of(plan, watermarks, count)
-        evidence, seed_uri = self._evidence(context, count)
-        uri = self.report_uri(context, "verify")
+        evidence, seed_uri = self._evidence(context, topic, count)
+        uri = self.report_uri(context, "verify", topic)
         problems, cautions = Exceptions(self.log, "VERIFY"), Exceptions(self.log, "VERIFY caution:")
         lag_total = 0
         with write_report(uri, self.report_storage) as report:
-            for group, committed in self.admin.committed_offsets_many(plan.where("seed"), self.topic, count):
+            for group, committed in self.admin.committed_offsets_many(plan.where("seed"), topic, count):
                 lag_total += self._group(group, committed, marks, evidence, report, problems, cautions)
                 failpoint("mid_verify")
             rows = report.rows
         problems.close(uri)
         cautions.close(uri)
-        METRICS_OUT.verified(self.topic, not problems.count)
-        summary = {
-            "topic": self.topic,
+        METRICS_OUT.verified(topic, not problems.count)
+        return {
             "ok": not problems.count,
             "partitions": count,
             "groups": len(plan.where("seed")),
@@ -175,16 +144,14 @@ class KStateVerifyOperator(KStateStepOperator):
             "seed_report_uri": seed_uri,
             "key_order": barrier,
         }
-        return summary, problems.count
 
-    def _barrier(self, context: Context) -> dict[str, Any]:
-        """Release every live group once it passed the key-order barrier; per group, when it did."""
+    def _barrier(self, context: Context, plan: Plan) -> dict[str, Any]:
+        """Release every live group of one topic once it passed the key-order barrier; per group, when."""
         from airflow_provider_kstate.increase.key_order import watch_release
         from airflow_provider_kstate.lease_rules import run_owner
 
-        plan = self.typed_plan
         seeded = plan.where("seed")
-        live = [g for g, info in self.admin.describe_groups(seeded, self.topic).items() if info.members]
+        live = [g for g, info in self.admin.describe_groups(seeded, plan.topic).items() if info.members]
         try:
             return watch_release(
                 self.admin, self.control, plan, self.log, run_owner(context), self.barrier_timeout, live
@@ -202,7 +169,7 @@ class KStateVerifyOperator(KStateStepOperator):
         events.groups(passed, GroupState.PASSED)
         events.finish("failed" if problems else "success")
 
-    def _drained(self, plan: Any, order: dict[str, Any]) -> dict[str, Any]:
+    def _drained(self, plan: Plan, order: dict[str, Any]) -> dict[str, Any]:
         """Add each drained group to the key-order summary: the producers waited until it had consumed
         everything written before them (``drained``), with their downtime and the backlog at the switch."""
         from airflow_provider_kstate.increase.key_order import ORDER_DRAINED
@@ -210,9 +177,9 @@ class KStateVerifyOperator(KStateStepOperator):
         drained = plan.marked(ORDER_DRAINED)
         if not drained:
             return order
-        started = self.producers_started if isinstance(self.producers_started, dict) else {}
-        if isinstance(started.get("topics"), dict):  # several topics: the cost of this topic's producers
-            started = started["topics"].get(plan.topic) or {}
+        from airflow_provider_kstate.increase.run import topic_entry
+
+        started = topic_entry(self.producers_started, plan.topic)  # the cost of this topic's producers
         entry = {
             "drained": "the producers started once it had consumed every record written before they stopped",
             "plan": str(ORDER_DRAINED),
@@ -224,7 +191,7 @@ class KStateVerifyOperator(KStateStepOperator):
             self.log.info("VERIFY group %s was drained before the producers started: %s", group, entry)
         return {**order, "groups": groups}
 
-    def _add_topic_event(self, context: Context, plan: Any, count: int) -> None:
+    def _add_topic_event(self, context: Context, plan: Plan, count: int) -> None:
         """Add the grown topic's ``kafka://`` Asset event to this task's AssetAlias outlets (an increase)."""
         from airflow_provider_kstate.assets import add_topic_event
         from airflow_provider_kstate.increase.plan import PlanMode
@@ -233,19 +200,18 @@ class KStateVerifyOperator(KStateStepOperator):
             return
         servers = str(self.admin.client_config().get("bootstrap.servers", ""))
         extra = {"original_partitions": plan.original_partitions, "partitions": count}
-        asset = add_topic_event(list(self.outlets), context, servers, self.topic, extra)
+        asset = add_topic_event(list(self.outlets), context, servers, plan.topic, extra)
         if asset is not None:
             self.log.info(
                 "ASSET %s: event added (%s -> %s partitions)", asset.uri, plan.original_partitions, count
             )
 
-    def _evidence(self, context: Context, count: int) -> tuple[SeedEvidence, str]:
+    def _evidence(self, context: Context, topic: str, count: int) -> tuple[SeedEvidence, str]:
+        from airflow_provider_kstate.increase.run import topic_entry
         from airflow_provider_kstate.increase.verification import SeedEvidence
 
-        given = self.seed_report if isinstance(self.seed_report, dict) else {}
-        if isinstance(given.get("topics"), dict):  # the window of several topics: one report per topic
-            given = given["topics"].get(self.topic) or {}
-        uri = str(given.get("report_uri") or self.report_uri(context, "seed"))
+        given = topic_entry(self.seed_report, topic)  # the window's or the seed step's report of the topic
+        uri = str(given.get("report_uri") or self.report_uri(context, "seed", topic))
         try:
             evidence = SeedEvidence.from_report(count, uri, self.report_storage)
         except ReportError as exc:

@@ -50,7 +50,7 @@ def _auth() -> dict[str, Any]:
 def _admin(conn_id: str) -> Any:
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
-    return KStateAdminHook(kafka_config_id=conn_id, timeout=10.0)
+    return KStateAdminHook(kafka_config_id=conn_id, request_timeout=10.0)
 
 
 def _refuse(exc: Exception) -> HTTPException:

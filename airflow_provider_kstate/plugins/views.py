@@ -76,7 +76,7 @@ def client_piece_clients(conn_id: str) -> dict[str, set[str]]:
     the control topic is not created when it does not exist)."""
     from airflow_provider_kstate.hooks.control import KStateControlHook
 
-    return KStateControlHook(conn_id, timeout=10.0).client_piece_clients()
+    return KStateControlHook(conn_id, request_timeout=10.0).client_piece_clients()
 
 
 def topic_view(

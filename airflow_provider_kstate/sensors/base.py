@@ -72,7 +72,7 @@ class KStateConditionSensor(KStateKafkaOperator, BaseSensorOperator):
         from airflow_provider_kstate.hooks.admin import KStateAdminHook
         from airflow_provider_kstate.increase.checks import CHECKS
 
-        hook = KStateAdminHook(kafka_config_id=self.kafka_config_id, timeout=self.request_timeout)
+        hook = KStateAdminHook(kafka_config_id=self.kafka_config_id, request_timeout=self.request_timeout)
         self._last = CHECKS[self.check_name](hook, **self.check_arguments())
         if not self._last.ok:
             self.log.info("%s: still waiting for %s", self.check_name, self._last.detail)

@@ -39,10 +39,10 @@ class KStateGroupsStableSensor(KStateConditionSensor):
 
     def check_arguments(self) -> dict[str, Any]:
         plan = self.typed_plan
-        out = {"topic": plan.topic, "groups": plan.where("wait"), "partitions": plan.target_partitions}
-        if plan.several:  # every group on every topic it reads
-            out["topics"] = {view.topic: view.where("wait") for view in plan.views()}
-        return out
+        topics = {
+            view.topic: view.where("wait") for view in plan.views()
+        }  # each group on every topic it reads
+        return {"topics": topics, "partitions": plan.target_partitions}
 
     def timeout_error(self, detail: dict[str, Any]) -> errors.GroupNotStableError:
         plan = self.typed_plan
@@ -64,9 +64,8 @@ class KStateGroupsDrainedSensor(KStateConditionSensor):
     :param switch: the XCom of the step that switched (the pause window, or the scale step): its
         ``drain`` names the groups and the offsets they must reach.
 
-    A plan of several co-partitioned topics waits until every drained group has consumed each topic it
-    reads up to where that topic's producers stopped (``<group> on <topic>`` names what is behind); it
-    pokes from the worker (the triggerer's check takes one topic).
+    Each drained group waits on every topic it reads, up to where that topic's producers stopped (for
+    several topics ``<group> on <topic>`` names what is behind).
     """
 
     check_name = "groups_drained"
@@ -77,46 +76,15 @@ class KStateGroupsDrainedSensor(KStateConditionSensor):
         self.switch = switch
 
     def check_arguments(self) -> dict[str, Any]:
-        from airflow_provider_kstate.increase.key_order import drain_of
+        from airflow_provider_kstate.increase.run import drains_by_topic
 
-        drain = drain_of(self.switch)
-        return {"topic": self.typed_plan.topic, "groups": drain["groups"], "offsets": drain["offsets"]}
-
-    def _drains(self) -> dict[str, dict[str, Any]]:
-        """Per topic, the drain to wait for (one topic: the plan's topic, when it drains a group)."""
-        from airflow_provider_kstate.increase.key_order import drain_of
-        from airflow_provider_kstate.increase.topic_set import drains_by_topic
-
-        plan = self.typed_plan
-        if plan.several:
-            return drains_by_topic(plan, self.switch)
-        drain = drain_of(self.switch)
-        return {plan.topic: drain} if drain["groups"] else {}
-
-    def poke(self, context: Context) -> bool:
-        if not self.typed_plan.several:
-            return super().poke(context)
-        from airflow_provider_kstate.hooks.admin import KStateAdminHook
-        from airflow_provider_kstate.increase.checks import CheckResult, groups_drained
-
-        hook = KStateAdminHook(kafka_config_id=self.kafka_config_id, timeout=self.request_timeout)
-        behind: dict[str, Any] = {}
-        for topic, drain in self._drains().items():
-            found = groups_drained(hook, topic, drain["groups"], drain["offsets"])
-            behind.update({f"{g} on {topic}": d for g, d in found.detail.items()})
-        self._last = CheckResult(not behind, behind)
-        if behind:
-            self.log.info("%s: still waiting for %s", self.check_name, behind)
-        return self._last.ok
+        drains = drains_by_topic(self.typed_plan, self.switch)
+        return {"drains": {t: {"groups": d["groups"], "offsets": d["offsets"]} for t, d in drains.items()}}
 
     def execute(self, context: Context) -> Any:
-        drains = self._drains()
-        if not drains:
+        if not self.check_arguments()["drains"]:
             self.log.info("groups_drained: the plan drains no group: nothing to wait for")
             return {}
-        if self.typed_plan.several and self.deferrable:
-            self.log.info("groups_drained: several topics (%s): poking from the worker", sorted(drains))
-            self.deferrable = False
         return super().execute(context)
 
     def timeout_error(self, detail: dict[str, Any]) -> errors.DrainTimeoutError:

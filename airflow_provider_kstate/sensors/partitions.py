@@ -12,9 +12,11 @@ if TYPE_CHECKING:
 
 
 class KStateNewPartitionsWrittenSensor(KStateConditionSensor):
-    """Wait until every new partition has grown past its end offset at the time of the scale signal.
+    """Wait until every new partition of every topic has grown past its end offset at the time of the
+    scale signal.
 
-    :param baseline: ``{"partition": end_offset}`` (the XCom of the scale-producers step).
+    :param baseline: the XCom of the scale-producers step (each topic's ``switch`` holds its ``baseline``,
+        ``{"partition": end_offset}``).
     """
 
     check_name = "partitions_written"
@@ -25,10 +27,15 @@ class KStateNewPartitionsWrittenSensor(KStateConditionSensor):
         self.baseline = baseline
 
     def check_arguments(self) -> dict[str, Any]:
-        return {"topic": self.typed_plan.topic, "baseline": dict(self.baseline.get("baseline") or {})}
+        from airflow_provider_kstate.increase.run import switch_of
+
+        each = {
+            t: dict(switch_of(self.baseline, t).get("baseline") or {}) for t in self.typed_plan.topic_names
+        }
+        return {"baselines": {t: b for t, b in each.items() if b}}
 
     def execute(self, context: Context) -> Any:
-        if not (self.baseline or {}).get("baseline"):
+        if not self.check_arguments()["baselines"]:
             self.log.info("partitions_written: no baseline (the producers start after a drain): not waiting")
             return {}
         return super().execute(context)
@@ -36,5 +43,5 @@ class KStateNewPartitionsWrittenSensor(KStateConditionSensor):
     def timeout_error(self, detail: dict[str, Any]) -> KStateError:
         return KStateError(
             f"timed out after {self.timeout}s waiting for producers to write to the new partitions of "
-            f"{self.typed_plan.topic!r}: {detail}. Producers may not have picked up the new layout."
+            f"{', '.join(self.typed_plan.topic_names)}: {detail}. Producers may not have picked up the new layout."
         )

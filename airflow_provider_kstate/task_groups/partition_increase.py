@@ -228,7 +228,7 @@ def _check_broker(options: IncreaseOptions) -> BaseOperator:
         task_id="check_broker",
         needs=Needs.INCREASE,
         allow_broker_deviation=options.broker_check.allow_broker_deviation,
-        refresh=options.broker_check.refresh_broker_check,
+        refresh_broker_check=options.broker_check.refresh_broker_check,
         kafka_config_id=options.connection.kafka_config_id,
         retries=options.steps.retries,
         retry_delay=DEFAULT_RETRY_DELAY,

@@ -21,7 +21,7 @@ def run_check(name: str, kafka_config_id: str, arguments: dict[str, Any]) -> Che
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
     :param arguments: the check's keyword arguments.
     """
-    hook = KStateAdminHook(kafka_config_id=kafka_config_id, timeout=10.0)
+    hook = KStateAdminHook(kafka_config_id=kafka_config_id, request_timeout=10.0)
     return CHECKS[name](hook, **arguments)
 
 

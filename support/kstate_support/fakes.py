@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_kstate.increase.model import GroupInfo, Member, PartitionReplicas, TopicReplicas
+from airflow_provider_kstate.increase.request import PlanRequest
 
 #: A plan as the plan step's XCom carries it (written by an earlier version: no member counts).
 PLAN: dict[str, Any] = {
@@ -87,3 +88,10 @@ def group_info(group: str, state: str, members: int = 0, parts: tuple[int, ...] 
     """A classic consumer group in ``state`` with ``members`` members, each assigned ``parts``."""
     ms = tuple(Member(f"m{i}", f"c{i}", "/127.0.0.1", parts) for i in range(members))
     return GroupInfo(group, state, "CLASSIC", "consumer", ms)
+
+
+def plan_request(topic: str, target: int | None = None, groups: Any = (), **choices: Any) -> PlanRequest:
+    """The request of growing ``topic`` to ``target`` protecting ``groups`` (empty: every group at risk), with
+    the other :class:`~airflow_provider_kstate.increase.request.PlanRequest` fields as keywords, for
+    :func:`~airflow_provider_kstate.increase.plan.build_plan`."""
+    return PlanRequest(topics=(topic,), partitions=target, consumer_groups=groups, **choices)

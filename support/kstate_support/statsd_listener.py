@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_kstate.increase.run import switch_of, topic_entry
+
 #: StatsD type codes by name.
 COUNTER, GAUGE, TIMER = "c", "g", "ms"
 
@@ -193,9 +195,10 @@ def recorded_increase(dr: Any, group: str) -> dict[str, Any]:
     :func:`received_increase`: timers in milliseconds, as StatsD carries them."""
     window = _task_xcom(dr, _WINDOW)
     seed = window or _task_xcom(dr, _STEP)
-    switch = window["switch"] if window else _task_xcom(dr, "safe_partition_increase.scale_producers")
     plan = _task_xcom(dr, "safe_partition_increase.plan")
-    progress = json.loads((Path(seed["report_uri"]).parent / "progress.json").read_text())
+    topic = plan["topic"]
+    switch = switch_of(window or _task_xcom(dr, "safe_partition_increase.scale_producers"), topic)
+    progress = json.loads((Path(topic_entry(seed, topic)["report_uri"]).parent / "progress.json").read_text())
     entry = progress["groups"][group]
     created = plan["target_partitions"] - plan["original_partitions"]
     out = {

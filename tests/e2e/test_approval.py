@@ -151,7 +151,7 @@ def _progress(dep: AirflowDeployment, topic: str, run_id: str) -> dict[str, Any]
 def _lease(topic: str) -> Any:
     from airflow_provider_kstate.hooks.lease import KStateLeaseHook
 
-    return KStateLeaseHook("kafka_default", timeout=30).current(topic)
+    return KStateLeaseHook("kafka_default", request_timeout=30).current(topic)
 
 
 def _log(dep: AirflowDeployment, run_id: str) -> str:
@@ -292,7 +292,7 @@ def _wait_share_reads(topic: str, share: str, timeout: float = 60.0) -> None:
     """Wait until the broker names ``share`` among the share groups reading ``topic``."""
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
 
-    hook = KStateAdminHook("kafka_default", timeout=30)
+    hook = KStateAdminHook("kafka_default", request_timeout=30)
     deadline = time.monotonic() + timeout
     while share not in (hook.share_groups_on_topic(topic, hook.group_types()) or {}):
         assert time.monotonic() < deadline, f"the share group {share} never showed as reading {topic}"

@@ -263,7 +263,7 @@ def test_the_provider_drives_a_connect_sink_by_its_rest_recipe_and_loses_nothing
     downtime = float(out)
     plain = max(before, after)  # the slower of two plain stop/resumes: the machine's noise on both sides
     window = xcom(dr, "pause_window")
-    progress = json.loads((Path(window["report_uri"]).parent / "progress.json").read_text())
+    progress = json.loads((Path(window["topics"][topic]["report_uri"]).parent / "progress.json").read_text())
     mine = progress["groups"][group]
     asked = (mine["back_at"] - mine["out_since"]) / 1000.0
     status = connect.status(name)

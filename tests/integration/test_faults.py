@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import NewPartitions
+from kstate_support.fakes import plan_request
 from kstate_support.kafka import partition_count, task_states
 
 from airflow_provider_kstate.client_piece.channel import ControlChannel
@@ -133,7 +134,7 @@ def test_broker_unreachable(admin: Any, make_topic: Any, run_dag: Any, monkeypat
     assert time.monotonic() - started < 60
     assert partition_count(admin, topic) == 1
     with pytest.raises(BrokerUnavailableError, match="unreachable"):
-        build_plan(KStateAdminHook("kafka_unreachable", timeout=2.0), topic, 2, [])
+        build_plan(KStateAdminHook("kafka_unreachable", request_timeout=2.0), topic, plan_request(topic, 2))
 
 
 @pytest.mark.parametrize(
@@ -190,7 +191,7 @@ def test_seed_refuses_group_that_is_not_empty(
     consumer = _group_with_offsets(kafka_config, topic, group, live=True)
     assert consumer is not None
     try:
-        plan = build_plan(KStateAdminHook(), topic, 3, [group])
+        plan = build_plan(KStateAdminHook(), topic, plan_request(topic, 3, [group]))
         assert plan.groups[group].cls == "active"
         for future in admin.create_partitions([NewPartitions(topic, 3)]).values():
             future.result(timeout=30)
@@ -257,8 +258,11 @@ def test_never_resume_after_partial_seed(
 
     # The runbook's recovery: rerun the steps from seed on; they continue from where the cluster stands.
     report = KStateSeedOffsetsOperator(task_id="seed", plan=plan).execute(context)
-    assert report["groups"][group]["seeded"] == 2 and report["groups"][group]["seeded_partitions"] == "1-2"
-    rows = {r["partition"]: r for r in read_report(report["report_uri"]) if r["group"] == group}
+    seeded = report["topics"][topic]["groups"][group]
+    assert seeded["seeded"] == 2 and seeded["seeded_partitions"] == "1-2"
+    rows = {
+        r["partition"]: r for r in read_report(report["topics"][topic]["report_uri"]) if r["group"] == group
+    }
     assert {p: (r["committed"], r["seeded"]) for p, r in rows.items() if p >= 1} == {
         1: (0, True),
         2: (0, True),

@@ -23,6 +23,7 @@ from kstate_support.increase_runs import states, xcom
 from kstate_support.traffic import GroupWatcher, wait_until
 
 from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
+from airflow_provider_kstate.increase.run import switch_of, topic_entry
 
 pytestmark = pytest.mark.integration
 
@@ -82,10 +83,11 @@ def _keyed_increase(
         "verdict": fleet.judge([producer], group, since=since),
         "plan": xcom(dr, "plan")["groups"][group],
         "paused": xcom(dr, "pause_window" if single else "pause_consumers"),
-        "switch": xcom(dr, "pause_window")["switch"] if single else xcom(dr, "scale_producers"),
+        "switch": switch_of(xcom(dr, "pause_window" if single else "scale_producers"), topic),
         "resumed": xcom(dr, "resume_consumers") if not single else None,
         "started": xcom(dr, "start_producers"),
-        "verify": xcom(dr, "verify")["key_order"],
+        "cost": topic_entry(xcom(dr, "start_producers"), topic),
+        "verify": topic_entry(xcom(dr, "verify"), topic)["key_order"],
     }
 
 
@@ -120,7 +122,8 @@ def test_kafkajs_services_driven_by_command_pairs_lose_nothing_relax_reorders_an
     assert switch["drain"]["groups"] == [drained["group"]]
     assert switch["drain"]["backlog"][drained["group"]] > 0, "no backlog at the switch"
     assert started["services"] == ["producer"] and not started["start_failures"], started
-    assert started["producer_downtime_s"] > 0 and started["backlog_at_switch"] > 0, started
+    cost = drained["cost"]
+    assert cost["producer_downtime_s"] > 0 and cost["backlog_at_switch"] > 0, started
     assert drained["verify"]["groups"][drained["group"]]["plan"] == "drained", drained["verify"]
 
 
@@ -273,7 +276,9 @@ def test_a_mixed_fleet_each_group_by_its_driver_no_group_held_hostage(
 
     assert done.state == "success", states(done)
     assert window["drivers"]["stopped_groups"] == [kjs] and window["timings"]["command_stop_s"] >= 3.0
-    progress = json.loads((Path(window["report_uri"]).parent / "progress.json").read_text())
+    progress = json.loads(
+        (Path(topic_entry(window, topic)["report_uri"]).parent / "progress.json").read_text()
+    )
     groups = progress["groups"]
     assert progress["outcome"] == "success" and progress["step"] == "verify", progress
     assert groups[kjs]["driver"] == "command kjs" and groups[cc]["driver"] == "control", groups

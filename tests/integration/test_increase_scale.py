@@ -63,8 +63,8 @@ def test_increase_512_partitions_24_groups(
     assert verify["ok"] and verify["problems"] == 0 and verify["partitions"] == TARGET
 
     # The reports hold every group x partition row: the per-partition proof is kept, outside XCom.
-    seed_rows = list(read_report(window["report_uri"]))
-    verify_rows = list(read_report(verify["report_uri"]))
+    seed_rows = list(read_report(window["topics"][topic]["report_uri"]))
+    verify_rows = list(read_report(verify["topics"][topic]["report_uri"]))
     assert len(seed_rows) == len(verify_rows) == GROUPS * TARGET
     assert {(r["group"], r["partition"]) for r in verify_rows} == {
         (g, p) for g in groups for p in range(TARGET)

@@ -369,7 +369,7 @@ def test_java_clients_through_the_increase(
     last = {k: max(s) for k, s in by_key.items()}
     wrong_last = sum(1 for k, v in last.items() if checker.last.get(k) != v)
     passages = [p for e in fleet.of("closed") for p in e["passages"]]
-    switch = window["switch"]
+    switch = window["topics"][topic]["switch"]
     print(
         "java increase:",
         {

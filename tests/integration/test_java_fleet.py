@@ -158,13 +158,13 @@ def test_the_provider_drives_java_services_by_command_pairs_and_loses_nothing(
     drain(java_fleet, ["drive-p"], group)
     verdict = java_fleet.judge(["drive-p"], group, since=since)
     window, started = xcom(dr, "pause_window"), xcom(dr, "start_producers")
-    progress = json.loads((Path(window["report_uri"]).parent / "progress.json").read_text())
+    progress = json.loads((Path(window["topics"][topic]["report_uri"]).parent / "progress.json").read_text())
     entry = progress["groups"][group]
     out = (entry["back_at"] - entry["out_since"]) / 1000
     downtime = {m: [round(d, 2) for d in java_fleet.downtime(m)] for m in java_fleet.groups[group]}
     print(
         f"java {protocol} provider 2 -> 4: {verdict.summary()}; run {took:.1f} s, group out {out:.2f} s "
-        f"(member SIGTERM to join {downtime}), producer down {started['producer_downtime_s']:.2f} s; "
+        f"(member SIGTERM to join {downtime}), producer down {started['topics'][topic]['producer_downtime_s']:.2f} s; "
         f"window {window['timings']}"
     )
 

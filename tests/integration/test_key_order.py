@@ -101,9 +101,9 @@ def run_increase(
         "lost": checker.lost(producer),
         "wrong_last": sum(1 for k, v in last.items() if checker.last.get(k) != v),
         "keys": len(last),
-        "switch": window["switch"],
-        "verify": verify.get("key_order"),
-        "started_producers": started_producers,
+        "switch": window["topics"][topic]["switch"],
+        "verify": verify["topics"][topic]["key_order"],
+        "started_producers": (started_producers or {}).get("topics", {}).get(topic),
         "passages": fleet.passages(),
         "assigned": fleet.assigned,
     }

@@ -25,6 +25,7 @@ from kstate_support.traffic import ConsumerFleet, SeqProducer, loss, wait_until,
 
 from airflow_provider_kstate.errors import LeaseHeldError
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
+from airflow_provider_kstate.increase.run import switch_of
 
 pytestmark = pytest.mark.integration
 
@@ -391,7 +392,7 @@ def test_a_drain_of_several_topics_stops_each_topic_s_producers_and_starts_them_
         wait_until(lambda: all({2, 3} <= set(p.placed.values()) for p in producers.values()), 15)
         lost = _losses(producers, fleet, since)
     switch, started, verify = xcom(dr, switched), xcom(dr, "start_producers"), xcom(dr, "verify")
-    each = switch["switch"] if "switch" in switch else switch["topics"]
+    each = {t: switch_of(switch, t) for t in topics}
     print(
         f"DRAIN {dag_id}: lost per topic { {t: len(v) for t, v in lost.items()} }; started "
         f"{ {t: (c['producer_downtime_s'], c['backlog_at_switch']) for t, c in started['topics'].items()} }"

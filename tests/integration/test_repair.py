@@ -76,8 +76,9 @@ def test_topic_grown_outside_the_tool_is_repaired(
     assert committed(admin, billing, topic) == {0: 0, 1: 0, 2: 0, 3: 0}
     assert committed(admin, audit, topic) == {0: 0, 1: 0, 2: 0, 3: 0}
     window = dr.get_task_instance(f"{G}.pause_window").xcom_pull(task_ids=f"{G}.pause_window")
-    assert window["mode"] == "repair" and window["groups"][billing]["seeded"] == 2
-    assert window["groups"][audit]["seeded"] == 1 and window["groups"][audit]["kept"] == 3
+    seeded = window["topics"][topic]["groups"]
+    assert window["mode"] == "repair" and seeded[billing]["seeded"] == 2
+    assert seeded[audit]["seeded"] == 1 and seeded[audit]["kept"] == 3
     # Nothing the producers wrote before the repair is skipped by either group.
     for group in (billing, audit):
         assert _read_latest(kafka_config, topic, group, len(lost), timeout=30) >= lost, group

@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kstate_support import apache_kafka, broker
+from kstate_support.fakes import plan_request
 from kstate_support.traffic import wait_until
 
 from airflow_provider_kstate.cluster.admin import ClusterAdmin
@@ -32,7 +33,7 @@ from airflow_provider_kstate.errors import (
 )
 from airflow_provider_kstate.increase.plan import build_plan
 from airflow_provider_kstate.increase.replicas import check_replication, wait_for_leaders
-from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
+from airflow_provider_kstate.increase.steps import TopicSteps
 from tests.integration.test_apache_kafka_cluster import three_nodes  # noqa: F401 - the fixture, by name
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -130,9 +131,9 @@ def test_the_plan_warns_then_refuses_and_the_increase_keeps_rf_3(
     assert admin.committed_offsets(GROUP, TOPIC, 6) == dict.fromkeys(range(6), 0)
     assert admin.describe_groups([GROUP], TOPIC)[GROUP].state == "EMPTY"
 
-    plan = build_plan(admin, TOPIC, 12, replication=state)
+    plan = build_plan(admin, TOPIC, plan_request(TOPIC, 12), replication=state)
     assert plan.replication == state and plan.where("seed") == [GROUP]
-    steps = SafeIncreaseSteps(plan, admin, None, logging.getLogger("isr"), "isr-run")  # type: ignore[arg-type]
+    steps = TopicSteps(plan, admin, None, logging.getLogger("isr"), "isr-run")  # type: ignore[arg-type]
     with caplog.at_level(logging.INFO, "isr"):
         out = steps.increase(timeout=60)
     replicas = admin.topic_replicas(TOPIC, leaders_only=True)

@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 from kstate_support import streams
+from kstate_support.fakes import plan_request
 from kstate_support.streams import KeyedTraffic, StreamsApp
 
 from airflow_provider_kstate.client_piece.murmur2 import partition_for
@@ -109,8 +110,8 @@ def test_the_plan_names_the_streams_application(
         time.sleep(3)  # a commit or two: the group has offsets on its sources
         admin = ClusterAdmin(kafka_config)
         with pytest.raises(UnsupportedGroupTypeError, match="acknowledge_streams_groups"):
-            build_plan(admin, inputs[0], 4)
-        plan = build_plan(admin, inputs[0], 4, acknowledge_streams_groups=[app_id])
+            build_plan(admin, inputs[0], plan_request(inputs[0], 4))
+        plan = build_plan(admin, inputs[0], plan_request(inputs[0], 4, acknowledge_streams_groups=[app_id]))
     finally:
         traffic.stop()
         app.stop()
@@ -284,7 +285,7 @@ def test_resize_a_stateful_streams_application(
         restart_s = _timed_restart(pairs, app_id, driver)  # the baseline, on the old layout
         time.sleep(4)
         admin = ClusterAdmin(kafka_config)
-        plan = build_plan(admin, inputs[0], 4, acknowledge_streams_groups=[app_id])
+        plan = build_plan(admin, inputs[0], plan_request(inputs[0], 4, acknowledge_streams_groups=[app_id]))
         entry = plan.streams_apps[app_id]
         assert entry.sources == sorted(inputs) and entry.changelogs
         before = len(traffic.records())

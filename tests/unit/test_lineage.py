@@ -205,7 +205,9 @@ def test_offsets_are_capped_at_scale() -> None:
 
 def test_increase_writes_the_topic_and_verify_reads_it() -> None:
     grow = KStateIncreasePartitionsOperator(task_id="increase", plan=PLAN)
-    done = grow.get_openlineage_facets_on_complete(FakeTI("increase", {"created": True, "partitions": 4}))
+    done = grow.get_openlineage_facets_on_complete(
+        FakeTI("increase", {"created": True, "topics": {"orders": {"created": True, "partitions": 4}}})
+    )
     assert done.inputs == [] and _names(done.outputs) == [("kafka://b1:9092", "orders")]
     assert _facet(done.outputs[0]) == {
         "step": "increase",
@@ -216,7 +218,8 @@ def test_increase_writes_the_topic_and_verify_reads_it() -> None:
         "groupsTotal": 2,
     }
     verify = KStateVerifyOperator(task_id="verify", plan=PLAN)
-    result = {"ok": True, "partitions": 4, "problems": 0, "lag_total": 5, "report_uri": "/r/verify.jsonl.gz"}
+    each = {"ok": True, "partitions": 4, "problems": 0, "lag_total": 5, "report_uri": "/r/verify.jsonl.gz"}
+    result = {"topics": {"orders": each}, "ok": True, "partitions": 4}
     done = verify.get_openlineage_facets_on_complete(FakeTI("verify", result))
     assert done.outputs == [] and _names(done.inputs) == [("kafka://b1:9092", "orders")]
     facet = _facet(done.inputs[0])

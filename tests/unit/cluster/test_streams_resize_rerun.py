@@ -11,6 +11,7 @@ run continues it. A running application, or a stopped one without those marks, i
 from __future__ import annotations
 
 import pytest
+from kstate_support.fakes import plan_request
 
 from airflow_provider_kstate.cluster.streams_resize import StreamsResize
 from airflow_provider_kstate.errors import StreamsResizeError
@@ -173,7 +174,7 @@ def test_the_plan_of_a_run_again_accepts_the_layout_an_interrupted_resize_leaves
     """Sources at the target, a changelog still below it: a plan (no refusal), whose actions say the run
     continues an interrupted resize."""
     cluster = count_app(topics={"words": (4, "delete"), "counts": (4, "delete"), COUNT_STORE: (2, "compact")})
-    plan = build_plan(cluster, "words", 4, acknowledge_streams_groups=[APP])
+    plan = build_plan(cluster, "words", plan_request("words", 4, acknowledge_streams_groups=[APP]))
     entry = plan.streams_apps[APP]
     assert (entry.partitions, entry.target) == (4, 4)
     assert [c.partitions for c in entry.changelogs] == [2]
@@ -187,11 +188,11 @@ def test_the_plan_still_refuses_a_changelog_out_of_step_on_a_fresh_resize() -> N
 
     cluster = count_app(topics={"words": (3, "delete"), COUNT_STORE: (2, "compact")})
     with pytest.raises(UnsupportedStreamsTopologyError, match="changelog"):
-        build_plan(cluster, "words", 4, acknowledge_streams_groups=[APP])
+        build_plan(cluster, "words", plan_request("words", 4, acknowledge_streams_groups=[APP]))
 
 
 def test_a_changelog_already_grown_is_accepted_when_the_sources_are_not() -> None:
     """The first run grew a changelog, then stopped before the sources grew (a source grown last)."""
     cluster = count_app(topics={COUNT_STORE: (4, "compact")})
-    plan = build_plan(cluster, "words", 4, acknowledge_streams_groups=[APP])
+    plan = build_plan(cluster, "words", plan_request("words", 4, acknowledge_streams_groups=[APP]))
     assert [c.partitions for c in plan.streams_apps[APP].changelogs] == [4]

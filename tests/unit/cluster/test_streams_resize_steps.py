@@ -173,3 +173,59 @@ def test_a_resize_to_the_same_count_does_nothing() -> None:
     run = resize(Cluster(events), events)
     run.app = plan
     assert run.run() == {"application_id": APP, "resized": False, "partitions": 2} and events == []
+
+
+class Others:
+    """The other readers of the sources (an IncreaseRun in the operator): their steps land in ``events``."""
+
+    def __init__(self, events: list[str], fail_leave: bool = False) -> None:
+        self.events = events
+        self.fail_leave = fail_leave
+
+    def leave_for_grow(self) -> dict[str, Any]:
+        self.events.append("others leave")
+        if self.fail_leave:
+            raise StreamsResizeError("a member never left")
+        return {"groups": 1}
+
+    def back_after_grow(self) -> dict[str, Any]:
+        self.events.append("others seeded and back")
+        return {"seeded": 2}
+
+    def wait_drained(self, timeout: float) -> dict[str, Any]:
+        self.events.append("others drained")
+        return {"drained": True}
+
+
+def test_the_other_readers_are_out_only_while_the_topics_grow_and_drain_before_the_producers_start() -> None:
+    """One run for every reader of the sources: the others leave once the application stopped, before any
+    grow; they are seeded and back once the application is seeded, before it starts; the producers start
+    only once they consumed the old partitions (nothing is written to a new partition before every reader
+    holds an offset there)."""
+    events: list[str] = []
+    result = resize(Cluster(events), events, others=Others(events)).run()
+    assert events == [
+        "stop traffic",
+        f"stop {APP}",
+        "others leave",
+        "grow words 4",
+        f"grow {REPARTITION} 4",
+        f"grow {CHANGELOG} 4",
+        f"replace ['{CHANGELOG}'] 2->4",
+        "seed words [2, 3]",
+        f"seed {REPARTITION} [2, 3]",
+        "others seeded and back",
+        f"start {APP}",
+        "others drained",
+        "start traffic",
+    ]
+    assert result["others"]["seeded"] == 2 and result["others"]["drain"] == {"drained": True}
+    assert {"others_leave", "others_out_s", "others_drain"} <= set(result["timings"])
+
+
+def test_other_readers_that_do_not_leave_change_nothing_and_everyone_starts_again() -> None:
+    events: list[str] = []
+    with pytest.raises(StreamsResizeError, match="never left"):
+        resize(Cluster(events), events, others=Others(events, fail_leave=True)).run()
+    assert not [e for e in events if e.startswith(("grow", "seed", "replace"))]
+    assert events[-2:] == [f"start {APP}", "start traffic"]

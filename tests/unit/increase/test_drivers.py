@@ -32,7 +32,7 @@ from airflow_provider_kstate.increase.key_order import mark_key_order
 from airflow_provider_kstate.increase.model import GroupInfo, Member
 from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, KeyOrderMark, Plan
 from airflow_provider_kstate.increase.request import PlanRequest
-from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
+from airflow_provider_kstate.increase.run import IncreaseRun
 
 LOG = logging.getLogger("test_drivers")
 K8S = CommandDriver(
@@ -78,6 +78,27 @@ def test_driver_forms_round_trip_and_bad_ones_name_the_problem() -> None:
         Driver.from_dict({"kind": "command", "stop": "a", "start": "b", "stpo": "c"}, "x")
     with pytest.raises(InvalidDriverError, match="timeout must be positive"):
         Driver.from_dict({"stop": "a", "start": "b", "timeout": 0}, "x")
+    with pytest.raises(InvalidDriverError, match=r"unknown fields \['stop'\] for a control driver"):
+        Driver.from_dict({"kind": "control", "stop": "a"}, "x")
+
+
+def test_each_driver_kind_is_one_class_that_carries_its_behaviour() -> None:
+    """A kind is one registered subclass: how it reads, its words in the prompt, whether the run runs its
+    commands and whether its members need the client piece; nothing dispatches on the kind elsewhere."""
+    from airflow_provider_kstate.increase.drivers import DRIVER_KINDS
+
+    assert {str(k): c for k, c in DRIVER_KINDS.items()} == {
+        "control": ControlDriver,
+        "task": TaskDriver,
+        "command": CommandDriver,
+    }
+    assert K8S.commands() is K8S and CONTROL.commands() is None and TaskDriver().commands() is None
+    assert CONTROL.needs_client_piece and not K8S.needs_client_piece and not TaskDriver.needs_client_piece
+    assert (CONTROL.leave_words, K8S.leave_words, TaskDriver.leave_words) == (
+        "pause record",
+        "stop command",
+        "your pause task",
+    )
 
 
 def test_a_run_names_drivers_of_the_registry_and_never_carries_a_command() -> None:
@@ -230,8 +251,8 @@ class FleetCluster:
         return 0, ""
 
 
-def _steps(cluster: FleetCluster, plan: Plan) -> SafeIncreaseSteps:
-    return SafeIncreaseSteps(
+def _steps(cluster: FleetCluster, plan: Plan) -> IncreaseRun:
+    return IncreaseRun(
         plan,
         cluster,  # type: ignore[arg-type]
         cluster,  # type: ignore[arg-type]
@@ -258,7 +279,7 @@ def test_command_groups_stop_and_leave_before_any_other_group_is_asked_to() -> N
     assert cluster.events[:2] == ["stop kjs-svc", "pause-record ['cc-idle', 'cc-svc', 'kjs-svc']"]
     assert out["stopped_groups"] == ["kjs-svc"] and steps.stop_s is not None
     cluster.partitions = 4
-    steps.known = {"cc-svc": 4, "kjs-svc": 4, "cc-idle": 4}
+    steps.topics[0].known = {"cc-svc": 4, "kjs-svc": 4, "cc-idle": 4}
     resumed = steps.resume()
     assert cluster.events[-2:] == ["resume-record ['cc-idle', 'cc-svc', 'kjs-svc']", "start kjs-svc"]
     assert resumed["started_groups"] == ["kjs-svc"], "an offline command group is not started"

@@ -9,6 +9,7 @@ test_doctor.LIST_GROUPS_V5), and its descriptions the ones DescribeGroups / Cons
 from __future__ import annotations
 
 import pytest
+from kstate_support.fakes import plan_request
 
 from airflow_provider_kstate.errors import UnknownGroupError, UnsupportedGroupTypeError
 from airflow_provider_kstate.increase.model import GroupInfo, Member
@@ -53,7 +54,7 @@ def test_classic_and_consumer_protocol_groups_are_paused_and_seeded() -> None:
     hook = TypedFakeHook(
         {"billing": ("CLASSIC", "STABLE", 2, "range"), "kip848": ("CONSUMER", "STABLE", 1, "uniform")}
     )
-    plan = build_plan(hook, "orders", 8)
+    plan = build_plan(hook, "orders", plan_request("orders", 8))
     assert {g: (e.cls, e.type) for g, e in plan.groups.items()} == {
         "billing": ("active", "CLASSIC"),
         "kip848": ("active", "CONSUMER"),
@@ -65,13 +66,13 @@ def test_classic_and_consumer_protocol_groups_are_paused_and_seeded() -> None:
 def test_a_share_group_whose_topics_cannot_be_read_is_refused_with_the_fix() -> None:
     hook = TypedFakeHook({"billing": ("CLASSIC", "STABLE", 1, "range"), "queue": ("SHARE", "STABLE", 2, "")})
     with pytest.raises(UnsupportedGroupTypeError) as info:
-        build_plan(hook, "orders", 6, ["billing", "queue"])
+        build_plan(hook, "orders", plan_request("orders", 6, ["billing", "queue"]))
     message = str(info.value)
     assert "'queue' is a share group (KIP-932) that may read 'orders'" in message
     assert "--entity-name queue --alter --add-config share.auto.offset.reset=earliest" in message
     assert "--describe --group queue --offsets lists partitions 4,5" in message
     assert "Nothing was changed" in message
-    plan = build_plan(hook, "orders", 6, ["billing"], exclude_groups=["queue"])
+    plan = build_plan(hook, "orders", plan_request("orders", 6, ["billing"], exclude_groups=["queue"]))
     assert plan.groups["queue"].cls == "excluded" and plan.groups["queue"].type == "SHARE"
 
 
@@ -87,13 +88,13 @@ def test_share_groups_are_judged_by_what_they_read_and_where_they_start_new_part
     }
     hook = TypedFakeHook(groups, shares={"early": "earliest", "late": "latest"})
     with pytest.raises(UnsupportedGroupTypeError) as info:
-        build_plan(hook, "orders", 6)
+        build_plan(hook, "orders", plan_request("orders", 6))
     message = str(info.value)
     assert (
         "'late' is a share group (KIP-932) that reads 'orders' with share.auto.offset.reset=latest" in message
     )
     assert "'early'" not in message and "'elsewhere'" not in message
-    plan = build_plan(hook, "orders", 6, share_new_partitions_kept=True)
+    plan = build_plan(hook, "orders", plan_request("orders", 6, share_new_partitions_kept=True))
     assert set(plan.groups) == {"billing", "early", "late"}, "a share group reading another topic is at risk"
     assert {g: plan.groups[g].cls for g in ("early", "late")} == {"early": "share-safe", "late": "share-safe"}
     assert plan.where("pause") == ["billing"], "a share group is never paused nor seeded"
@@ -102,7 +103,7 @@ def test_share_groups_are_judged_by_what_they_read_and_where_they_start_new_part
     lines = "\n".join(describe(plan))
     assert "share.auto.offset.reset=earliest: it reads the new partitions from their first record" in lines
     assert "the broker starts added partitions at their first record (share_new_partitions)" in lines
-    named = build_plan(hook, "orders", 6, ["billing"], exclude_groups=["late"])
+    named = build_plan(hook, "orders", plan_request("orders", 6, ["billing"], exclude_groups=["late"]))
     assert named.groups["early"].cls == "share-safe" and named.groups["late"].cls == "excluded"
 
 
@@ -111,16 +112,18 @@ def test_a_streams_application_is_refused_unless_acknowledged() -> None:
     for spec in (("CLASSIC", "STABLE", 2, "stream"), ("STREAMS", "STABLE", 2, "")):
         hook = TypedFakeHook({"enricher": spec})
         with pytest.raises(UnsupportedGroupTypeError, match="co-partitioned") as info:
-            build_plan(hook, "orders", 8, ["enricher"])
+            build_plan(hook, "orders", plan_request("orders", 8, ["enricher"]))
         assert "acknowledge_streams_groups=['enricher']" in str(info.value)
-        plan = build_plan(hook, "orders", 8, ["enricher"], acknowledge_streams_groups=["enricher"])
+        plan = build_plan(
+            hook, "orders", plan_request("orders", 8, ["enricher"], acknowledge_streams_groups=["enricher"])
+        )
         assert (plan.groups["enricher"].cls, plan.groups["enricher"].role) == ("active", "streams")
         assert plan.where("pause") == ["enricher"]
 
 
 def test_connect_sink_groups_are_named_and_handled_as_consumer_groups() -> None:
     hook = TypedFakeHook({"connect-s3-sink": ("CLASSIC", "EMPTY", 0, "")})
-    plan = build_plan(hook, "orders", 8)
+    plan = build_plan(hook, "orders", plan_request("orders", 8))
     entry = plan.groups["connect-s3-sink"]
     assert (entry.cls, entry.role) == ("empty", "connect-sink")
     assert any("connect-sink group" in line for line in describe(plan))
@@ -129,7 +132,7 @@ def test_connect_sink_groups_are_named_and_handled_as_consumer_groups() -> None:
 def test_a_group_of_unknown_type_is_refused() -> None:
     hook = TypedFakeHook({"mystery": ("UNKNOWN", "STABLE", 1, "")})
     with pytest.raises(UnsupportedGroupTypeError, match="cannot tell"):
-        build_plan(hook, "orders", 8, ["mystery"])
+        build_plan(hook, "orders", plan_request("orders", 8, ["mystery"]))
 
 
 def test_a_never_seen_group_is_unknown_even_when_described_empty() -> None:
@@ -139,8 +142,10 @@ def test_a_never_seen_group_is_unknown_even_when_described_empty() -> None:
         listed={"billing"},
     )
     with pytest.raises(UnknownGroupError, match="biling"):
-        build_plan(hook, "orders", 8, ["billing", "biling"])
-    plan = build_plan(hook, "orders", 8, ["billing", "biling"], allow_unknown_groups=True)
+        build_plan(hook, "orders", plan_request("orders", 8, ["billing", "biling"]))
+    plan = build_plan(
+        hook, "orders", plan_request("orders", 8, ["billing", "biling"], allow_unknown_groups=True)
+    )
     assert plan.groups["biling"].cls == "absent"
 
 
@@ -148,6 +153,6 @@ def test_a_listed_group_described_dead_is_refused_not_seeded() -> None:
     # DescribeGroups below v6 describes a KIP-848 group as Dead with no members, although it is listed.
     hook = TypedFakeHook({"kip848": ("CONSUMER", "DEAD", 0, "")})
     with pytest.raises(UnsupportedGroupTypeError, match="ConsumerGroupDescribe"):
-        build_plan(hook, "orders", 8, ["kip848"])
-    plan = build_plan(hook, "orders", 8, ["kip848"], exclude_groups=["kip848"])
+        build_plan(hook, "orders", plan_request("orders", 8, ["kip848"]))
+    plan = build_plan(hook, "orders", plan_request("orders", 8, ["kip848"], exclude_groups=["kip848"]))
     assert plan.groups["kip848"].cls == "excluded" and plan.where("seed") == []

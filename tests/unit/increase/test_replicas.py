@@ -19,7 +19,7 @@ from airflow_provider_kstate.increase.replicas import (
     judge,
     wait_for_leaders,
 )
-from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
+from airflow_provider_kstate.increase.steps import TopicSteps
 from tests.unit.increase.test_seed_created import Admin as Admin4
 
 
@@ -114,11 +114,11 @@ def test_the_plan_keeps_the_replication_and_writes_it_only_when_checked() -> Non
 
 
 def test_build_plan_attaches_the_replication_it_is_given() -> None:
-    from kstate_support.fakes import FakeHook
+    from kstate_support.fakes import FakeHook, plan_request
 
     state = ReplicationState(replication_factor=3, min_insync_replicas=2)
-    assert build_plan(FakeHook(), "orders", 4, replication=state).replication == state  # type: ignore[arg-type]
-    assert build_plan(FakeHook(), "orders", 4).replication is None  # type: ignore[arg-type]
+    assert build_plan(FakeHook(), "orders", plan_request("orders", 4), replication=state).replication == state  # type: ignore[arg-type]
+    assert build_plan(FakeHook(), "orders", plan_request("orders", 4)).replication is None  # type: ignore[arg-type]
 
 
 class Growing(Admin4):
@@ -138,10 +138,10 @@ class Growing(Admin4):
         return TopicReplicas(topic, tuple(parts[:5] if self.looks <= self.late // 2 else parts))
 
 
-def _steps(cluster: Any) -> SafeIncreaseSteps:
+def _steps(cluster: Any) -> TopicSteps:
     groups = {"billing": GroupPlan(cls=GroupClass.EMPTY, state="EMPTY", pause=True, seed=True)}
     plan = Plan("orders", 4, 8, groups, planned_at="now", owner="run-1")
-    return SafeIncreaseSteps(plan, cluster, None, logging.getLogger("test_replicas"), "run-1")  # type: ignore[arg-type]
+    return TopicSteps(plan, cluster, None, logging.getLogger("test_replicas"), "run-1")  # type: ignore[arg-type]
 
 
 def test_the_wait_for_leaders_returns_once_every_new_partition_has_one() -> None:

@@ -8,10 +8,12 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import pytest
+
 from airflow_provider_kstate.increase.key_order import KeyOrderSwitch
 from airflow_provider_kstate.increase.model import GroupInfo, PartitionReplicas, TopicReplicas
 from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, Plan
-from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
+from airflow_provider_kstate.increase.steps import TopicSteps
 
 
 class Admin:
@@ -52,11 +54,11 @@ class Admin:
         self.seeded = {g: dict(o) for g, o in offsets.items()}
 
 
-def _steps(fake: Admin) -> SafeIncreaseSteps:
+def _steps(fake: Admin) -> TopicSteps:
     plans = {"billing": GroupPlan(cls=GroupClass.EMPTY, state="EMPTY", member_count=0, pause=True, seed=True)}
     plan = Plan("orders", 4, 8, plans, planned_at="now", owner="run-1")
     control: Any = None
-    return SafeIncreaseSteps(plan, fake, control, logging.getLogger("test_seed"), "run-1")  # type: ignore[arg-type]
+    return TopicSteps(plan, fake, control, logging.getLogger("test_seed"), "run-1")  # type: ignore[arg-type]
 
 
 def test_partitions_this_run_created_are_seeded_at_0_without_asking() -> None:
@@ -100,3 +102,56 @@ def test_the_barrier_asks_the_new_partitions_once() -> None:
     switch = KeyOrderSwitch(_steps(fake).plan, fake, None, logging.getLogger("test_seed"), "run-1")  # type: ignore[arg-type]
     assert switch._end_offsets() == [90, 90, 90, 90, 3, 0, 0, 0]
     assert fake.calls == [("watermarks", [0, 1, 2, 3]), ("loaded_ends", [4, 5, 6, 7])]
+
+
+class Loading(Admin):
+    """Partitions 4-7 exist but their leader loads them over three looks (Apache Kafka 4.4 under many
+    partitions); the producers' switch is recorded with what was still loading then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 8
+        self.looks = 0
+        self.events: list[str] = []
+
+    def unloaded(self, topic: str, partitions: Iterable[int]) -> list[int]:
+        self.looks += 1
+        waiting = [p for p in partitions if self.looks < 3]
+        self.events.append(f"look {waiting}")
+        return waiting
+
+
+def test_producers_switch_only_once_the_new_partitions_leaders_serve_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """KAFKA-15591 (Apache Kafka 4.4): an idempotent producer's first batch to a partition its leader has not
+    loaded yet can retry with OUT_OF_ORDER_SEQUENCE_NUMBER until its delivery timeout and be lost: the switch
+    waits for every new partition's leader first (the consumers are back; the producers stay on the old
+    partitions meanwhile)."""
+    admin = Loading()
+    steps = _steps(admin)
+    steps.known = {"billing": 8}
+
+    class Switch:
+        def switch(self, live: list[str]) -> dict[str, Any]:
+            admin.events.append("switch")
+            return {"epoch": 2}
+
+    monkeypatch.setattr(TopicSteps, "key_order_switch", lambda self: Switch())
+    assert steps.scale([])["epoch"] == 2
+    assert admin.events == ["look [4, 5, 6, 7]", "look [4, 5, 6, 7]", "look []", "switch"], admin.events
+
+
+def test_a_switch_whose_new_partitions_never_load_fails_before_switching(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_provider_kstate.errors import KStateError
+
+    admin = Loading()
+    admin.looks = -(10**6)  # never loaded within the timeout
+    steps = _steps(admin)
+    steps.known, steps.leader_timeout = {"billing": 8}, 0.05
+    monkeypatch.setattr(TopicSteps, "key_order_switch", lambda self: (_ for _ in ()).throw(AssertionError))
+    with pytest.raises(KStateError, match="no leader serving them") as failed:
+        steps.scale([])
+    assert failed.value.retryable, "the retry continues once the brokers serve them"

@@ -13,7 +13,7 @@ import pytest
 
 from airflow_provider_kstate.errors import BrokerUnavailableError, UnsafeResumeError
 from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, Plan
-from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
+from airflow_provider_kstate.increase.steps import TopicSteps
 from tests.unit.increase.test_seed_created import Admin
 
 
@@ -38,11 +38,11 @@ class Lagging(Admin):
             yield g, {**{p: 70 for p in range(4)}, **self.seeded.get(g, {})}
 
 
-def _steps(fake: Admin) -> SafeIncreaseSteps:
+def _steps(fake: Admin) -> TopicSteps:
     plans = {"billing": GroupPlan(cls=GroupClass.EMPTY, state="EMPTY", member_count=0, pause=True, seed=True)}
     plan = Plan("orders", 4, 8, plans, planned_at="now", owner="run-1")
     control: Any = None
-    return SafeIncreaseSteps(plan, fake, control, logging.getLogger("test_lagging"), "run-1")  # type: ignore[arg-type]
+    return TopicSteps(plan, fake, control, logging.getLogger("test_lagging"), "run-1")  # type: ignore[arg-type]
 
 
 def test_the_seed_after_a_create_covers_the_new_partitions_when_the_metadata_goes_back() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kstate_support.fakes import plan_request
 
 from airflow_provider_kstate.errors import UnsupportedGroupTypeError, UnsupportedStreamsTopologyError
 from airflow_provider_kstate.increase.model import GroupInfo, Member
@@ -117,7 +118,7 @@ def test_the_plan_names_a_classic_streams_application_and_what_the_resize_does()
         topics={f"{APP}-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition": (2, "delete")},
         committed={APP: {"words", f"{APP}-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition"}},
     )
-    plan = build_plan(cluster, "words", 4, acknowledge_streams_groups=[APP])
+    plan = build_plan(cluster, "words", plan_request("words", 4, acknowledge_streams_groups=[APP]))
     app = plan.streams_apps[APP]
     assert (app.application_id, app.protocol, app.sources) == (APP, "classic", ["words"])
     assert [(c.topic, c.store, c.store_type, c.cleanup_policy) for c in app.changelogs] == [
@@ -146,13 +147,15 @@ def test_the_plan_names_a_classic_streams_application_and_what_the_resize_does()
     assert again.streams_apps == plan.streams_apps
     assert (
         "streams_apps"
-        not in build_plan(count_app(groups={APP: ("CLASSIC", "STABLE", "range")}), "words", 4).to_dict()
+        not in build_plan(
+            count_app(groups={APP: ("CLASSIC", "STABLE", "range")}), "words", plan_request("words", 4)
+        ).to_dict()
     )
 
 
 def test_a_streams_application_unacknowledged_is_still_refused() -> None:
     with pytest.raises(UnsupportedGroupTypeError, match="acknowledge_streams_groups=\\['wordcount'\\]"):
-        build_plan(count_app(), "words", 4)
+        build_plan(count_app(), "words", plan_request("words", 4))
 
 
 def test_a_kip_1071_streams_group_is_found_by_its_offsets() -> None:
@@ -160,8 +163,8 @@ def test_a_kip_1071_streams_group_is_found_by_its_offsets() -> None:
     cluster = count_app(groups={APP: ("STREAMS", "STABLE", "")})
     assert cluster.groups_on_topic("words") == []
     with pytest.raises(UnsupportedGroupTypeError, match="Kafka Streams application"):
-        build_plan(cluster, "words", 4)
-    plan = build_plan(cluster, "words", 4, acknowledge_streams_groups=[APP])
+        build_plan(cluster, "words", plan_request("words", 4))
+    plan = build_plan(cluster, "words", plan_request("words", 4, acknowledge_streams_groups=[APP]))
     assert plan.groups[APP].role == "streams" and plan.groups[APP].type == "STREAMS"
     assert plan.streams_apps[APP].protocol == "streams"
 
@@ -170,8 +173,8 @@ def test_a_stopped_classic_application_is_told_by_its_internal_topics() -> None:
     # An EMPTY classic group names no assignor: its changelog says it is a Streams application.
     cluster = count_app(groups={APP: ("CLASSIC", "EMPTY", "")})
     with pytest.raises(UnsupportedGroupTypeError, match="Kafka Streams application"):
-        build_plan(cluster, "words", 4)
-    plan = build_plan(cluster, "words", 4, acknowledge_streams_groups=[APP])
+        build_plan(cluster, "words", plan_request("words", 4))
+    plan = build_plan(cluster, "words", plan_request("words", 4, acknowledge_streams_groups=[APP]))
     assert plan.groups[APP].cls == "empty" and APP in plan.streams_apps
 
 
@@ -182,7 +185,7 @@ def test_a_join_grows_both_inputs_and_names_its_window_stores() -> None:
     }
     cluster = count_app(topics={"clicks": (2, "delete"), **stores}, committed={APP: {"words", "clicks"}})
     del cluster.topics[COUNT_STORE]
-    plan = build_plan(cluster, "words", 4, acknowledge_streams_groups=[APP])
+    plan = build_plan(cluster, "words", plan_request("words", 4, acknowledge_streams_groups=[APP]))
     app = plan.streams_apps[APP]
     assert app.sources == ["clicks", "words"]
     assert {c.store_type for c in app.changelogs} == {"window"} and len(app.changelogs) == 2
@@ -225,13 +228,15 @@ def test_a_join_grows_both_inputs_and_names_its_window_stores() -> None:
 def test_a_topology_the_run_cannot_resize_is_refused_at_plan_time(changes: dict[str, Any], why: str) -> None:
     cluster = count_app(**changes)
     with pytest.raises(UnsupportedStreamsTopologyError) as info:
-        build_plan(cluster, "words", 4, acknowledge_streams_groups=[APP])
+        build_plan(cluster, "words", plan_request("words", 4, acknowledge_streams_groups=[APP]))
     message = str(info.value)
     assert why in message and APP in message
     assert "Nothing was paused or changed" in message
     assert f"exclude_groups=['{APP}']" in message or "exclude those groups" in message or "Grow" in message
     # excluded, it is left alone and not refused
     plan = build_plan(
-        cluster, "words", 4, exclude_groups=[APP] + (["audit"] if "audit" in cluster.groups else [])
+        cluster,
+        "words",
+        plan_request("words", 4, exclude_groups=[APP] + (["audit"] if "audit" in cluster.groups else [])),
     )
     assert APP not in plan.streams_apps and plan.groups[APP].cls == "excluded"

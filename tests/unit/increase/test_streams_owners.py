@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kstate_support.fakes import plan_request
 
 from airflow_provider_kstate.errors import UnsupportedGroupTypeError
 from airflow_provider_kstate.increase.model import GroupInfo, Member
@@ -23,6 +24,8 @@ from tests.unit.increase.test_streams_apps import StreamsCluster
 
 STORE = "KSTREAM-AGGREGATE-STATE-STORE-0000000001"
 APP, NEIGHBOUR = "counts", "counts-v2"
+#: Growing ``words`` to 4 partitions, the application acknowledged.
+ACKNOWLEDGED = plan_request("words", 4, acknowledge_streams_groups=[APP])
 CHANGELOG, N_CHANGELOG = f"{APP}-{STORE}-changelog", f"{NEIGHBOUR}-{STORE}-changelog"
 N_REPARTITION = f"{NEIGHBOUR}-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition"
 
@@ -81,7 +84,7 @@ def test_a_classic_application_keeps_only_its_own_changelog_and_repartition_topi
     cluster = neighbours(
         subscribed={APP: frozenset({"words"}), NEIGHBOUR: frozenset({"words2", N_REPARTITION})}
     )
-    plan = build_plan(cluster, "words", 4, acknowledge_streams_groups=[APP])
+    plan = build_plan(cluster, "words", ACKNOWLEDGED)
     app = plan.streams_apps[APP]
     assert [c.topic for c in app.changelogs] == [CHANGELOG]
     assert (app.sources, app.repartitions) == (["words"], [])
@@ -89,7 +92,7 @@ def test_a_classic_application_keeps_only_its_own_changelog_and_repartition_topi
     assert cluster.asked == [[APP]]  # the subscriptions of the application planned, in one read
     # stopped (no subscription read): its committed offsets and the longest-id rule give the same topics
     stopped = neighbours()
-    assert build_plan(stopped, "words", 4, acknowledge_streams_groups=[APP]).streams_apps[APP] == app
+    assert build_plan(stopped, "words", ACKNOWLEDGED).streams_apps[APP] == app
 
 
 def test_a_running_classic_application_s_repartition_topics_are_those_its_members_subscribe() -> None:
@@ -97,13 +100,13 @@ def test_a_running_classic_application_s_repartition_topics_are_those_its_member
     left = f"{APP}-KSTREAM-AGGREGATE-STATE-STORE-0000000009-repartition"  # of a topology it no longer runs
     cluster = neighbours(subscribed={APP: frozenset({"words", mine})})
     cluster.topics.update({mine: (2, "delete"), left: (5, "delete")})
-    app = build_plan(cluster, "words", 4, acknowledge_streams_groups=[APP]).streams_apps[APP]
+    app = build_plan(cluster, "words", ACKNOWLEDGED).streams_apps[APP]
     assert (app.sources, app.repartitions) == (["words"], [mine])
     # stopped, its subscriptions unknown: every repartition topic the longest-id rule gives it counts (the
     # leftover, on 5 partitions, is then refused rather than left behind)
     cluster.subscribed.clear()
     with pytest.raises(Exception, match=left):
-        build_plan(cluster, "words", 4, acknowledge_streams_groups=[APP])
+        build_plan(cluster, "words", ACKNOWLEDGED)
 
 
 def test_a_plain_consumer_group_is_not_taken_for_a_stopped_application_by_a_neighbour_s_topics() -> None:
@@ -111,12 +114,12 @@ def test_a_plain_consumer_group_is_not_taken_for_a_stopped_application_by_a_neig
     cluster = neighbours()
     cluster.groups[APP] = ("CLASSIC", "EMPTY", "")
     del cluster.topics[CHANGELOG]
-    plan = build_plan(cluster, "words", 4)
+    plan = build_plan(cluster, "words", plan_request("words", 4))
     assert plan.groups[APP].role != "streams" and not plan.streams_apps
     # with a changelog of its own it is a stopped Streams application (unacknowledged: refused)
     cluster.topics[CHANGELOG] = (2, "compact")
     with pytest.raises(UnsupportedGroupTypeError, match="Kafka Streams application"):
-        build_plan(cluster, "words", 4)
+        build_plan(cluster, "words", plan_request("words", 4))
 
 
 def test_a_streams_group_s_topics_are_its_described_topology() -> None:
@@ -130,7 +133,7 @@ def test_a_streams_group_s_topics_are_its_described_topology() -> None:
         streams={APP: StreamsDescription(info, topology), NEIGHBOUR: StreamsDescription(n_info, n_topology)},
     )
     cluster.committed[APP] = set()  # no commit yet: the topology alone says it reads "words"
-    plan = build_plan(cluster, "words", 4, acknowledge_streams_groups=[APP])
+    plan = build_plan(cluster, "words", ACKNOWLEDGED)
     app = plan.streams_apps[APP]
     assert (app.protocol, app.sources, app.repartitions) == ("streams", ["words"], [])
     assert [c.topic for c in app.changelogs] == [CHANGELOG] and NEIGHBOUR not in plan.streams_apps
@@ -142,6 +145,6 @@ def test_a_streams_group_s_topics_are_its_described_topology() -> None:
 
 def test_the_resize_steps_name_no_replacer() -> None:
     # The plan does not know whether Spark or the worker re-places the changelogs (replacer=spark|local).
-    app = build_plan(neighbours(), "words", 4, acknowledge_streams_groups=[APP]).streams_apps[APP]
+    app = build_plan(neighbours(), "words", ACKNOWLEDGED).streams_apps[APP]
     step = next(a for a in app.actions if a.startswith("grow changelog"))
     assert "re-place it (each moved key's latest value to murmur2(key) % 4" in step and "Spark" not in step

@@ -23,11 +23,10 @@ from airflow_provider_kstate.increase.model import GroupInfo, TopicReplicas
 from airflow_provider_kstate.increase.plan import Plan, describe
 from airflow_provider_kstate.increase.planner import plan_increase
 from airflow_provider_kstate.increase.request import PlanRequest
-from airflow_provider_kstate.increase.steps import SafeIncreaseSteps
+from airflow_provider_kstate.increase.run import IncreaseRun, drains_by_topic
+from airflow_provider_kstate.increase.steps import TopicSteps
 from airflow_provider_kstate.increase.topic_set import (
-    TopicSetSteps,
     check_counts,
-    drains_by_topic,
     topic_set,
 )
 
@@ -64,6 +63,9 @@ class Cluster:
 
     def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
         return {t: f"id-{t}" for t in topics}
+
+    def unloaded(self, topic: str, partitions: Iterable[int]) -> list[int]:
+        return []
 
     # -- what the steps do
     def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
@@ -189,26 +191,27 @@ def test_the_plan_round_trips_and_an_old_plan_of_one_topic_still_reads() -> None
 
 
 def test_the_drain_of_each_topic_is_read_from_the_window_or_the_scale_step() -> None:
-    """A set's switch XCom holds each topic's switch: the window's under ``switch``, the scale step's under
-    ``topics``; only the topics that drain a group are returned, each with its own offsets."""
+    """The window's XCom and the scale step's have one shape: each topic's switch under ``topics`` ->
+    topic -> ``switch``; only the topics that drain a group are returned, each with its own offsets."""
     plan = _plan_set(_cluster(), ["orders", "payments"], 8)
     drain = {"groups": ["join"], "offsets": [5, 6], "stopped_at": 1, "backlog": {"join": 3}}
-    each = {"orders": {"drain": drain}, "payments": {"epoch": 4}}
-    window = {"topics": {"orders": {"seeded": 1}}, "switch": each}
+    window = {
+        "topics": {"orders": {"seeded": 1, "switch": {"drain": drain}}, "payments": {"switch": {"epoch": 4}}},
+        "seeded": 1,
+    }
+    scale = {"topics": {"orders": {"switch": {"drain": drain}}, "payments": {"switch": {"epoch": 4}}}}
     assert drains_by_topic(plan, window) == {"orders": drain}
-    assert drains_by_topic(plan, {"topic": "orders", "topics": each}) == {"orders": drain}
+    assert drains_by_topic(plan, scale) == {"orders": drain}
     assert drains_by_topic(plan, {}) == {} and drains_by_topic(plan, None) == {}
 
 
-def _set_steps(cluster: Cluster, plan: Plan) -> TopicSetSteps:
+def _set_steps(cluster: Cluster, plan: Plan) -> IncreaseRun:
     control: Any = Control(cluster.calls)
     control.infos = cluster.infos
     log = logging.getLogger("test_topic_set")
     renewals: list[int] = []
     options: dict[str, Any] = {"key_order": "relax", "lease_check": lambda: renewals.append(1)}
-    whole = SafeIncreaseSteps(plan, cluster, control, log, "d/r", **options)  # type: ignore[arg-type]
-    views = [SafeIncreaseSteps(v, cluster, control, log, "d/r", **options) for v in plan.views()]  # type: ignore[arg-type]
-    return TopicSetSteps(whole, views)
+    return IncreaseRun(plan, cluster, control, log, "d/r", **options)  # type: ignore[arg-type]
 
 
 def test_one_window_pauses_once_creates_every_topic_seeds_each_group_where_it_reads_and_resumes_once() -> (
@@ -264,7 +267,7 @@ def test_nothing_is_created_when_a_topic_changed_behind_the_run() -> None:
     fresh = _set_steps(_cluster(), plan)
     assert fresh.created_nothing()
     fresh.undo_before_create()  # every group resumes once; every topic's producers on its layout
-    calls = fresh.whole.admin.calls  # type: ignore[attr-defined]
+    calls = fresh.admin.calls  # type: ignore[attr-defined]
     assert calls == [("resume", ["audit", "join"]), ("layout", "orders", 4), ("layout", "payments", 4)]
 
 
@@ -295,12 +298,11 @@ def test_a_drain_holds_each_draining_topic_s_producers_and_stops_and_starts_the_
         def announce(self) -> None:
             pass
 
-    monkeypatch.setattr(SafeIncreaseSteps, "key_order_switch", lambda self: Switch(self.topic))
+    monkeypatch.setattr(TopicSteps, "key_order_switch", lambda self: Switch(self.topic))
     runs: list[tuple[str, str]] = []
     steps = _set_steps(cluster, plan)
-    for each in [steps.whole, *steps.topics]:
-        monkeypatch.setattr(each.commands, "stop", lambda c, kind: runs.append(("stop", kind)))
-        monkeypatch.setattr(each.commands, "start", lambda c, kind: runs.append(("start", kind)) or [])
+    monkeypatch.setattr(steps.commands, "stop", lambda c, kind: runs.append(("stop", kind)))
+    monkeypatch.setattr(steps.commands, "start", lambda c, kind: runs.append(("start", kind)) or [])
     out = steps.pause()
     assert held == ["orders"] and out["producers_stopped"]["services"] == ["billing"]
     assert runs == [("stop", "producer")], runs
@@ -313,9 +315,8 @@ def test_a_drain_holds_each_draining_topic_s_producers_and_stops_and_starts_the_
     assert ("layout", "orders", 8) in cluster.calls
     assert runs == [("stop", "producer"), ("start", "producer")], runs
     fresh = _set_steps(_cluster(), plan)
-    for each in [fresh.whole, *fresh.topics]:
-        monkeypatch.setattr(each.commands, "stop", lambda c, kind: runs.append(("stop", kind)))
-        monkeypatch.setattr(each.commands, "start", lambda c, kind: runs.append(("start", kind)) or [])
+    monkeypatch.setattr(fresh.commands, "stop", lambda c, kind: runs.append(("stop", kind)))
+    monkeypatch.setattr(fresh.commands, "start", lambda c, kind: runs.append(("start", kind)) or [])
     fresh.pause()
     fresh.undo_before_create()
     assert [r for r in runs[2:] if r[1] == "producer"] == [("stop", "producer"), ("start", "producer")], runs

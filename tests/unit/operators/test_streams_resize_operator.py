@@ -93,7 +93,9 @@ class FakeLeaseHook(MemoryLeaseLog):
     admin_partitions = 2
     shared: MemoryLeaseLog | None = None
 
-    def __init__(self, kafka_config_id: str = "", lease_topic: str = "", timeout: float = 30.0) -> None:
+    def __init__(
+        self, kafka_config_id: str = "", lease_topic: str = "", request_timeout: float = 30.0
+    ) -> None:
         super().__init__()
         if FakeLeaseHook.shared is not None:
             self.records = FakeLeaseHook.shared.records
@@ -107,6 +109,7 @@ class Plan:
     def __init__(self, apps: dict[str, StreamsAppPlan], seeded: list[str]) -> None:
         self.streams_apps = apps
         self.seeded = seeded
+        self.topic_names = [TOPIC]
 
     def where(self, flag: str) -> list[str]:
         return list(self.seeded) if flag == "seed" else []
@@ -115,7 +118,9 @@ class Plan:
 class Recording(KStateStreamsResizeOperator):
     """The operator with the resize replaced: it records what it was given and whether the lease was held."""
 
-    def resize(self, entry: Any, hook: Any, driver: Any, producers: Any, replacer: Any) -> dict[str, Any]:
+    def resize(
+        self, entry: Any, hook: Any, driver: Any, producers: Any, replacer: Any, others: Any = None
+    ) -> dict[str, Any]:
         hook = FakeLeaseHook.made[-1]
         holder = hook.current(TOPIC)
         self.seen = {
@@ -123,6 +128,7 @@ class Recording(KStateStreamsResizeOperator):
             "driver": driver,
             "producers": dict(producers),
             "replacer": replacer,
+            "others": others,
             "holder": holder.owner if holder else None,
         }
         return getattr(self, "result", RESULT)
@@ -148,6 +154,16 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     monkeypatch.setattr(lease_hooks, "KStateLeaseHook", FakeLeaseHook)
     monkeypatch.setattr(planner, "plan_increase", plan_increase)
+    control = SimpleNamespace(client_piece_clients=dict, close=lambda: None)
+    monkeypatch.setattr(KStateStreamsResizeOperator, "control", control)
+    monkeypatch.setattr(KStateStreamsResizeOperator, "_share_kept", lambda self: False)
+    monkeypatch.setattr(
+        KStateStreamsResizeOperator,
+        "other_readers",
+        lambda self, plan, admin, owner: (
+            [g for g in plan.where("seed") if g not in plan.streams_apps] or None
+        ),
+    )
     monkeypatch.setattr(plans, "describe", lambda plan: ["a plan"])
     return state
 
@@ -331,10 +347,34 @@ def test_an_unknown_producer_driver_is_refused(cluster: dict[str, Any]) -> None:
     assert FakeLeaseHook.made == []
 
 
-def test_other_groups_on_the_topic_are_refused(cluster: dict[str, Any]) -> None:
+def test_other_readers_of_the_sources_are_run_with_the_resize(cluster: dict[str, Any]) -> None:
+    """Another reader of the topic is no longer refused: the resize takes it out and back in the one run."""
     cluster["plan"] = Plan({APP: _entry()}, [APP, "billing"])
-    _fails(_op(), errors.UnprotectedGroupError, r"\['billing'\] read 'orders' too.*kstate_partition_increase")
-    assert FakeLeaseHook.made[-1].records == []
+    op = _op(group_drivers={"billing": "app"})
+    op.execute(_context())
+    assert op.seen["others"] == ["billing"], op.seen
+    assert cluster["request"].group_drivers["billing"].describe() == "command app"
+    assert op.seen["holder"] == OWNER, "the lease is held while the readers are out"
+
+
+def test_the_other_readers_run_is_the_plan_without_its_streams_apps() -> None:
+    from kstate_support.fakes import PLAN
+
+    from airflow_provider_kstate.increase.plan import Plan as RealPlan
+    from airflow_provider_kstate.increase.run import IncreaseRun
+
+    plan = RealPlan.from_dict(PLAN)
+    op = KStateStreamsResizeOperator(
+        task_id="r", topic=TOPIC, partitions=4, application_id="live", app_driver="app"
+    )
+    op.__dict__["control"] = SimpleNamespace(close=lambda: None)
+    apps = plan.replace(streams_apps={"live": _entry()})
+    run = op.other_readers(apps, SimpleNamespace(), OWNER)
+    assert isinstance(run, IncreaseRun) and "live" not in run.plan.groups, run
+    assert run.plan.where("seed") == ["idle"]
+    assert run.key_order == "relax", "the producers are stopped: the groups drain before they start"
+    only = plan.replace(groups={"live": plan.groups["live"]}, streams_apps={"live": _entry()})
+    assert op.other_readers(only, SimpleNamespace(), OWNER) is None
 
 
 def test_a_held_lease_fails_the_run_without_resizing(cluster: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ def test_pause_window_stops_at_a_failed_seed_and_never_resumes(
 
     class Steps:
         plan = Plan.from_dict(PLAN)
+        paused_at = None
 
         def __getattr__(self, name: str) -> Any:
             def step(*_args: Any) -> Any:
@@ -34,9 +35,11 @@ def test_pause_window_stops_at_a_failed_seed_and_never_resumes(
 
     closed: list[bool] = []
     window = KStatePauseWindowOperator(task_id="w", plan=PLAN)
-    monkeypatch.setattr(KStatePauseWindowOperator, "steps", lambda self, context, **options: Steps())
+    monkeypatch.setattr(KStatePauseWindowOperator, "run", lambda self, context, **options: Steps())
     report = tmp_path / "seed.jsonl.gz"
-    monkeypatch.setattr(KStatePauseWindowOperator, "report_uri", lambda self, context, step: str(report))
+    monkeypatch.setattr(
+        KStatePauseWindowOperator, "report_uri", lambda self, context, step, topic: str(report)
+    )
     window.__dict__["control"] = SimpleNamespace(close=lambda: closed.append(True))
     with pytest.raises(SeedError):
         window.execute({})
@@ -67,11 +70,12 @@ def test_the_plan_step_reads_the_set_and_refuses_bad_input_before_any_lookup() -
         names("orders", ["pay ments"])
 
 
-def test_the_per_step_steps_run_a_plan_of_several_topics_over_the_set(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("topics", [None, {PLAN["topic"]: 4, "payments": 4}], ids=["one", "several"])
+def test_the_per_step_steps_run_one_topic_and_several_through_the_one_run(
+    monkeypatch: pytest.MonkeyPatch, topics: Any
 ) -> None:
-    """pause, increase, scale and resume of a plan of several topics go through the topic set's steps once
-    (one pause of every group, every topic created, each topic switched, one resume), never one topic's."""
+    """pause, increase, scale and resume go through the run of the plan (a topic is a set of one): one
+    pause of every group, every topic created, each topic switched, one resume, and one XCom shape."""
     from airflow_provider_kstate.operators.consumers import (
         KStatePauseConsumersOperator,
         KStateResumeConsumersOperator,
@@ -79,28 +83,26 @@ def test_the_per_step_steps_run_a_plan_of_several_topics_over_the_set(
     from airflow_provider_kstate.operators.partitions import KStateIncreasePartitionsOperator
     from airflow_provider_kstate.operators.producers import KStateScaleProducersOperator
 
-    plan = {**PLAN, "topics": {PLAN["topic"]: 4, "payments": 4}}
+    plan = {**PLAN, "topics": topics} if topics else dict(PLAN)
+    names = list(topics or [PLAN["topic"]])
     calls: list[tuple[str, Any]] = []
 
-    class SetSteps:
+    class Run:
         def pause(self) -> dict[str, Any]:
             calls.append(("pause", None))
             return {"groups": 1}
 
         def increase(self, timeout: float) -> dict[str, Any]:
             calls.append(("increase", timeout))
-            return {t: {"created": True, "partitions": 8} for t in plan["topics"]}
+            return {"created": True, "topics": {t: {"created": True, "partitions": 8} for t in names}}
 
-        def scale(self, live: list[str], baseline: bool = False) -> dict[str, Any]:
+        def scale(self, live: list[str] | None = None, baseline: bool = False) -> dict[str, Any]:
             calls.append(("scale", baseline))
-            return {t: {"epoch": 1} for t in plan["topics"]}
+            return {"topics": {t: {"switch": {"epoch": 1}} for t in names}}
 
-        def resume(self, groups: list[str]) -> dict[str, Any]:
-            calls.append(("resume", tuple(groups)))
-            return {"groups": len(groups)}
-
-    def one_topic(self: Any, context: Any, **options: Any) -> Any:
-        raise AssertionError("a step of one topic ran for a plan of several")
+        def resume(self, groups: list[str] | None = None) -> dict[str, Any]:
+            calls.append(("resume", groups))
+            return {"groups": 1}
 
     for cls in (
         KStatePauseConsumersOperator,
@@ -108,8 +110,7 @@ def test_the_per_step_steps_run_a_plan_of_several_topics_over_the_set(
         KStateScaleProducersOperator,
         KStateResumeConsumersOperator,
     ):
-        monkeypatch.setattr(cls, "topic_set_steps", lambda self, context, **options: SetSteps())
-        monkeypatch.setattr(cls, "steps", one_topic)
+        monkeypatch.setattr(cls, "run", lambda self, context, **options: Run())
     closed = SimpleNamespace(close=lambda: None)
     for cls, task_id in (
         (KStatePauseConsumersOperator, "pause_consumers"),
@@ -120,9 +121,7 @@ def test_the_per_step_steps_run_a_plan_of_several_topics_over_the_set(
         step = cls(task_id=task_id, plan=plan)
         step.__dict__["control"] = closed
         out = step.execute({})
-        if task_id == "increase_partitions":
-            assert out["created"] and set(out["topics"]) == {PLAN["topic"], "payments"}
-        if task_id == "scale_producers":
-            assert set(out["topics"]) == {PLAN["topic"], "payments"}
+        if task_id in ("increase_partitions", "scale_producers"):
+            assert list(out["topics"]) == names
     assert [c[0] for c in calls] == ["pause", "increase", "scale", "resume"], calls
     assert calls[2] == ("scale", True)  # the baseline of each topic's new partitions

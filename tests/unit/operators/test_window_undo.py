@@ -26,8 +26,8 @@ def _window(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, seen: int, unknown: 
             self.plan = plan
             self.create_unknown = unknown
 
-        def partition_count(self) -> int:
-            return seen  # the steps' count (the most the run saw)
+        def created_nothing(self) -> bool:
+            return seen == plan.original_partitions  # the run's count (the most it saw of each topic)
 
         def increase(self, _timeout: float) -> Any:
             calls.append("increase")
@@ -40,8 +40,8 @@ def _window(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, seen: int, unknown: 
             return lambda *_a, **_k: calls.append(name) or {}
 
     window = KStatePauseWindowOperator(task_id="w", plan=PLAN)
-    monkeypatch.setattr(KStatePauseWindowOperator, "steps", lambda self, context, **options: Steps())
-    monkeypatch.setattr(KStatePauseWindowOperator, "report_uri", lambda self, c, s: str(tmp_path / "r.gz"))
+    monkeypatch.setattr(KStatePauseWindowOperator, "run", lambda self, context, **options: Steps())
+    monkeypatch.setattr(KStatePauseWindowOperator, "report_uri", lambda self, c, s, t: str(tmp_path / "r.gz"))
     window.__dict__["control"] = SimpleNamespace(close=lambda: None)
     window.__dict__["admin"] = SimpleNamespace(partition_count=lambda _t: plan.original_partitions)
     with pytest.raises(BrokerUnavailableError):

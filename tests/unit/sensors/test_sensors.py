@@ -18,7 +18,7 @@ def test_sensor_timeouts_name_what_is_left() -> None:
     assert isinstance(never_left.value.__cause__, GroupNotEmptyError)
     assert empty.check_arguments() == {"topic": "orders", "groups": ["live", "idle"]}
     stable = KStateGroupsStableSensor(task_id="s", plan=PLAN, timeout=5)
-    assert stable.check_arguments() == {"topic": "orders", "groups": ["live"], "partitions": 4}
+    assert stable.check_arguments() == {"topics": {"orders": ["live"]}, "partitions": 4}
     with pytest.raises(GroupNotStableError, match="unassigned"):
         stable.execute_complete({}, {"status": "timeout", "detail": {"live": {"unassigned": [3]}}})
     with pytest.raises(KStateError, match="triggerer"):

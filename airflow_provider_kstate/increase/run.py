@@ -1,0 +1,416 @@
+"""The run of a safe increase over its topics: one topic is a set of one.
+
+An :class:`IncreaseRun` runs the steps of a plan (the pause window's, or one task per step) over every topic
+the plan grows:
+
+* the groups at risk leave once, each by its driver (command-driven groups are stopped first and waited
+  for), are waited for once, and rejoin once, each only when it holds an offset on every partition of every
+  topic it reads;
+* each topic (:class:`~airflow_provider_kstate.increase.steps.TopicSteps`) has its producers pinned and
+  switched, its partitions created and the groups that read it seeded;
+* for a drain, each topic a drained group reads has its ControlledProducers held and started on its own,
+  the producer services stopped and started once.
+
+Each step returns a small JSON-safe summary for XCom, with what concerns one topic under ``topics``
+(``{topic: ...}``), for one topic as for several: the readers of the summaries (the drain's sensor, the
+start of the producers, verify, lineage) read that one shape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_kstate.client_piece.protocol import PRESERVE
+from airflow_provider_kstate.errors import TopicChangedError
+from airflow_provider_kstate.increase.checks import groups_drained, groups_empty
+from airflow_provider_kstate.increase.drivers import CommandPairs, CommandResult
+from airflow_provider_kstate.increase.events import GroupState, NoEvents, ProducerState, RunEvents
+from airflow_provider_kstate.increase.fleet import commanded_live, commands_of, producer_commands
+from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, drain_of
+from airflow_provider_kstate.increase.plan import GroupClass, Plan
+from airflow_provider_kstate.increase.steps import FAST_POLL, SeedResult, TopicSteps, names, not_empty_error
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.increase.ports import AdminPort, ControlPort
+    from airflow_provider_kstate.increase.report import ReportWriter
+
+
+@dataclass
+class IncreaseRun:
+    """The steps of a plan over its topics, with the hooks and the logger of the task that runs them.
+
+    :param lease_check: called before every step that changes the cluster; it raises when the run no
+        longer holds its topics' leases (and renews them when due).
+    """
+
+    plan: Plan
+    admin: AdminPort
+    control: ControlPort
+    log: Any
+    owner: str
+    lease_check: Callable[[], None] = lambda: None
+    #: ``preserve``, ``drain`` or ``relax`` (see :mod:`~airflow_provider_kstate.increase.key_order`).
+    key_order: str = PRESERVE
+    #: Seconds to wait for the paused (or stopped) groups to become EMPTY.
+    empty_timeout: float = 600.0
+    #: Seconds ControlledProducers stay held for a drain before they release themselves (a dead controller).
+    drain_hold: float = 1800.0
+    #: Seconds to wait for the new partitions' leaders before the producers switch onto them.
+    leader_timeout: float = 600.0
+    #: Runs the command pairs of the plan's drivers.
+    pairs: CommandPairs | None = None
+    #: Where the run reports its step and each group's state (the run's progress file, metrics).
+    events: RunEvents = field(default_factory=NoEvents)
+    #: What this run stopped (for :meth:`undo_before_create`): command-driven groups and producer services.
+    stopped_groups: list[str] = field(default_factory=list)
+    producers_stopped: dict[str, Any] | None = None
+    #: Start or readiness commands that failed (logged; the broker's view of the group decides what follows).
+    start_failures: list[CommandResult] = field(default_factory=list)
+    #: ``time.monotonic()`` when the control pause was sent: the live groups' downtime starts there.
+    paused_at: float | None = None
+    #: Seconds the command-driven groups took to stop and become EMPTY (None: none was stopped).
+    stop_s: float | None = None
+    #: ``time.monotonic()`` when the resume record was sent (the control groups' downtime ends about there),
+    #: and the seconds the command-driven groups' start and readiness commands took after it.
+    resumed_at: float | None = None
+    start_s: float | None = None
+    #: The steps of each topic, in the plan's order (built from the plan).
+    topics: list[TopicSteps] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.pairs is None:
+            self.pairs = CommandPairs(self.plan.topic, self.log)
+        if not self.topics:
+            self.topics = [
+                TopicSteps(
+                    view,
+                    self.admin,
+                    self.control,
+                    self.log,
+                    self.owner,
+                    lease_check=self.lease_check,
+                    key_order=self.key_order,
+                    drain_hold=self.drain_hold,
+                    leader_timeout=self.leader_timeout,
+                    events=self.events,
+                )
+                for view in self.plan.views()
+            ]
+
+    @property
+    def commands(self) -> CommandPairs:
+        assert self.pairs is not None  # set in __post_init__
+        return self.pairs
+
+    @property
+    def drains(self) -> bool:
+        """Whether some group is drained: producers stop before the create and start once it drained."""
+        return bool(self.plan.marked(ORDER_DRAINED))
+
+    def of(self, steps: TopicSteps, groups: Iterable[str]) -> list[str]:
+        """The groups of ``groups`` that read the topic of ``steps``, in the given order."""
+        return [g for g in groups if g in steps.plan.groups]
+
+    # -- the groups leave --------------------------------------------------------------------------------
+
+    def pause(self) -> dict[str, Any]:
+        """Take every group at risk out of its group once, each by its driver, then pin each topic's
+        producers to its current partition count (for a drain: hold them first).
+
+        Command-driven groups with live members are stopped first and waited for (up to
+        ``empty_timeout``); only then are the others asked to leave, so no group is out of its group while
+        another's stop is slow or fails. A failure here changes nothing and resumes what was stopped
+        (:meth:`undo_before_create`).
+        """
+        groups = self.plan.where("pause")
+        epoch = self.leave(groups)
+        for steps in self.topics:
+            steps.pin()
+        out: dict[str, Any] = {
+            "epoch": epoch,
+            "groups": len(groups),
+            "topics": {s.topic: {"pinned_to": s.plan.original_partitions} for s in self.topics},
+            "stopped_groups": self.stopped_groups,
+        }
+        if self.producers_stopped is not None:
+            out["producers_stopped"] = self.producers_stopped
+        return out
+
+    def leave(self, groups: list[str]) -> int:
+        """Stop the command-driven groups (and, for a drain, the producers first), then send the others the
+        pause record, once for the run; return its epoch."""
+        self.lease_check()
+        self.events.step("pause")
+        if self.drains and self.producers_stopped is None:
+            self.stop_producers()
+        self._stop_command_groups(groups)
+        self.paused_at = time.monotonic()
+        epoch = self.control.pause(groups, self.plan.topic, issuer=self.owner)
+        self.events.groups(
+            [g for g in self.plan.where("wait") if g not in self.stopped_groups], GroupState.STOPPING
+        )
+        self.log.info("PAUSE groups %s: pause command sent (epoch %s)", names(groups), epoch)
+        return epoch
+
+    def _stop_command_groups(self, groups: list[str]) -> None:
+        """Stop the command-driven groups with live members, then wait until the broker reports them EMPTY."""
+        live = commanded_live(self.plan, groups)
+        if not live:
+            return
+        started = time.monotonic()
+        self.stopped_groups = list(dict.fromkeys([*self.stopped_groups, *live]))
+        self.events.groups(live, GroupState.STOPPING)
+        self.commands.stop(commands_of(self.plan, live), "group")
+        self.wait_empty(self.empty_timeout, groups=live)
+        self.stop_s = round(time.monotonic() - started, 3)
+        self.log.info(
+            "PAUSE groups %s: stopped by their commands and EMPTY after %.3f s", names(live), self.stop_s
+        )
+
+    def wait_empty(
+        self, timeout: float, max_interval: float = 1.0, groups: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Block until every seeded group is EMPTY: polls every 5 ms for the first 2 s (paused consumers
+        leave within milliseconds of each other, and every millisecond of this wait is consumer downtime;
+        one DescribeGroups request for all groups costs well under a millisecond), then backs off to
+        ``max_interval``. On timeout: :class:`GroupNeverLeftError`, naming the members still present."""
+        groups = self.plan.where("seed") if groups is None else groups
+        started = time.monotonic()
+        deadline = started + timeout
+        interval = FAST_POLL
+        while True:
+            result = groups_empty(self.admin, self.plan.topic, groups)
+            if result.ok:
+                waited = set(self.plan.where("wait"))
+                self.events.groups([g for g in groups if g in waited], GroupState.PAUSED)
+                self.log.info("WAIT groups %s are EMPTY", names(groups))
+                return {"groups": len(groups)}
+            if time.monotonic() > deadline:
+                raise not_empty_error(self.plan, result.detail, timeout)
+            time.sleep(interval)
+            if time.monotonic() - started > 2.0:
+                interval = min(max_interval, interval * 2)
+
+    # -- producers, for a drain --------------------------------------------------------------------------
+
+    def stop_producers(self) -> dict[str, Any]:
+        """For a drain, before the create: hold the ControlledProducers of every topic a drained group reads
+        (the other topics switch through their barrier as usual), then stop the command-driven producer
+        services once; :meth:`start_producers` starts them once the drained groups consumed the rest."""
+        self.lease_check()
+        held = {s.topic: s.hold_for_drain() for s in self.topics if s.drains}
+        services = producer_commands(self.plan)
+        self.producers_stopped = {"topics": held, "services": sorted(services)}
+        self.commands.stop(services, "producer")
+        self.events.producers(ProducerState.STOPPED)
+        return self.producers_stopped
+
+    def start_producers(self, drains: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """After a drain: each drained topic's ControlledProducers switch to the target layout, then the
+        command-driven producer services start once; per topic, the producers' downtime against the drained
+        groups' backlog at the switch.
+
+        :param drains: ``{topic: drain}`` (:func:`drains_by_topic`).
+        :raises UnsafeResumeError: a protected group lacks an offset on a partition; nothing was started.
+        """
+        self.require_offsets(self.plan.where("seed"))
+        self.events.step("start_producers")
+        out = {s.topic: s.release_after_drain(drains[s.topic]) for s in self.topics if s.topic in drains}
+        failed = self.commands.start(producer_commands(self.plan), "producer")
+        self.start_failures += failed
+        self.events.producers(ProducerState.SWITCHED)
+        return {
+            "topics": out,
+            "services": sorted(producer_commands(self.plan)),
+            "start_failures": [r.describe() for r in failed],
+        }
+
+    # -- the create ----------------------------------------------------------------------------------------
+
+    def increase(self, timeout: float) -> dict[str, Any]:
+        """Create the partitions of every topic, one after the other (a no-op on a topic at its target).
+        Before the first create every topic must still have its planned count (or the target)."""
+        for steps in self.topics:
+            current, plan = steps.partition_count(), steps.plan
+            if current not in (plan.original_partitions, plan.target_partitions):
+                raise TopicChangedError(
+                    f"topic {steps.topic!r} has {current} partitions; the plan of {self.plan.topic_names} "
+                    f"expected {plan.original_partitions} (or {plan.target_partitions}). Someone else changed it: "
+                    "nothing was created here. Run again: the new run repairs every gap."
+                )
+        each = {steps.topic: steps.increase(timeout) for steps in self.topics}
+        return {
+            "created": any(r["created"] for r in each.values()),
+            "partitions": self.plan.target_partitions,
+            "topics": each,
+        }
+
+    @property
+    def create_unknown(self) -> bool:
+        """Whether a create got no answer (it may be applied later): nobody may be resumed on the old count."""
+        return any(s.create_unknown for s in self.topics)
+
+    def created_nothing(self) -> bool:
+        """Whether every topic the plan grows still has its count at plan time (the run created nothing)."""
+        return all(
+            s.partition_count() == s.plan.original_partitions
+            for s in self.topics
+            if s.plan.target_partitions > s.plan.original_partitions
+        )
+
+    def undo_before_create(self) -> None:
+        """After a failure before any create: every paused group resumes at once (the control record, and
+        the start commands of the groups this run stopped), each topic's producers go on on its layout (a
+        drain's hold released), the producer services a drain stopped start once."""
+        groups = self.plan.where("pause")
+        epoch = self.control.resume(groups, self.plan.topic, issuer=self.owner)
+        self.log.warning("UNDO resumed groups %s (epoch %s): nothing was created", names(groups), epoch)
+        self.start_failures += self.commands.start(commands_of(self.plan, self.stopped_groups), "group")
+        self.events.groups(groups, GroupState.RESUMED)
+        for steps in self.topics:
+            steps.undo_layout()
+        if self.producers_stopped is not None:
+            self.start_failures += self.commands.start(producer_commands(self.plan), "producer")
+
+    # -- seed, rejoin, switch ------------------------------------------------------------------------------
+
+    def seed(
+        self, groups: list[str] | None = None, reports: dict[str, ReportWriter] | None = None
+    ) -> dict[str, SeedResult]:
+        """Seed ``groups`` (default: every group the plan seeds) on every topic each reads; per topic, what
+        was seeded and kept (a report per topic in ``reports``)."""
+        groups = self.plan.where("seed") if groups is None else groups
+        reports = reports or {}
+        return {s.topic: s.seed(self.of(s, groups), reports.get(s.topic)) for s in self.topics}
+
+    def require_offsets(self, groups: Iterable[str]) -> None:
+        """Go on only while every seeded group of ``groups`` holds an offset on every partition of every
+        topic it reads, and the run still holds its leases.
+
+        :raises UnsafeResumeError: a group lacks an offset (the runbook of the partial increase).
+        """
+        wanted = list(groups)
+        for steps in self.topics:
+            steps.require_offsets(self.of(steps, wanted))
+
+    def resume(self, groups: list[str] | None = None) -> dict[str, Any]:
+        """Resume ``groups`` (default: every group the plan pauses) once, when each holds an offset on every
+        partition of every topic it reads. Groups this run seeded are known to (the broker acknowledged
+        every offset); the others are read from the cluster, concurrently."""
+        groups = self.plan.where("pause") if groups is None else groups
+        if not groups:
+            return {"epoch": None, "groups": 0}
+        self.require_offsets(groups)
+        self.events.step("resume")
+        epoch = self.control.resume(groups, self.plan.topic, issuer=self.owner)
+        self.log.info(
+            "RESUME groups %s: each has a committed offset on every partition; resume sent (epoch %s)",
+            names(groups),
+            epoch,
+        )
+        self.resumed_at = time.monotonic()
+        started = commanded_live(self.plan, groups)
+        self.events.groups([g for g in groups if g not in started], GroupState.RESUMED)
+        failed = self.commands.start(commands_of(self.plan, started), "group")
+        self.events.groups(started, GroupState.RESUMED)
+        self.start_failures += failed
+        if started:
+            self.start_s = round(time.monotonic() - self.resumed_at, 3)
+        return {
+            "epoch": epoch,
+            "groups": len(groups),
+            "started_groups": started,
+            "start_failures": [r.describe() for r in failed],
+        }
+
+    def scale(self, live: list[str] | None = None, baseline: bool = False) -> dict[str, Any]:
+        """Each topic's producers switch to the target layout (through its key-order barrier, once its new
+        partitions' leaders serve them: :meth:`TopicSteps.scale`); ``{"topics": {topic: {"switch": ...}}}``.
+
+        :param live: the protected groups with live members now (default: none, as in the per-step layout).
+        :param baseline: also return each topic's new partitions' end offsets now.
+        """
+        self.events.step("switch")
+        live = live or []
+        return {
+            "topics": {s.topic: {"switch": s.scale(self.of(s, live), baseline=baseline)} for s in self.topics}
+        }
+
+    # -- around another reader's own grow (a Kafka Streams application's resize) -----------------------------
+
+    def leave_for_grow(self) -> dict[str, Any]:
+        """Before another reader's step grows the topics (its producers stopped): every group at risk leaves
+        and is waited for EMPTY; a failure resumes them (nothing grew) and is raised."""
+        try:
+            out = self.pause()
+            self.wait_empty(self.empty_timeout)
+        except Exception:
+            self.undo_before_create()
+            raise
+        return out
+
+    def back_after_grow(self) -> dict[str, Any]:
+        """After the grow: every group is seeded on every topic it reads (each new partition at its log
+        start), rejoins, and the ControlledProducers' layout is the target (the producers are still
+        stopped: they write nothing until every group holds an offset on every partition)."""
+        seeded = self.seed()
+        resumed = self.resume()
+        switch = self.scale()
+        return {
+            "topics": {t: {**r.summary(), **switch["topics"][t]} for t, r in seeded.items()},
+            "seeded": sum(r.summary()["seeded"] for r in seeded.values()),
+            "resumed": resumed,
+        }
+
+    def wait_drained(self, timeout: float) -> dict[str, Any]:
+        """With the producers stopped, wait until every live group has consumed each topic it reads up to
+        the old partitions' ends (then the producers may start on the new layout without reordering their
+        keys); after ``timeout`` the groups still behind are returned, named (their moved keys may reorder)."""
+        live = self.plan.of_class(GroupClass.ACTIVE)
+        drains: dict[str, dict[str, Any]] = {}
+        for steps in self.topics:
+            groups = [g for g in self.of(steps, live) if g in self.plan.where("seed")]
+            if groups:
+                count = steps.plan.original_partitions
+                marks = self.admin.watermarks(steps.topic, range(count))
+                drains[steps.topic] = {"groups": groups, "offsets": [marks[p][1] for p in range(count)]}
+        started = time.monotonic()
+        result = groups_drained(self.admin, drains)
+        while not result.ok and time.monotonic() - started < timeout:
+            time.sleep(0.2)
+            result = groups_drained(self.admin, drains)
+        waited = round(time.monotonic() - started, 3)
+        if result.ok:
+            self.log.info("DRAIN groups %s consumed the old partitions (%.3f s)", names(live), waited)
+        else:
+            self.log.warning(
+                "DRAIN groups still behind after %.3f s, the producers start anyway (their moved keys may "
+                "reorder): %s",
+                waited,
+                result.detail,
+            )
+        return {"drained": result.ok, "waited_s": waited, "behind": result.detail}
+
+
+def switch_of(result: Any, topic: str) -> dict[str, Any]:
+    """The switch of ``topic`` in the XCom of the step that switched (the pause window's or the scale
+    step's: ``topics`` -> topic -> ``switch``); empty when it has none."""
+    switch = topic_entry(result, topic).get("switch")
+    return switch if isinstance(switch, dict) else {}
+
+
+def drains_by_topic(plan: Plan, result: Any) -> dict[str, dict[str, Any]]:
+    """``{topic: drain}`` (:func:`~airflow_provider_kstate.increase.key_order.drain_of`) of each topic that
+    drains a group, from the XCom of the step that switched."""
+    out = {t: drain_of(switch_of(result, t)) for t in plan.topic_names}
+    return {t: d for t, d in out.items() if d["groups"]}
+
+
+def topic_entry(result: Any, topic: str) -> dict[str, Any]:
+    """What a step's XCom says of ``topic`` (``topics`` -> topic); empty when it says nothing."""
+    topics = result.get("topics") if isinstance(result, dict) else None
+    entry = topics.get(topic) if isinstance(topics, dict) else None
+    return entry if isinstance(entry, dict) else {}
