@@ -750,6 +750,23 @@ def headline(plan: Plan, *, markdown: bool = False) -> str:
     return f"{counts}: creates {created}" if markdown else f"{counts}, new {created}"
 
 
+def readers(plan: Plan) -> dict[str, str]:
+    """Every reader of the plan's topics with what the run does to it, in a few words (a report's
+    ``readers``): a Kafka Streams application's resize, a group's way out and back, or why it is left alone."""
+    out: dict[str, str] = {}
+    for group, entry in plan.groups.items():
+        if group in plan.streams_apps:
+            out[group] = "streams application: drained, stopped, grown with its state, seeded, started"
+        elif entry.seed and entry.pause:
+            driver = entry.driver
+            out[group] = f"{entry.cls}: {driver.leave_words}, seeded, {driver.back_words}"
+        elif entry.seed:
+            out[group] = f"{entry.cls}: seeded"
+        else:
+            out[group] = f"{entry.cls}: left alone"
+    return out
+
+
 def describe(plan: Plan) -> list[str]:
     """Return the plan as runbook lines for the task log: a header, then one line per group."""
     heads = [f"topic {view.topic}: {headline(view)}" for view in plan.views()]

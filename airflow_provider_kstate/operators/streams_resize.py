@@ -219,6 +219,7 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         driver, producers = self.command_drivers(app_id)
         spark_submit = self.spark_submit_path() if kind is ReplacerKind.SPARK else ""
         from airflow_provider_kstate.hooks.lease import KStateLeaseHook
+        from airflow_provider_kstate.increase.plan import readers
         from airflow_provider_kstate.lease_rules import LeaseSet
 
         hook = KStateLeaseHook(
@@ -242,7 +243,7 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
                 result = self.resize(entry, admin, driver, producers, replacer, others)
         finally:
             self._close_control()
-        report = summary(topic, entry, result, str(kind))
+        report = {**summary(topic, entry, result, str(kind)), "readers": readers(plan)}
         for line in report_lines(report):
             self.log.info("STREAMS %s", line)
         if report["start_failures"]:

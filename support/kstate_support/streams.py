@@ -203,6 +203,7 @@ class Record:
     seq: int
     partition: int
     ts: int  # its CreateTime, ms
+    offset: int = -1
 
 
 class KeyedTraffic(threading.Thread):
@@ -249,7 +250,12 @@ class KeyedTraffic(threading.Thread):
             self.errors.append(str(err))
             return
         record = Record(
-            msg.topic(), msg.key().decode(), int(msg.value()), msg.partition(), msg.timestamp()[1]
+            msg.topic(),
+            msg.key().decode(),
+            int(msg.value()),
+            msg.partition(),
+            msg.timestamp()[1],
+            msg.offset(),
         )
         with self._lock:
             self.delivered.append(record)

@@ -11,18 +11,17 @@ records at a KafkaJS latest-reset group, and a loss-free but order-blind increas
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kstate_support.client_piece_group import ClientPieceGroup
 from kstate_support.fleet import Fleet, drain, start_group, warm_up
 from kstate_support.increase_runs import states, xcom
 from kstate_support.traffic import GroupWatcher, wait_until
 
-from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
 from airflow_provider_kstate.increase.run import switch_of, topic_entry
 
 pytestmark = pytest.mark.integration
@@ -125,34 +124,6 @@ def test_kafkajs_services_driven_by_command_pairs_lose_nothing_relax_reorders_an
     cost = drained["cost"]
     assert cost["producer_downtime_s"] > 0 and cost["backlog_at_switch"] > 0, started
     assert drained["verify"]["groups"][drained["group"]]["plan"] == "drained", drained["verify"]
-
-
-class ClientPieceGroup:
-    """Two ControlledConsumers of one group polling in threads (they count what they read)."""
-
-    def __init__(self, config: dict[str, Any], topic: str, group: str, name: str) -> None:
-        self.read = 0
-        self._halt = threading.Event()
-        settings = {**config, "group.id": group, "auto.offset.reset": "latest"}
-        self._consumers = [
-            ControlledConsumer({**settings, "client.id": f"{name}-{i}"}, [topic], check_interval=0.1)
-            for i in range(2)
-        ]
-        self._threads = [threading.Thread(target=self._loop, args=(c,), daemon=True) for c in self._consumers]
-        for thread in self._threads:
-            thread.start()
-
-    def _loop(self, consumer: Any) -> None:
-        while not self._halt.is_set():
-            msg = consumer.poll(0.1)
-            if msg is not None and not msg.error():
-                self.read += 1
-        consumer.close()
-
-    def stop(self) -> None:
-        self._halt.set()
-        for thread in self._threads:
-            thread.join(30)
 
 
 def _restart(

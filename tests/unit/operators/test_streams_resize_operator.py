@@ -110,6 +110,7 @@ class Plan:
         self.streams_apps = apps
         self.seeded = seeded
         self.topic_names = [TOPIC]
+        self.groups: dict[str, Any] = {}
 
     def where(self, flag: str) -> list[str]:
         return list(self.seeded) if flag == "seed" else []
