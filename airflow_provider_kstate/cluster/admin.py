@@ -131,11 +131,15 @@ class ClusterAdmin:
         try:
             return self.client.list_topics(topic=topic, timeout=self.timeout)
         except KafkaException as exc:
-            self._raise_refused()
-            raise BrokerUnavailableError(
-                f"Kafka {self.name}: cluster unreachable within {self.timeout}s "
-                f"({exc.args[0].str() if exc.args else exc})"
-            ) from exc
+            error = exc
+        # Probed outside the except block: a KafkaException raised by confluent-kafka's C code (2.16.1) while
+        # another is being handled leaks the handled one, and with its frames this admin client, which then
+        # reconnects every second until the process exits.
+        self._raise_refused()
+        raise BrokerUnavailableError(
+            f"Kafka {self.name}: cluster unreachable within {self.timeout}s "
+            f"({error.args[0].str() if error.args else error})"
+        ) from error
 
     def check_connection(self, first: float = 3.0) -> None:
         """Connect before anything else: a cluster that refuses the connection's credentials or TLS fails
@@ -149,7 +153,8 @@ class ClusterAdmin:
             self.client.list_topics(timeout=min(first, self.timeout))
             return
         except KafkaException:
-            self._raise_refused()
+            pass
+        self._raise_refused()  # outside the except block: see metadata()
         self.metadata()
 
     def _raise_refused(self) -> None:

@@ -656,9 +656,12 @@ def _type_problem(topic: str, target: int, current: int, group: str, entry: Grou
             f"Group {group!r} is a Kafka Streams application: when an input topic grows, Streams fails fast "
             f"if the topic is co-partitioned with another (a join) that keeps its count, and its state stores "
             f"are partitioned by the input partition, so the keys that move to new partitions leave their "
-            f"state behind. Grow the co-partitioned topics and reset or rebuild the application's state with "
-            f"its owner, then acknowledge it with acknowledge_streams_groups=[{group!r}] (paused and seeded "
-            f"like a consumer group), or leave it alone with exclude_groups."
+            f"state behind. Resize it with its state instead: the kstate_streams_resize DAG "
+            f"(KStateStreamsResizeOperator, application_id={group!r}) grows its co-partitioned inputs, "
+            f"repartition topics and changelogs, moves its state with its keys, and takes every other reader "
+            f"of its inputs out and back in the same run. Or, once its owner resets or rebuilds its state, "
+            f"acknowledge it with acknowledge_streams_groups=[{group!r}] (paused and seeded like a consumer "
+            f"group, its state not moved), or leave it alone with exclude_groups."
         )
     if entry.cls == GroupClass.UNDESCRIBED:
         return (

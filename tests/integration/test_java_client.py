@@ -195,6 +195,9 @@ def read_back(kafka_config: dict[str, Any], topic: str, partitions: int, expecte
     return out
 
 
+# 8-10 s; make chaos. make test keeps the naive loss at a Java group (test_java_fleet, KIP-848) and under the
+# classic protocol (test_kafka_12261: librdkafka; test_foreign_fleet: KafkaJS), as test_java_fleet's classic cells
+@pytest.mark.chaos
 def test_a_naive_increase_loses_records_of_a_plain_java_consumer(
     kafka_config: dict[str, Any], admin: Any, make_topic: Callable[..., str], java_client: None
 ) -> None:

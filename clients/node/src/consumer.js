@@ -101,8 +101,11 @@ class ControlledConsumer {
     this.inner = null
     this.assignment = new Map() // topic -> partitions, from the latest join
     this._key = protocol.keys.command(this.group)
-    this._next = new Map() // tpKey -> the offset after the last record processed (this membership)
-    this._committed = new Map() // tpKey -> the offset this membership committed last
+    this._next = new Map() // tpKey -> the offset after the last record processed (partitions held now)
+    this._committed = new Map() // tpKey -> the offset committed last (partitions held now)
+    this._moved = new Map() // tpKey -> processed here, not committed, the partition went to another member
+    this._generation = 0 // counts the joins of the group (GROUP_JOIN): a batch of an older one is stale
+    this._memberId = null
     this._lastCommit = 0
     this._leaving = false
     this._busy = 0
@@ -274,9 +277,11 @@ class ControlledConsumer {
   async _join () {
     this._next.clear()
     this._committed.clear()
+    this._moved.clear()
+    this._memberId = null
     this._lastCommit = Date.now()
     const inner = this.kafka.consumer({ ...this.consumerOptions, groupId: this.group })
-    inner.on(inner.events.GROUP_JOIN, event => this._onGroupJoin(inner, event.payload.memberAssignment))
+    inner.on(inner.events.GROUP_JOIN, event => this._onGroupJoin(inner, event.payload))
     try {
       await inner.connect()
       await inner.subscribe({ topics: this.topics, fromBeginning: this.fromBeginning })
@@ -299,7 +304,8 @@ class ControlledConsumer {
    * Leave the group: stop handing out records, wait for the one in progress, commit what was processed
    * (in the batch, as a member), disconnect (LeaveGroup). If that commit failed (the group was
    * rebalancing: another member left first), commit the same offsets without membership once the broker
-   * accepts it (the group is EMPTY).
+   * accepts it (the group is EMPTY), with what was processed here of partitions that moved to another
+   * member since: each only where it is ahead of the group's committed offset.
    */
   async _leave (pausing) {
     this._leaving = true
@@ -307,7 +313,7 @@ class ControlledConsumer {
       if (pausing && this.onPause !== null) await this.onPause(this)
       await this._idle()
       const inner = this.inner
-      const leftover = this._uncommitted()
+      const leftover = [...this._uncommitted(), ...this._movedAway()]
       this.inner = null
       this.assignment = new Map()
       this.barriers.forgetHeld()
@@ -326,12 +332,28 @@ class ControlledConsumer {
     return this._busy === 0 ? Promise.resolve() : new Promise(resolve => this._idleWaiters.push(resolve))
   }
 
+  /** The processed offsets of the partitions held now that are not committed yet. */
   _uncommitted () {
     const out = []
     for (const [key, offset] of this._next) {
       if (offset > (this._committed.get(key) ?? -1)) out.push({ ...splitKey(key), offset })
     }
     return out
+  }
+
+  /** The processed, uncommitted offsets of partitions that moved to another member (except one held again
+   * now, where this membership's own offset is ahead of it). */
+  _movedAway () {
+    const out = []
+    for (const [key, offset] of this._moved) {
+      if (offset > (this._next.get(key) ?? -1)) out.push({ ...splitKey(key), offset })
+    }
+    return out
+  }
+
+  /** A record of `key` processed up to `offset` (exclusive) in a generation that is over: kept apart. */
+  _processedBefore (key, offset) {
+    if (offset > (this._moved.get(key) ?? -1)) this._moved.set(key, offset)
   }
 
   async _commitAfterLeaving (offsets) {
@@ -361,12 +383,14 @@ class ControlledConsumer {
   async _eachBatch (inner, payload) {
     const { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale } = payload
     const { topic, partition } = batch
-    const commit = swallow => this._commit(commitOffsetsIfNecessary, swallow)
+    const generation = this._generation // the batch's; a join of the group while it runs makes it stale
+    const current = () => generation === this._generation
+    const commit = swallow => current() ? this._commit(commitOffsetsIfNecessary, swallow) : undefined
     const next = tpKey(topic, partition) // the batch's partition: its key once, not per record
     this._busy++
     try {
       for (const message of batch.messages) {
-        if (this._leaving || inner !== this.inner || !isRunning() || isStale()) break
+        if (this._leaving || inner !== this.inner || !isRunning() || isStale() || !current()) break
         if (this.barriers.isHeld(topic, partition)) break
         const offset = Number(message.offset)
         const limit = this.barriers.limit(topic, partition)
@@ -376,7 +400,11 @@ class ControlledConsumer {
         }
         await this.eachMessage({ topic, partition, message, heartbeat })
         resolveOffset(message.offset)
-        this._next.set(next, offset + 1)
+        if (!current()) { // the group rebalanced while the application had it
+          this._processedBefore(next, offset + 1)
+          break
+        }
+        if (offset + 1 > (this._next.get(next) ?? -1)) this._next.set(next, offset + 1)
         if (offset + 1 >= limit) { // the last record before the barrier: hold, commit
           this._hold(inner, topic, [partition])
           await commit(false)
@@ -399,8 +427,10 @@ class ControlledConsumer {
   async _commit (commitOffsets, swallow) {
     const offsets = this._uncommitted()
     if (offsets.length === 0) return
+    const generation = this._generation
     try {
       await commitOffsets({ topics: byTopic(offsets) })
+      if (generation !== this._generation) return // the group rejoined meanwhile: its maps start afresh
       for (const { topic, partition, offset } of offsets) this._committed.set(tpKey(topic, partition), offset)
       this._lastCommit = Date.now()
     } catch (e) {
@@ -416,8 +446,26 @@ class ControlledConsumer {
 
   // -- assignment ----------------------------------------------------------------------------------------
 
-  _onGroupJoin (inner, memberAssignment) {
-    this.assignment = new Map(Object.entries(memberAssignment || {}).map(([t, ps]) => [t, [...ps]]))
+  _onGroupJoin (inner, { memberId, memberAssignment }) {
+    if (inner !== this.inner) return
+    // A new generation. A partition held before and now (this member in every generation between: the same
+    // member id) keeps what was processed of it: nobody else had it. Any other partition's processed,
+    // uncommitted offsets go apart (_moved), never committed as a member again: the broker takes a member's
+    // commit for any partition of its generation, so one of a partition that moved would move its new
+    // owner's committed offset back for good (the owner fetches from the committed offset, commits past it,
+    // and stops once it caught up). They are committed after leaving, where still ahead (_leave).
+    const assignment = new Map(Object.entries(memberAssignment || {}).map(([t, ps]) => [t, [...ps]]))
+    const held = new Set([...assignment].flatMap(([t, ps]) => ps.map(p => tpKey(t, p))))
+    const same = memberId === this._memberId
+    for (const [key, offset] of this._next) {
+      if (same && held.has(key)) continue
+      if (offset > (this._committed.get(key) ?? -1)) this._processedBefore(key, offset)
+      this._next.delete(key)
+      this._committed.delete(key)
+    }
+    this._memberId = memberId
+    this._generation++
+    this.assignment = assignment
     this.onAssign(Object.fromEntries(this.assignment))
     for (const [topic, partitions] of this.assignment) {
       const barrier = this.barriers.active.get(topic)
