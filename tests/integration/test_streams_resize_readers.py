@@ -48,7 +48,7 @@ from tests.integration.test_streams_resize import (
     topics,  # noqa: F401 - the fixture
 )
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]  # a Streams app, two JVM services, ~2 min
 
 DAG_ID = "kstate_streams_resize"
 

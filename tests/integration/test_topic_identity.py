@@ -169,6 +169,7 @@ def payments(seed: int, n: int = 60) -> list[tuple[bytes, bytes]]:
     return [(f"acct-{i % 12:03d}".encode(), str((i * seed) % 50 + 1).encode()) for i in range(n)]
 
 
+@pytest.mark.chaos  # 82 s of Spark; make test: the recreated changelog above, the refusal's rules in tests/unit/example_dags
 def test_the_pipeline_refuses_a_checkpoint_whose_input_was_recreated(
     pipeline: dict[str, Any],
     admin: AdminClient,
