@@ -4,12 +4,15 @@ the cluster still matches the plan they approved.
 * :func:`approval_prompt` renders a :class:`~airflow_provider_kstate.increase.plan.Plan` as Markdown: the
   partitions now and after, each group with its class, driver, key-order mark and what the run will do to
   it (the live and risky groups first, the rest summarized past ``cap`` rows), the broker doctor's last
-  verdict and the downtime this topic's earlier runs measured (:func:`downtime_history`, from their
-  progress documents).
+  verdict (:meth:`BrokerCheck.of`) and the downtime this topic's earlier runs measured
+  (:func:`downtime_history`; :func:`history_of` reads their progress documents).
+  :func:`approval_text` is the request for any number of topics (a topic is a set of one): the subject
+  and, for several topics, a heading naming each with its count now and after, before the prompt.
 * :func:`plan_changes` compares the approved plan with a plan made again (a dry run) after the approval:
   a different partition count, a new group at risk, a group gone or handled differently
   (:class:`PlanChanges`); :meth:`PlanChanges.refuse` raises :class:`~airflow_provider_kstate.errors.PlanChangedError`
-  naming each change. Nothing here reaches a cluster.
+  naming each change. :func:`set_changes` compares each topic of the plan (:class:`SetChanges`: one topic
+  changed raises its own error, several one error naming each). Nothing here reaches a cluster.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ import statistics
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from airflow_provider_kstate.defaults import (  # re-exported: the value lives there (parse time)
     DEFAULT_APPROVAL_TIMEOUT as DEFAULT_APPROVAL_TIMEOUT,
 )
-from airflow_provider_kstate.errors import PlanChangedError
+from airflow_provider_kstate.errors import PlanChangedError, ReportError
 from airflow_provider_kstate.increase.events import RunProgress
 from airflow_provider_kstate.increase.plan import (
     UNSUPPORTED,
@@ -40,6 +44,9 @@ APPROVED = "approved"
 REJECTED = "rejected"
 EXPIRED = "expired"
 PLAN_CHANGED = "plan_changed"
+#: Seconds the topics' leases outlive the approval deadline while the run waits (an answer can land a little
+#: after the deadline, before the scheduler's timeout sweep ends the request).
+WAIT_LEASE_MARGIN = 300.0
 #: Group rows the prompt shows, at most; the others are counted by class.
 PROMPT_ROWS = 25
 #: The classes of a group the run would have to pause and seed, or refuse: a group of these classes that
@@ -55,6 +62,18 @@ _ALONE = {
 }
 
 
+class _Verdict(Protocol):
+    """What :meth:`BrokerCheck.of` reads of the broker doctor's verdict."""
+
+    @property
+    def cluster(self) -> str: ...
+
+    @property
+    def checked_at(self) -> float: ...
+
+    def broken(self) -> Iterable[str]: ...
+
+
 @dataclass(frozen=True)
 class BrokerCheck:
     """The broker doctor's last verdict, as the prompt shows it.
@@ -68,6 +87,16 @@ class BrokerCheck:
     cluster: str
     checked_at: float
     broken: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, verdict: _Verdict | None, needed: Iterable[str]) -> BrokerCheck | None:
+        """The check of the doctor's ``verdict``: the broken promises of those ``needed`` by the increase
+        (None: no verdict)."""
+        if verdict is None:
+            return None
+        needs = set(needed)
+        broken = tuple(p for p in verdict.broken() if p in needs)
+        return cls(verdict.cluster, verdict.checked_at, broken)
 
 
 @dataclass(frozen=True)
@@ -106,6 +135,12 @@ class DowntimeHistory:
     groups: dict[str, Downtime] = field(default_factory=dict)
 
 
+def wait_lease_ttl(lease_ttl: float, timeout_s: float) -> float:
+    """Seconds the topics' leases are held while the run waits for an answer: the steps' TTL, or until the
+    deadline and :data:`WAIT_LEASE_MARGIN` past it when that is longer."""
+    return max(lease_ttl, timeout_s + WAIT_LEASE_MARGIN)
+
+
 def run_window_s(progress: RunProgress) -> float | None:
     """Seconds from the first group asked to leave to the last one asked back (None: nobody was out)."""
     spans = [(g.out_since, g.back_at) for g in progress.groups.values() if g.out_since and g.back_at]
@@ -135,14 +170,70 @@ def downtime_history(runs: Iterable[RunProgress]) -> DowntimeHistory:
     )
 
 
+def history_of(texts: Iterable[str | bytes]) -> DowntimeHistory:
+    """:func:`downtime_history` of the progress documents ``texts``; a text that is not one (another version,
+    a partial write) is not counted."""
+    runs = []
+    for text in texts:
+        try:
+            runs.append(RunProgress.from_json(text))
+        except ReportError:
+            continue
+    return downtime_history(runs)
+
+
 # ------------------------------------------------------------------------------------------- the prompt
 
 
+@dataclass(frozen=True)
+class ApprovalText:
+    """What the approver reads: the request's subject (its headline) and its body (Markdown)."""
+
+    subject: str
+    body: str
+
+
+def approval_text(
+    plan: Plan,
+    *,
+    broker: BrokerCheck | None = None,
+    history: DowntimeHistory | None = None,
+    deadline: str = "",
+    cap: int = PROMPT_ROWS,
+) -> ApprovalText:
+    """Return the approval request of ``plan``, for any number of topics (a topic is a set of one): the
+    subject (:func:`approval_subject`) and the body, the set's heading (every topic with its count now and
+    after; none for one topic) then :func:`approval_prompt` (the parameters are its own)."""
+    prompt = approval_prompt(plan, broker=broker, history=history, deadline=deadline, cap=cap)
+    return ApprovalText(approval_subject(plan), _set_heading(plan) + prompt)
+
+
 def approval_subject(plan: Plan) -> str:
-    """The prompt's headline."""
+    """The prompt's headline: the topic's change, or every co-partitioned topic of the set and the one
+    target."""
+    if plan.several:
+        counts = sorted(set(plan.topics.values()))
+        was = counts[0] if len(counts) == 1 else "/".join(str(c) for c in counts)
+        return (
+            f"Approve {len(plan.topics)} co-partitioned topics ({', '.join(plan.topic_names)}): {was} -> "
+            f"{plan.target_partitions} partitions in one run?"
+        )
     if plan.mode == PlanMode.REPAIR:
         return f"Approve the repair of {plan.topic} ({plan.target_partitions} partitions)?"
     return f"Approve {plan.topic}: {plan.original_partitions} -> {plan.target_partitions} partitions?"
+
+
+def _set_heading(plan: Plan) -> str:
+    """The prompt's first lines for several topics (none for one): every topic with its count now and after,
+    and what one run of them means."""
+    if not plan.several:
+        return ""
+    rows = "\n".join(f"| `{t}` | {c} | {plan.target_partitions} |" for t, c in plan.topics.items())
+    return (
+        f"**Co-partitioned topics grown together** (one plan, every topic's lease, each group paused once):\n\n"
+        f"| topic | partitions now | after |\n| --- | --- | --- |\n{rows}\n\n"
+        "Each group below is paused once, seeded on every topic it reads and resumed once.\n\n"
+    )
 
 
 def what_happens(entry: GroupPlan) -> str:
@@ -352,3 +443,41 @@ def plan_changes(approved: Plan, now: Plan, refused: str = "") -> PlanChanges:
         elif what := _group_change(approved.groups[g], entry):
             changed[g] = what
     return PlanChanges(partitions, new_groups, changed, refused)
+
+
+@dataclass(frozen=True)
+class SetChanges:
+    """What differs on each topic of the approved plan (a topic is a set of one): ``{topic: its changes}``,
+    only the topics that changed (empty: nothing that matters)."""
+
+    topics: dict[str, PlanChanges] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.topics)
+
+    def lines(self) -> list[tuple[str, str]]:
+        """``(topic, change)``, one per change, topic by topic."""
+        return [(topic, line) for topic, changes in self.topics.items() for line in changes.lines()]
+
+    def refuse(self, names: Sequence[str]) -> None:
+        """Raise :class:`PlanChangedError` naming every change (a no-op when there is none): one topic
+        changed, its own error (:meth:`PlanChanges.refuse`); several, each topic of the set ``names`` named."""
+        if not self:
+            return
+        if len(self.topics) == 1:
+            [(topic, changes)] = self.topics.items()
+            changes.refuse(topic)
+        raise PlanChangedError(
+            f"the cluster changed since the plan of {list(names)} was made, so the approved plan no "
+            "longer says what this run would do: "
+            + "; ".join(f"{t}: {', '.join(c.lines())}" for t, c in self.topics.items())
+            + ". Nobody was paused and nothing was changed on any topic; every topic's lease is released. "
+            "Run again: plan and approve the change as the cluster stands now."
+        )
+
+
+def set_changes(approved: Plan, now: Plan, refused: str = "") -> SetChanges:
+    """Compare each topic of the approved plan with its part of the plan made again ``now``
+    (:func:`plan_changes`; ``refused``: why making it again failed, if it did)."""
+    found = {view.topic: plan_changes(view, now.for_topic(view.topic), refused) for view in approved.views()}
+    return SetChanges({topic: changes for topic, changes in found.items() if changes})

@@ -21,7 +21,9 @@ In order, before anything is paused (each refusal names what is wrong and change
 8. each topic's id (KIP-516), so nothing stored against the plan is trusted against a topic created again.
 
 The broker doctor's verdict is part of the request (``share_new_partitions_kept``), asked once by the
-caller that can probe the broker (``trust``) and stored with the plan: a re-plan reuses it.
+caller that can probe the broker (``trust``) and stored with the plan: a re-plan reuses it
+(:func:`plan_again`, the approval's). A rerun of the plan step continues the plan its run stored with its
+lease (:func:`continued_plan`), and a topic whose count moved while planning is named (:func:`count_changed`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.defaults import KeyOrder
-from airflow_provider_kstate.errors import KStateConfigError, TopicNotFoundError
+from airflow_provider_kstate.errors import (
+    InvalidArgumentError,
+    KStateConfigError,
+    KStateError,
+    TopicChangedError,
+    TopicNotFoundError,
+)
 from airflow_provider_kstate.increase.access import check_access
 from airflow_provider_kstate.increase.fleet import DriverChoice, drive
 from airflow_provider_kstate.increase.plan import KeyOrderMark, Plan, build_plan
@@ -116,6 +124,61 @@ def plan_increase(
         for line in warnings(plan, replication, request.key_order):
             warn(line)
     return plan
+
+
+def plan_again(
+    cluster: AdminPort, approved: Plan, present: Callable[[], Mapping[str, set[str]]]
+) -> tuple[Plan, str]:
+    """Return the plan of ``approved``'s request now (:func:`plan_increase`: no ACL check, the request's
+    broker verdict reused; nothing changed) and ""; or, when the planner refuses the topics as they stand
+    (a share group appeared, ...), ``approved`` at the counts now and why.
+
+    :raises InvalidArgumentError: ``approved`` carries no request (it was not made by the plan step).
+    """
+    if approved.request is None:
+        raise InvalidArgumentError(
+            f"the plan of {approved.topic_names} carries no request (it was not made by the plan step), so "
+            "it cannot be made again to check the cluster: approve a plan of KStatePlanOperator. Nothing "
+            "was changed."
+        )
+    try:
+        return plan_increase(cluster, approved.request, present), ""
+    except KStateError as exc:  # the topics are refused as they stand: the comparison names why
+        counts = {t: cluster.partition_count(t) for t in approved.topic_names}
+        now = approved.replace(
+            original_partitions=counts[approved.topic], topics=counts if approved.topics else {}
+        )
+        return now, str(exc)
+
+
+def continued_plan(stored: Mapping[str, Any], key: str, target: int) -> Plan | None:
+    """Return the plan a run stored with its lease (``stored``; None when it stored none), for a rerun of the
+    same run; refuse a rerun that asks another target (:class:`KStateConfigError`).
+
+    :param key: the lease's key (its topics), as the refusal names it.
+    """
+    if not stored:
+        return None
+    plan = Plan.from_dict(dict(stored))
+    if plan.target_partitions != target:
+        raise KStateConfigError(
+            f"this run already planned {key!r} -> {plan.target_partitions} partitions; "
+            f"it cannot switch to {target}. Finish or fail this run first."
+        )
+    return plan
+
+
+def count_changed(plan: Plan, partition_count: Callable[[str], int]) -> TopicChangedError | None:
+    """The error naming the first topic of ``plan`` whose count now (``partition_count``) is neither the
+    plan's original count nor its target (another tool or run changed it while planning); None when none is."""
+    for view in plan.views():
+        current = partition_count(view.topic)
+        if current not in (view.original_partitions, view.target_partitions):
+            return TopicChangedError(
+                f"topic {view.topic!r} changed to {current} partitions while planning; released the lease, "
+                "changed nothing. Run again."
+            )
+    return None
 
 
 def check_request(request: PlanRequest) -> list[str]:

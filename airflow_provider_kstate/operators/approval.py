@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 
-from airflow_provider_kstate import errors
 from airflow_provider_kstate.compat import HITL_AWAITS_INPUT
 from airflow_provider_kstate.defaults import DEFAULT_APPROVAL_TIMEOUT
 from airflow_provider_kstate.errors import ApprovalTimeoutError, KStateConfigError
@@ -24,15 +23,9 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_kstate.hooks.reports import ObjectStorageReports
-    from airflow_provider_kstate.increase.approval import (
-        BrokerCheck,
-        DowntimeHistory,
-    )
+    from airflow_provider_kstate.increase.approval import BrokerCheck, DowntimeHistory
     from airflow_provider_kstate.increase.plan import Plan
 
-#: Seconds the topic's lease outlives the approval deadline while the run waits (an answer can land a little
-#: after the deadline, before the scheduler's timeout sweep ends the request).
-WAIT_LEASE_MARGIN = 300.0
 #: Earlier runs of the topic whose progress documents the prompt reads, at most (the newest).
 HISTORY_RUNS = 20
 
@@ -106,11 +99,7 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         return {}
 
     def execute(self, context: Context) -> Any:
-        from airflow_provider_kstate.increase.approval import (
-            AWAITING_APPROVAL,
-            approval_prompt,
-            approval_subject,
-        )
+        from airflow_provider_kstate.increase.approval import AWAITING_APPROVAL, approval_text, wait_lease_ttl
         from airflow_provider_kstate.lease_rules import run_owner
 
         if not as_bool("require_approval", self.require_approval):
@@ -118,15 +107,14 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
             return {"required": False, "approved": True}
         plan, timeout = self.typed_plan, self._timeout()
         self.response_timeout = timeout
-        self.subject = approval_subject(plan) if not plan.several else _set_subject(plan)
-        self.body = _set_heading(plan) + approval_prompt(
+        text = approval_text(
             plan,
             broker=self._broker_check(),
             history=self._history(plan, run_owner(context)),
             deadline=(datetime.now(timezone.utc) + timeout).strftime("%Y-%m-%d %H:%M:%S UTC"),
         )
-        wait_ttl = max(self.lease_ttl, timeout.total_seconds() + WAIT_LEASE_MARGIN)
-        self.keeper(context, wait_ttl).renew(plan.to_dict())
+        self.subject, self.body = text.subject, text.body
+        self.keeper(context, wait_lease_ttl(self.lease_ttl, timeout.total_seconds())).renew(plan.to_dict())
         self.events(context).step(AWAITING_APPROVAL)
         self.log.info(
             "APPROVE waiting up to %s s for an answer (%s); the lease on %s is held until then",
@@ -183,52 +171,24 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
 
     def _check_unchanged(self, context: Context, approved: Plan) -> None:
         """Fail, before anyone is paused, when the cluster no longer matches the approved plan."""
-        from airflow_provider_kstate.increase.approval import PLAN_CHANGED, PlanChanges, plan_changes
+        from airflow_provider_kstate.increase.approval import PLAN_CHANGED, set_changes
 
         self.keeper(context).renew(approved.to_dict())  # back to the steps' TTL; fails if another run took it
-        now, refused = self._replan(approved)
-        found: dict[str, PlanChanges] = {}
-        for view in approved.views():  # each topic compared, named in the error
-            changes = plan_changes(view, now.for_topic(view.topic), refused)
-            if changes:
-                found[view.topic] = changes
+        found = set_changes(approved, *self._replan(approved))  # each topic compared, named in the error
         if not found:
             self.log.info("APPROVE the cluster matches the approved plan: going on")
             return
-        for topic, changes in found.items():
-            for line in changes.lines():
-                self.log.error("APPROVE %s changed since the plan: %s", topic, line)
+        for topic, line in found.lines():
+            self.log.error("APPROVE %s changed since the plan: %s", topic, line)
         self._end(context, PLAN_CHANGED, "failed")
-        if len(found) == 1:  # one topic changed: its own error (a group type refused, a count changed)
-            [(topic, changes)] = found.items()
-            changes.refuse(topic)
-        raise errors.PlanChangedError(
-            f"the cluster changed since the plan of {approved.topic_names} was made, so the approved plan no "
-            "longer says what this run would do: "
-            + "; ".join(f"{t}: {', '.join(c.lines())}" for t, c in found.items())
-            + ". Nobody was paused and nothing was changed on any topic; every topic's lease is released. "
-            "Run again: plan and approve the change as the cluster stands now."
-        )
+        found.refuse(approved.topic_names)
 
     def _replan(self, approved: Plan) -> tuple[Plan, str]:
-        """The plan of the approved plan's request now (the one planner: no lease, nothing changed) and ""; or,
-        when the planner refuses the topics as they stand, the approved plan at the counts now and why."""
-        from airflow_provider_kstate.increase.planner import plan_increase
+        """The approved plan made again now and "", or at the counts now and why the planner refuses it
+        (:func:`~airflow_provider_kstate.increase.planner.plan_again`)."""
+        from airflow_provider_kstate.increase.planner import plan_again
 
-        if approved.request is None:
-            raise errors.InvalidArgumentError(
-                f"the plan of {approved.topic_names} carries no request (it was not made by the plan step), so "
-                "it cannot be made again to check the cluster: approve a plan of KStatePlanOperator. Nothing "
-                "was changed."
-            )
-        try:
-            return plan_increase(self.admin, approved.request, self.control.client_piece_clients), ""
-        except errors.KStateError as exc:  # e.g. a share group appeared: the topics are refused as they stand
-            counts = {t: self.admin.partition_count(t) for t in approved.topic_names}
-            now = approved.replace(
-                original_partitions=counts[approved.topic], topics=counts if approved.topics else {}
-            )
-            return now, str(exc)
+        return plan_again(self.admin, approved, self.control.client_piece_clients)
 
     def _broker_check(self) -> BrokerCheck | None:
         """The broker doctor's cached verdict (never probes); None when there is none or it cannot be read."""
@@ -243,15 +203,11 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         except Exception as exc:  # noqa: BLE001 - the prompt goes out without it
             self.log.warning("APPROVE the broker doctor's verdict could not be read: %s", exc)
             return None
-        if verdict is None:
-            return None
-        broken = tuple(p for p in verdict.broken() if p in INCREASE_NEEDS)
-        return BrokerCheck(verdict.cluster, verdict.checked_at, broken)
+        return BrokerCheck.of(verdict, INCREASE_NEEDS)
 
     def _history(self, plan: Plan, owner: str) -> DowntimeHistory:
         """The downtime of the topic's earlier runs, from their progress documents (never fails the step)."""
-        from airflow_provider_kstate.increase.approval import DowntimeHistory, downtime_history
-        from airflow_provider_kstate.increase.events import RunProgress
+        from airflow_provider_kstate.increase.approval import DowntimeHistory, history_of
         from airflow_provider_kstate.increase.report import run_folder_name, topic_folder
 
         folder = topic_folder(plan.report_uri, plan.topic)
@@ -260,36 +216,7 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
         except (OSError, ValueError) as exc:
             self.log.warning("APPROVE the topic's earlier runs could not be read under %s: %s", folder, exc)
             return DowntimeHistory()
-        runs = []
-        for text in texts:
-            try:
-                runs.append(RunProgress.from_json(text))
-            except errors.ReportError:
-                continue  # not a progress document (another version, a partial write): not counted
-        return downtime_history(runs)
-
-
-def _set_subject(plan: Plan) -> str:
-    """The prompt's headline for several co-partitioned topics: every topic, one target."""
-    counts = sorted(set(plan.topics.values()))
-    was = counts[0] if len(counts) == 1 else "/".join(str(c) for c in counts)
-    return (
-        f"Approve {len(plan.topics)} co-partitioned topics ({', '.join(plan.topic_names)}): {was} -> "
-        f"{plan.target_partitions} partitions in one run?"
-    )
-
-
-def _set_heading(plan: Plan) -> str:
-    """The prompt's first lines for several topics (none for one): every topic with its count now and after,
-    and what one run of them means."""
-    if not plan.several:
-        return ""
-    rows = "\n".join(f"| `{t}` | {c} | {plan.target_partitions} |" for t, c in plan.topics.items())
-    return (
-        f"**Co-partitioned topics grown together** (one plan, every topic's lease, each group paused once):\n\n"
-        f"| topic | partitions now | after |\n| --- | --- | --- |\n{rows}\n\n"
-        "Each group below is paused once, seeded on every topic it reads and resumed once.\n\n"
-    )
+        return history_of(texts)
 
 
 def _responder(event: dict[str, Any]) -> str:

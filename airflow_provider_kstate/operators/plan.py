@@ -8,7 +8,6 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_kstate.compat import AirflowSkipException
 from airflow_provider_kstate.defaults import DEFAULT_SPARK_PREFIXES, PRESERVE
-from airflow_provider_kstate.errors import KStateConfigError, TopicChangedError
 from airflow_provider_kstate.operators.base import KStateIncreaseOperator, run_events
 from airflow_provider_kstate.operators.doctor import allowed_deviations
 from airflow_provider_kstate.params import as_bool, as_int, as_mapping, as_str_list, as_topic
@@ -261,32 +260,24 @@ class KStatePlanOperator(KStateIncreaseOperator):
 
     def _continued_plan(self, keeper: LeaseSet, target: int) -> Plan | None:
         """Return the plan this DAG run stored with its lease, when this is a rerun of the same run."""
-        from airflow_provider_kstate.increase.plan import Plan
+        from airflow_provider_kstate.increase.planner import continued_plan
 
         lease = keeper.held()
-        if lease is None or not lease.plan:
-            return None
-        plan = Plan.from_dict(lease.plan)
-        if plan.target_partitions != target:
-            raise KStateConfigError(
-                f"this run already planned {keeper.key!r} -> {plan.target_partitions} partitions; "
-                f"it cannot switch to {target}. Finish or fail this run first."
-            )
-        self.log.info("PLAN continuing the plan this run stored with its lease (%s)", lease.describe())
+        plan = None if lease is None else continued_plan(lease.plan, keeper.key, target)
+        if lease is not None and plan is not None:
+            self.log.info("PLAN continuing the plan this run stored with its lease (%s)", lease.describe())
         return plan
 
     def _take_lease(self, hook: KStateAdminHook, keeper: LeaseSet, plan: Plan) -> None:
         """Take the topic's lease (every topic's, for several; or take it over from a run that has ended),
         storing the plan with it."""
+        from airflow_provider_kstate.increase.planner import count_changed
+
         keeper.acquire(plan.to_dict())
-        for view in plan.views():
-            current = hook.partition_count(view.topic)
-            if current not in (view.original_partitions, view.target_partitions):
-                keeper.release()
-                raise TopicChangedError(
-                    f"topic {view.topic!r} changed to {current} partitions while planning; released the lease, "
-                    "changed nothing. Run again."
-                )
+        changed = count_changed(plan, hook.partition_count)
+        if changed is not None:
+            keeper.release()
+            raise changed
 
     def get_openlineage_facets_on_start(self) -> Any:
         """The topic this plan reads, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""

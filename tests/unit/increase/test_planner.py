@@ -9,11 +9,23 @@ from typing import Any
 import pytest
 from kstate_support.fakes import FakeHook, group_info
 
-from airflow_provider_kstate.errors import KStateConfigError, UnsupportedGroupTypeError
+from airflow_provider_kstate.errors import (
+    InvalidArgumentError,
+    KStateConfigError,
+    TopicChangedError,
+    UnsupportedGroupTypeError,
+)
 from airflow_provider_kstate.increase.drivers import CommandDriver
 from airflow_provider_kstate.increase.model import GroupInfo
 from airflow_provider_kstate.increase.plan import Plan
-from airflow_provider_kstate.increase.planner import AccessScope, plan_increase, warnings
+from airflow_provider_kstate.increase.planner import (
+    AccessScope,
+    continued_plan,
+    count_changed,
+    plan_again,
+    plan_increase,
+    warnings,
+)
 from airflow_provider_kstate.increase.request import PlanRequest
 
 K8S = CommandDriver(name="k8s", stop="kubectl scale --replicas=0", start="kubectl scale --replicas=2")
@@ -112,3 +124,43 @@ def test_the_warnings_name_unread_ids_relaxed_and_excluded_groups() -> None:
     assert any("RISK ACCEPTED: group idle reads orders" in line for line in seen), seen
     unread = warnings(plan.replace(topic_ids={"orders": ""}), {}, request.key_order)
     assert any("topic ids of ['orders'] could not be read" in line for line in unread), unread
+
+
+def test_a_plan_made_again_reuses_the_request_or_says_why_it_is_refused() -> None:
+    cluster = ShareCluster()
+    request = PlanRequest(topics=("orders",), partitions=8, share_new_partitions_kept=True)
+    approved = plan_increase(cluster, request, dict)
+    again, refused = plan_again(cluster, approved, dict)
+    assert refused == "" and again.replace(planned_at="") == approved.replace(planned_at="")
+    # the verdict stored in the request says otherwise: the planner refuses the share group as it stands
+    bare = approved.replace(request=request.model_copy(update={"share_new_partitions_kept": False}))
+    cluster.partitions = 5
+    now, refused = plan_again(cluster, bare, dict)
+    assert "readers" in refused and now.original_partitions == 5 and now.topics == {}
+    assert now.groups == bare.groups, "the approved plan at the counts now"
+    with pytest.raises(InvalidArgumentError, match=r"the plan of \['orders'\] carries no request"):
+        plan_again(cluster, approved.replace(request=None), dict)
+
+
+def test_a_rerun_continues_the_plan_its_run_stored_with_the_same_target_only() -> None:
+    cluster = FakeHook(4, {"idle": group_info("idle", "EMPTY")})
+    plan = plan_increase(cluster, PlanRequest(topics=("orders",), partitions=8), dict)
+    assert continued_plan({}, "orders", 8) is None, "the lease stored no plan"
+    assert continued_plan(plan.to_dict(), "orders", 8) == plan
+    with pytest.raises(
+        KStateConfigError, match=r"already planned 'orders' -> 8 partitions; it cannot switch to 6"
+    ):
+        continued_plan(plan.to_dict(), "orders", 6)
+
+
+def test_a_count_changed_while_planning_is_named() -> None:
+    cluster = FakeHook(4, {"idle": group_info("idle", "EMPTY")})
+    plan = plan_increase(cluster, PlanRequest(topics=("orders", "payments"), partitions=8), dict)
+    counts = {"orders": 4, "payments": 8}
+    assert count_changed(plan, counts.__getitem__) is None, "the original count or the target: unchanged"
+    counts["payments"] = 6
+    error = count_changed(plan, counts.__getitem__)
+    assert isinstance(error, TopicChangedError)
+    assert str(error) == (
+        "topic 'payments' changed to 6 partitions while planning; released the lease, changed nothing. Run again."
+    )

@@ -352,11 +352,8 @@ def test_a_set_of_topics_is_approved_as_one_and_a_change_names_each_topic(tmp_pa
     every topic's lease is released."""
     from airflow_provider_kstate.compat import AirflowFailException
     from airflow_provider_kstate.errors import PlanChangedError
-    from airflow_provider_kstate.operators.approval import (
-        KStateApprovalOperator,
-        _set_heading,
-        _set_subject,
-    )
+    from airflow_provider_kstate.increase.approval import approval_text
+    from airflow_provider_kstate.operators.approval import KStateApprovalOperator
 
     owner = "kstate_partition_increase/manual__1"
     request = REQUEST.model_copy(update={"topics": ("orders", "payments")})
@@ -364,13 +361,16 @@ def test_a_set_of_topics_is_approved_as_one_and_a_change_names_each_topic(tmp_pa
         owner=owner, report_uri=str(tmp_path)
     )
     assert several.topics == {"orders": 4, "payments": 4}
-    assert _set_subject(several) == (
-        "Approve 2 co-partitioned topics (orders, payments): 4 -> 8 partitions in one run?"
+    text = approval_text(several)
+    assert (
+        text.subject
+        == approval_subject(several)
+        == ("Approve 2 co-partitioned topics (orders, payments): 4 -> 8 partitions in one run?")
     )
-    assert "| `orders` | 4 | 8 |" in _set_heading(several) and "| `payments` | 4 | 8 |" in _set_heading(
-        several
-    )
-    assert _set_heading(_plan(_cluster())) == ""
+    assert text.body.startswith("**Co-partitioned topics grown together**")
+    assert "| `orders` | 4 | 8 |" in text.body and "| `payments` | 4 | 8 |" in text.body
+    one = _plan(_cluster())
+    assert approval_text(one).body == approval_prompt(one), "a set of one: no heading"
     event = {"chosen_options": ["Approve"], "params_input": {}, "responded_at": _now()}
     event["responded_by_user"] = {"id": "1", "name": "bob"}
     for hook, approved in ((_cluster(), True), (_cluster(audit=group_info("audit", "EMPTY")), False)):
