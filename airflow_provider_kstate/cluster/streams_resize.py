@@ -37,6 +37,9 @@ with none of these marks, is left untouched (``resized`` False). A re-placement 
 key's new copy and its old copy's tombstone leaves that key live twice: the continue moves it once more and
 its check, which counts the rows before the moves, fails; the next run again finds every key at home and
 passes (the application stays stopped until then).
+
+Where the changelogs are re-placed is :func:`replacer_for` (``spark`` or ``local``); the run's report, and its
+log lines, are :func:`resize_report` and :func:`report_lines`.
 """
 
 from __future__ import annotations
@@ -534,3 +537,99 @@ def local_checker(kafka_config: Mapping[str, Any], workers: int = 4) -> Checker:
         }
 
     return run
+
+
+#: Where the changelogs are re-placed: ``spark`` (:func:`spark_submit_replacer`) or ``local``
+#: (:func:`local_replacer`).
+REPLACERS = ("spark", "local")
+
+
+def replacer_for(
+    kind: str,
+    kafka_config: Mapping[str, Any],
+    workdir: Path,
+    spark_submit: str = "spark-submit",
+    spark_args: tuple[str, ...] = ("--master", "local[2]"),
+) -> Replacer:
+    """The :data:`Replacer` of ``kind`` (one of :data:`REPLACERS`): :func:`local_replacer` (threads of this
+    process) or :func:`spark_submit_replacer` (``spark_submit`` with ``spark_args``, its files in
+    ``workdir``)."""
+    if kind == "local":
+        return local_replacer(kafka_config)
+    if kind == "spark":
+        return spark_submit_replacer(kafka_config, workdir, spark_submit=spark_submit, spark_args=spark_args)
+    raise ValueError(f"replacer {kind!r} is none of {REPLACERS}")
+
+
+def resize_report(
+    topic: str,
+    app: StreamsAppPlan,
+    result: Mapping[str, Any],
+    replacer: str,
+    readers: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The report of a resize (:meth:`StreamsResize.run`'s ``result``): what grew, the downtime, each
+    changelog's moved keys, rate and check, the other readers' run (``others``), every reader of the sources
+    with what the run did to it (``readers``), the start commands that failed."""
+    timings = dict(result.get("timings") or {})
+    changelogs: dict[str, dict[str, Any]] = {}
+    for name, report in dict(result.get("replaced") or {}).items():
+        replace = dict(report.get("replace") or {})
+        check = dict(report.get("check") or {})
+        changelogs[name] = {
+            "ok": bool(report.get("ok")),
+            "moved_keys": replace.get("moved"),
+            "live_keys": replace.get("live_keys"),
+            "records_read": replace.get("records_read"),
+            "records_per_s": replace.get("records_per_s"),
+            "seconds": replace.get("seconds"),
+            "deep_check": {k: check.get(k) for k in ("ok", "live_keys", "misplaced") if k in check},
+        }
+    return {
+        "topic": topic,
+        "application_id": app.application_id,
+        "protocol": app.protocol,
+        "resized": bool(result.get("resized")),
+        "continued": bool(result.get("continued")),
+        "continued_because": list(result.get("continued_because") or []),
+        "partitions": {"before": app.partitions, "after": int(result.get("partitions") or app.target)},
+        "grown": list(result.get("grown") or []),
+        "replacer": replacer,
+        "downtime_s": timings.get("downtime_s"),
+        "producer_downtime_s": timings.get("producer_downtime_s"),
+        "moved_keys": sum(int(c["moved_keys"] or 0) for c in changelogs.values()),
+        "changelogs": changelogs,
+        "deep_check_passed": all(
+            c["ok"] and (c["deep_check"].get("misplaced") or 0) == 0 for c in changelogs.values()
+        ),
+        "timings": timings,
+        "others": dict(result.get("others") or {}),
+        "start_failures": list(result.get("start_failures") or []),
+        "readers": dict(readers or {}),
+    }
+
+
+def report_lines(report: Mapping[str, Any]) -> list[str]:
+    """The log lines of a :func:`resize_report`."""
+    if not report["resized"]:
+        return [
+            f"{report['application_id']} not resized: its sources are at {report['partitions']['after']} "
+            "partitions and no interrupted resize was found (nothing changed)"
+        ]
+    done = (
+        f"continued the interrupted resize to {report['partitions']['after']} "
+        f"({'; '.join(report['continued_because'])})"
+        if report["continued"]
+        else f"resized {report['partitions']['before']} -> {report['partitions']['after']}"
+    )
+    lines = [
+        f"{report['application_id']} {done}: downtime {report['downtime_s']} s, {report['moved_keys']} keys "
+        f"moved, deep check {'passed' if report['deep_check_passed'] else 'FAILED'}"
+    ]
+    for name, c in report["changelogs"].items():
+        lines.append(
+            f"changelog {name}: {c['moved_keys']} of {c['live_keys']} live keys moved, {c['records_per_s']} "
+            f"records/s ({report['replacer']}), deep check {c['deep_check']}"
+        )
+    lines.append(f"steps (s): {report['timings']}")
+    return lines

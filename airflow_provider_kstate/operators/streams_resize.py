@@ -36,11 +36,9 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import (
     InvalidDriverError,
-    InvalidPartitionCountError,
     KStateConfigError,
     StreamsResizeError,
     TopicChangedError,
-    UnknownGroupError,
 )
 from airflow_provider_kstate.operators.base import KStateIncreaseOperator
 from airflow_provider_kstate.params import as_choice, as_int, as_mapping, as_str_list, as_topic
@@ -51,14 +49,14 @@ if TYPE_CHECKING:
     from airflow_provider_kstate.cluster.control import Controller
     from airflow_provider_kstate.cluster.streams_resize import Replacer
     from airflow_provider_kstate.hooks.admin import KStateAdminHook
-    from airflow_provider_kstate.increase.drivers import CommandDriver
+    from airflow_provider_kstate.increase.drivers import CommandDriver, Driver
     from airflow_provider_kstate.increase.plan import Plan
     from airflow_provider_kstate.increase.run import IncreaseRun
     from airflow_provider_kstate.increase.streams_apps import StreamsAppPlan
 
 
 class ReplacerKind(StrEnum):
-    """Where the changelogs are re-placed."""
+    """Where the changelogs are re-placed (:func:`~airflow_provider_kstate.cluster.streams_resize.replacer_for`)."""
 
     SPARK = "spark"
     LOCAL = "local"
@@ -170,6 +168,7 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         """The application's driver and its producers' (``{service: driver}``); raise
         :class:`InvalidDriverError` for a missing, unknown or non-command one."""
         from airflow_provider_kstate.increase.drivers import as_registry
+        from airflow_provider_kstate.increase.streams_plan import command_driver
 
         registry = as_registry(as_mapping("drivers", self.drivers))
         if self.app_driver is None or (isinstance(self.app_driver, str) and not self.app_driver.strip()):
@@ -177,16 +176,27 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
                 f"application {app_id!r} has no driver: name a command driver (a stop/start/ready command pair "
                 "in the kstate_drivers Variable) with app_driver. Nothing was stopped."
             )
-        app = _command(f"application {app_id!r}", self.app_driver, registry)
-        producers: dict[str, CommandDriver] = {}
+        app = command_driver(f"application {app_id!r}", self.app_driver, registry)
         value = self.producer_drivers
         if isinstance(value, str) and not value.strip().startswith("{"):
             value = as_str_list("producer_drivers", value)
         if isinstance(value, (list, tuple)):
             value = {str(name): name for name in value}
-        for service, driver in as_mapping("producer_drivers", value).items():
-            producers[service] = _command(f"producer {service!r}", driver, registry)
+        producers = {
+            service: command_driver(f"producer {service!r}", driver, registry)
+            for service, driver in as_mapping("producer_drivers", value).items()
+        }
         return app, producers
+
+    def other_drivers(self) -> dict[str, Driver]:
+        """``group_drivers`` as ``{group: driver}`` (the names of ``drivers``, or drivers)."""
+        from airflow_provider_kstate.increase.drivers import as_driver, as_registry
+
+        named = as_registry(as_mapping("drivers", self.drivers))
+        return {
+            str(g): as_driver(f"group {g!r}", d, named)
+            for g, d in as_mapping("group_drivers", self.group_drivers).items()
+        }
 
     def replacer_kind(self) -> ReplacerKind:
         return as_choice("replacer", self.replacer, ReplacerKind)
@@ -218,6 +228,7 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         kind = self.replacer_kind()
         driver, producers = self.command_drivers(app_id)
         spark_submit = self.spark_submit_path() if kind is ReplacerKind.SPARK else ""
+        from airflow_provider_kstate.cluster.streams_resize import report_lines, resize_report
         from airflow_provider_kstate.hooks.lease import KStateLeaseHook
         from airflow_provider_kstate.increase.plan import readers
         from airflow_provider_kstate.lease_rules import LeaseSet
@@ -243,7 +254,7 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
                 result = self.resize(entry, admin, driver, producers, replacer, others)
         finally:
             self._close_control()
-        report = {**summary(topic, entry, result, str(kind)), "readers": readers(plan)}
+        report = resize_report(topic, entry, result, str(kind), readers(plan))
         for line in report_lines(report):
             self.log.info("STREAMS %s", line)
         if report["start_failures"]:
@@ -263,60 +274,20 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         driver: CommandDriver,
         producers: Mapping[str, CommandDriver],
     ) -> tuple[Plan, StreamsAppPlan]:
-        """Plan the increase of every source of the application, with it acknowledged and driven by its
-        command pair (the one planner, :func:`~airflow_provider_kstate.increase.planner.plan_increase`):
-        every reader of each source is in the plan. Return the plan and the application's entry, or refuse
-        the run."""
+        """Plan the resize (:func:`~airflow_provider_kstate.increase.streams_plan.plan_resize`: every source
+        of the application, every reader of each) and log the plan; or refuse the run."""
         from airflow_provider_kstate.increase.plan import describe
-        from airflow_provider_kstate.increase.planner import plan_increase
-        from airflow_provider_kstate.increase.request import KeyOrder, PlanRequest
+        from airflow_provider_kstate.increase.streams_plan import plan_resize, resize_request
 
-        current = admin.partition_count(topic)
-        if target < current:
-            raise InvalidPartitionCountError(
-                f"topic {topic!r} has {current} partitions: a resize needs a target above it (or equal to it: "
-                f"a run again continues a resize that did not finish), got {target}. Nothing was stopped."
-            )
-        registry = as_mapping("drivers", self.drivers)
-        from airflow_provider_kstate.increase.drivers import as_driver, as_registry
-
-        named = as_registry(registry)
-        others = {
-            str(g): as_driver(f"group {g!r}", d, named)
-            for g, d in as_mapping("group_drivers", self.group_drivers).items()
-        }
-        request = PlanRequest(
-            topics=(topic,),
-            partitions=target,
-            exclude_groups=tuple(as_str_list("exclude_groups", self.exclude_groups)),
-            acknowledge_streams_groups=(app_id,),
-            group_drivers={**others, app_id: driver},
-            producer_drivers=dict(producers),
-            key_order=KeyOrder.RELAX,  # the producers are stopped: the other groups drain before they start
+        excluded = as_str_list("exclude_groups", self.exclude_groups)
+        request = resize_request(topic, target, app_id, driver, producers, self.other_drivers(), excluded)
+        plan, entry = plan_resize(
+            admin, request, app_id, self.control.client_piece_clients, trust=self._share_kept
         )
-        clients = self.control.client_piece_clients
-        plan = plan_increase(admin, request, clients, trust=self._share_kept)
-        entry = self._entry(plan, app_id, topic)
-        if set(entry.sources) - set(plan.topic_names):  # every source: every reader of each is planned
-            sources = (topic, *[s for s in entry.sources if s != topic])
-            request = request.model_copy(update={"topics": sources})
-            plan = plan_increase(admin, request, clients, trust=self._share_kept)
-            entry = self._entry(plan, app_id, topic)
         for line in describe(plan):
             self.log.info("PLAN %s", line)
         self.log.info("STREAMS plan of %s: %s", app_id, entry.actions)
         return plan, entry
-
-    @staticmethod
-    def _entry(plan: Plan, app_id: str, topic: str) -> StreamsAppPlan:
-        entry = plan.streams_apps.get(app_id)
-        if entry is None:
-            found = sorted(plan.streams_apps) or "none"
-            raise UnknownGroupError(
-                f"application {app_id!r} does not read {topic!r} as a Kafka Streams application (Streams "
-                f"applications found on it: {found}). Check application_id. Nothing was stopped."
-            )
-        return entry
 
     @cached_property
     def control(self) -> Controller:
@@ -342,37 +313,26 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
         return bool(verdict is not None and verdict.kept(SHARE_NEW_PARTITIONS))
 
     def other_readers(self, plan: Plan, admin: KStateAdminHook, owner: str) -> IncreaseRun | None:
-        """The run of the other readers of the application's sources (the plan without its Streams
-        applications); None when the application is their only reader."""
-        from airflow_provider_kstate.increase.run import IncreaseRun
+        """The run of the other readers of the application's sources
+        (:func:`~airflow_provider_kstate.increase.streams_plan.other_readers_run`); None when the
+        application is their only reader."""
+        from airflow_provider_kstate.increase.streams_plan import other_readers_run
 
-        apps = set(plan.streams_apps)
-        rest = plan.replace(groups={g: e for g, e in plan.groups.items() if g not in apps}, streams_apps={})
-        if not rest.where("seed"):
-            return None
-        self.log.info("STREAMS the other readers of %s: %s", plan.topic_names, rest.where("seed"))
-        return IncreaseRun(
-            rest,
-            admin,
-            self.control,
-            self.log,
-            owner,
-            key_order="relax",
-            empty_timeout=float(self.empty_timeout),
-        )
+        run = other_readers_run(plan, admin, self.control, self.log, owner, float(self.empty_timeout))
+        if run is not None:
+            self.log.info("STREAMS the other readers of %s: %s", plan.topic_names, run.plan.where("seed"))
+        return run
 
     def make_replacer(
         self, kind: ReplacerKind, kafka_config: Mapping[str, Any], workdir: Path, spark_submit: str
     ) -> Replacer:
-        from airflow_provider_kstate.cluster.streams_resize import local_replacer, spark_submit_replacer
+        from airflow_provider_kstate.cluster.streams_resize import replacer_for
 
         if kind is ReplacerKind.LOCAL:
             self.log.info("STREAMS re-placement in the worker (replacer=local)")
-            return local_replacer(kafka_config)
-        self.log.info("STREAMS re-placement by %s %s", spark_submit, " ".join(self.spark_arguments()))
-        return spark_submit_replacer(
-            kafka_config, workdir, spark_submit=spark_submit, spark_args=self.spark_arguments()
-        )
+        else:
+            self.log.info("STREAMS re-placement by %s %s", spark_submit, " ".join(self.spark_arguments()))
+        return replacer_for(kind, kafka_config, workdir, spark_submit, self.spark_arguments())
 
     def resize(
         self,
@@ -398,84 +358,3 @@ class KStateStreamsResizeOperator(KStateIncreaseOperator):
             empty_timeout=float(self.empty_timeout),
             others=others,
         ).run()
-
-
-def _command(what: str, value: Any, registry: Mapping[str, Any]) -> CommandDriver:
-    """``value`` as a command driver: a CommandDriver, its dict form, or a name in ``registry``."""
-    from airflow_provider_kstate.increase.drivers import Driver, as_driver
-
-    if isinstance(value, Mapping):
-        value = Driver.from_dict(value, what)
-    given = as_driver(what, value, registry)
-    driver = given.commands()
-    if driver is None:
-        raise InvalidDriverError(
-            f"{what}: driver {given.describe()!r} is not a command pair: a Kafka Streams application and the "
-            "producers of its sources are stopped and started by commands (stop/start/ready). Nothing was stopped."
-        )
-    return driver
-
-
-def summary(topic: str, app: StreamsAppPlan, result: Mapping[str, Any], replacer: str) -> dict[str, Any]:
-    """The XCom report of a resize: what grew, the downtime, each changelog's moved keys, rate and check."""
-    timings = dict(result.get("timings") or {})
-    changelogs: dict[str, dict[str, Any]] = {}
-    for name, report in dict(result.get("replaced") or {}).items():
-        replace = dict(report.get("replace") or {})
-        check = dict(report.get("check") or {})
-        changelogs[name] = {
-            "ok": bool(report.get("ok")),
-            "moved_keys": replace.get("moved"),
-            "live_keys": replace.get("live_keys"),
-            "records_read": replace.get("records_read"),
-            "records_per_s": replace.get("records_per_s"),
-            "seconds": replace.get("seconds"),
-            "deep_check": {k: check.get(k) for k in ("ok", "live_keys", "misplaced") if k in check},
-        }
-    return {
-        "topic": topic,
-        "application_id": app.application_id,
-        "protocol": app.protocol,
-        "resized": bool(result.get("resized")),
-        "continued": bool(result.get("continued")),
-        "continued_because": list(result.get("continued_because") or []),
-        "partitions": {"before": app.partitions, "after": int(result.get("partitions") or app.target)},
-        "grown": list(result.get("grown") or []),
-        "replacer": replacer,
-        "downtime_s": timings.get("downtime_s"),
-        "producer_downtime_s": timings.get("producer_downtime_s"),
-        "moved_keys": sum(int(c["moved_keys"] or 0) for c in changelogs.values()),
-        "changelogs": changelogs,
-        "deep_check_passed": all(
-            c["ok"] and (c["deep_check"].get("misplaced") or 0) == 0 for c in changelogs.values()
-        ),
-        "timings": timings,
-        "others": dict(result.get("others") or {}),
-        "start_failures": list(result.get("start_failures") or []),
-    }
-
-
-def report_lines(report: Mapping[str, Any]) -> list[str]:
-    """The report's log lines."""
-    if not report["resized"]:
-        return [
-            f"{report['application_id']} not resized: its sources are at {report['partitions']['after']} "
-            "partitions and no interrupted resize was found (nothing changed)"
-        ]
-    done = (
-        f"continued the interrupted resize to {report['partitions']['after']} "
-        f"({'; '.join(report['continued_because'])})"
-        if report["continued"]
-        else f"resized {report['partitions']['before']} -> {report['partitions']['after']}"
-    )
-    lines = [
-        f"{report['application_id']} {done}: downtime {report['downtime_s']} s, {report['moved_keys']} keys "
-        f"moved, deep check {'passed' if report['deep_check_passed'] else 'FAILED'}"
-    ]
-    for name, c in report["changelogs"].items():
-        lines.append(
-            f"changelog {name}: {c['moved_keys']} of {c['live_keys']} live keys moved, {c['records_per_s']} "
-            f"records/s ({report['replacer']}), deep check {c['deep_check']}"
-        )
-    lines.append(f"steps (s): {report['timings']}")
-    return lines

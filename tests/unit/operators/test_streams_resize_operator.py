@@ -141,7 +141,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     counts its calls, ``state["request"]`` is the request it was given."""
     from airflow_provider_kstate.hooks import lease as lease_hooks
     from airflow_provider_kstate.increase import plan as plans
-    from airflow_provider_kstate.increase import planner
+    from airflow_provider_kstate.increase import streams_plan
 
     FakeLeaseHook.made = []
     FakeLeaseHook.admin_partitions = 2
@@ -154,7 +154,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         return state["plan"]
 
     monkeypatch.setattr(lease_hooks, "KStateLeaseHook", FakeLeaseHook)
-    monkeypatch.setattr(planner, "plan_increase", plan_increase)
+    monkeypatch.setattr(streams_plan, "plan_increase", plan_increase)
     control = SimpleNamespace(client_piece_clients=dict, close=lambda: None)
     monkeypatch.setattr(KStateStreamsResizeOperator, "control", control)
     monkeypatch.setattr(KStateStreamsResizeOperator, "_share_kept", lambda self: False)
