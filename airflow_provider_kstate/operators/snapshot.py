@@ -10,7 +10,8 @@
 
 Each check returns its report (``ok``, per-partition problems, ``failed_partitions``) and raises
 :class:`~airflow_provider_kstate.errors.StateCheckFailed` when ``fail_on_bad`` is set and the store is
-bad. The checks' logic and report text live in :mod:`airflow_provider_kstate.store`.
+bad. The checks' logic and report text live in :mod:`airflow_provider_kstate.store` (the tasks' decisions:
+:mod:`airflow_provider_kstate.store.tasks`); the operators gather the inputs, call it, log and raise.
 """
 
 from __future__ import annotations
@@ -27,16 +28,11 @@ from airflow_provider_kstate.defaults import (
     DEFAULT_LEASE_TOPIC,
     DEFAULT_LEASE_TTL,
 )
-from airflow_provider_kstate.errors import KStateConfigError, SnapshotError, StateCheckFailed
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
-from airflow_provider_kstate.operators.spark_app import (
-    BOUND_DEVIATIONS,
-    DEFAULT_SPARK_CONF,
-    KStateSparkApplicationOperator,
-    _app_file,
-    spark_app_path,
-)
+from airflow_provider_kstate.operators.spark_app import KStateSparkApplicationOperator
 from airflow_provider_kstate.params import as_optional_count, as_partitions, as_str_list
+from airflow_provider_kstate.store import tasks
+from airflow_provider_kstate.store.submission import DEFAULT_SPARK_CONF, app_file, package_app, spark_app_path
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -70,7 +66,8 @@ def _finish_check(
     operator: Any, context: Context, kind: str, report: CheckReport, lines: list[tuple[bool, str]]
 ) -> dict[str, Any]:
     """Log a check's runbook lines, annotate the operator's outlets, raise when ``fail_on_bad`` and the
-    store is bad, and return the report document (the XCom).
+    store is bad (:func:`~airflow_provider_kstate.store.tasks.check_failure`), and return the report
+    document (the XCom).
 
     :param operator: the fast or deep check operator (``log``, ``outlets``, ``fail_on_bad``, ``topic``,
         ``snapshot_uri``).
@@ -79,18 +76,15 @@ def _finish_check(
     :param lines: its runbook lines, ``(warning, text)``.
     """
     from airflow_provider_kstate.metrics import METRICS_OUT
-    from airflow_provider_kstate.store import results
 
     for warning, text in lines:
         (operator.log.warning if warning else operator.log.info)("%s", text)
     doc = report.to_dict()
     annotate_outlets(operator.outlets, context, doc)
     METRICS_OUT.checked(operator.topic, kind, report.ok, report.failed_partitions)
-    if operator.fail_on_bad and not report.ok:
-        raise StateCheckFailed(
-            f"{kind} check of {operator.snapshot_uri!r} against {operator.topic!r} failed "
-            f"(partitions {report.failed_partitions}): {results.summary(report)}"
-        )
+    failure = tasks.check_failure(kind, operator.snapshot_uri, operator.topic, report)
+    if operator.fail_on_bad and failure is not None:
+        raise failure
     return doc
 
 
@@ -161,7 +155,7 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
     :class:`~airflow_provider_kstate.errors.BrokerDeviationError` unless ``allow_broker_deviation``
     names it. The applications also cross-check the bounds of every read with where a fetch ends; a
     disagreement is a ``BrokerDeviationError`` too (the application's ``offset-bounds`` error code, see
-    :data:`~airflow_provider_kstate.operators.spark_app.APP_ERRORS`), and nothing is published.
+    :data:`~airflow_provider_kstate.store.submission.APP_ERRORS`), and nothing is published.
 
     While the application reads the changelog its driver logs a ``PROGRESS`` line every
     ``progress_interval`` seconds (offsets read of the total, percent, rate, time left), which the Spark
@@ -190,10 +184,10 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
         allow_non_compacted_changelog: bool = False,
         allow_broker_deviation: list[str] | str | None = None,
         progress_interval: float = DEFAULT_INTERVAL,
-        changelog_reader: str = "confluent",
+        changelog_reader: str = tasks.DEFAULT_CHANGELOG_READER,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("application", _app_file(self.app_name))
+        kwargs.setdefault("application", app_file(self.app_name))
         super().__init__(**kwargs)
         self.topic = topic
         self.snapshot_uri = snapshot_uri
@@ -201,11 +195,7 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
         self.allow_non_compacted_changelog = allow_non_compacted_changelog
         self.allow_broker_deviation = allow_broker_deviation
         self.changelog_reader = changelog_reader
-        if not float(progress_interval) >= 0:
-            raise KStateConfigError(
-                f"progress_interval must be 0 (off) or more seconds, got {progress_interval!r}"
-            )
-        self.progress_interval = float(progress_interval)
+        self.progress_interval = tasks.progress_seconds(progress_interval)
 
     def allowed_deviations(self) -> tuple[str, ...]:
         """Return ``allow_broker_deviation`` (a list, a rendered list ``"['x']"`` or ``"x,y"``) as promise
@@ -224,16 +214,12 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
         from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
 
         allow = self.allowed_deviations()
-        what = f"the {self.app_name.removesuffix('.py').replace('_', ' ')} of {self.topic!r}"
+        what = tasks.app_subject(self.app_name, self.topic)
         verdict = KStateDoctorHook(kafka_config_id=self.kafka_config_id).require(STATE_NEEDS, allow, what)
-        return [p for p in verdict.broken() if p in allow]
+        return tasks.accepted_deviations(verdict.broken(), allow)
 
     def app_path(self) -> str:
-        return (
-            spark_app_path(self.app_name)
-            if self.application == _app_file(self.app_name)
-            else self.application
-        )
+        return package_app(self.application, self.app_name)
 
     def snapshot_hook(self) -> KStateSnapshotHook:
         from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
@@ -245,21 +231,20 @@ class _StoreSparkOperator(KStateSparkApplicationOperator):
         )
 
     def _base_args(self, accepted: list[str] | None = None) -> list[str]:
-        args = ["--topic", self.topic, "--snapshot-uri", self.snapshot_uri]
-        args += ["--progress-interval", f"{self.progress_interval:g}"]
-        if self.changelog_reader != "confluent":
-            args += ["--changelog-reader", self.changelog_reader]
-        bounds = [p for p in accepted or [] if p in BOUND_DEVIATIONS]
-        if bounds:  # the app then bounds a disagreeing partition's read by where its fetch ends
-            args += ["--allow-broker-deviation", ",".join(bounds)]
-        if self.allow_non_compacted_changelog:  # the app refuses a non-compacted changelog whose log moved
+        if self.allow_non_compacted_changelog:
             self.log.warning(
                 "RISK ACCEPTED: allow_non_compacted_changelog=True for %s: a changelog that retention trimmed "
                 "may lack keys, so the snapshot may miss state",
                 self.topic,
             )
-            args.append("--allow-non-compacted")
-        return args
+        return tasks.store_args(
+            self.topic,
+            self.snapshot_uri,
+            progress_interval=self.progress_interval,
+            changelog_reader=self.changelog_reader,
+            accepted=accepted,
+            allow_non_compacted=self.allow_non_compacted_changelog,
+        )
 
     def get_openlineage_facets_on_start(self) -> Any:
         """The changelog and the snapshot, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""
@@ -299,7 +284,7 @@ class KStateDeepCheckOperator(_StoreSparkOperator):
         self.fail_on_bad = fail_on_bad
 
     def app_args(self, accepted: list[str] | None = None) -> list[str]:
-        return [*self._base_args(accepted), "--sample-keys", str(self.sample_keys)]
+        return tasks.deep_check_args(self._base_args(accepted), self.sample_keys)
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         from airflow_provider_kstate.store import results
@@ -372,41 +357,14 @@ class KStateRebuildOperator(_StoreSparkOperator):
     def _plan(self, hook: KStateSnapshotHook) -> tuple[int, list[int] | None]:
         """Validate the inputs against the cluster and the snapshot; return (target count, only list)."""
         current = hook.admin.partition_count(self.topic)
-        target = parse_count(self.partitions) or current
-        if target < current:
-            raise KStateConfigError(
-                f"partitions={target} is fewer than topic {self.topic!r}'s {current}: Kafka cannot shrink "
-                "a topic, so a store keyed for fewer partitions would be wrong at once"
-            )
+        target = tasks.rebuild_target(self.topic, current, parse_count(self.partitions))
         only = parse_partitions(self.only_partitions)
-        if only:
-            self._check_partial(hook, target, only)
-        return target, only
-
-    def _check_partial(self, hook: KStateSnapshotHook, target: int, only: list[int]) -> None:
-        out_of_range = [p for p in only if p >= target]
-        if out_of_range:
-            raise KStateConfigError(
-                f"only_partitions {out_of_range} do not exist in a {target}-partition layout"
-            )
-        manifest = hook.manifest(self.snapshot_uri)
-        if manifest.partitions != target:
-            raise KStateConfigError(
-                f"only_partitions needs an unchanged layout, but the snapshot has {manifest.partitions} "
-                f"partitions and the target is {target}: rebuild all partitions"
-            )
+        return target, tasks.rebuild_scope(target, only, lambda: hook.manifest(self.snapshot_uri).partitions)
 
     @staticmethod
     def rebuild_args(base: list[str], target: int, only: list[int] | None) -> list[str]:
         """Return the rebuild application's arguments for a target count and partition list."""
-        args = [*base, "--partitions", str(target)]
-        return [*args, "--only-partitions", ",".join(str(p) for p in only)] if only else args
-
-    def _keep(self) -> int:
-        keep = parse_count(self.keep_versions, "keep_versions")
-        if keep is None or keep < 1:
-            raise KStateConfigError(f"keep_versions must be at least 1, got {self.keep_versions!r}")
-        return keep
+        return tasks.rebuild_args(base, target, only)
 
     @contextmanager
     def snapshot_lease(self, context: Context, root: str) -> Iterator[str]:
@@ -434,31 +392,25 @@ class KStateRebuildOperator(_StoreSparkOperator):
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         from airflow_provider_kstate.hooks.snapshot import check_uri
         from airflow_provider_kstate.metrics import METRICS_OUT
-        from airflow_provider_kstate.store.results import RebuildReport
 
         hook = self.snapshot_hook()
         root = check_uri(self.snapshot_uri).rstrip("/")
-        keep = self._keep()
+        keep = tasks.keep_count(parse_count(self.keep_versions, "keep_versions"), self.keep_versions)
         target, only = self._plan(hook)
         self.log.info(
             "Rebuilding snapshot %s of %s for %s partitions (%s) into a new version; keeping %s versions",
             self.snapshot_uri,
             self.topic,
             target,
-            f"only partitions {only}" if only else "all partitions",
+            tasks.scope_text(only),
             keep,
         )
         accepted = self.trust_broker()  # BrokerDeviationError before Spark starts: nothing published
-        args = [*self.rebuild_args(self._base_args(accepted), target, only), "--keep-versions", str(keep)]
+        args = tasks.rebuild_args(self._base_args(accepted), target, only, keep)
         with self.snapshot_lease(context, root):
             started = time.monotonic()
             written = self.submit(hook, context, args)
-        if not written.get("ok"):
-            raise SnapshotError(
-                f"rebuild of {self.snapshot_uri!r} from {self.topic!r} reported failure: "
-                f"{written.get('error') or written}; the previous snapshot is unchanged"
-            )
-        report = RebuildReport.from_dict(written)
+        report = tasks.rebuilt(written, self.snapshot_uri, self.topic)  # SnapshotError when it failed
         self.log.info(
             "Rebuilt %s: version %s, %s changelog records read, %s rows in %s partitions, %ss; previous: %s",
             self.snapshot_uri,

@@ -11,104 +11,41 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import sys
 import tempfile
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_provider_kstate.errors import (
-    BrokerDeviationError,
-    KStateConfigError,
-    KStateError,
-    NotCompactedChangelogError,
-    SnapshotError,
-    SparkApplicationError,
-    StoredOffsetsError,
-    TopicRecreatedError,
-)
+from airflow_provider_kstate.errors import KStateConfigError, SparkApplicationError
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
+from airflow_provider_kstate.store import submission
+from airflow_provider_kstate.store.submission import (
+    APP_ERRORS,
+    APP_FAILED,
+    BOUND_DEVIATIONS,
+    DEFAULT_SPARK_CONF,
+    Submission,
+    app_error,
+    spark_app_path,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
-    from airflow_provider_kstate.store import contract
 
-#: Spark settings every kstate application gets unless the caller overrides them.
-DEFAULT_SPARK_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
-#: The promises that let a deviating broker's reads be bounded by where its fetches end instead of by
-#: its ListOffsets (passed on to the Spark applications when both are accepted).
-BOUND_DEVIATIONS = ("latest_offset", "last_stable_offset")
-
-#: How a failed application fails the task, by its report's error code: the error and its message
-#: (``{app}``: the application's file, ``{error}``: its error line, ``{task}``: the task id). The one place
-#: that maps codes; a code not here fails with :class:`SparkApplicationError` (retried).
-APP_ERRORS: dict[str, tuple[type[KStateError], str]] = {  # keys: contract.ErrorCode values (parse time)
-    # a retry cannot fix the topic's policy
-    "not-compacted": (NotCompactedChangelogError, "{app} refused: {error}"),
-    # a retry resumes the same stored offsets against the same log: the message names the ways out
-    "topic-recreated": (TopicRecreatedError, "{app} refused: {error}"),
-    "stored-offsets": (StoredOffsetsError, "{app} refused: {error}"),
-    # a retry cannot fix the broker: nothing was read or published
-    "offset-bounds": (
-        BrokerDeviationError,
-        "{app} failed: {error}. {task} refused to trust the read: nothing was published and the current "
-        "snapshot is unchanged. Run it on a broker whose ListOffsets matches its fetches, or accept "
-        f"allow_broker_deviation={list(BOUND_DEVIATIONS)} to bound reads by where fetches end "
-        "(logged as RISK ACCEPTED)",
-    ),
-}
-#: Any other code.
-APP_FAILED: tuple[type[KStateError], str] = (SparkApplicationError, "{app} failed: {error}")
-
-
-def app_error(failure: contract.AppFailure, app: str, task: str) -> KStateError:
-    """Return the error a task fails with when its application reported ``failure`` (:data:`APP_ERRORS`).
-
-    :param app: the application's path.
-    :param task: the task id.
-    """
-    cls, message = APP_ERRORS.get(failure.error_code, APP_FAILED)
-    return cls(message.format(app=Path(app).name, error=failure.error, task=task))
-
-
-def spark_app_path(name: str) -> str:
-    """Return the path of one of the package's Spark applications (``rebuild.py``, ``deep_check.py``).
-
-    :param name: the application's file name in ``airflow_provider_kstate/spark_apps``.
-    """
-    path = Path(_app_file(name))
-    if not path.is_file():
-        raise KStateConfigError(f"the package's Spark application {name!r} is missing at {path}")
-    return str(path)
-
-
-def _app_file(name: str) -> str:
-    import airflow_provider_kstate
-
-    return str(Path(airflow_provider_kstate.__file__).resolve().parent / "spark_apps" / name)
-
-
-def _joined(*parts: str | None) -> str | None:
-    items = [p for p in parts if p]
-    return ",".join(items) or None
-
-
-@dataclass
-class Submission:
-    """What one run adds to the operator's own spark-submit parameters (never secrets, only paths)."""
-
-    args: list[str]
-    files: list[str] = field(default_factory=list)
-    py_files: list[str] = field(default_factory=list)
-    archives: list[str] = field(default_factory=list)
-    conf: dict[str, str] = field(default_factory=dict)
+__all__ = [
+    "APP_ERRORS",
+    "APP_FAILED",
+    "BOUND_DEVIATIONS",
+    "DEFAULT_SPARK_CONF",
+    "KStateSparkApplicationOperator",
+    "SparkApplicationError",
+    "Submission",
+    "app_error",
+    "spark_app_path",
+]
 
 
 class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
@@ -204,7 +141,7 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
         app = self.app_path()
         with (
             hook.kafka_config_file() as cfg,
-            self._report_file() as report,
+            submission.report_file(self.report_dir, self.task_id) as report,
             tempfile.TemporaryDirectory(prefix="kstate-ship-") as ship,
         ):
             sub = self._plan_submission(cfg, report, ship, args if args is not None else self.app_args())
@@ -213,66 +150,39 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
                 with self._configured(sub):
                     SparkSubmitOperator.execute(self, context if context is not None else {})  # type: ignore[arg-type]
             except Exception as exc:
-                from airflow_provider_kstate.store import contract
-
-                failure = contract.reported_failure(report)
-                if failure is None:
+                error = submission.failure_error(report, app, self.task_id)
+                if error is None:
                     raise
-                raise app_error(failure, app, self.task_id) from exc
-            return _read_report(report, app)
+                raise error from exc
+            return submission.read_report(report, app)
 
     def _plan_submission(self, cfg: str, report: str, ship: str, args: list[str]) -> Submission:
-        sub = Submission(args=["--kafka-config-file", cfg, "--report-file", report, *args])
-        ship_cfg = self.ship_kafka_config
-        if ship_cfg is None:
-            ship_cfg = (self.deploy_mode or "").lower() == "cluster"
-        if ship_cfg:
-            sub.files.append(cfg)
-        if self.ship_provider:
-            from airflow_provider_kstate.store.pack import provider_zip
-
-            sub.py_files.append(provider_zip(ship))
-        if self.python_env_archive:
-            sub.archives.append(f"{self.python_env_archive}#env")
-            sub.conf["spark.pyspark.python"] = "./env/bin/python"
-            if (self.deploy_mode or "client").lower() != "cluster":
-                sub.conf.setdefault("spark.pyspark.driver.python", sys.executable)
-        return sub
-
-    @contextlib.contextmanager
-    def _report_file(self) -> Iterator[str]:
-        from airflow_provider_kstate.store import uri as uris
-
-        if not self.report_dir:
-            with tempfile.TemporaryDirectory(prefix="kstate-report-") as tmp:
-                yield os.path.join(tmp, "report.json")
-            return
-        path = uris.join(self.report_dir, f"{self.task_id}-{uuid.uuid4().hex}.json")
-        try:
-            yield path
-        finally:
-            with contextlib.suppress(Exception):
-                fs, where = uris.filesystem(path)
-                fs.delete_file(where)
+        return submission.plan_submission(
+            cfg,
+            report,
+            ship,
+            args,
+            deploy_mode=self.deploy_mode,
+            ship_kafka_config=self.ship_kafka_config,
+            ship_provider=self.ship_provider,
+            python_env_archive=self.python_env_archive,
+        )
 
     @contextlib.contextmanager
     def _configured(self, sub: Submission) -> Iterator[None]:
         """Set the Spark operator's public parameters to this run's for one ``execute``, then restore them.
 
         ``application_args``, ``files``, ``py_files`` and ``conf`` are the operator's own (templated)
-        parameters; the archives travel as ``spark.archives`` (what ``--archives`` sets, Spark 3.1+): the
-        operator's ``archives``, the run's environment archive and any ``spark.archives`` in ``conf``.
+        parameters, with the run's added (:func:`~airflow_provider_kstate.store.submission.run_parameters`).
         """
-        conf = {**DEFAULT_SPARK_CONF, **(self.spark_conf or {}), **sub.conf, **(self.conf or {})}
-        archives = _joined(conf.get("spark.archives"), self.archives, *sub.archives)
-        if archives:
-            conf["spark.archives"] = archives
-        run = {
-            "application_args": sub.args,
-            "files": _joined(self.files, *sub.files),
-            "py_files": _joined(self.py_files, *sub.py_files),
-            "conf": conf,
-        }
+        run = submission.run_parameters(
+            sub,
+            spark_conf=self.spark_conf,
+            conf=self.conf,
+            archives=self.archives,
+            files=self.files,
+            py_files=self.py_files,
+        )
         saved = {name: getattr(self, name) for name in run}
         try:
             for name, value in run.items():
@@ -350,17 +260,3 @@ def _end(procs: list[Any], grace: float, log: Any) -> None:
             len(alive),
             grace,
         )
-
-
-def _read_report(path: str, app: str) -> dict[str, Any]:
-    from airflow_provider_kstate.store import contract
-
-    try:
-        report = contract.load_report(path)
-    except FileNotFoundError as exc:
-        raise SnapshotError(f"Spark application {app} exited without writing its report {path}") from exc
-    except ValueError as exc:
-        raise SnapshotError(f"Spark application {app} wrote a report that is not JSON: {exc}") from exc
-    if not isinstance(report, dict):
-        raise SnapshotError(f"Spark application {app} wrote a report that is not a JSON object")
-    return report

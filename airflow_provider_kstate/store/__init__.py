@@ -8,6 +8,9 @@
 * :mod:`.contract` - the command line of the Spark applications, their failure report and its error codes;
 * :mod:`.fast_check` - the O(partitions) check of a manifest against the changelog's offsets;
 * :mod:`.pack` - building the archives Spark executors need (the provider zip, a packed environment).
+* :mod:`.submission` - submitting the Spark applications: what a run adds to spark-submit, reading back
+  their report, the task error of each failure code;
+* :mod:`.tasks` - the state tasks' decisions: their inputs, the applications' arguments, the verdicts.
 
 The Airflow side (``hooks/snapshot.py``, ``operators/snapshot.py``, ``operators/maintenance.py``) and the Spark applications
 (``spark_apps/``) both build on it; neither imports the other. Every document written here is a typed

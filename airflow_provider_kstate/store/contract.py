@@ -11,7 +11,7 @@ Every application is called as ``APP --kafka-config-file CFG --topic T --snapsho
 * A failed application writes an :class:`AppFailure` (``{"format": "kstate-app-failure/1", "ok": false,
   "error": "...", "error_code": "..."}``, schema ``docs/schemas/store/app-failure.schema.json``) and exits 2.
   The message is the application's one error line; the :class:`ErrorCode` says why, and the operators map
-  each code to the task's error in one place (``operators/spark_app.py`` ``APP_ERRORS``).
+  each code to the task's error in one place (``store/submission.py`` ``APP_ERRORS``).
 * An application that ran writes its report: the deep check a
   :class:`~airflow_provider_kstate.store.results.CheckReport`, the rebuild a
   :class:`~airflow_provider_kstate.store.results.RebuildReport`.

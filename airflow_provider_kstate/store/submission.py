@@ -1,0 +1,209 @@
+"""Submitting the package's Spark applications, without Airflow: what a run adds to ``spark-submit``, where
+the application writes its report, how that report is read back and how a failed one fails the task.
+
+The Airflow side (``operators/spark_app.py``) gathers the operator's parameters, hands them here and runs
+the Spark provider's ``SparkSubmitOperator`` with the result; the error codes' meaning is
+:mod:`~airflow_provider_kstate.store.contract`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_kstate.errors import (
+    BrokerDeviationError,
+    KStateConfigError,
+    KStateError,
+    NotCompactedChangelogError,
+    SnapshotError,
+    SparkApplicationError,
+    StoredOffsetsError,
+    TopicRecreatedError,
+)
+from airflow_provider_kstate.store import contract
+from airflow_provider_kstate.store import uri as uris
+
+#: Spark settings every kstate application gets unless the caller overrides them.
+DEFAULT_SPARK_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
+#: The promises that let a deviating broker's reads be bounded by where its fetches end instead of by
+#: its ListOffsets (passed on to the Spark applications when both are accepted).
+BOUND_DEVIATIONS = ("latest_offset", "last_stable_offset")
+
+#: How a failed application fails the task, by its report's error code: the error and its message
+#: (``{app}``: the application's file, ``{error}``: its error line, ``{task}``: the task id). The one place
+#: that maps codes; a code not here fails with :class:`SparkApplicationError` (retried).
+APP_ERRORS: dict[str, tuple[type[KStateError], str]] = {  # keys: contract.ErrorCode values (parse time)
+    # a retry cannot fix the topic's policy
+    "not-compacted": (NotCompactedChangelogError, "{app} refused: {error}"),
+    # a retry resumes the same stored offsets against the same log: the message names the ways out
+    "topic-recreated": (TopicRecreatedError, "{app} refused: {error}"),
+    "stored-offsets": (StoredOffsetsError, "{app} refused: {error}"),
+    # a retry cannot fix the broker: nothing was read or published
+    "offset-bounds": (
+        BrokerDeviationError,
+        "{app} failed: {error}. {task} refused to trust the read: nothing was published and the current "
+        "snapshot is unchanged. Run it on a broker whose ListOffsets matches its fetches, or accept "
+        f"allow_broker_deviation={list(BOUND_DEVIATIONS)} to bound reads by where fetches end "
+        "(logged as RISK ACCEPTED)",
+    ),
+}
+#: Any other code.
+APP_FAILED: tuple[type[KStateError], str] = (SparkApplicationError, "{app} failed: {error}")
+
+
+def app_error(failure: contract.AppFailure, app: str, task: str) -> KStateError:
+    """Return the error a task fails with when its application reported ``failure`` (:data:`APP_ERRORS`).
+
+    :param app: the application's path.
+    :param task: the task id.
+    """
+    cls, message = APP_ERRORS.get(failure.error_code, APP_FAILED)
+    return cls(message.format(app=Path(app).name, error=failure.error, task=task))
+
+
+def failure_error(report: str, app: str, task: str) -> KStateError | None:
+    """Return the error a task fails with when spark-submit failed, by the failure report the application
+    wrote at ``report``; None when it wrote none (the caller then raises spark-submit's own error)."""
+    failure = contract.reported_failure(report)
+    return None if failure is None else app_error(failure, app, task)
+
+
+def app_file(name: str) -> str:
+    """Return where the package's Spark application ``name`` lives (``airflow_provider_kstate/spark_apps``)."""
+    return str(Path(__file__).resolve().parents[1] / "spark_apps" / name)
+
+
+def spark_app_path(name: str) -> str:
+    """Return the path of one of the package's Spark applications (``rebuild.py``, ``deep_check.py``).
+
+    :param name: the application's file name in ``airflow_provider_kstate/spark_apps``.
+    :raises KStateConfigError: when it is missing.
+    """
+    path = Path(app_file(name))
+    if not path.is_file():
+        raise KStateConfigError(f"the package's Spark application {name!r} is missing at {path}")
+    return str(path)
+
+
+def package_app(application: str | None, name: str) -> str:
+    """Return the application to submit: the package's ``name`` (checked to exist) when ``application`` is
+    its default, else ``application`` as given."""
+    return spark_app_path(name) if application == app_file(name) else str(application)
+
+
+def joined(*parts: str | None) -> str | None:
+    """Return the non-empty ``parts`` as one comma-separated list (None when there are none)."""
+    items = [p for p in parts if p]
+    return ",".join(items) or None
+
+
+@dataclass
+class Submission:
+    """What one run adds to the operator's own spark-submit parameters (never secrets, only paths)."""
+
+    args: list[str]
+    files: list[str] = field(default_factory=list)
+    py_files: list[str] = field(default_factory=list)
+    archives: list[str] = field(default_factory=list)
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+def plan_submission(
+    cfg: str,
+    report: str,
+    ship: str,
+    args: list[str],
+    *,
+    deploy_mode: str | None,
+    ship_kafka_config: bool | None,
+    ship_provider: bool,
+    python_env_archive: str | None,
+    driver_python: str = sys.executable,
+) -> Submission:
+    """Return what one run adds to spark-submit: the config and report files before the application's
+    ``args``, the config file shipped with ``--files`` (``ship_kafka_config``; None: in cluster deploy
+    mode), this package zipped into ``ship`` for ``py_files`` (``ship_provider``) and a packed Python
+    environment as ``archives=ARCHIVE#env`` (``python_env_archive``)."""
+    sub = Submission(args=["--kafka-config-file", cfg, "--report-file", report, *args])
+    cluster = (deploy_mode or "client").lower() == "cluster"
+    if cluster if ship_kafka_config is None else ship_kafka_config:
+        sub.files.append(cfg)
+    if ship_provider:
+        from airflow_provider_kstate.store.pack import provider_zip
+
+        sub.py_files.append(provider_zip(ship))
+    if python_env_archive:
+        sub.archives.append(f"{python_env_archive}#env")
+        sub.conf["spark.pyspark.python"] = "./env/bin/python"
+        if not cluster:
+            sub.conf.setdefault("spark.pyspark.driver.python", driver_python)
+    return sub
+
+
+def run_parameters(
+    sub: Submission,
+    *,
+    spark_conf: Mapping[str, Any] | None,
+    conf: Mapping[str, Any] | None,
+    archives: str | None,
+    files: str | None,
+    py_files: str | None,
+) -> dict[str, Any]:
+    """Return the Spark operator's parameters for one run: its own (``conf``, ``archives``, ``files``,
+    ``py_files``) with the run's added.
+
+    ``conf`` is :data:`DEFAULT_SPARK_CONF`, then ``spark_conf``, the run's, then the operator's ``conf``; the
+    archives travel as ``spark.archives`` (what ``--archives`` sets, Spark 3.1+): any ``spark.archives`` in
+    that conf, the operator's ``archives`` and the run's environment archive.
+    """
+    merged = {**DEFAULT_SPARK_CONF, **(spark_conf or {}), **sub.conf, **(conf or {})}
+    shipped = joined(merged.get("spark.archives"), archives, *sub.archives)
+    if shipped:
+        merged["spark.archives"] = shipped
+    return {
+        "application_args": sub.args,
+        "files": joined(files, *sub.files),
+        "py_files": joined(py_files, *sub.py_files),
+        "conf": merged,
+    }
+
+
+@contextlib.contextmanager
+def report_file(report_dir: str | None, task: str) -> Iterator[str]:
+    """Yield where the application writes its report, removed afterwards: a private local temporary
+    directory's ``report.json`` (no ``report_dir``), else ``<report_dir>/<task>-<nonce>.json``."""
+    if not report_dir:
+        with tempfile.TemporaryDirectory(prefix="kstate-report-") as tmp:
+            yield os.path.join(tmp, "report.json")
+        return
+    path = uris.join(report_dir, f"{task}-{uuid.uuid4().hex}.json")
+    try:
+        yield path
+    finally:
+        with contextlib.suppress(Exception):
+            fs, where = uris.filesystem(path)
+            fs.delete_file(where)
+
+
+def read_report(path: str, app: str) -> dict[str, Any]:
+    """Return the JSON object the application ``app`` wrote at ``path``.
+
+    :raises SnapshotError: when it wrote none, or not a JSON object.
+    """
+    try:
+        report = contract.load_report(path)
+    except FileNotFoundError as exc:
+        raise SnapshotError(f"Spark application {app} exited without writing its report {path}") from exc
+    except ValueError as exc:
+        raise SnapshotError(f"Spark application {app} wrote a report that is not JSON: {exc}") from exc
+    if not isinstance(report, dict):
+        raise SnapshotError(f"Spark application {app} wrote a report that is not a JSON object")
+    return report
