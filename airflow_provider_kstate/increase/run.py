@@ -356,12 +356,12 @@ class IncreaseRun:
         """After the grow: every group is seeded on every topic it reads (each new partition at its log
         start), rejoins, and the ControlledProducers' layout is the target (the producers are still
         stopped: they write nothing until every group holds an offset on every partition)."""
-        seeded = self.seed()
+        seeded = {t: r.summary() for t, r in self.seed().items()}
         resumed = self.resume()
         switch = self.scale()
         return {
-            "topics": {t: {**r.summary(), **switch["topics"][t]} for t, r in seeded.items()},
-            "seeded": sum(r.summary()["seeded"] for r in seeded.values()),
+            "topics": {t: {**summary, **switch["topics"][t]} for t, summary in seeded.items()},
+            "seeded": sum(summary["seeded"] for summary in seeded.values()),
             "resumed": resumed,
         }
 

@@ -82,6 +82,9 @@ class Cluster:
     def log_starts(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
         return dict.fromkeys(partitions, 0)
 
+    def watermarks(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
+        return {p: (0, 10 if p < 4 else 0) for p in partitions}
+
     def seed_offsets_many(self, topic: str, offsets: Mapping[str, Mapping[int, int]]) -> None:
         self.calls.append(("seed", topic, sorted(offsets)))
         for g, o in offsets.items():
@@ -320,3 +323,34 @@ def test_a_drain_holds_each_draining_topic_s_producers_and_stops_and_starts_the_
     fresh.pause()
     fresh.undo_before_create()
     assert [r for r in runs[2:] if r[1] == "producer"] == [("stop", "producer"), ("start", "producer")], runs
+
+
+def test_around_another_reader_s_grow_the_groups_leave_once_are_seeded_back_and_drain_before_producers() -> (
+    None
+):
+    """The run of the other readers of a Kafka Streams application's input (the resize grows the topics
+    itself): they leave and are waited for, are seeded on each new partition of each topic they read after
+    the grow, rejoin once, their ControlledProducers' layout goes to the target, and the drain is judged
+    against the old partitions' ends (join and audit hold 10 on each: drained)."""
+    cluster = _cluster()
+    plan = _plan_set(cluster, ["orders", "payments"], 8)
+    run = _set_steps(cluster, plan)
+    out = run.leave_for_grow()
+    assert out["groups"] == 2 and [c for c in cluster.calls if c[0] == "pause"] == [
+        ("pause", ["audit", "join"])
+    ]
+    cluster.counts.update(orders=8, payments=8)  # the application's resize grew them
+    back = run.back_after_grow()
+    assert (
+        back["topics"]["orders"]["groups"]["audit"]["seeded"] == 4
+        and "audit" not in back["topics"]["payments"]["groups"]
+    )
+    assert back["topics"]["payments"]["switch"]["partitions"] == 8 and back["resumed"]["groups"] == 2
+    assert sorted(cluster.offsets["join"]["payments"]) == list(range(8))
+    drained = run.wait_drained(0.5)
+    assert drained["drained"] and drained["behind"] == {}, drained
+    cluster.offsets["audit"]["orders"][3] = 7  # behind on an old partition
+    late = run.wait_drained(0.3)
+    assert not late["drained"] and late["behind"] == {
+        "audit on orders": {"records_behind": 3, "partitions": "3"}
+    }
