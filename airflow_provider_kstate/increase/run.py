@@ -19,51 +19,39 @@ start of the producers, verify, lineage) read that one shape.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.client_piece.protocol import PRESERVE
 from airflow_provider_kstate.errors import TopicChangedError
 from airflow_provider_kstate.increase.checks import groups_drained, groups_empty
 from airflow_provider_kstate.increase.drivers import CommandPairs, CommandResult
-from airflow_provider_kstate.increase.events import GroupState, NoEvents, ProducerState, RunEvents
+from airflow_provider_kstate.increase.events import GroupState, ProducerState
 from airflow_provider_kstate.increase.fleet import commanded_live, commands_of, producer_commands
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, drain_of
 from airflow_provider_kstate.increase.plan import GroupClass, Plan
-from airflow_provider_kstate.increase.steps import FAST_POLL, SeedResult, TopicSteps, names, not_empty_error
+from airflow_provider_kstate.increase.steps import (
+    FAST_POLL,
+    RunPorts,
+    SeedResult,
+    TopicSteps,
+    names,
+    not_empty_error,
+)
 
 if TYPE_CHECKING:
-    from airflow_provider_kstate.increase.ports import AdminPort, ControlPort
     from airflow_provider_kstate.increase.report import ReportWriter
 
 
 @dataclass
-class IncreaseRun:
-    """The steps of a plan over its topics, with the hooks and the logger of the task that runs them.
+class IncreaseRun(RunPorts):
+    """The steps of a plan over its topics, with the hooks and the logger of the task that runs them (the
+    fields they share with each topic's steps: :class:`~airflow_provider_kstate.increase.steps.RunPorts`)."""
 
-    :param lease_check: called before every step that changes the cluster; it raises when the run no
-        longer holds its topics' leases (and renews them when due).
-    """
-
-    plan: Plan
-    admin: AdminPort
-    control: ControlPort
-    log: Any
-    owner: str
-    lease_check: Callable[[], None] = lambda: None
-    #: ``preserve``, ``drain`` or ``relax`` (see :mod:`~airflow_provider_kstate.increase.key_order`).
-    key_order: str = PRESERVE
     #: Seconds to wait for the paused (or stopped) groups to become EMPTY.
     empty_timeout: float = 600.0
-    #: Seconds ControlledProducers stay held for a drain before they release themselves (a dead controller).
-    drain_hold: float = 1800.0
-    #: Seconds to wait for the new partitions' leaders before the producers switch onto them.
-    leader_timeout: float = 600.0
     #: Runs the command pairs of the plan's drivers.
     pairs: CommandPairs | None = None
-    #: Where the run reports its step and each group's state (the run's progress file, metrics).
-    events: RunEvents = field(default_factory=NoEvents)
     #: What this run stopped (for :meth:`undo_before_create`): command-driven groups and producer services.
     stopped_groups: list[str] = field(default_factory=list)
     producers_stopped: dict[str, Any] | None = None
@@ -84,21 +72,7 @@ class IncreaseRun:
         if self.pairs is None:
             self.pairs = CommandPairs(self.plan.topic, self.log)
         if not self.topics:
-            self.topics = [
-                TopicSteps(
-                    view,
-                    self.admin,
-                    self.control,
-                    self.log,
-                    self.owner,
-                    lease_check=self.lease_check,
-                    key_order=self.key_order,
-                    drain_hold=self.drain_hold,
-                    leader_timeout=self.leader_timeout,
-                    events=self.events,
-                )
-                for view in self.plan.views()
-            ]
+            self.topics = [TopicSteps(view, **self.ports()) for view in self.plan.views()]
 
     @property
     def commands(self) -> CommandPairs:

@@ -17,7 +17,7 @@ import json
 import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.client_piece.protocol import PRESERVE
@@ -100,14 +100,13 @@ class SeedResult:
 
 
 @dataclass
-class TopicSteps:
-    """The steps of one topic of a run (:class:`~airflow_provider_kstate.increase.run.IncreaseRun`): pin and
-    switch its producers, create its partitions, seed the groups that read it, check their offsets. The
-    groups leave, are waited for and rejoin once per run, in the run.
+class RunPorts:
+    """What a run's steps work on, talk to and report with: the run (:class:`~airflow_provider_kstate.increase.run.IncreaseRun`)
+    and each topic's steps (:class:`TopicSteps`) share them.
 
-    :param plan: the topic's plan (:meth:`Plan.for_topic`: its count, the groups that read it).
+    :param plan: the plan (for a topic's steps, the topic's: :meth:`Plan.for_topic`).
     :param lease_check: called before every step that changes the cluster; it raises when the run no
-        longer holds the topic's lease (and renews it when due).
+        longer holds its topics' leases (and renews them when due).
     """
 
     plan: Plan
@@ -125,6 +124,18 @@ class TopicSteps:
     leader_timeout: float = 600.0
     #: Where the run reports its step and each group's state (the run's progress file, metrics).
     events: RunEvents = field(default_factory=NoEvents)
+
+    def ports(self) -> dict[str, Any]:
+        """These fields but the plan, to build the steps of one of its topics."""
+        return {f.name: getattr(self, f.name) for f in fields(RunPorts) if f.name != "plan"}
+
+
+@dataclass
+class TopicSteps(RunPorts):
+    """The steps of one topic of a run (:class:`~airflow_provider_kstate.increase.run.IncreaseRun`): pin and
+    switch its producers, create its partitions, seed the groups that read it, check their offsets. The
+    groups leave, are waited for and rejoin once per run, in the run."""
+
     #: Set by :meth:`increase` when this run created the partitions: they hold no offsets yet.
     created_from: int | None = None
     #: Per group, the partition count on which the broker acknowledged an offset for every partition.
