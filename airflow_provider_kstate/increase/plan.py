@@ -418,6 +418,15 @@ class Plan(_PlanModel):
             topics={},
         )
 
+    def resized_apps(self) -> dict[str, StreamsAppPlan]:
+        """The Kafka Streams applications this run resizes with their state (the request's
+        ``resize_streams_groups``; a plan stored without a request: every application it names). An
+        application only acknowledged is paused and seeded like a consumer group, its state not moved."""
+        if self.request is None:
+            return dict(self.streams_apps)
+        wanted = set(self.request.resize_streams_groups)
+        return {app: entry for app, entry in self.streams_apps.items() if app in wanted}
+
     def views(self) -> list[Plan]:
         """The plan of each topic (:meth:`for_topic`), in the plan's order."""
         return [self.for_topic(t) for t in self.topic_names]
@@ -757,8 +766,9 @@ def readers(plan: Plan) -> dict[str, str]:
     """Every reader of the plan's topics with what the run does to it, in a few words (a report's
     ``readers``): a Kafka Streams application's resize, a group's way out and back, or why it is left alone."""
     out: dict[str, str] = {}
+    resized = plan.resized_apps()
     for group, entry in plan.groups.items():
-        if group in plan.streams_apps:
+        if group in resized:
             out[group] = "streams application: drained, stopped, grown with its state, seeded, started"
         elif entry.seed and entry.pause:
             driver = entry.driver
@@ -773,6 +783,7 @@ def readers(plan: Plan) -> dict[str, str]:
 def describe(plan: Plan) -> list[str]:
     """Return the plan as runbook lines for the task log: a header, then one line per group."""
     heads = [f"topic {view.topic}: {headline(view)}" for view in plan.views()]
+    resized = plan.resized_apps()
     if plan.several:
         heads.insert(0, f"co-partitioned topics {', '.join(plan.topic_names)}: grown together in one run")
     lines = [
@@ -782,8 +793,10 @@ def describe(plan: Plan) -> list[str]:
     ]
     for group, entry in plan.groups.items():
         steps = [s for s in FLAGS if getattr(entry, s)] or ["left alone"]
-        if entry.role == GroupRole.STREAMS and entry.seed and group in plan.streams_apps:
+        if entry.role == GroupRole.STREAMS and entry.seed and group in resized:
             steps = ["stopped, seeded and started by its driver (its Streams steps below)"]  # not paused
+        elif entry.role == GroupRole.STREAMS and entry.seed:
+            steps = [*steps, "acknowledged: paused and seeded like a consumer group, its state not moved"]
         risk = (
             " RISK ACCEPTED: excluded explicitly, not paused nor seeded"
             if entry.cls == GroupClass.EXCLUDED
@@ -804,7 +817,7 @@ def describe(plan: Plan) -> list[str]:
         lines.append(f"  producers {service}: driver {producer.describe()} (stopped for a drain)")
     if plan.replication is not None:
         lines.append(plan.replication.describe())
-    lines += streams_runbook(plan.streams_apps)
+    lines += streams_runbook(resized)
     return lines
 
 

@@ -55,6 +55,11 @@ class PlanRequest(Document):
     acknowledge_streams_groups: tuple[str, ...] = Field(
         default=(), description="Kafka Streams applications the run may pause and seed"
     )
+    resize_streams_groups: tuple[str, ...] = Field(
+        default=(),
+        description="Kafka Streams applications this run resizes with their state (kstate_streams_resize); "
+        "the others acknowledged are paused and seeded like consumer groups, their state not moved",
+    )
     spark_group_prefixes: tuple[str, ...] = Field(
         default=DEFAULT_SPARK_PREFIXES, description="group-id prefixes of Spark sources (left alone)"
     )
@@ -70,7 +75,13 @@ class PlanRequest(Document):
 
     read_error: ClassVar[type[Exception]] = InvalidArgumentError
 
-    @field_validator("consumer_groups", "exclude_groups", "acknowledge_streams_groups", mode="before")
+    @field_validator(
+        "consumer_groups",
+        "exclude_groups",
+        "acknowledge_streams_groups",
+        "resize_streams_groups",
+        mode="before",
+    )
     @classmethod
     def _names(cls, value: Any) -> Any:
         """A list of names keeps its order, each once (None: none)."""

@@ -62,6 +62,7 @@ def resize_request(
         partitions=target,
         exclude_groups=tuple(exclude_groups),
         acknowledge_streams_groups=(app_id,),
+        resize_streams_groups=(app_id,),
         group_drivers={**dict(group_drivers or {}), app_id: driver},
         producer_drivers=dict(producers),
         key_order=KeyOrder.RELAX,  # the producers are stopped: the other groups drain before they start
@@ -117,7 +118,7 @@ def other_readers_run(
     """The run of the other readers of the application's sources (the plan without its Streams
     applications, key order relaxed: the producers are stopped); None when the application is their only
     reader."""
-    apps = set(plan.streams_apps)
+    apps = set(plan.resized_apps())
     rest = plan.replace(groups={g: e for g, e in plan.groups.items() if g not in apps}, streams_apps={})
     if not rest.where("seed"):
         return None

@@ -158,3 +158,32 @@ def test_the_other_readers_run_is_the_plan_without_its_streams_apps() -> None:
     assert (run.key_order, run.empty_timeout, run.owner, run.log) == ("relax", 7.0, "owner", log)
     only = plan.replace(groups={"live": plan.groups["live"]}, streams_apps={"live": _entry()})
     assert other_readers_run(only, SimpleNamespace(), SimpleNamespace(), log, "owner", 7) is None
+
+
+def test_only_the_applications_the_run_resizes_are_planned_as_a_resize() -> None:
+    """``resize_streams_groups`` (set by the resize's request) names the applications whose state moves: the
+    plan's runbook lists their Streams steps, their report says so, and the other readers' run leaves them
+    out. An application only acknowledged (the plain increase) is paused and seeded like a consumer group,
+    and the plan says its state is not moved, instead of listing a resize the run would not do."""
+    from airflow_provider_kstate.increase.plan import GroupRole, describe, readers
+    from airflow_provider_kstate.increase.request import PlanRequest
+
+    base = Plan.from_dict(PLAN)
+    app = base.groups["live"].replace(role=GroupRole.STREAMS)
+    entry = _entry().model_copy(update={"application_id": "live"})
+    plan = base.replace(groups={**base.groups, "live": app}, streams_apps={"live": entry})
+    resized = plan.replace(request=resize_request(TOPIC, 4, "live", DRIVER, {}))
+    acknowledged = plan.replace(request=PlanRequest(topics=(TOPIC,), acknowledge_streams_groups=("live",)))
+    assert resized.request is not None and resized.request.resize_streams_groups == ("live",)
+    assert set(resized.resized_apps()) == {"live"} and acknowledged.resized_apps() == {}
+    lines = " ".join(describe(resized))
+    assert "its Streams steps below" in lines and "streams application live" in lines
+    lines = " ".join(describe(acknowledged))
+    assert "its state not moved" in lines and "streams application live" not in lines
+    assert readers(resized)["live"].startswith("streams application: drained")
+    assert not readers(acknowledged)["live"].startswith("streams application")
+    admin: Any = SimpleNamespace()
+    kept = other_readers_run(acknowledged, admin, SimpleNamespace(), SimpleNamespace(), "o", 1.0)
+    assert kept is not None and "live" in kept.plan.groups, "an acknowledged app is one of the others"
+    out = other_readers_run(resized, admin, SimpleNamespace(), SimpleNamespace(), "o", 1.0)
+    assert out is not None and "live" not in out.plan.groups

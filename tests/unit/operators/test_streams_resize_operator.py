@@ -115,6 +115,9 @@ class Plan:
     def where(self, flag: str) -> list[str]:
         return list(self.seeded) if flag == "seed" else []
 
+    def resized_apps(self) -> dict[str, StreamsAppPlan]:
+        return dict(self.streams_apps)
+
 
 class Recording(KStateStreamsResizeOperator):
     """The operator with the resize replaced: it records what it was given and whether the lease was held."""
