@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
@@ -491,10 +491,123 @@ class Plan(_PlanModel):
         return {g: e.driver_problem for g, e in self.groups.items() if e.driver_problem}
 
 
+@dataclass(frozen=True)
+class Seen:
+    """What the cluster says of one group reading the topic, as the reader kinds judge it.
+
+    :param listed: whether the cluster lists the group (None: its listing was not read).
+    """
+
+    info: GroupInfo
+    group_type: str
+    role: GroupRole
+    listed: bool | None
+    spark_prefixes: tuple[str, ...]
+
+
+class ReaderKind:
+    """A kind of reader of the topics: whether a group is one (:meth:`claims`, from what the cluster says of
+    it) and its plan (:meth:`plan`: its class, and whether the run pauses, seeds and waits for it). The kinds
+    are tried in the order of :data:`READER_KINDS`; adding a kind is one subclass and its place there."""
+
+    cls: ClassVar[GroupClass]
+
+    def claims(self, seen: Seen) -> bool:
+        raise NotImplementedError
+
+    def plan(self, base: GroupPlan, seen: Seen) -> GroupPlan:
+        """The plan of a group of this kind (by default: its class, left alone)."""
+        return base.replace(cls=self.cls)
+
+
+class SparkQuery(ReaderKind):
+    """A Spark Structured Streaming source (its group id's prefix): it reads new partitions from earliest."""
+
+    cls = GroupClass.SPARK
+
+    def claims(self, seen: Seen) -> bool:
+        return seen.info.group.startswith(seen.spark_prefixes)
+
+
+class AbsentGroup(ReaderKind):
+    """Unknown to the cluster (not listed, no members): nothing to protect. Without the listing, a group the
+    broker describes DEAD (some brokers describe a never-seen group as EMPTY)."""
+
+    cls = GroupClass.ABSENT
+
+    def claims(self, seen: Seen) -> bool:
+        unknown = not seen.listed if seen.listed is not None else seen.info.state == DEAD
+        return unknown and not seen.info.members
+
+
+class UndescribedGroup(ReaderKind):
+    """Listed, yet described DEAD: DescribeGroups below v6 describes a consumer-protocol (KIP-848) group that
+    way, members and all. Its members cannot be seen, so it cannot be paused safely (refused)."""
+
+    cls = GroupClass.UNDESCRIBED
+
+    def claims(self, seen: Seen) -> bool:
+        return seen.info.state == DEAD and not seen.info.members
+
+
+class ShareGroup(ReaderKind):
+    """A share group (KIP-932): refused, unless the broker starts it on new partitions at their first record
+    (:func:`share_plan`, once its ``share.auto.offset.reset`` is read)."""
+
+    cls = GroupClass.SHARE
+
+    def claims(self, seen: Seen) -> bool:
+        return seen.group_type == SHARE
+
+
+class UntypedGroup(ReaderKind):
+    """A group whose type the client cannot tell (ListGroups v5 not readable): refused unless excluded."""
+
+    cls = GroupClass.UNKNOWN_TYPE
+
+    def claims(self, seen: Seen) -> bool:
+        return seen.group_type == UNKNOWN_TYPE
+
+
+class StreamsApplication(ReaderKind):
+    """A Kafka Streams application (its group type or assignor): refused unless acknowledged or resized with
+    its state (:mod:`~airflow_provider_kstate.increase.streams_apps`)."""
+
+    cls = GroupClass.STREAMS
+
+    def claims(self, seen: Seen) -> bool:
+        return seen.role == GroupRole.STREAMS
+
+
+class ConsumerGroup(ReaderKind):
+    """A consumer group (classic or KIP-848, a Kafka Connect sink's too): paused (or stopped by its driver),
+    seeded and resumed; ``empty`` without members, else ``active``."""
+
+    cls = GroupClass.ACTIVE
+
+    def claims(self, seen: Seen) -> bool:
+        return True
+
+    def plan(self, base: GroupPlan, seen: Seen) -> GroupPlan:
+        return as_consumer_group(base, seen.info)
+
+
+#: The reader kinds, in the order they are tried (the first that claims a group decides its plan).
+READER_KINDS: tuple[ReaderKind, ...] = (
+    SparkQuery(),
+    AbsentGroup(),
+    UndescribedGroup(),
+    ShareGroup(),
+    UntypedGroup(),
+    StreamsApplication(),
+    ConsumerGroup(),
+)
+
+
 def classify(
     info: GroupInfo, spark_prefixes: tuple[str, ...], types: dict[str, str] | None = None
 ) -> GroupPlan:
-    """Return the plan of one group.
+    """Return the plan of one group: that of the first reader kind of :data:`READER_KINDS` that claims it.
 
     :param types: ``{group: TYPE}`` of every group the cluster lists. With it, a group is unknown
         (``absent``) when it is not listed and has no members, whatever state the broker describes
@@ -502,27 +615,23 @@ def classify(
     """
     members = tuple(f"{m.client_id}@{m.host}" for m in info.members)
     group_type = ((types or {}).get(info.group) or info.type or CLASSIC).upper()
+    seen = Seen(
+        info,
+        group_type,
+        _role(info, group_type),
+        None if types is None else info.group in types,
+        spark_prefixes,
+    )
     base = GroupPlan(
-        cls=GroupClass.ABSENT,  # each path below sets the class
+        cls=GroupClass.ABSENT,  # the kind sets the class
         state=info.state,
         type=group_type,
         member_count=len(members),
         members=members[:MEMBER_SAMPLE],
-        role=_role(info, group_type),
+        role=seen.role,
     )
-    if info.group.startswith(spark_prefixes):
-        return base.replace(cls=GroupClass.SPARK)
-    unknown = info.group not in types if types is not None else info.state == DEAD
-    if unknown and not info.members:
-        return base.replace(cls=GroupClass.ABSENT)
-    if info.state == DEAD and not info.members:
-        # Listed, yet described DEAD: DescribeGroups below v6 describes a consumer-protocol (KIP-848) group
-        # that way, members and all. Its members cannot be seen, so it cannot be paused safely.
-        return base.replace(cls=GroupClass.UNDESCRIBED)
-    special = {SHARE: GroupClass.SHARE, UNKNOWN_TYPE: GroupClass.UNKNOWN_TYPE}.get(group_type)
-    if special or base.role == GroupRole.STREAMS:
-        return base.replace(cls=special or GroupClass.STREAMS)
-    return as_consumer_group(base, info)
+    kind = next(k for k in READER_KINDS if k.claims(seen))
+    return kind.plan(base, seen)
 
 
 def share_plan(base: GroupPlan, reset: str, kept: bool) -> GroupPlan:

@@ -156,3 +156,36 @@ def test_a_listed_group_described_dead_is_refused_not_seeded() -> None:
         build_plan(hook, "orders", plan_request("orders", 8, ["kip848"]))
     plan = build_plan(hook, "orders", plan_request("orders", 8, ["kip848"], exclude_groups=["kip848"]))
     assert plan.groups["kip848"].cls == "excluded" and plan.where("seed") == []
+
+
+def test_a_reader_kind_is_one_class_and_its_place_in_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kinds are tried in order and the first that claims a group decides its plan: a new kind (here a
+    pretend Flink job, told by its group id) is one subclass of ReaderKind placed before the consumer groups;
+    nothing else changes. The registry's order is what the plan's classes have always been."""
+    from kstate_support.fakes import group_info
+
+    from airflow_provider_kstate.increase import plan as plans
+
+    names = [type(k).__name__ for k in plans.READER_KINDS]
+    assert names == [
+        "SparkQuery",
+        "AbsentGroup",
+        "UndescribedGroup",
+        "ShareGroup",
+        "UntypedGroup",
+        "StreamsApplication",
+        "ConsumerGroup",
+    ]
+
+    class FlinkJob(plans.ReaderKind):
+        cls = plans.GroupClass.EXCLUDED  # left alone, as an excluded group is
+
+        def claims(self, seen: plans.Seen) -> bool:
+            return seen.info.group.startswith("flink-")
+
+    info = group_info("flink-orders", "STABLE", 1, (0, 1))
+    assert plans.classify(info, ()).cls == plans.GroupClass.ACTIVE
+    monkeypatch.setattr(plans, "READER_KINDS", (FlinkJob(), *plans.READER_KINDS))
+    flink = plans.classify(info, ())
+    assert flink.cls == plans.GroupClass.EXCLUDED and not (flink.pause or flink.seed or flink.wait)
+    assert plans.classify(group_info("billing", "STABLE", 1, (0,)), ()).cls == plans.GroupClass.ACTIVE
