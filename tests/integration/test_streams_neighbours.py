@@ -103,6 +103,7 @@ def test_resizing_an_app_leaves_the_app_its_id_prefixes_untouched(
                 topics=(source,),
                 partitions=4,
                 acknowledge_streams_groups=(app_id,),
+                resize_streams_groups=(app_id,),  # as the resize asks (increase.streams_plan)
                 group_drivers={app_id: driver},
                 producer_drivers={"traffic": traffic.driver()},
             ),
