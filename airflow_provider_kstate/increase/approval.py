@@ -4,7 +4,7 @@ the cluster still matches the plan they approved.
 * :func:`approval_prompt` renders a :class:`~airflow_provider_kstate.increase.plan.Plan` as Markdown: the
   partitions now and after, each group with its class, driver, key-order mark and what the run will do to
   it (the live and risky groups first, the rest summarized past ``cap`` rows), the broker doctor's last
-  verdict (:meth:`BrokerCheck.of`) and the downtime this topic's earlier runs measured
+  verdict (:meth:`BrokerCheck.read`) and the downtime this topic's earlier runs measured
   (:func:`downtime_history`; :func:`history_of` reads their progress documents).
   :func:`approval_text` is the request for any number of topics (a topic is a set of one): the subject
   and, for several topics, a heading naming each with its count now and after, before the prompt.
@@ -13,15 +13,18 @@ the cluster still matches the plan they approved.
   (:class:`PlanChanges`); :meth:`PlanChanges.refuse` raises :class:`~airflow_provider_kstate.errors.PlanChangedError`
   naming each change. :func:`set_changes` compares each topic of the plan (:class:`SetChanges`: one topic
   changed raises its own error, several one error naming each). Nothing here reaches a cluster.
+
+The step's other decisions (its timeout, the answer, what it records) are
+:mod:`~airflow_provider_kstate.increase.approval_step`'s.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from airflow_provider_kstate.defaults import (  # re-exported: the value lives there (parse time)
     DEFAULT_APPROVAL_TIMEOUT as DEFAULT_APPROVAL_TIMEOUT,
@@ -97,6 +100,19 @@ class BrokerCheck:
         needs = set(needed)
         broken = tuple(p for p in verdict.broken() if p in needs)
         return cls(verdict.cluster, verdict.checked_at, broken)
+
+    @classmethod
+    def read(
+        cls, last_verdict: Callable[[], _Verdict | None], needed: Iterable[str], log: Any
+    ) -> BrokerCheck | None:
+        """The check of the doctor's cached verdict, which ``last_verdict`` reads (it never probes); None when
+        there is none or it cannot be read (logged: the prompt goes out without it)."""
+        try:
+            verdict = last_verdict()
+        except Exception as exc:  # noqa: BLE001 - the prompt goes out without it
+            log.warning("APPROVE the broker doctor's verdict could not be read: %s", exc)
+            return None
+        return cls.of(verdict, needed)
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,9 @@ def test_the_plan_step_reads_the_set_and_refuses_bad_input_before_any_lookup() -
     from airflow_provider_kstate.operators.plan import KStatePlanOperator
 
     def names(topic: str, topics: Any) -> list[str]:
-        return KStatePlanOperator(task_id="p", topic=topic, topics=topics, partitions=4)._topic_names()
+        return list(
+            KStatePlanOperator(task_id="p", topic=topic, topics=topics, partitions=4).plan_request().topics
+        )
 
     assert names("orders", ["payments"]) == ["orders", "payments"]
     assert names("", ["orders", "payments"]) == ["orders", "payments"]
