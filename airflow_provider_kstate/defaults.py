@@ -44,3 +44,14 @@ class KeyOrder(StrEnum):
 PRESERVE = KeyOrder.PRESERVE
 RELAX = KeyOrder.RELAX
 DRAIN = KeyOrder.DRAIN
+
+
+class ConsumersStay(StrEnum):
+    """``consumers_stay`` of an increase: whether live consumer groups stay in their groups while the topic
+    grows (:mod:`~airflow_provider_kstate.increase.stay`). ``never``: every live group is paused and seeded
+    (the pause window); ``auto``: each live group that gives evidence of its position stays, the others are
+    paused; ``always``: a live group without evidence refuses the plan."""
+
+    NEVER = "never"
+    AUTO = "auto"
+    ALWAYS = "always"

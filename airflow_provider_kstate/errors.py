@@ -161,6 +161,20 @@ class UndrivableGroupError(KStateError):
     retryable = False
 
 
+class StayRefusedError(KStateError):
+    """Consumers were asked to stay in their groups (``consumers_stay``), but a group gives no evidence of
+    its position and may not be paused, a reader needs the resize, or the topic's producers are not named."""
+
+    retryable = False
+
+
+class PositionsTimeoutError(KStateError):
+    """A group that stays gave no evidence of its position on every partition in time, and cannot be paused
+    instead: the producers stay on the old layout (nothing lost); the run fails."""
+
+    retryable = False
+
+
 class DriverCommandError(KStateError):
     """A command of a group's or a producer's driver failed (non-zero exit, or killed at its timeout)."""
 

@@ -84,6 +84,7 @@ from airflow_provider_kstate.task_groups.partition_increase import (
     FleetConfig,
     GroupsConfig,
     KeyOrderConfig,
+    StayConfig,
     StepsConfig,
     safe_partition_increase,
 )
@@ -173,6 +174,20 @@ def _params() -> dict[str, Param]:
             title="Per-key order",
             description="preserve: producers switch through a barrier, so consumers using the kstate client process every key's records in the order they were written (producers pause about one control round trip); a group without the client is drained when its producers are named. drain: producers stop before the create and start once every live group consumed what was written before. relax: switch at once; keys that move may be processed out of order.",
         ),
+        "consumers_stay": Param(
+            "never",
+            type="string",
+            enum=["never", "auto", "always"],
+            title="Consumers stay in their groups",
+            description="never: every live group is paused and seeded (the pause window). auto: each live group that gives evidence of its position stays in its group (its consumers run the kstate client, or it is named below), the producers are held on the old layout until every such group has a position on every new partition; the others pause. always: a live group without evidence fails the plan. Staying needs the producers named in Producer drivers.",
+        ),
+        "committing_groups": Param(
+            [],
+            type="array",
+            items={"type": "string", "minLength": 1},
+            title="Groups that commit their positions",
+            description="Groups whose consumers commit the position of every partition they are assigned (the Java client with enable.auto.commit=true): the evidence that lets them stay in their groups.",
+        ),
         "dry_run": Param(
             False,
             type="boolean",
@@ -235,6 +250,10 @@ for dag_id, single_window in (
                 refresh_broker_check="{{ params.refresh_broker_check }}",
             ),
             ordering=KeyOrderConfig(key_order="{{ params.key_order }}"),
+            stay=StayConfig(
+                consumers_stay="{{ params.consumers_stay }}",
+                committing_groups="{{ params.committing_groups }}",
+            ),
             steps=StepsConfig(single_window=single_window),
             approval=ApprovalConfig(
                 require_approval="{{ params.require_approval }}",

@@ -43,11 +43,14 @@ from airflow_provider_kstate.client_piece.barrier import PENDING_FAST_SECONDS, B
 from airflow_provider_kstate.client_piece.channel import ControlChannel
 from airflow_provider_kstate.client_piece.follower import ControlFollower, ControlTail
 from airflow_provider_kstate.client_piece.helper_config import (
+    CONSUMER_PROTOCOL,
     check_group_protocol,
     connection_config,
     default_client_id,
+    group_protocol,
     incremental_assignment,
 )
+from airflow_provider_kstate.client_piece.positions import PositionKeeper
 from airflow_provider_kstate.client_piece.protocol import (
     DEFAULT_CONTROL_TOPIC,
     PAUSE,
@@ -149,6 +152,8 @@ class ControlledConsumer:
 
     #: Replaced per instance in ``__init__``; this one keeps no topic, so it never holds anything.
     _barriers: BarrierKeeper = BarrierKeeper("", [], 1.0)
+    #: Likewise: it has nothing to position.
+    _positions: PositionKeeper = PositionKeeper("", False, True, 1.0)
 
     def __init__(
         self,
@@ -190,9 +195,10 @@ class ControlledConsumer:
         self._key = command_key(self.group)
         self._epoch = 0
         reset = str(config.get("auto.offset.reset", "latest")).lower()
-        self._barriers = BarrierKeeper(
-            self.group, self.topics, check_interval, reset in ("earliest", "smallest", "beginning")
-        )
+        earliest = reset in ("earliest", "smallest", "beginning")
+        self._barriers = BarrierKeeper(self.group, self.topics, check_interval, earliest)
+        classic = group_protocol(self.config) != CONSUMER_PROTOCOL
+        self._positions = PositionKeeper(self.group, earliest, classic, check_interval)
         self._closed = False
         self._pending: _PendingCommit | None = None
         self._channel = ControlChannel(connection_config(config), control_topic)
@@ -285,6 +291,7 @@ class ControlledConsumer:
         if done == "pending":
             self._follower.hurry(PENDING_FAST_SECONDS)
             if ack:
+                self._positions.announced(record)  # at start the join reads fresh metadata anyway
                 self._ack(STATE_PENDING, record.epoch, record.topic)
         elif done == "hold":
             self._indirect()  # every message goes through the wrapper while a barrier is kept
@@ -310,12 +317,28 @@ class ControlledConsumer:
 
     def _join(self) -> None:
         inner = Consumer(self.config)
-        inner.subscribe(
-            self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
-        )
+        self._subscribe(inner)
         self._set_inner(inner)
         self._follower.hurry(0)
         self._notify(RUNNING)
+
+    def _subscribe(self, inner: Consumer) -> None:
+        inner.subscribe(
+            self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+
+    def _resubscribe(self) -> None:
+        """Subscribe again to the same topics: the classic protocol's member rejoins at once and the group
+        takes the partitions its metadata shows (rule 8)."""
+        if self._inner is not None:
+            self._subscribe(self._inner)
+
+    def _look(self) -> None:
+        """Between two polls: the key-order barrier's checks, and the positions still to commit."""
+        if self._barriers.active:
+            self._barrier_tick()
+        if self._positions.waiting:
+            self._positions.tick(self._inner, self._resubscribe)
 
     def _leave(self) -> None:
         inner = self._inner
@@ -326,6 +349,7 @@ class ControlledConsumer:
         committed = self._commit_returned(inner)
         self._set_inner(None)
         self._barriers.forget_all()
+        self._positions.forget_all()
         inner.close()  # LeaveGroup in every join state: the broker drops the member at once
         if not committed and positions:
             self._pending = _PendingCommit(self.config, positions, _monotonic() + self._timeout)
@@ -381,12 +405,12 @@ class ControlledConsumer:
         user = self._callbacks.get("on_assign")
         if user is not None:
             user(consumer, partitions)
-        if not self._barriers.active:
-            return
-        if incremental_assignment(self.config):
-            consumer.incremental_assign(partitions)
-        else:
-            consumer.assign(partitions)
+        if self._barriers.active:
+            if incremental_assignment(self.config):
+                consumer.incremental_assign(partitions)
+            else:
+                consumer.assign(partitions)
+        self._positions.assigned(consumer, partitions)  # before anything is fetched (rule 7)
         for topic in self._barriers.active:
             self._barriers.hold_reached(consumer, topic, [tp for tp in partitions if tp.topic == topic])
 
@@ -403,6 +427,7 @@ class ControlledConsumer:
             user(consumer, partitions)
 
     def _forget(self, partitions: list[TopicPartition]) -> None:
+        self._positions.revoked(partitions)
         for topic in {tp.topic for tp in partitions}:
             self._barriers.forget(topic, [tp.partition for tp in partitions if tp.topic == topic])
 
@@ -436,8 +461,7 @@ class ControlledConsumer:
         """
         if self._due:
             self.check_control()
-        if self._barriers.active:
-            self._barrier_tick()
+        self._look()
         inner = self._inner
         msg = inner.poll(0) if inner is not None else None  # a message is often queued already
         if msg is None:
@@ -459,7 +483,7 @@ class ControlledConsumer:
     def _direct(self) -> None:
         """Route ``poll`` straight to the inner consumer until control records arrive (see :meth:`poll`)."""
         inner = self._inner
-        if inner is None or self._barriers.active:
+        if inner is None or self._barriers.active or self._positions.waiting:
             return
         self.__dict__["poll"] = inner.poll
         if self._due:  # records came in between: the follower may have looked before the line above
@@ -482,6 +506,7 @@ class ControlledConsumer:
         """Like ``Consumer.consume``: up to ``num_messages`` messages; an empty list while paused."""
         if self._due:
             self.check_control()
+        self._look()
         if self._barriers.active:
             return self._consume_at_barrier(num_messages, timeout)
         inner = self._inner
@@ -535,8 +560,7 @@ class ControlledConsumer:
             if self._due:
                 self.check_control()
                 continue
-            if self._barriers.active:
-                self._barrier_tick()
+            self._look()
             found = fetch(self._inner, slice_)
             if found is not None:
                 return found

@@ -297,6 +297,11 @@ class Barrier(ControlRecord):
     state: BarrierState = BARRIER_HOLD
     offsets: list[Count] = Field(default=[], description="B[p] per partition; a partition beyond the list: 0")
     groups: list[str] = Field(default=[], description="the groups that hold")
+    partitions: Count = Field(
+        default=0,
+        description="pending, sent once the topic grew: its partition count now; a consumer of the groups "
+        "whose metadata shows fewer refreshes it and takes the new partitions at once (0: not said)",
+    )
     issued_at: int = _millis("milliseconds since the Unix epoch")
     issuer: str = ""
 

@@ -87,11 +87,22 @@ class Controller:
         self.channel().publish(layout, timeout=self.timeout)
         return epoch
 
-    def announce_barrier(self, topic: str, groups: list[str], issuer: str) -> int:
+    def announce_barrier(self, topic: str, groups: list[str], issuer: str, partitions: int = 0) -> int:
         """Announce a key-order barrier to the consumers of ``groups`` (they look at the control topic
-        often from then on and acknowledge ``pending``); return its epoch."""
+        often from then on and acknowledge ``pending``); return its epoch.
+
+        :param partitions: sent once the topic grew (consumers stay in their groups): its count now; the
+            consumers refresh their metadata and take the new partitions at once (0: not said).
+        """
         epoch = now_ms()
-        barrier = Barrier(topic=topic, epoch=epoch, state=BARRIER_PENDING, groups=groups, issuer=issuer)
+        barrier = Barrier(
+            topic=topic,
+            epoch=epoch,
+            state=BARRIER_PENDING,
+            groups=groups,
+            issuer=issuer,
+            partitions=partitions,
+        )
         self.channel().publish(barrier, timeout=self.timeout)
         return epoch
 

@@ -37,6 +37,8 @@ class GroupState(StrEnum):
     """Where a protected group stands in a run."""
 
     PLANNED = "planned"
+    STAYING = "staying"  # stays in its group: the run waits for its positions on the new partitions
+    POSITIONED = "positioned"  # it stayed and holds a committed offset on every partition
     STOPPING = "stopping"  # asked to leave (pause record sent, or stop command running)
     PAUSED = "paused"  # the broker reports it EMPTY
     SEEDED = "seeded"  # an offset on every partition

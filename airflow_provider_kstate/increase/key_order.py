@@ -75,7 +75,7 @@ class ControlWatch(Protocol):
 class KeyOrderPort(Protocol):
     """The control verbs of the barrier (:class:`~airflow_provider_kstate.hooks.control.KStateControlHook`)."""
 
-    def announce_barrier(self, topic: str, groups: list[str], issuer: str) -> int: ...
+    def announce_barrier(self, topic: str, groups: list[str], issuer: str, partitions: int = 0) -> int: ...
 
     def hold_producers(self, topic: str, partitions: int, hold_s: float, issuer: str) -> int: ...
 
@@ -236,16 +236,26 @@ class KeyOrderSwitch:
     def topic(self) -> str:
         return self.plan.topic
 
-    def announce(self) -> int | None:
+    def announce(self, partitions: int = 0) -> int | None:
         """With ``preserve``: tell the protected groups' consumers a barrier is coming (before the pause);
-        drained groups hold at none (their producers wait for them)."""
+        drained groups hold at none (their producers wait for them).
+
+        :param partitions: the topic grew to this count and groups stay in their groups: the announcement
+            carries it (their consumers take the new partitions at once), whatever the key order.
+        """
         drained = set(self.plan.marked(ORDER_DRAINED))
         groups = [g for g in self.plan.where("seed") if g not in drained]
-        if self.key_order != PRESERVE or not groups:
+        if self.key_order != PRESERVE:
+            groups = self.plan.staying() if partitions else []
+        if not groups:
             return None
-        epoch = self.control.announce_barrier(self.topic, groups, self.owner)
+        epoch = self.control.announce_barrier(self.topic, groups, self.owner, partitions=partitions)
         self.log.info(
-            "ORDER %s: key-order barrier announced to %s groups (epoch %s)", self.topic, len(groups), epoch
+            "ORDER %s: key-order barrier announced to %s groups (epoch %s)%s",
+            self.topic,
+            len(groups),
+            epoch,
+            f", with the topic's {partitions} partitions" if partitions else "",
         )
         return epoch
 

@@ -256,6 +256,14 @@ class GroupPlan(_PlanModel):
     wait: bool = Field(
         default=False, description="absent: as the class implies", json_schema_extra=_read_implies
     )
+    #: The group stays in its group while the topics grow (it is neither paused nor seeded by the run): the
+    #: evidence the run waits for, that it holds a position on every partition (``client-piece``: its
+    #: consumers commit their start on each partition they are assigned; ``commits``: the request names it
+    #: in ``committing_groups``); empty: it does not stay (``stay_reason`` says why, when asked to).
+    stay: str = Field(
+        default="", description="client-piece or commits: the group stays (absent: it does not)"
+    )
+    stay_reason: str = Field(default="", description="why the group stays, or why it cannot")
     #: In a plan of several co-partitioned topics: the ones the group reads, where it is paused once and
     #: seeded on each (empty: every topic of the plan).
     topics: tuple[str, ...] = Field(
@@ -485,6 +493,14 @@ class Plan(_PlanModel):
     def marked(self, mark: KeyOrderMark) -> list[str]:
         """Return the seeded groups whose key order is ``mark``, in plan order."""
         return [g for g in self.where("seed") if self.groups[g].key_order == mark]
+
+    def staying(self) -> list[str]:
+        """Return the groups that stay in their groups while the topics grow, in plan order."""
+        return [g for g, e in self.groups.items() if e.stay]
+
+    def seeded_by_run(self) -> list[str]:
+        """Return the seeded groups the run itself seeds (EMPTY by then): every one but those that stay."""
+        return [g for g in self.where("seed") if not self.groups[g].stay]
 
     def undrivable(self) -> dict[str, str]:
         """Return ``{group: why the run cannot drive it}`` (a plan with any is refused), in plan order."""

@@ -17,7 +17,8 @@ In order, before anything is paused (each refusal names what is wrong and change
 5. each topic's groups discovered and classified (:func:`~airflow_provider_kstate.increase.plan.build_plan`),
    merged into one plan where a group reading several topics appears once;
 6. the discovered groups' ACLs (``access``);
-7. each seeded group's driver and key-order mark (:func:`~airflow_provider_kstate.increase.fleet.drive`);
+7. each seeded group's driver and key-order mark (:func:`~airflow_provider_kstate.increase.fleet.drive`),
+   and whether it stays in its group (:func:`~airflow_provider_kstate.increase.stay.mark_stay`);
 8. each topic's id (KIP-516), so nothing stored against the plan is trusted against a topic created again.
 
 The broker doctor's verdict is part of the request (``share_new_partitions_kept``), asked once by the
@@ -44,6 +45,7 @@ from airflow_provider_kstate.increase.access import check_access
 from airflow_provider_kstate.increase.fleet import DriverChoice, drive
 from airflow_provider_kstate.increase.plan import KeyOrderMark, Plan, build_plan
 from airflow_provider_kstate.increase.replicas import ReplicationState, check_replication
+from airflow_provider_kstate.increase.stay import mark_stay
 from airflow_provider_kstate.increase.topic_set import check_counts, merge_plans, topic_set
 
 if TYPE_CHECKING:
@@ -119,6 +121,7 @@ def plan_increase(
         groups=request.group_drivers, producers=request.producer_drivers, own_tasks=request.own_tasks
     )
     plan = drive(plan, cluster, present(), choice, request.key_order)
+    plan = mark_stay(plan, request)
     plan = plan.replace(request=request, topic_ids=cluster.topic_ids(names))
     if warn is not None:
         for line in warnings(plan, replication, request.key_order):

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field, field_validator
 
-from airflow_provider_kstate.defaults import DEFAULT_SPARK_PREFIXES, KeyOrder
+from airflow_provider_kstate.defaults import DEFAULT_SPARK_PREFIXES, ConsumersStay, KeyOrder
 from airflow_provider_kstate.documents import Document
 from airflow_provider_kstate.errors import InvalidArgumentError
 from airflow_provider_kstate.increase.drivers import DriverField
@@ -39,6 +39,10 @@ class PlanRequest(Document):
     :param own_tasks: your own pause and resume tasks drive every group without a driver.
     :param share_new_partitions_kept: the broker's verdict as the plan uses it: it starts a share group on
         an added partition at its first record (the doctor's ``share_new_partitions`` promise).
+    :param consumers_stay: ``never``, ``auto`` or ``always``: whether live groups stay in their groups
+        while the topics grow (:mod:`~airflow_provider_kstate.increase.stay`).
+    :param committing_groups: groups whose consumers commit the position of every partition they are
+        assigned (the Java client with ``enable.auto.commit=true``): the evidence that lets them stay.
     """
 
     model_config = ConfigDict(title="kstate increase: the request a plan was made from")
@@ -72,6 +76,14 @@ class PlanRequest(Document):
     share_new_partitions_kept: bool = Field(
         default=False, description="the broker starts share groups on added partitions at their first record"
     )
+    consumers_stay: ConsumersStay = Field(
+        default=ConsumersStay.NEVER, description="never, auto or always: live groups stay in their groups"
+    )
+    committing_groups: tuple[str, ...] = Field(
+        default=(),
+        description="groups whose consumers commit the position of every partition they are assigned "
+        "(Java enable.auto.commit=true): evidence for staying",
+    )
 
     read_error: ClassVar[type[Exception]] = InvalidArgumentError
 
@@ -80,6 +92,7 @@ class PlanRequest(Document):
         "exclude_groups",
         "acknowledge_streams_groups",
         "resize_streams_groups",
+        "committing_groups",
         mode="before",
     )
     @classmethod

@@ -23,13 +23,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.errors import TopicChangedError
+from airflow_provider_kstate.errors import PositionsTimeoutError, TopicChangedError
 from airflow_provider_kstate.increase.checks import groups_drained, groups_empty
 from airflow_provider_kstate.increase.drivers import CommandPairs, CommandResult
 from airflow_provider_kstate.increase.events import GroupState, ProducerState
 from airflow_provider_kstate.increase.fleet import commanded_live, commands_of, producer_commands
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, drain_of
 from airflow_provider_kstate.increase.plan import GroupClass, Plan
+from airflow_provider_kstate.increase.safety import describe_missing
 from airflow_provider_kstate.increase.steps import (
     FAST_POLL,
     RunPorts,
@@ -67,6 +68,11 @@ class IncreaseRun(RunPorts):
     start_s: float | None = None
     #: The steps of each topic, in the plan's order (built from the plan).
     topics: list[TopicSteps] = field(default_factory=list)
+    #: Seconds to wait for the groups that stay to hold a committed offset on every partition; those still
+    #: without one then are paused and seeded alone (:meth:`wait_positions`).
+    positions_timeout: float = 60.0
+    #: What :meth:`wait_positions` found (empty until it ran, or without groups that stay).
+    stayed: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.pairs is None:
@@ -151,7 +157,7 @@ class IncreaseRun(RunPorts):
         leave within milliseconds of each other, and every millisecond of this wait is consumer downtime;
         one DescribeGroups request for all groups costs well under a millisecond), then backs off to
         ``max_interval``. On timeout: :class:`GroupNeverLeftError`, naming the members still present."""
-        groups = self.plan.where("seed") if groups is None else groups
+        groups = self.plan.seeded_by_run() if groups is None else groups
         started = time.monotonic()
         deadline = started + timeout
         interval = FAST_POLL
@@ -216,6 +222,8 @@ class IncreaseRun(RunPorts):
                     "nothing was created here. Run again: the new run repairs every gap."
                 )
         each = {steps.topic: steps.increase(timeout) for steps in self.topics}
+        for steps in self.topics:
+            steps.announce_grow()
         return {
             "created": any(r["created"] for r in each.values()),
             "partitions": self.plan.target_partitions,
@@ -256,7 +264,7 @@ class IncreaseRun(RunPorts):
     ) -> dict[str, SeedResult]:
         """Seed ``groups`` (default: every group the plan seeds) on every topic each reads; per topic, what
         was seeded and kept (a report per topic in ``reports``)."""
-        groups = self.plan.where("seed") if groups is None else groups
+        groups = self.plan.seeded_by_run() if groups is None else groups
         reports = reports or {}
         return {s.topic: s.seed(self.of(s, groups), reports.get(s.topic)) for s in self.topics}
 
@@ -307,11 +315,93 @@ class IncreaseRun(RunPorts):
         :param live: the protected groups with live members now (default: none, as in the per-step layout).
         :param baseline: also return each topic's new partitions' end offsets now.
         """
+        self.wait_positions()
         self.events.step("switch")
-        live = live or []
+        live = list(dict.fromkeys([*(live or []), *self.plan.staying()]))
         return {
             "topics": {s.topic: {"switch": s.scale(self.of(s, live), baseline=baseline)} for s in self.topics}
         }
+
+    # -- groups that stay in their groups ----------------------------------------------------------------
+
+    def wait_positions(self) -> dict[str, Any]:
+        """Wait (up to ``positions_timeout``) until every group that stays holds a committed offset on every
+        partition of every topic it reads: the evidence that it has a position on the new partitions while
+        nothing is written there yet (:mod:`~airflow_provider_kstate.increase.stay`). A group still without
+        one then, or as soon as a record appears on a new partition (a producer the run does not hold), is
+        paused and seeded alone; the others never leave their groups. Runs once per run.
+
+        :raises PositionsTimeoutError: a group without evidence that the run cannot pause (no driver).
+        """
+        staying = self.plan.staying()
+        if not staying or self.stayed:
+            return self.stayed
+        self.events.step("positions")
+        self.events.groups(staying, GroupState.STAYING)
+        started = time.monotonic()
+        missing, stray = self._positions_missing(staying)
+        interval = 0.05
+        while missing and not stray and time.monotonic() - started < self.positions_timeout:
+            time.sleep(interval)
+            interval = min(0.5, interval * 1.5)
+            missing, stray = self._positions_missing(staying)
+        waited = round(time.monotonic() - started, 3)
+        lacking = sorted({g for gaps in missing.values() for g in gaps})
+        positioned = [g for g in staying if g not in lacking]
+        self.events.groups(positioned, GroupState.POSITIONED)
+        self.log.info(
+            "STAY groups %s hold a committed offset on every partition after %.3f s, without leaving their "
+            "groups",
+            names(positioned),
+            waited,
+        )
+        self.stayed = {
+            "groups": staying,
+            "positioned": positioned,
+            "positioned_after_s": waited,
+            "stray_records": stray,
+            "fell_back": lacking,
+        }
+        if lacking:
+            self._fall_back(lacking, missing, stray, waited)
+        return self.stayed
+
+    def _positions_missing(self, groups: list[str]) -> tuple[dict[str, dict[str, list[int]]], int]:
+        """``{topic: {group: partitions without a committed offset}}`` of ``groups``, and the records on
+        the new partitions now."""
+        missing = {s.topic: s.positions_missing(self.of(s, groups)) for s in self.topics}
+        stray = sum(s.stray_records() for s in self.topics)
+        return {t: m for t, m in missing.items() if m}, stray
+
+    def _fall_back(
+        self, groups: list[str], missing: dict[str, dict[str, list[int]]], stray: int, waited: float
+    ) -> None:
+        """Pause, seed and resume ``groups`` alone, as the window does (their drivers make them leave)."""
+        why = "; ".join(f"{t}: {describe_missing(m)}" for t, m in missing.items())
+        cause = (
+            f"{stray} records appeared on the new partitions (a producer the run does not hold)"
+            if stray
+            else (f"no committed offset after {waited:.3f} s")
+        )
+        undrivable = [
+            g for g in groups if self.plan.groups[g].driver.commands() is None and not self._controlled(g)
+        ]
+        if undrivable:
+            raise PositionsTimeoutError(
+                f"groups {undrivable} stay in their groups but gave no evidence of a position on every "
+                f"partition ({cause}: {why}), and the run cannot pause them (no driver). The producers stay on "
+                "the old layout: nothing written so far is lost. Give them a driver, or make their consumers "
+                "commit their positions (the client piece, or Java enable.auto.commit=true), then run again."
+            )
+        self.log.warning("STAY groups %s: %s (%s): paused and seeded instead", names(groups), cause, why)
+        self.leave(groups)
+        self.wait_empty(self.empty_timeout, groups=groups)
+        self.seed(groups)
+        self.resume(groups)
+
+    def _controlled(self, group: str) -> bool:
+        """Whether the run pauses ``group`` by the control record (its consumers run the client piece)."""
+        return self.plan.groups[group].driver.needs_client_piece
 
     # -- around another reader's own grow (a Kafka Streams application's resize) -----------------------------
 

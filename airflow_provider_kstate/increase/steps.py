@@ -176,7 +176,25 @@ class TopicSteps(RunPorts):
                 original,
                 layout,
             )
-        self.key_order_switch().announce()
+        if not self.plan.staying():  # with groups that stay, the barrier is announced once the topic grew
+            self.key_order_switch().announce()
+
+    def announce_grow(self) -> int | None:
+        """Once the topic grew, with groups that stay in their groups: announce the barrier with the new
+        count, so their client-piece consumers take the new partitions at once (control protocol rule 8)."""
+        if not self.plan.staying():
+            return None
+        return self.key_order_switch().announce(partitions=self.plan.target_partitions)
+
+    def positions_missing(self, groups: list[str]) -> dict[str, list[int]]:
+        """``{group: [partitions]}`` on which a group of ``groups`` (that stay) holds no committed offset."""
+        return unseeded(self.admin, self.plan, groups, self.partition_count()) if groups else {}
+
+    def stray_records(self) -> int:
+        """Records on the new partitions now (nothing may be written there before the producers switch: a
+        producer the run does not hold wrote them)."""
+        new = self.plan.new_partitions
+        return sum(self.admin.loaded_ends(self.topic, new).values()) if new else 0
 
     def hold_for_drain(self) -> dict[str, Any]:
         """For a drain, before the create: hold the topic's ControlledProducers on the old layout."""
@@ -248,7 +266,7 @@ class TopicSteps(RunPorts):
         otherwise. One pass reads every group's offsets concurrently (skipping partitions this run has
         just created, which hold none), one ListOffsets pass reads the gaps' log starts, one pass commits.
         """
-        groups = self.plan.where("seed") if groups is None else groups
+        groups = self.plan.seeded_by_run() if groups is None else groups
         result = SeedResult(self.partition_count())
         if not groups:
             return result

@@ -21,6 +21,8 @@ class KStatePausingOperator(KStateStepOperator):
     :param key_order: ``preserve``, ``drain`` or ``relax`` (templated).
     :param empty_timeout: seconds to wait for the paused (or stopped) groups to become EMPTY.
     :param drain_timeout: seconds the drain may last (the ControlledProducers' hold outlives it).
+    :param positions_timeout: seconds the groups that stay in their groups have to hold a committed offset
+        on every partition; those without one then are paused and seeded alone.
     """
 
     template_fields: tuple[str, ...] = ("plan", "key_order")
@@ -31,12 +33,14 @@ class KStatePausingOperator(KStateStepOperator):
         key_order: str = PRESERVE,
         empty_timeout: float = 600.0,
         drain_timeout: float = 600.0,
+        positions_timeout: float = 60.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.key_order = key_order
         self.empty_timeout = empty_timeout
         self.drain_timeout = drain_timeout
+        self.positions_timeout = positions_timeout
 
     def pausing_run(self, context: Context) -> IncreaseRun:
         """Return this task's run with the key order, the EMPTY wait and the producers' hold for a drain."""
@@ -47,6 +51,7 @@ class KStatePausingOperator(KStateStepOperator):
             key_order=check_key_order(self.key_order),
             empty_timeout=self.empty_timeout,
             drain_hold=drain_hold(self.empty_timeout, self.drain_timeout),
+            positions_timeout=self.positions_timeout,
         )
 
 

@@ -94,9 +94,11 @@ class KStatePauseWindowOperator(KStatePausingOperator):
         resumed = run.resume(live)
         # the groups resumed by the control record are back about when it is sent (their downtime); the
         # command-driven ones when their start and readiness commands are done (command_*_s). With no live
-        # group nothing was resumed: the window is the time so far, as before the drivers.
+        # group nothing was resumed: the window is the time so far, as before the drivers; 0 when every live
+        # group stays in its group (nobody was out).
         back = run.resumed_at if run.resumed_at is not None else time.monotonic()
-        timings["live_window_s"] = round(back - (run.paused_at or started), 3)
+        out = back - (run.paused_at or started) if live or not run.plan.staying() else 0.0
+        timings["live_window_s"] = round(out, 3)
         failpoint("after_live_resume")  # live groups run, offline ones unseeded, producers on the old layout
         later = run.seed(offline, reports)
         failpoint("after_seed")
@@ -119,8 +121,11 @@ class KStatePauseWindowOperator(KStatePausingOperator):
             }
             for s in run.topics
         }
+        if run.stayed:
+            timings["positions_s"] = run.stayed["positioned_after_s"]
         return {
             "topics": topics,
+            "stayed": run.stayed,
             "mode": str(run.plan.mode),
             "created": any(t["created"] for t in topics.values()),
             "seeded": sum(t["seeded"] for t in topics.values()),
@@ -170,10 +175,11 @@ class KStatePauseWindowOperator(KStatePausingOperator):
 
     @staticmethod
     def _split(plan: Plan) -> tuple[list[str], list[str]]:
-        """The groups the plan seeds: those with live members (seeded and resumed first), and the others."""
+        """The groups the run seeds: those with live members (seeded and resumed first), and the others
+        (the groups that stay in their groups are neither: the switch waits for their positions)."""
         from airflow_provider_kstate.increase.plan import GroupClass
 
-        seeded = plan.where("seed")
+        seeded = plan.seeded_by_run()
         live = [g for g in seeded if plan.groups[g].cls == GroupClass.ACTIVE]
         return live, [g for g in seeded if g not in live]
 

@@ -148,6 +148,25 @@ class KeyOrderConfig:
 
 
 @dataclass(frozen=True)
+class StayConfig:
+    """Whether consumers stay in their groups while the topics grow (:mod:`~airflow_provider_kstate.increase.stay`).
+
+    :param consumers_stay: ``never`` (default: every live group is paused and seeded), ``auto`` (each live
+        group that gives evidence of its position stays, the others are paused; the plan says which and
+        why) or ``always`` (a live group without evidence refuses the plan). Staying needs the topics'
+        producers named in ``FleetConfig.producer_drivers`` (templated).
+    :param committing_groups: groups whose consumers commit the position of every partition they are
+        assigned (Java ``enable.auto.commit=true``): the evidence that lets them stay (templated).
+    :param positions_timeout: seconds the staying groups have to hold a committed offset on every
+        partition; those without one then are paused and seeded alone.
+    """
+
+    consumers_stay: str = "never"
+    committing_groups: list[str] | str | None = None
+    positions_timeout: float = 60.0
+
+
+@dataclass(frozen=True)
 class ApprovalConfig:
     """A human approves the plan before anyone is paused (plan, approve, apply): the ``approve_plan`` task,
     between ``stop_if_dry_run`` and the pause, built on the standard provider's HITL ``ApprovalOperator``.
@@ -204,6 +223,7 @@ class IncreaseOptions:
     broker_check: BrokerCheckConfig = BrokerCheckConfig()
     waits: WaitConfig = WaitConfig()
     ordering: KeyOrderConfig = KeyOrderConfig()
+    stay: StayConfig = StayConfig()
     steps: StepsConfig = StepsConfig()
     approval: ApprovalConfig = ApprovalConfig()
 

@@ -40,6 +40,7 @@ from airflow_provider_kstate.task_groups.config import (
     GroupsConfig,
     IncreaseOptions,
     KeyOrderConfig,
+    StayConfig,
     StepsConfig,
     WaitConfig,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "FleetConfig",
     "GroupsConfig",
     "KeyOrderConfig",
+    "StayConfig",
     "StepsConfig",
     "WaitConfig",
     "safe_partition_increase",
@@ -75,6 +77,7 @@ def safe_partition_increase(
     broker_check: BrokerCheckConfig | None = None,
     waits: WaitConfig | None = None,
     ordering: KeyOrderConfig | None = None,
+    stay: StayConfig | None = None,
     steps: StepsConfig | None = None,
     approval: ApprovalConfig | None = None,
 ) -> TaskGroup:
@@ -125,6 +128,7 @@ def safe_partition_increase(
     :param broker_check: the broker doctor that runs first (:class:`BrokerCheckConfig`).
     :param waits: how the run waits for the groups and the producers (:class:`WaitConfig`).
     :param ordering: per-key order at the producers' switch (:class:`KeyOrderConfig`).
+    :param stay: whether live consumers stay in their groups while the topics grow (:class:`StayConfig`).
     :param steps: the layout of the steps and your own tasks in their place (:class:`StepsConfig`).
     :param approval: a human approves the plan before anyone is paused (:class:`ApprovalConfig`).
     """
@@ -135,6 +139,7 @@ def safe_partition_increase(
         broker_check=broker_check,
         waits=waits,
         ordering=ordering,
+        stay=stay,
         steps=steps,
         approval=approval,
     )
@@ -258,6 +263,8 @@ def _plan(
         group_drivers=options.fleet.group_drivers,
         producer_drivers=options.fleet.producer_drivers,
         drivers=options.fleet.drivers,
+        consumers_stay=options.stay.consumers_stay,
+        committing_groups=options.stay.committing_groups,
         own_tasks=options.steps.own_consumer_tasks,
         dry_run=dry_run,
         report_uri=options.connection.report_uri,
@@ -287,6 +294,7 @@ def _window(options: IncreaseOptions, plan: BaseOperator) -> tuple[list[BaseOper
         empty_timeout=options.waits.empty_timeout,
         key_order=options.ordering.key_order,
         drain_timeout=options.waits.drain_timeout,
+        positions_timeout=options.stay.positions_timeout,
         **_stepping(options),
     )
     return [window], window.output, window.output

@@ -163,6 +163,7 @@ class ConsumerFleet:
     :param topics: subscribe to these topics instead of ``topic`` alone (a join's co-partitioned inputs);
         what each topic delivered is in ``by_topic`` (``received`` mixes their sequence numbers).
     :param metadata_ms: how often the consumers refresh the topics' metadata (when they see new partitions).
+    :param assignor: the classic protocol's ``partition.assignment.strategy`` (None: librdkafka's default).
     """
 
     def __init__(
@@ -178,6 +179,7 @@ class ConsumerFleet:
         protocol: str = "classic",
         topics: list[str] | None = None,
         metadata_ms: int = CONSUMER_METADATA_MS,
+        assignor: str | None = None,
     ) -> None:
         self.topic = topic
         self.topics = list(topics or [topic])
@@ -188,6 +190,8 @@ class ConsumerFleet:
         self.received: set[int] = set()
         self.transitions: list[str] = []
         self.events: list[tuple[float, str]] = []
+        #: ``(time.monotonic(), member index)`` of every message received: gaps in processing.
+        self.arrivals: list[tuple[float, int]] = []
         self._lock = threading.Lock()
         self._halt = threading.Event()
         self._settings = {
@@ -202,6 +206,8 @@ class ConsumerFleet:
         if protocol != "classic":
             del self._settings["session.timeout.ms"], self._settings["heartbeat.interval.ms"]
             self._settings["group.protocol"] = protocol
+        elif assignor:
+            self._settings["partition.assignment.strategy"] = assignor
         self._controlled = controlled
         self._check_interval = check_interval
         self._ready = threading.Barrier(n + 1)
@@ -252,9 +258,20 @@ class ConsumerFleet:
                 with self._lock:
                     self.received.add(int(msg.value()))
                     self.by_topic[msg.topic()].add(int(msg.value()))
+                    self.arrivals.append((time.monotonic(), i))
         finally:
             self.timeline.record(self.members[i], "stop")
             consumer.close()
+
+    def largest_gaps(self, start: float, end: float) -> list[float]:
+        """Each member's longest time without a message between ``start`` and ``end`` (monotonic), seconds."""
+        with self._lock:
+            arrivals = list(self.arrivals)
+        gaps = []
+        for i in range(len(self.members)):
+            times = [start, *sorted(t for t, m in arrivals if m == i and start <= t <= end), end]
+            gaps.append(max(b - a for a, b in zip(times, times[1:], strict=False)))
+        return gaps
 
     def stop(self) -> None:
         """Stop and close every consumer (idempotent)."""

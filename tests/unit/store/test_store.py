@@ -233,12 +233,13 @@ def _imports(file: Path) -> list[str]:
 #: change without Airflow or Spark installed.
 DOMAIN = ("increase", "store", "client_piece")
 DOMAIN_MAY_IMPORT = tuple(
-    f"airflow_provider_kstate.{name}." for name in (*DOMAIN, "errors", "enums", "documents", "defaults")
+    f"airflow_provider_kstate.{name}."
+    for name in (*DOMAIN, "errors", "enums", "documents", "defaults", "params")
 )
 
 
 def test_the_domain_packages_import_neither_airflow_nor_spark_nor_the_layers_above_them() -> None:
-    files = [PACKAGE / "errors.py", PACKAGE / "enums.py", PACKAGE / "documents.py", PACKAGE / "defaults.py"]
+    files = [PACKAGE / f"{name}.py" for name in ("errors", "enums", "documents", "defaults", "params")]
     files += [f for folder in DOMAIN for f in (PACKAGE / folder).rglob("*.py")]
     assert len(files) >= 22
     for file in files:
@@ -256,6 +257,7 @@ def test_the_domain_imports_with_airflow_and_spark_missing() -> None:
         "importlib.import_module('airflow_provider_kstate.enums')\n"
         "importlib.import_module('airflow_provider_kstate.documents')\n"
         "importlib.import_module('airflow_provider_kstate.defaults')\n"
+        "importlib.import_module('airflow_provider_kstate.params')\n"
         f"for folder in {DOMAIN!r}:\n"
         "    package = importlib.import_module('airflow_provider_kstate.' + folder)\n"
         "    for info in pkgutil.iter_modules(package.__path__):\n"
