@@ -1,18 +1,12 @@
 """The base of the provider's Spark operators: the Spark provider's ``SparkSubmitOperator`` that hands the
-application the Kafka connection's config in a private file and reads back the application's report.
-
-Being a ``SparkSubmitOperator``, it takes every parameter of it (``archives``, ``jars``, ``packages``,
-``keytab``/``principal``, ``deploy_mode``, ``properties_file``, ``yarn_queue``, ``conf``, ``py_files`` ...),
-is templated like it, kills ``spark-submit`` (or the cluster's driver) in ``on_kill``, and injects
-OpenLineage's parent job when ``apache-airflow-providers-openlineage`` asks it to.
+application the Kafka connection's config in a private file and reads back the application's report. What a
+run adds to ``spark-submit``, the report and the errors are :mod:`airflow_provider_kstate.store.submission`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import tempfile
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -20,32 +14,16 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_provider_kstate.errors import KStateConfigError, SparkApplicationError
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 from airflow_provider_kstate.store import submission
-from airflow_provider_kstate.store.submission import (
-    APP_ERRORS,
-    APP_FAILED,
-    BOUND_DEVIATIONS,
-    DEFAULT_SPARK_CONF,
-    Submission,
-    app_error,
-    spark_app_path,
-)
+from airflow_provider_kstate.store.submission import APP_ERRORS, app_error
+from airflow_provider_kstate.store.submission import child_pids as _child_pids
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
+    from airflow_provider_kstate.store.submission import Submission
 
-__all__ = [
-    "APP_ERRORS",
-    "APP_FAILED",
-    "BOUND_DEVIATIONS",
-    "DEFAULT_SPARK_CONF",
-    "KStateSparkApplicationOperator",
-    "SparkApplicationError",
-    "Submission",
-    "app_error",
-    "spark_app_path",
-]
+__all__ = ["APP_ERRORS", "KStateSparkApplicationOperator", "SparkApplicationError", "app_error"]
 
 
 class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
@@ -53,14 +31,14 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
 
     The application is called as ``APP --kafka-config-file CFG --report-file R [application_args]``; the
     config file (mode 0600) holds the ``kafka`` connection's librdkafka settings, SASL secrets included,
-    and is removed afterwards. The report is pushed to XCom. Every ``SparkSubmitOperator`` parameter is
-    accepted (``conf``, ``archives``, ``deploy_mode`` ...).
+    and is removed afterwards. The report is pushed to XCom. Being a ``SparkSubmitOperator``, it takes and
+    templates every parameter of it (``conf``, ``jars``, ``deploy_mode``, ``py_files`` ...), kills
+    ``spark-submit`` (or the cluster's driver) in ``on_kill``, and injects OpenLineage's parent job.
+    ``kafka_config_id`` and ``request_timeout`` (the worker's own requests): see ``docs/reference/parameters.md``.
 
-    :param kafka_config_id: the Kafka connection (conn type ``kafka``).
-    :param request_timeout: seconds to wait for each request to the cluster (the admin and lease requests
-        made in the worker; the application's own reads have theirs).
     :param spark_conn_id: the Spark connection (conn type ``spark``); same as ``conn_id``.
-    :param spark_conf: extra Spark properties, merged over ``DEFAULT_SPARK_CONF`` (``conf`` wins). (templated)
+    :param spark_conf: extra Spark properties, merged over
+        :data:`~airflow_provider_kstate.store.submission.DEFAULT_SPARK_CONF` (``conf`` wins). (templated)
     :param spark_name: the Spark application name (default ``kstate-<task_id>``); same as ``name``.
     :param report_dir: where the application writes its report: None for a private local temporary
         directory (client deploy mode), or a directory URI on cluster storage a cluster-mode driver reaches
@@ -107,8 +85,6 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
         self.kill_grace = kill_grace
         self._children_before: set[int] | None = None
 
-    # -- what to run ------------------------------------------------------------------------------------
-
     def app_path(self) -> str:
         """Return the application to submit (subclasses name one of the package's own)."""
         if not self.application:
@@ -125,35 +101,26 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
 
         return KStateSnapshotHook(kafka_config_id=self.kafka_config_id, request_timeout=self.request_timeout)
 
-    # -- submitting -------------------------------------------------------------------------------------
-
     def submit(
         self, hook: KStateSnapshotHook, context: Context | None = None, args: list[str] | None = None
     ) -> dict[str, Any]:
-        """Run the application with spark-submit and return its report.
+        """Run the application with spark-submit and return its report; a failure it reported fails the task
+        with its error (:data:`~airflow_provider_kstate.store.submission.APP_ERRORS`). Once per operator
+        instance (one task try): the Spark operator keeps the hook of its first ``execute``.
 
         :param hook: gives the Kafka config file.
         :param context: the task's context (for OpenLineage's parent job).
         :param args: the application's own arguments; default :meth:`app_args`.
-
-        Once per operator instance (one task try): the Spark operator keeps the hook of its first ``execute``.
         """
         app = self.app_path()
         with (
             hook.kafka_config_file() as cfg,
-            submission.report_file(self.report_dir, self.task_id) as report,
-            tempfile.TemporaryDirectory(prefix="kstate-ship-") as ship,
+            submission.run_files(self.report_dir, self.task_id) as (report, ship),
         ):
-            sub = self._plan_submission(cfg, report, ship, args if args is not None else self.app_args())
+            sub = self._plan_submission(cfg, report, ship, self.app_args() if args is None else args)
             self._children_before = _child_pids()
-            try:
-                with self._configured(sub):
-                    SparkSubmitOperator.execute(self, context if context is not None else {})  # type: ignore[arg-type]
-            except Exception as exc:
-                error = submission.failure_error(report, app, self.task_id)
-                if error is None:
-                    raise
-                raise error from exc
+            with submission.reported_failure(report, app, self.task_id), self._configured(sub):
+                SparkSubmitOperator.execute(self, context if context is not None else {})  # type: ignore[arg-type]
             return submission.read_report(report, app)
 
     def _plan_submission(self, cfg: str, report: str, ship: str, args: list[str]) -> Submission:
@@ -168,12 +135,9 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
             python_env_archive=self.python_env_archive,
         )
 
-    @contextlib.contextmanager
-    def _configured(self, sub: Submission) -> Iterator[None]:
-        """Set the Spark operator's public parameters to this run's for one ``execute``, then restore them.
-
-        ``application_args``, ``files``, ``py_files`` and ``conf`` are the operator's own (templated)
-        parameters, with the run's added (:func:`~airflow_provider_kstate.store.submission.run_parameters`).
+    def _configured(self, sub: Submission) -> AbstractContextManager[None]:
+        """Set the Spark operator's public parameters to this run's for one ``execute``, then restore them:
+        its own (templated) ones with the run's added (:func:`~airflow_provider_kstate.store.submission.run_parameters`).
         """
         run = submission.run_parameters(
             sub,
@@ -183,80 +147,26 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
             files=self.files,
             py_files=self.py_files,
         )
-        saved = {name: getattr(self, name) for name in run}
-        try:
-            for name, value in run.items():
-                setattr(self, name, value)
-            yield
-        finally:
-            for name, value in saved.items():
-                setattr(self, name, value)
+        return submission.run_parameters_set(self, run)
 
     def on_kill(self) -> None:
-        """Kill ``spark-submit`` and every process it started, then the cluster's driver if any.
-
-        The Spark provider's ``on_kill`` SIGKILLs ``spark-submit`` (the JVM, once its script has exec'd)
-        and kills a cluster-mode driver. In client mode the JVM's children outlive it: the PySpark
-        driver (``python app.py``) and, with a ``local`` master, its Python workers. So the process tree
-        the submission started (the children of this process since it began, and theirs) is read first, and what survives the provider's kill gets SIGTERM, then SIGKILL after
-        :attr:`kill_grace` seconds (short: Airflow escalates to SIGKILL of the task itself soon after).
+        """Kill ``spark-submit`` (the Spark provider's ``on_kill``: its JVM and a cluster-mode driver), then
+        what survives of the process tree the submission started (in client mode the PySpark driver and,
+        with a ``local`` master, its Python workers): SIGTERM, then SIGKILL after :attr:`kill_grace` seconds
+        (short: Airflow escalates to SIGKILL of the task itself soon after).
         """
-        tree = _spawned_tree(self._children_before)
+        tree = submission.spawned_tree(self._children_before)
         super().on_kill()
-        _end(tree, self.kill_grace, self.log)
+        terminated, killed = submission.end_processes(tree, self.kill_grace)
+        if terminated or killed:
+            self.log.info(
+                "KILL spark-submit's processes: %s terminated, %s killed after %ss",
+                terminated,
+                killed,
+                self.kill_grace,
+            )
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         report = self.submit(self.snapshot_hook(), context)
         self.log.info("Application %s reported: %s", self.app_path(), json.dumps(report)[:2000])
         return report
-
-
-def _child_pids() -> set[int]:
-    """Return the pids of this process's children now (the submission's are the ones started after)."""
-    import psutil
-
-    try:
-        return {child.pid for child in psutil.Process().children()}
-    except psutil.Error:
-        return set()
-
-
-def _spawned_tree(before: set[int] | None) -> list[Any]:
-    """Return this process's children not in ``before`` and all their descendants, as ``psutil`` processes.
-
-    :param before: the children's pids when the submission began; None: nothing was submitted.
-    """
-    import psutil
-
-    if before is None:
-        return []
-    tree: list[Any] = []
-    try:
-        for child in psutil.Process().children():
-            if child.pid not in before:
-                tree += [child, *child.children(recursive=True)]
-    except psutil.Error:
-        pass
-    return tree
-
-
-def _end(procs: list[Any], grace: float, log: Any) -> None:
-    """SIGTERM the live ones of ``procs``, SIGKILL what is left after ``grace`` seconds; log what it took."""
-    import psutil
-
-    live = [p for p in procs if p.is_running()]
-    for p in live:
-        with contextlib.suppress(psutil.Error):
-            p.terminate()
-    _, alive = psutil.wait_procs(live, timeout=grace)
-    for p in alive:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-    psutil.wait_procs(alive, timeout=5)
-    if live:
-        log.info(
-            "KILL spark-submit's processes: %s terminated, %s killed after %ss",
-            len(live) - len(alive),
-            len(alive),
-            grace,
-        )

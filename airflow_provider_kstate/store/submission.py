@@ -1,5 +1,6 @@
 """Submitting the package's Spark applications, without Airflow: what a run adds to ``spark-submit``, where
-the application writes its report, how that report is read back and how a failed one fails the task.
+the application writes its report, how that report is read back, how a failed one fails the task, and
+ending the processes a submission started.
 
 The Airflow side (``operators/spark_app.py``) gathers the operator's parameters, hands them here and runs
 the Spark provider's ``SparkSubmitOperator`` with the result; the error codes' meaning is
@@ -74,6 +75,20 @@ def failure_error(report: str, app: str, task: str) -> KStateError | None:
     wrote at ``report``; None when it wrote none (the caller then raises spark-submit's own error)."""
     failure = contract.reported_failure(report)
     return None if failure is None else app_error(failure, app, task)
+
+
+@contextlib.contextmanager
+def reported_failure(report: str, app: str, task: str) -> Iterator[None]:
+    """Run the body (spark-submit); when it fails, raise the error the application reported at ``report``
+    (:func:`failure_error`) instead, chained to spark-submit's own, or spark-submit's own when it reported none.
+    """
+    try:
+        yield
+    except Exception as exc:
+        error = failure_error(report, app, task)
+        if error is None:
+            raise
+        raise error from exc
 
 
 def app_file(name: str) -> str:
@@ -177,6 +192,28 @@ def run_parameters(
 
 
 @contextlib.contextmanager
+def run_parameters_set(operator: object, run: Mapping[str, Any]) -> Iterator[None]:
+    """Set the operator's parameters to the run's (:func:`run_parameters`) while the body runs, then restore
+    its own."""
+    saved = {name: getattr(operator, name) for name in run}
+    try:
+        for name, value in run.items():
+            setattr(operator, name, value)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(operator, name, value)
+
+
+@contextlib.contextmanager
+def run_files(report_dir: str | None, task: str) -> Iterator[tuple[str, str]]:
+    """Yield ``(report, ship)``: where the application writes its report (:func:`report_file`) and a private
+    temporary directory for what the run ships (the provider zip); both removed afterwards."""
+    with report_file(report_dir, task) as report, tempfile.TemporaryDirectory(prefix="kstate-ship-") as ship:
+        yield report, ship
+
+
+@contextlib.contextmanager
 def report_file(report_dir: str | None, task: str) -> Iterator[str]:
     """Yield where the application writes its report, removed afterwards: a private local temporary
     directory's ``report.json`` (no ``report_dir``), else ``<report_dir>/<task>-<nonce>.json``."""
@@ -207,3 +244,52 @@ def read_report(path: str, app: str) -> dict[str, Any]:
     if not isinstance(report, dict):
         raise SnapshotError(f"Spark application {app} wrote a report that is not a JSON object")
     return report
+
+
+def child_pids() -> set[int]:
+    """Return the pids of this process's children now (a submission's are the ones started after)."""
+    import psutil
+
+    try:
+        return {child.pid for child in psutil.Process().children()}
+    except psutil.Error:
+        return set()
+
+
+def spawned_tree(before: set[int] | None) -> list[Any]:
+    """Return this process's children not in ``before`` and all their descendants, as ``psutil`` processes.
+
+    :param before: the children's pids when the submission began (:func:`child_pids`); None: nothing was
+        submitted.
+    """
+    import psutil
+
+    if before is None:
+        return []
+    tree: list[Any] = []
+    try:
+        for child in psutil.Process().children():
+            if child.pid not in before:
+                tree += [child, *child.children(recursive=True)]
+    except psutil.Error:
+        pass
+    return tree
+
+
+def end_processes(procs: list[Any], grace: float) -> tuple[int, int]:
+    """SIGTERM the live ones of ``procs``, SIGKILL what is left after ``grace`` seconds.
+
+    :returns: how many ended on SIGTERM and how many were killed (``(0, 0)``: none was running).
+    """
+    import psutil
+
+    live = [p for p in procs if p.is_running()]
+    for p in live:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(live, timeout=grace)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(alive, timeout=5)
+    return len(live) - len(alive), len(alive)

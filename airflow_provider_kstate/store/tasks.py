@@ -136,6 +136,19 @@ def scope_text(only: list[int] | None) -> str:
     return f"only partitions {only}" if only else "all partitions"
 
 
+def rebuild_intent(target: int, only: list[int] | None, keep: int) -> str:
+    """Return how the rebuild's log line says what it is about to do (after ``Rebuilding snapshot S of T for``)."""
+    return f"{target} partitions ({scope_text(only)}) into a new version; keeping {keep} versions"
+
+
+def rebuilt_text(report: RebuildReport) -> str:
+    """Return how the rebuild's log line sums up what it committed (after ``Rebuilt <snapshot_uri>: ``)."""
+    return (
+        f"version {report.snapshot_version}, {report.records_read} changelog records read, {report.rows} rows "
+        f"in {len(report.partitions)} partitions, {report.seconds}s; previous: {report.previous}"
+    )
+
+
 def check_failure(kind: str, snapshot_uri: str, topic: str, report: CheckReport) -> StateCheckFailed | None:
     """Return the error a failing check raises (when the task fails on a bad store), None when it passed.
 
