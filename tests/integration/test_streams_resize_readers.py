@@ -1,9 +1,12 @@
 """Issue 40, item 3: one run for every reader of a topic. The example DAG ``kstate_streams_resize`` resizes a
-real Kafka Streams 4.4 application (``support/streams``, the ``count`` shape on the classic protocol) whose
-input is also read, at the same time, by a service group of two ControlledConsumers (the client piece,
-``auto.offset.reset=latest``), a Java service group of two ``KafkaConsumer``s on a command driver (latest),
-and a share group (confluent-kafka ``ShareConsumer``s at the default ``share.auto.offset.reset=latest``),
-under live keyed traffic, 2 -> 4 partitions, ``replacer=local``.
+real Kafka Streams 4.4 application (``support/streams``, the ``count`` shape) whose input is also read, at the
+same time, by a service group of two ControlledConsumers (the client piece, ``auto.offset.reset=latest``), a
+Java service group of two ``KafkaConsumer``s on a command driver (latest), and a share group (confluent-kafka
+``ShareConsumer``s at the default ``share.auto.offset.reset=latest``), under live keyed traffic, 2 -> 4
+partitions, ``replacer=local``. Two variants: ``classic`` (the application and both consumer groups on the
+classic protocol) and ``streams`` (the application on KIP-1071's streams protocol, ``group.protocol=streams``,
+and both consumer groups on KIP-848's, ``group.protocol=consumer``); each group's protocol is checked on the
+broker before the run.
 
 Before, the resize refused the topic (``UnprotectedGroupError``: another group reads it), and the plain
 increase left the application's state on the wrong partitions. Now the one run takes the consumer groups out
@@ -57,7 +60,15 @@ def seqs(group: ClientPieceGroup) -> set[int]:
     return {int(v) for v in group.values()}
 
 
+@pytest.mark.parametrize(
+    ("protocol", "group_protocol"),
+    # the classic protocol everywhere; KIP-1071's streams group beside KIP-848 consumer groups
+    [("classic", "classic"), ("streams", "consumer")],
+    ids=["classic", "streams"],
+)
 def test_one_run_resizes_the_streams_application_and_protects_the_other_readers_of_its_input(
+    protocol: str,
+    group_protocol: str,
     kafka_config: dict[str, Any],
     admin: Any,
     topics: Any,  # noqa: F811 - the fixture imported above
@@ -71,7 +82,7 @@ def test_one_run_resizes_the_streams_application_and_protects_the_other_readers_
     from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
 
     assert KStateDoctorHook("kafka_default").verdict().kept(SHARE_NEW_PARTITIONS), "Apache Kafka 4.4 keeps it"
-    app = _app("count", "classic", kafka_config, topics, tmp_path / "app")
+    app = _app("count", protocol, kafka_config, topics, tmp_path / "app")
     app_id, inputs, output = app._args["app_id"], app._args["inputs"], app._args["output"]
     service, java, share = f"{app_id}-svc", f"{app_id}-java", f"{app_id}-share"
     log = _Log()
@@ -79,7 +90,9 @@ def test_one_run_resizes_the_streams_application_and_protects_the_other_readers_
     driver = _app_driver(app, tmp_path / "driver")
     traffic = HeldTraffic(kafka_config, inputs, tmp_path / "traffic", rate=RATE, keys=KEYS)
     for i in range(2):
-        java_fleet.consumer(f"java-m{i}", inputs[0], java, metadata_max_age_ms=5000)
+        java_fleet.consumer(
+            f"java-m{i}", inputs[0], java, group_protocol=group_protocol, metadata_max_age_ms=5000
+        )
     registry = {
         "streams-app": driver.to_dict(),
         "traffic": traffic.driver().to_dict(),
@@ -87,17 +100,22 @@ def test_one_run_resizes_the_streams_application_and_protects_the_other_readers_
     }
     monkeypatch.setenv("AIRFLOW_VAR_KSTATE_DRIVERS", json.dumps(registry))
     assert not pairs.start({app_id: driver}, "group"), log.lines[-3:]
-    group = ClientPieceGroup(kafka_config, inputs[0], service, service)
+    group = ClientPieceGroup({**kafka_config, "group.protocol": group_protocol}, inputs[0], service, service)
     sharing = ShareReaders(kafka_config, inputs[0], share)
     start_group(java_fleet, admin, java)
 
+    def described(name: str) -> Any:
+        return admin.describe_consumer_groups([name])[name].result(timeout=10)
+
     def assigned() -> bool:
-        desc = admin.describe_consumer_groups([service])[service].result(timeout=10)
+        desc = described(service)
         held = {tp.partition for m in desc.members for tp in m.assignment.topic_partitions}
         return desc.state.name == "STABLE" and held == {0, 1}
 
     try:
         assert wait_until(assigned, 60), "the service group never held both partitions"
+        kinds = {g: described(g).type.name for g in (service, java)}
+        assert kinds == {service: group_protocol.upper(), java: group_protocol.upper()}, kinds
         traffic.start()
         time.sleep(6)  # state in the changelog, offsets committed by every reader
         since = len(traffic.records())
@@ -152,8 +170,10 @@ def test_one_run_resizes_the_streams_application_and_protects_the_other_readers_
     )
     assert str(getattr(dr.state, "value", dr.state)) == "success", (dr.state, ti.state)
     assert report["resized"] and report["partitions"] == {"before": 2, "after": 4}, report
+    assert report["protocol"] == protocol, "the plan saw the application on its protocol"
     assert report["deep_check_passed"] and report["moved_keys"] > 0, report
     named = report["readers"]
+    assert set(named) == {app_id, service, java, share}, named
     assert named[app_id].startswith("streams application"), named
     assert named[service] == "active: pause record, seeded, resume", named
     assert named[java] == "active: stop command, seeded, start command", named

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 from kstate_support.fakes import PLAN
 
-from airflow_provider_kstate.errors import InvalidDriverError, InvalidPartitionCountError, UnknownGroupError
+from airflow_provider_kstate.errors import (
+    InvalidChoiceError,
+    InvalidDriverError,
+    InvalidPartitionCountError,
+    KStateConfigError,
+    UnknownGroupError,
+)
 from airflow_provider_kstate.increase import streams_plan
 from airflow_provider_kstate.increase.drivers import CommandDriver, Driver, as_registry
 from airflow_provider_kstate.increase.plan import Plan
@@ -187,3 +193,79 @@ def test_only_the_applications_the_run_resizes_are_planned_as_a_resize() -> None
     assert kept is not None and "live" in kept.plan.groups, "an acknowledged app is one of the others"
     out = other_readers_run(resized, admin, SimpleNamespace(), SimpleNamespace(), "o", 1.0)
     assert out is not None and "live" not in out.plan.groups
+
+
+# -- the task's arguments, checked before anything is read or stopped -----------------------------------
+
+
+def _args(**kw: Any) -> streams_plan.ResizeArgs:
+    given: dict[str, Any] = {
+        "topic": TOPIC,
+        "partitions": "4",
+        "application_id": f" {APP} ",
+        "app_driver": "job",
+        "producer_drivers": "app",
+        "drivers": {"app": {"kind": "command", "stop": "a", "start": "b"}, "job": DRIVER},
+        "replacer": "local",
+        **kw,
+    }
+    return streams_plan.resize_args(**given)
+
+
+def test_the_arguments_are_typed_and_the_request_is_the_resize_request() -> None:
+    args = _args(exclude_groups="audit", group_drivers='{"billing": "app"}', spark_args="--ignored")
+    assert (args.topic, args.target, args.app_id, args.replacer) == (TOPIC, 4, APP, "local")
+    assert args.driver == DRIVER and list(args.producers) == ["app"] and args.producers["app"].stop == "a"
+    assert args.group_drivers["billing"].describe() == "command app" and args.exclude_groups == ("audit",)
+    assert (args.spark_submit, args.spark_args) == ("", ()), (
+        "replacer=local: spark is neither looked up nor parsed"
+    )
+    assert args.request() == resize_request(
+        TOPIC, 4, APP, DRIVER, args.producers, args.group_drivers, ["audit"]
+    )
+    mapping = _args(producer_drivers={"p": {"stop": "x", "start": "y"}}, drivers=None, app_driver=DRIVER)
+    assert mapping.producers["p"].start == "y" and mapping.group_drivers == {}
+
+
+def test_the_spark_replacer_is_found_and_its_arguments_parsed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    spark = tmp_path / "spark-submit"
+    spark.write_text("#!/bin/sh\n")
+    spark.chmod(0o755)
+    args = _args(replacer="spark", spark_submit=str(spark), spark_args='["--master", "local[1]"]')
+    assert (args.spark_submit, args.spark_args) == (str(spark), ("--master", "local[1]"))
+    assert streams_plan.spark_arguments("--master local[2] --conf a=b") == (
+        "--master",
+        "local[2]",
+        "--conf",
+        "a=b",
+    )
+    monkeypatch.setattr(streams_plan.shutil, "which", lambda *a, **k: None)
+    with pytest.raises(KStateConfigError, match="replacer=local. Nothing was stopped"):
+        _args(replacer="spark")
+
+
+@pytest.mark.parametrize(
+    ("kw", "error", "match"),
+    [
+        ({"topic": " "}, KStateConfigError, "topic"),
+        ({"partitions": "many"}, KStateConfigError, "partitions must be an integer"),
+        ({"application_id": None}, KStateConfigError, "application_id"),
+        ({"replacer": "gpu"}, InvalidChoiceError, "replacer"),
+        ({"app_driver": " "}, InvalidDriverError, "has no driver"),
+        (
+            {"app_driver": "ctl", "drivers": {"ctl": {"kind": "control"}}},
+            InvalidDriverError,
+            "not a command pair",
+        ),
+        ({"producer_drivers": ["app", "ghost"]}, InvalidDriverError, "'ghost'"),
+        ({"exclude_groups": 7}, KStateConfigError, "exclude_groups"),
+        ({"group_drivers": {"billing": "ghost"}}, InvalidDriverError, "ghost"),
+        # the first wrong argument is named: the topic before the driver
+        ({"topic": "", "app_driver": None}, KStateConfigError, "topic"),
+    ],
+)
+def test_a_wrong_argument_is_named(kw: dict[str, Any], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        _args(**kw)

@@ -1,10 +1,12 @@
 """Unit tests of ``KStateStreamsResizeOperator`` (operators/streams_resize.py) on fakes: bad input fails with a
 named error before anything is stopped (no lease, no resize), a good run holds the topic's lease for the
 whole resize and releases it, passes the drivers and the replacer on, and pushes its report; the example
-DAG ``kstate_streams_resize`` parses without touching the network."""
+DAG ``kstate_streams_resize`` parses without touching the network. The operator is a shell over
+``cluster/streams_resize_task.py``: its resize (``StreamsResizeTask.resize``) is replaced here."""
 
 from __future__ import annotations
 
+import shutil
 import stat
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,10 +15,11 @@ from typing import Any
 import pytest
 
 from airflow_provider_kstate import errors
+from airflow_provider_kstate.cluster.streams_resize_task import StreamsResizeTask
 from airflow_provider_kstate.compat import AirflowFailException
 from airflow_provider_kstate.increase.drivers import CommandDriver
 from airflow_provider_kstate.increase.streams_apps import StreamsAppPlan, StreamsChangelog
-from airflow_provider_kstate.operators import streams_resize as module
+from airflow_provider_kstate.increase.streams_plan import resize_args, spark_arguments
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 from airflow_provider_kstate.operators.streams_resize import KStateStreamsResizeOperator
 from tests.unit.test_lease_keeper import MemoryLeaseLog
@@ -119,31 +122,50 @@ class Plan:
         return dict(self.streams_apps)
 
 
-class Recording(KStateStreamsResizeOperator):
-    """The operator with the resize replaced: it records what it was given and whether the lease was held."""
+#: The real resize (the fixture replaces it; a test puts it back).
+REAL_RESIZE = StreamsResizeTask.resize
 
-    def resize(
-        self, entry: Any, hook: Any, driver: Any, producers: Any, replacer: Any, others: Any = None
-    ) -> dict[str, Any]:
-        hook = FakeLeaseHook.made[-1]
-        holder = hook.current(TOPIC)
-        self.seen = {
+
+def _recording(state: dict[str, Any]) -> Any:
+    """The resize replaced: it records in ``state["seen"]`` what it was given and who held the lease, and
+    returns ``state["result"]`` (RESULT unless set)."""
+
+    def resize(self: StreamsResizeTask, entry: Any, replacer: Any, others: Any) -> dict[str, Any]:
+        holder = FakeLeaseHook.made[-1].current(TOPIC)
+        state["seen"] = {
             "entry": entry,
-            "driver": driver,
-            "producers": dict(producers),
+            "driver": self.args.driver,
+            "producers": dict(self.args.producers),
             "replacer": replacer,
             "others": others,
             "holder": holder.owner if holder else None,
         }
-        return getattr(self, "result", RESULT)
+        return dict(state.get("result", RESULT))
+
+    return resize
+
+
+class FakeControlHook:
+    """KStateControlHook: its controller (the acknowledged clients; closed after the task)."""
+
+    closed = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.get_conn = SimpleNamespace(client_piece_clients=dict, close=self.close)
+
+    @classmethod
+    def close(cls) -> None:
+        cls.closed += 1
 
 
 @pytest.fixture
 def cluster(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Patch the lease hook and the planner: ``state["plan"]`` is what the planner returns, ``state["calls"]``
-    counts its calls, ``state["request"]`` is the request it was given."""
+    """Patch the lease and control hooks, the planner and the resize: ``state["plan"]`` is what the planner
+    returns, ``state["calls"]`` counts its calls, ``state["request"]`` is the request it was given,
+    ``state["seen"]`` what the resize was given."""
+    from airflow_provider_kstate.cluster import streams_resize_task
+    from airflow_provider_kstate.hooks import control as control_hooks
     from airflow_provider_kstate.hooks import lease as lease_hooks
-    from airflow_provider_kstate.increase import plan as plans
     from airflow_provider_kstate.increase import streams_plan
 
     FakeLeaseHook.made = []
@@ -158,17 +180,16 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     monkeypatch.setattr(lease_hooks, "KStateLeaseHook", FakeLeaseHook)
     monkeypatch.setattr(streams_plan, "plan_increase", plan_increase)
-    control = SimpleNamespace(client_piece_clients=dict, close=lambda: None)
-    monkeypatch.setattr(KStateStreamsResizeOperator, "control", control)
+    FakeControlHook.closed = 0
+    monkeypatch.setattr(control_hooks, "KStateControlHook", FakeControlHook)
     monkeypatch.setattr(KStateStreamsResizeOperator, "_share_kept", lambda self: False)
     monkeypatch.setattr(
-        KStateStreamsResizeOperator,
+        StreamsResizeTask,
         "other_readers",
-        lambda self, plan, admin, owner: (
-            [g for g in plan.where("seed") if g not in plan.streams_apps] or None
-        ),
+        lambda self, plan, owner: [g for g in plan.where("seed") if g not in plan.streams_apps] or None,
     )
-    monkeypatch.setattr(plans, "describe", lambda plan: ["a plan"])
+    monkeypatch.setattr(StreamsResizeTask, "resize", _recording(state))
+    monkeypatch.setattr(streams_resize_task, "describe", lambda plan: ["a plan"])
     return state
 
 
@@ -182,7 +203,7 @@ def _context() -> dict[str, Any]:
     return {"ti": ti}
 
 
-def _op(**kw: Any) -> Recording:
+def _op(**kw: Any) -> KStateStreamsResizeOperator:
     args: dict[str, Any] = {
         "task_id": "resize",
         "topic": TOPIC,
@@ -194,7 +215,7 @@ def _op(**kw: Any) -> Recording:
         "replacer": "local",
         **kw,
     }
-    return Recording(**args)
+    return KStateStreamsResizeOperator(**args)
 
 
 def _fails(op: KStateStreamsResizeOperator, error: type[Exception], match: str) -> Exception:
@@ -214,20 +235,20 @@ def test_a_run_holds_the_lease_resizes_and_reports(cluster: dict[str, Any], caps
     report = op.execute(_context())
     request = cluster["request"]
     assert request.topics == (TOPIC,) and request.acknowledge_streams_groups == (APP,)
-    assert request.group_drivers == {APP: op.seen["driver"]}, "the app is driven by its command pair"
-    assert op.seen["entry"] == _entry()
-    assert op.seen["holder"] == OWNER, "the topic's lease is held during the resize"
+    assert request.group_drivers == {APP: cluster["seen"]["driver"]}, "the app is driven by its command pair"
+    assert cluster["seen"]["entry"] == _entry()
+    assert cluster["seen"]["holder"] == OWNER, "the topic's lease is held during the resize"
     hook = FakeLeaseHook.made[-1]
     assert hook.current(TOPIC) is None, "and released after it"
-    assert hook.admin.checked == 1
-    assert op.seen["driver"] == CommandDriver(
+    assert hook.admin.checked == 1 and FakeControlHook.closed == 1, "the control channel is closed after"
+    assert cluster["seen"]["driver"] == CommandDriver(
         name="app", stop="systemctl stop app", start="systemctl start app", ready="true"
     )
     assert (
-        list(op.seen["producers"]) == ["traffic"]
-        and op.seen["producers"]["traffic"].stop == "systemctl stop p"
+        list(cluster["seen"]["producers"]) == ["traffic"]
+        and cluster["seen"]["producers"]["traffic"].stop == "systemctl stop p"
     )
-    assert callable(op.seen["replacer"])
+    assert callable(cluster["seen"]["replacer"])
     assert report["downtime_s"] == 3.25 and report["moved_keys"] == 19 and report["deep_check_passed"]
     assert report["partitions"] == {"before": 2, "after": 4} and report["replacer"] == "local"
     assert report["changelogs"][CHANGELOG]["records_per_s"] == 200.0
@@ -246,12 +267,12 @@ def test_drivers_may_be_given_as_objects_and_dicts_and_producers_as_a_mapping(
         op.execute(_context())
     op = _op(app_driver=app, producer_drivers={"p1": {"stop": "x", "start": "y"}})
     op.execute(_context())
-    assert op.seen["driver"] is app and sorted(op.seen["producers"]) == ["p1"]
+    assert cluster["seen"]["driver"] is app and sorted(cluster["seen"]["producers"]) == ["p1"]
 
 
 def test_a_failed_start_fails_the_task_after_releasing_the_lease(cluster: dict[str, Any]) -> None:
     op = _op()
-    op.result = {**RESULT, "start_failures": ["start of group orders-streams exited 1 after 0.1 s"]}
+    cluster["result"] = {**RESULT, "start_failures": ["start of group orders-streams exited 1 after 0.1 s"]}
     _fails(op, errors.StreamsResizeError, "was resized to 4 partitions, but starting it")
     assert FakeLeaseHook.made[-1].current(TOPIC) is None
 
@@ -268,6 +289,7 @@ def test_the_resize_builds_streams_resize_with_the_admin_cluster(
         return RESULT
 
     monkeypatch.setattr(domain.StreamsResize, "run", run)
+    monkeypatch.setattr(StreamsResizeTask, "resize", REAL_RESIZE)
     op = KStateStreamsResizeOperator(
         task_id="r",
         topic=TOPIC,
@@ -294,9 +316,9 @@ def test_the_spark_replacer_runs_the_spark_submit_given(cluster: dict[str, Any],
     op = _op(
         replacer="spark", spark_submit=str(spark), spark_args="--master local[1]", workdir=str(tmp_path / "w")
     )
-    assert op.spark_arguments() == ("--master", "local[1]")
+    assert spark_arguments(op.spark_args) == ("--master", "local[1]")
     op.execute(_context())
-    reports = op.seen["replacer"]([_entry().changelogs[0]], 2, 4)
+    reports = cluster["seen"]["replacer"]([_entry().changelogs[0]], 2, 4)
     assert reports[CHANGELOG]["ok"] is False, "no report written: the re-placement failed, named"
 
 
@@ -307,6 +329,7 @@ def test_an_unknown_application_is_refused_before_the_lease(cluster: dict[str, A
     cluster["plan"] = Plan({"other-app": _entry()}, [])
     _fails(_op(), errors.UnknownGroupError, r"'orders-streams' does not read 'orders'.*other-app")
     assert FakeLeaseHook.made[-1].records == [], "no lease taken"
+    assert FakeControlHook.closed == 1, "the control channel is closed when the plan refuses the run too"
 
 
 def test_a_target_below_the_current_count_is_refused_before_the_plan(cluster: dict[str, Any]) -> None:
@@ -318,12 +341,12 @@ def test_a_target_equal_to_the_current_count_is_a_run_again(cluster: dict[str, A
     """It plans and runs (the resize continues an interrupted one, or changes nothing), under the lease."""
     cluster["plan"] = Plan({APP: _entry(partitions=2, target=2)}, [APP])
     op = _op(partitions=2)
-    op.result = {"application_id": APP, "resized": False, "partitions": 2}
+    cluster["result"] = {"application_id": APP, "resized": False, "partitions": 2}
     report = op.execute(_context())
-    assert op.seen["holder"] == OWNER and cluster["calls"] == 1
+    assert cluster["seen"]["holder"] == OWNER and cluster["calls"] == 1
     assert report["resized"] is False and report["continued"] is False and report["moved_keys"] == 0
     assert "not resized" in capsys.readouterr().out
-    op.result = {**RESULT, "continued": True, "continued_because": ["no offsets"], "partitions": 2}
+    cluster["result"] = {**RESULT, "continued": True, "continued_because": ["no offsets"], "partitions": 2}
     report = op.execute(_context())
     assert report["resized"] and report["continued"] and report["continued_because"] == ["no offsets"]
     assert "continued the interrupted resize to 2 (no offsets)" in capsys.readouterr().out
@@ -356,9 +379,9 @@ def test_other_readers_of_the_sources_are_run_with_the_resize(cluster: dict[str,
     cluster["plan"] = Plan({APP: _entry()}, [APP, "billing"])
     op = _op(group_drivers={"billing": "app"})
     op.execute(_context())
-    assert op.seen["others"] == ["billing"], op.seen
+    assert cluster["seen"]["others"] == ["billing"], cluster["seen"]
     assert cluster["request"].group_drivers["billing"].describe() == "command app"
-    assert op.seen["holder"] == OWNER, "the lease is held while the readers are out"
+    assert cluster["seen"]["holder"] == OWNER, "the lease is held while the readers are out"
 
 
 def test_the_other_readers_run_is_the_plan_without_its_streams_apps() -> None:
@@ -368,42 +391,40 @@ def test_the_other_readers_run_is_the_plan_without_its_streams_apps() -> None:
     from airflow_provider_kstate.increase.run import IncreaseRun
 
     plan = RealPlan.from_dict(PLAN)
-    op = KStateStreamsResizeOperator(
-        task_id="r", topic=TOPIC, partitions=4, application_id="live", app_driver="app"
+    args = resize_args(
+        topic=TOPIC, partitions=4, application_id="live", app_driver="app", drivers=REGISTRY, replacer="local"
     )
-    op.__dict__["control"] = SimpleNamespace(close=lambda: None)
+    task = StreamsResizeTask(args, SimpleNamespace(), SimpleNamespace(), SimpleNamespace(info=print))
     apps = plan.replace(streams_apps={"live": _entry()})
-    run = op.other_readers(apps, SimpleNamespace(), OWNER)
+    run = task.other_readers(apps, OWNER)
     assert isinstance(run, IncreaseRun) and "live" not in run.plan.groups, run
     assert run.plan.where("seed") == ["idle"]
     assert run.key_order == "relax", "the producers are stopped: the groups drain before they start"
     only = plan.replace(groups={"live": plan.groups["live"]}, streams_apps={"live": _entry()})
-    assert op.other_readers(only, SimpleNamespace(), OWNER) is None
+    assert task.other_readers(only, OWNER) is None
 
 
 def test_a_held_lease_fails_the_run_without_resizing(cluster: dict[str, Any]) -> None:
     other = MemoryLeaseLog()
     other.acquire(TOPIC, "kstate_partition_increase/manual__9", 900)
     FakeLeaseHook.shared = other
-    op = _op()
-    _fails(op, errors.LeaseHeldError, "another run")
-    assert not hasattr(op, "seen")
+    _fails(_op(), errors.LeaseHeldError, "another run")
+    assert "seen" not in cluster
 
 
 def test_a_topic_changed_while_planning_releases_the_lease(
     cluster: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cluster["plan"] = Plan({APP: _entry(partitions=3)}, [APP])  # the plan saw 3, the topic has 2 now
-    op = _op()
-    _fails(op, errors.TopicChangedError, "changed to 2 partitions")
-    assert not hasattr(op, "seen") and FakeLeaseHook.made[-1].current(TOPIC) is None
+    _fails(_op(), errors.TopicChangedError, "changed to 2 partitions")
+    assert "seen" not in cluster and FakeLeaseHook.made[-1].current(TOPIC) is None
 
 
 def test_bad_arguments_are_named(cluster: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     _fails(_op(replacer="gpu"), errors.InvalidChoiceError, "replacer")
     _fails(_op(application_id=" "), errors.KStateConfigError, "application_id")
     _fails(_op(partitions="many"), errors.KStateConfigError, "partitions must be an integer")
-    monkeypatch.setattr(module.shutil, "which", lambda *a, **k: None)
+    monkeypatch.setattr(shutil, "which", lambda *a, **k: None)
     _fails(_op(replacer="spark"), errors.KStateConfigError, "replacer=local")
     assert FakeLeaseHook.made == []
 
