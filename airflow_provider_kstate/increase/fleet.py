@@ -82,7 +82,8 @@ def assign_drivers(
         clients = [m.client_id for m in info.members] if info is not None else []
         driver = choice.groups.get(group) or (TASK if choice.own_tasks else CONTROL)
         problem = _problem(group, driver, clients, present.get(group, set()))
-        groups[group] = groups[group].replace(driver=driver, driver_problem=problem)
+        piece = bool(clients) and not without_client_piece(clients, present.get(group, set()), 0)[0]
+        groups[group] = groups[group].replace(driver=driver, driver_problem=problem, client_piece=piece)
     return plan.replace(groups=groups, producers=dict(choice.producers))
 
 

@@ -264,6 +264,9 @@ class GroupPlan(_PlanModel):
         default="", description="client-piece or commits: the group stays (absent: it does not)"
     )
     stay_reason: str = Field(default="", description="why the group stays, or why it cannot")
+    #: Every live member runs the client piece (its client id acknowledged on the control topic): set for the
+    #: seeded groups with live members, at plan time.
+    client_piece: bool = Field(default=False, description="every live member runs the client piece")
     #: In a plan of several co-partitioned topics: the ones the group reads, where it is paused once and
     #: seeded on each (empty: every topic of the plan).
     topics: tuple[str, ...] = Field(

@@ -70,7 +70,7 @@ class IncreaseRun(RunPorts):
     topics: list[TopicSteps] = field(default_factory=list)
     #: Seconds to wait for the groups that stay to hold a committed offset on every partition; those still
     #: without one then are paused and seeded alone (:meth:`wait_positions`).
-    positions_timeout: float = 60.0
+    positions_timeout: float = 330.0
     #: What :meth:`wait_positions` found (empty until it ran, or without groups that stay).
     stayed: dict[str, Any] = field(default_factory=dict)
 
@@ -124,7 +124,9 @@ class IncreaseRun(RunPorts):
         pause record, once for the run; return its epoch."""
         self.lease_check()
         self.events.step("pause")
-        if self.drains and self.producers_stopped is None:
+        # with groups that stay, the producers go on writing to the old partitions until the groups hold
+        # their positions; a drain stops them only then (:meth:`scale`)
+        if self.drains and self.producers_stopped is None and not self.plan.staying():
             self.stop_producers()
         self._stop_command_groups(groups)
         self.paused_at = time.monotonic()
@@ -316,6 +318,8 @@ class IncreaseRun(RunPorts):
         :param baseline: also return each topic's new partitions' end offsets now.
         """
         self.wait_positions()
+        if self.drains and self.producers_stopped is None:  # groups stayed: the drain's stop comes now
+            self.stop_producers()
         self.events.step("switch")
         live = list(dict.fromkeys([*(live or []), *self.plan.staying()]))
         return {

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from airflow_provider_kstate.defaults import ConsumersStay
 from airflow_provider_kstate.errors import StayRefusedError
-from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, GroupRole, KeyOrderMark, Plan
+from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, GroupRole, Plan
 from airflow_provider_kstate.increase.request import PlanRequest
 
 #: ``GroupPlan.stay``: the evidence a staying group gives.
@@ -54,7 +54,7 @@ def evidence(entry: GroupPlan, group: str, request: PlanRequest) -> tuple[str, s
             "",
             "a Kafka Streams application: its state is partitioned by its input (kstate_streams_resize)",
         )
-    if entry.key_order == KeyOrderMark.BARRIER:
+    if entry.client_piece:
         return (
             CLIENT_PIECE,
             "every live member runs the client piece: each commits its start on new partitions",

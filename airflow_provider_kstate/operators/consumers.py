@@ -33,7 +33,7 @@ class KStatePausingOperator(KStateStepOperator):
         key_order: str = PRESERVE,
         empty_timeout: float = 600.0,
         drain_timeout: float = 600.0,
-        positions_timeout: float = 60.0,
+        positions_timeout: float = 330.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

@@ -163,7 +163,7 @@ class StayConfig:
 
     consumers_stay: str = "never"
     committing_groups: list[str] | str | None = None
-    positions_timeout: float = 60.0
+    positions_timeout: float = 330.0
 
 
 @dataclass(frozen=True)

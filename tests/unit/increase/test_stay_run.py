@@ -1,0 +1,123 @@
+"""Unit tests of the run's wait for the staying groups' positions (``IncreaseRun.wait_positions``) on fakes:
+evidence ends the wait, no evidence in time or a record on a new partition pauses and seeds those groups
+alone, a group the run cannot pause fails the run with the producers still on the old layout."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from kstate_support.fakes import FakeHook, group_info
+
+from airflow_provider_kstate.errors import PositionsTimeoutError
+from airflow_provider_kstate.increase.drivers import CONTROL
+from airflow_provider_kstate.increase.plan import Plan
+from airflow_provider_kstate.increase.planner import plan_increase
+from airflow_provider_kstate.increase.request import PlanRequest
+from airflow_provider_kstate.increase.run import IncreaseRun
+
+
+def staying_plan(**choices: Any) -> Plan:
+    cluster = FakeHook(
+        4,
+        {
+            "piece": group_info("piece", "STABLE", 2, (0, 1, 2, 3)),
+            "java": group_info("java", "STABLE", 1, (0, 1, 2, 3)),
+        },
+    )
+    request = PlanRequest(
+        topics=("orders",),
+        partitions=8,
+        producer_drivers={"w": CONTROL},
+        consumers_stay="auto",
+        committing_groups=("java",),
+        key_order="relax",
+        **choices,
+    )
+    return plan_increase(cluster, request, lambda: {"piece": {"c0", "c1"}})
+
+
+class Steps:
+    """One topic's steps: the partitions each group lacks at each look, and the records on new partitions."""
+
+    topic = "orders"
+
+    def __init__(self, looks: list[dict[str, list[int]]], stray: list[int] | None = None) -> None:
+        self.looks = looks
+        self.stray = stray or [0] * len(looks)
+        self.plan: Any = None
+
+    def positions_missing(self, groups: list[str]) -> dict[str, list[int]]:
+        missing = self.looks.pop(0) if len(self.looks) > 1 else self.looks[0]
+        return {g: p for g, p in missing.items() if g in groups}
+
+    def stray_records(self) -> int:
+        return self.stray.pop(0) if len(self.stray) > 1 else self.stray[0]
+
+
+class Run(IncreaseRun):
+    """The run with the window's own steps recorded instead of run."""
+
+    def leave(self, groups: list[str]) -> int:
+        self.calls.append(("leave", groups))
+        return 1
+
+    def wait_empty(self, timeout: float, max_interval: float = 1.0, groups: Any = None) -> dict[str, Any]:
+        self.calls.append(("wait_empty", groups))
+        return {}
+
+    def seed(self, groups: Any = None, reports: Any = None) -> dict[str, Any]:
+        self.calls.append(("seed", groups))
+        return {}
+
+    def resume(self, groups: Any = None) -> dict[str, Any]:
+        self.calls.append(("resume", groups))
+        return {}
+
+
+def run_of(plan: Plan, steps: Steps, timeout: float = 5.0) -> Run:
+    steps.plan = plan
+    run = Run(
+        plan=plan,
+        admin=object(),  # type: ignore[arg-type]
+        control=object(),  # type: ignore[arg-type]
+        log=logging.getLogger("test"),
+        owner="dag/run",
+        topics=[steps],  # type: ignore[list-item]
+        positions_timeout=timeout,
+    )
+    run.calls = []  # type: ignore[attr-defined]
+    return run
+
+
+def test_the_wait_ends_once_every_staying_group_holds_an_offset_everywhere() -> None:
+    plan = staying_plan()
+    assert sorted(plan.staying()) == ["java", "piece"]
+    run = run_of(plan, Steps([{"piece": [6, 7], "java": [4, 5, 6, 7]}, {"java": [7]}, {}]))
+    stayed = run.wait_positions()
+    assert sorted(stayed["positioned"]) == ["java", "piece"] and stayed["fell_back"] == [] and run.calls == []
+    assert run.wait_positions() is stayed, "once per run"
+
+
+def test_a_group_without_evidence_in_time_is_paused_and_seeded_alone() -> None:
+    run = run_of(staying_plan(), Steps([{"java": [4, 5, 6, 7]}]), timeout=0.2)
+    stayed = run.wait_positions()
+    assert stayed["positioned"] == ["piece"] and stayed["fell_back"] == ["java"]
+    assert [c[0] for c in run.calls] == ["leave", "wait_empty", "seed", "resume"]
+    assert all(c[1] == ["java"] for c in run.calls), run.calls
+
+
+def test_a_record_on_a_new_partition_ends_the_wait_at_once() -> None:
+    run = run_of(staying_plan(), Steps([{"java": [4]}], stray=[3]), timeout=60.0)
+    stayed = run.wait_positions()
+    assert (
+        stayed["stray_records"] == 3 and stayed["fell_back"] == ["java"] and stayed["positioned_after_s"] < 5
+    )
+
+
+def test_a_group_the_run_cannot_pause_fails_the_run_naming_it() -> None:
+    run = run_of(staying_plan(own_tasks=True), Steps([{"java": [4, 5]}]), timeout=0.1)
+    with pytest.raises(PositionsTimeoutError, match=r"\['java'\].*nothing written so far is lost"):
+        run.wait_positions()
+    assert run.calls == []
