@@ -925,6 +925,12 @@ def describe(plan: Plan) -> list[str]:
             steps = ["stopped, seeded and started by its driver (its Streams steps below)"]  # not paused
         elif entry.role == GroupRole.STREAMS and entry.seed:
             steps = [*steps, "acknowledged: paused and seeded like a consumer group, its state not moved"]
+        if entry.stay:
+            steps = [
+                f"STAYS in its group ({entry.stay}: {entry.stay_reason}); the switch waits for its positions"
+            ]
+        elif entry.stay_reason:
+            steps = [*steps, entry.stay_reason]
         risk = (
             " RISK ACCEPTED: excluded explicitly, not paused nor seeded"
             if entry.cls == GroupClass.EXCLUDED
@@ -942,7 +948,12 @@ def describe(plan: Plan) -> list[str]:
             f"{', '.join(steps)}{risk}{driver}{order}{problem}{reads}"
         )
     for service, producer in plan.producers.items():
-        lines.append(f"  producers {service}: driver {producer.describe()} (stopped for a drain)")
+        role = (
+            "held on the old layout until the staying groups hold positions"
+            if plan.staying()
+            else ("stopped for a drain")
+        )
+        lines.append(f"  producers {service}: driver {producer.describe()} ({role})")
     if plan.replication is not None:
         lines.append(plan.replication.describe())
     lines += streams_runbook(resized)

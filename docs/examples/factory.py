@@ -30,3 +30,19 @@ with DAG("orders_grow_deferrable", schedule=None, start_date=pendulum.datetime(2
         waits=WaitConfig(deferrable=True),
     )
     # [END factory]
+
+with DAG("orders_grow_staying", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag3:
+    # [START factory_stay]
+    from airflow_provider_kstate.task_groups.partition_increase import (
+        FleetConfig,
+        StayConfig,
+        safe_partition_increase,
+    )
+
+    safe_partition_increase(
+        topic="orders",
+        partitions=16,
+        fleet=FleetConfig(producer_drivers=["control"]),  # the ControlledProducers: the run pins them
+        stay=StayConfig(consumers_stay="auto", committing_groups=["billing-java"]),
+    )
+    # [END factory_stay]

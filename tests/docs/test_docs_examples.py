@@ -63,6 +63,10 @@ def test_the_factory_examples_build_the_safe_increase() -> None:
         assert "safe_partition_increase.pause_window" in tasks, tasks
     plan = ns["dag"].get_task("safe_partition_increase.plan")
     assert list(plan.consumer_groups) == ["billing"]
+    staying = ns["dag3"].get_task("safe_partition_increase.plan")
+    assert (staying.consumers_stay, staying.committing_groups) == ("auto", ["billing-java"])
+    window = ns["dag3"].get_task("safe_partition_increase.pause_window")
+    assert window.positions_timeout == 330.0
 
 
 def test_the_approval_example_adds_the_approval_step() -> None:
