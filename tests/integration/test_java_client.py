@@ -8,7 +8,9 @@ scenario proves itself: a naive increase under a plain Java producer and a lates
 loses the records written to the new partitions before the consumer has them. Then the provider's increase
 through ``dag.test()`` with the Java client piece on both sides: the producer is held on the old layout from
 the pin to the release (the partitions its records land on say so), the consumers pause by leaving and
-resume, the key-order barrier holds, and nothing is lost or reordered. No mocks; every wait is bounded.
+resume, the key-order barrier holds, and nothing is lost or reordered. Last, consumers that stay in their
+group while the topic grows (rules 4.7 and 4.8, classic cooperative-sticky and KIP-848): a committed offset on
+every new partition within seconds of the pending barrier. No mocks; every wait is bounded.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ def java_client() -> Iterator[None]:
 def test_java_unit_tests_pass(java_client: None) -> None:
     """The build's Surefire run of ``clients/java``: murmur2 against the Kafka, Python and Node.js vectors,
     every record the client writes validated against ``docs/schemas/control`` (networknt), what a reader
-    ignores, the barrier bookkeeping and the producer's hold/release state machine."""
+    ignores, the barrier bookkeeping, rules 4.7 and 4.8's decisions (``NewPartitions``) and the producer's
+    hold/release state machine."""
     totals = unit_test_results()
     assert totals["tests"] >= 17 and totals["failures"] == 0 and totals["errors"] == 0, totals
 
@@ -145,7 +148,9 @@ def test_java_consumers_pause_by_leaving_and_resume_on_kip848(
         upto: dict[int, int] = defaultdict(int)
         for e in before:
             upto[e["p"]] = max(upto[e["p"]], e["o"] + 1)
-        assert kfacts.committed(admin, group, topic, 4) == dict(upto), "the pause commits what was processed"
+        # what was processed; elsewhere the start the members committed on assignment (rule 4.7: earliest, 0)
+        expected = {p: upto.get(p, 0) for p in range(4)}
+        assert kfacts.committed(admin, group, topic, 4) == expected, "the pause commits what was processed"
 
         late = consumers({**base, "members": [{"clientId": clients[2]}]}, "late")
         started = late.wait(lambda e: e["event"] == "started")
@@ -395,3 +400,110 @@ def test_java_clients_through_the_increase(
     assert wrong_last == 0 and len(last) == 200
     held = [p for p in passages if p["firstHold"] is not None]
     assert held and all(p["released"] is not None for p in held), passages
+
+
+def new_partitions_taken(
+    admin: Any, group: str, topic: str, old: int, new: int, published_ms: float, timeout: float = WAIT
+) -> tuple[dict[int, int], float]:
+    """Poll the group's committed offsets every 20 ms until it has one on each of ``old .. new-1``; return
+    them and the milliseconds from ``published_ms`` (the pending record's epoch) to the first poll that saw
+    all of them (the last new partition's committed offset)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        committed = kfacts.committed(admin, group, topic, new)
+        if all(p in committed for p in range(old, new)):
+            return committed, time.time() * 1000 - published_ms
+        assert time.monotonic() < deadline, (
+            f"the group has committed offsets on {sorted(committed)} of {new} partitions after {timeout} s"
+        )
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_java_consumers_take_new_partitions_at_once(
+    kafka_config: dict[str, Any],
+    admin: Any,
+    make_topic: Callable[..., str],
+    controller: Any,
+    java_client: None,
+    protocol: str,
+) -> None:
+    """Rules 4.7 and 4.8 (issue 41, consumers stay in their groups): two Java ControlledConsumers
+    (``auto.offset.reset=latest``, metadata max age 5 minutes) on classic with the cooperative-sticky
+    assignor, or on KIP-848. On joining they commit the log end of every partition on which the group had no
+    offset (rule 4.7: the wrapper commits nothing else, nothing is handed out). The topic grows 4 -> 8 while
+    they run and the controller publishes the ``pending`` barrier with ``partitions=8``: within 30 s the group
+    has committed offset 0 on every new partition (rule 4.8 then 4.7), nobody was paused, no old partition was
+    revoked, and a record written to a new partition afterwards is processed (nothing skipped)."""
+    topic = make_topic(f"java-grow-{protocol}", partitions=4)
+    group = f"{topic}-g"
+    plain = Producer(kafka_config)
+    for i in range(400):
+        plain.produce(topic, key=f"k{i % 97}", value=json.dumps({"key": f"k{i % 97}", "seq": i}))
+    assert plain.flush(30) == 0
+    clients = [f"{group}-{i}" for i in range(2)]
+    config = {
+        "brokers": brokers(kafka_config),
+        "groupId": group,
+        "topics": [topic],
+        "controlTopic": controller.control_topic,
+        "groupProtocol": protocol,
+        "assignor": "cooperative-sticky",
+        "autoOffsetReset": "latest",
+        "members": [{"clientId": c} for c in clients],
+    }
+    with consumers(config, f"grow-{protocol}") as fleet:
+        try:
+            latest: dict[str, dict[str, list[int]]] = {}
+
+            def held() -> dict[str, list[int]]:
+                for e in fleet.of("assigned"):
+                    latest[e["c"]] = e["assignment"]
+                return {c: a.get(topic, []) for c, a in latest.items()}
+
+            wait_until(lambda: group_is(admin, group, ConsumerGroupState.STABLE, 2))
+            wait_until(
+                lambda: sorted(p for ps in held().values() for p in ps) == [0, 1, 2, 3] and len(held()) == 2
+            )
+            # rule 4.7 on the old partitions: the log end (latest), committed though nothing was handed out
+            wait_until(lambda: len(kfacts.committed(admin, group, topic, 4)) == 4)
+            seeded = kfacts.committed(admin, group, topic, 4)
+            assert sum(seeded.values()) == 400 and not fleet.of("record"), seeded
+            before = held()
+            mark = len(fleet.events)
+
+            admin.create_partitions([NewPartitions(topic, 8)])[topic].result(timeout=30)
+            epoch = controller.announce_barrier(topic, [group], issuer="test_java_client", partitions=8)
+            published = float(epoch)  # the record's time (the controller's wall clock before it wrote it)
+            committed, took_ms = new_partitions_taken(admin, group, topic, 4, 8, published)
+            assert {p: committed[p] for p in range(4, 8)} == dict.fromkeys(range(4, 8), 0)
+            wait_until(lambda: sorted(p for ps in held().values() for p in ps) == list(range(8)))
+            after = held()
+            wait_until(
+                lambda: (
+                    acks(controller, f"ack-barrier/{topic}/{group}/", epoch)
+                    == dict.fromkeys(clients, "pending")
+                )
+            )
+            fresh = Producer(kafka_config)  # its metadata shows the new partitions
+            for p in range(4, 8):
+                fresh.produce(topic, partition=p, key=f"n{p}", value=json.dumps({"key": f"n{p}", "seq": p}))
+            assert fresh.flush(30) == 0
+            wait_until(lambda: {e["p"] for e in fleet.of("record")} >= set(range(4, 8)))
+            events = fleet.events[mark:]  # up to the close (which revokes everything)
+        finally:
+            stopped = fleet.stop()
+        assert stopped == 0, fleet.stderr()
+    revoked = [
+        e for e in events if e["event"] == "revoked" and any(p < 4 for p in e["revoked"].get(topic, []))
+    ]
+    paused = [e for e in fleet.of("state") if e["state"] == "paused"]
+    print(
+        f"java {protocol}: pending -> offset on the last new partition {took_ms:.0f} ms;"
+        f" assignment {before} -> {after}; revoked {[e['revoked'] for e in events if e['event'] == 'revoked']}"
+    )
+    assert took_ms < WAIT * 1000
+    assert not paused, paused
+    assert not revoked, f"old partitions were revoked: {revoked}"
+    assert all(set(before[c]) <= set(after[c]) for c in clients), (before, after)
+    assert sorted(e["p"] for e in fleet.of("record")) == [4, 5, 6, 7], "latest: only what was written after"

@@ -6,7 +6,8 @@ they did as JSON lines; the controller is the provider's own (``KStateControlHoo
 through ``dag.test()``). The same scenarios as the Python client's: a pause by leaving the group (EMPTY,
 acks, a consumer started while paused stays out, resume, the plan's presence matching), the key-order
 barrier under live keyed traffic with a backlog at the switch (``relax`` reorders, ``preserve`` does not)
-and the producer's layout pin. No mocks; every wait is bounded.
+and the producer's layout pin, and consumers that stay in their group while the topic grows (rules 4.7 and
+4.8). No mocks; every wait is bounded.
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ def written_by(kafka_config: dict[str, Any], control_topic: str, clients: set[st
 
 def test_node_unit_tests_pass() -> None:
     """``npm test`` of ``clients/node``: murmur2, what the Node client writes (validated against the
-    schemas with ajv), what it ignores, the barrier bookkeeping."""
+    schemas with ajv), what it ignores, the barrier bookkeeping, rules 4.7 and 4.8 (``src/growth.js``, the
+    consumer's seeding: paused until committed, retried, never over a committed offset)."""
     done = subprocess.run(["npm", "test"], cwd=NODE_CLIENT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "# fail 0" in done.stdout and "# pass " in done.stdout
@@ -166,7 +168,9 @@ def test_node_consumers_pause_by_leaving_and_resume(
         upto: dict[int, int] = defaultdict(int)
         for e in before:
             upto[e["p"]] = max(upto[e["p"]], e["o"] + 1)
-        assert kfacts.committed(admin, group, topic, 4) == dict(upto), "the pause commits what was processed"
+        # what was processed; elsewhere the start the members committed on assignment (rule 4.7: earliest, 0)
+        expected = {p: upto.get(p, 0) for p in range(4)}
+        assert kfacts.committed(admin, group, topic, 4) == expected, "the pause commits what was processed"
 
         late = consumers({**base, "members": [{"clientId": clients[2]}]}, "late")
         started = late.wait(lambda e: e["event"] == "started")
@@ -378,3 +382,90 @@ def test_node_clients_keep_key_order_through_the_barrier(
     held = [p for p in preserve["passages"] if p["firstHold"] is not None]
     assert held and all(p["released"] is not None for p in held), preserve["passages"]
     assert [h["expired"] for h in preserve["holds"]] == [False], preserve["holds"]
+
+
+def new_partitions_taken(
+    admin: Any, group: str, topic: str, old: int, new: int, published_ms: float, timeout: float = WAIT
+) -> tuple[dict[int, int], float]:
+    """Poll the group's committed offsets every 20 ms until it has one on each of ``old .. new-1``; return
+    them and the milliseconds from ``published_ms`` (the pending record's epoch) to the first poll that saw
+    all of them (the last new partition's committed offset)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        committed = kfacts.committed(admin, group, topic, new)
+        if all(p in committed for p in range(old, new)):
+            return committed, time.time() * 1000 - published_ms
+        assert time.monotonic() < deadline, (
+            f"the group has committed offsets on {sorted(committed)} of {new} partitions after {timeout} s"
+        )
+        time.sleep(0.02)
+
+
+def test_node_consumers_take_new_partitions_at_once(
+    kafka_config: dict[str, Any], admin: Any, make_topic: Callable[..., str], controller: Any
+) -> None:
+    """Rules 4.7 and 4.8 (issue 41, consumers stay in their groups): two Node ControlledConsumers (KafkaJS's
+    default assigner, ``fromBeginning: false``, KafkaJS's metadata max age of 5 minutes). On joining they
+    commit the log end of every partition on which the group had no offset (rule 4.7: nothing is processed).
+    The topic grows 4 -> 8 while they run and the controller publishes the ``pending`` barrier with
+    ``partitions=8``: within 30 s the group has committed offset 0 on every new partition (rule 4.8: the
+    members refresh their metadata and KafkaJS rejoins; then rule 4.7), nobody was paused (out of the group),
+    and a record written to a new partition afterwards is processed (nothing skipped)."""
+    topic = make_topic("node-grow", partitions=4)
+    group = f"{topic}-g"
+    plain = Producer(kafka_config)
+    for i in range(400):
+        plain.produce(topic, key=f"k{i % 97}", value=json.dumps({"key": f"k{i % 97}", "seq": i}))
+    assert plain.flush(30) == 0
+    clients = [f"{group}-{i}" for i in range(2)]
+    config = {
+        "brokers": brokers(kafka_config),
+        "groupId": group,
+        "topics": [topic],
+        "controlTopic": controller.control_topic,
+        "fromBeginning": False,
+        "members": [{"clientId": c} for c in clients],
+    }
+    with consumers(config, "grow") as fleet:
+        try:
+            latest: dict[str, dict[str, list[int]]] = {}
+
+            def held() -> dict[str, list[int]]:
+                for e in fleet.of("assigned"):
+                    latest[e["c"]] = e["assignment"]
+                return {c: a.get(topic, []) for c, a in latest.items()}
+
+            wait_until(lambda: group_is(admin, group, ConsumerGroupState.STABLE, 2))
+            wait_until(lambda: sorted(p for ps in held().values() for p in ps) == [0, 1, 2, 3])
+            # rule 4.7 on the old partitions: the log end, committed though nothing was processed
+            wait_until(lambda: len(kfacts.committed(admin, group, topic, 4)) == 4)
+            seeded = kfacts.committed(admin, group, topic, 4)
+            assert sum(seeded.values()) == 400 and not processed(fleet), seeded
+
+            admin.create_partitions([NewPartitions(topic, 8)])[topic].result(timeout=30)
+            epoch = controller.announce_barrier(topic, [group], issuer="test_node_client", partitions=8)
+            published = float(epoch)  # the record's time (the controller's wall clock before it wrote it)
+            committed, took_ms = new_partitions_taken(admin, group, topic, 4, 8, published)
+            assert {p: committed[p] for p in range(4, 8)} == dict.fromkeys(range(4, 8), 0)
+            wait_until(lambda: sorted(p for ps in held().values() for p in ps) == list(range(8)))
+            wait_until(
+                lambda: (
+                    acks(controller, f"ack-barrier/{topic}/{group}/", epoch)
+                    == dict.fromkeys(clients, "pending")
+                )
+            )
+            fresh = Producer(kafka_config)  # its metadata shows the new partitions
+            for p in range(4, 8):
+                fresh.produce(topic, partition=p, key=f"n{p}", value=json.dumps({"key": f"n{p}", "seq": p}))
+            assert fresh.flush(30) == 0
+            wait_until(lambda: {e["p"] for e in processed(fleet)} >= set(range(4, 8)))
+        finally:
+            stopped = fleet.stop()
+        assert stopped == 0, fleet.stderr()
+    paused = [e for e in fleet.of("state") if e["state"] == "paused"]
+    print(f"node: pending -> offset on the last new partition {took_ms:.0f} ms; assignment {held()}")
+    assert took_ms < WAIT * 1000
+    assert not paused, paused
+    assert sorted(e["p"] for e in processed(fleet)) == [4, 5, 6, 7], (
+        "fromBeginning false: only what was written after"
+    )

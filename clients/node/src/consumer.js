@@ -8,11 +8,22 @@
 // after the application has processed it. Commands are applied by the control follower, serially: a pause
 // waits for the record in progress, commits, and leaves the group by disconnecting the inner consumer; a
 // resume creates a new inner consumer.
+//
+// Rule 4.7 (a position on every partition it is assigned): at each join, the partitions whose committed offset
+// this member does not know are paused before anything is fetched; one OffsetFetch finds those on which the
+// group has none, one ListOffsets where the consumer starts there (fromBeginning: the log start, else the end),
+// and that offset is committed (never over a committed one) before the partition is resumed; a partition whose
+// start cannot be read yet stays paused and is tried again at each look.
+// Rule 4.8 (take new partitions at once): a `pending` barrier naming the group with a `partitions` count the
+// inner consumer's metadata lacks: refresh that metadata (its Cluster) at each look until it shows the count
+// (bounded by timeoutMs); KafkaJS's next fetch then sees the topic changed (KafkaJSStaleTopicMetadataAssignment)
+// and the member rejoins; the leader refreshes its metadata when it assigns, so the new partitions are assigned.
 
 const os = require('os')
 const { Barriers, barrierOffset, passed } = require('./barrier')
 const { ControlChannel, ControlTail, Follower } = require('./control')
-const { byTopic, createKafka, commitWithoutMembership, defaultLog, sleep } = require('./kafka')
+const { Growth, seeds } = require('./growth')
+const { byTopic, createKafka, commitWithoutMembership, defaultLog, fetchCommitted, sleep, startOffsets } = require('./kafka')
 const protocol = require('./protocol')
 
 const PAUSED_FAST_MS = 10000 // look every pausedCheckIntervalMs for this long after a pause
@@ -31,6 +42,12 @@ const tpKey = (topic, partition) => `${topic}\u0000${partition}`
 const splitKey = key => {
   const [topic, partition] = key.split('\u0000')
   return { topic, partition: Number(partition) }
+}
+/** [{topic, partition}] as KafkaJS's pause()/resume() argument: [{topic, partitions: [p, ...]}]. */
+const toPause = entries => {
+  const out = new Map()
+  for (const { topic, partition } of entries) out.set(topic, [...(out.get(topic) || []), partition])
+  return [...out].map(([topic, partitions]) => ({ topic, partitions }))
 }
 
 class ControlledConsumer {
@@ -80,12 +97,15 @@ class ControlledConsumer {
     this.onAssign = options.onAssign || (() => {})
     this.log = options.log || defaultLog
 
-    const { kafka, newCluster } = createKafka({ ...kafkaConfig, clientId: this.clientId })
+    const { kafka, clusters, newCluster } = createKafka({ ...kafkaConfig, clientId: this.clientId })
     this.kafka = kafka
+    this._clusters = clusters // every cluster the client created: the inner consumer's is the newest at _join
+    this._innerCluster = null
     this.cluster = newCluster({ metadataMaxAge: 60000 }) // the tail's, and the commit without membership
     this.channel = new ControlChannel(kafka, this.controlTopic)
     this.admin = kafka.admin()
     this.barriers = new Barriers(this.group, this.topics)
+    this.growth = new Growth(this.group, this.topics)
     this.follower = new Follower({
       tail: new ControlTail(this.cluster, this.controlTopic, this.timeoutMs),
       intervalMs: this.checkIntervalMs,
@@ -93,6 +113,8 @@ class ControlledConsumer {
       onRecords: records => this._onRecords(records),
       onTick: async () => {
         await this._reconcile()
+        await this._seed(this.inner)
+        await this._takeNewPartitions()
         await this._releaseCheck()
       },
       log: this.log
@@ -111,6 +133,9 @@ class ControlledConsumer {
     this._busy = 0
     this._idleWaiters = []
     this._nextReleaseCheck = 0
+    this._seeding = new Set() // tpKey: assigned, the group's committed offset not known here yet (paused)
+    this._seedRun = null
+    this._seedAgain = false
     this._wanted = null // 'paused' / 'running' until the last command is applied
     this._closed = false
   }
@@ -222,6 +247,12 @@ class ControlledConsumer {
     this._resume(ended)
     if (action === 'pending') {
       this.follower.hurry(PENDING_FAST_MS)
+      if (ack && this.inner !== null && (record.partitions || 0) > 0) {
+        const count = this._metadataCount(record.topic)
+        if (this.growth.onPending(record, count, Date.now(), this.timeoutMs)) {
+          this.log('info', `group ${this.group}: ${record.topic} has ${record.partitions} partitions, the consumer's metadata ${count}: taking the new ones now`)
+        }
+      }
       if (ack) await this._ack('pending', record.epoch, record.topic)
     } else if (action === 'hold') {
       this.log('info', `group ${this.group}: key-order barrier of ${record.topic} (epoch ${record.epoch}): holding at ${JSON.stringify(record.offsets)}`)
@@ -234,7 +265,8 @@ class ControlledConsumer {
   /** Resume the partitions a barrier held here ({barrier, held} from Barriers.end, or null). */
   _resume (ended) {
     if (ended === null || ended.held.length === 0 || this.inner === null) return
-    this.inner.resume([{ topic: ended.barrier.topic, partitions: ended.held }])
+    const partitions = ended.held.filter(p => !this._seeding.has(tpKey(ended.barrier.topic, p)))
+    if (partitions.length) this.inner.resume([{ topic: ended.barrier.topic, partitions }])
     this.log('info', `group ${this.group}: passed the key-order barrier of ${ended.barrier.topic} (epoch ${ended.barrier.epoch})`)
   }
 
@@ -280,7 +312,11 @@ class ControlledConsumer {
     this._moved.clear()
     this._memberId = null
     this._lastCommit = Date.now()
+    this._seeding.clear()
+    this.growth.clear() // a new membership reads fresh metadata
+    const created = this._clusters.length
     const inner = this.kafka.consumer({ ...this.consumerOptions, groupId: this.group })
+    this._innerCluster = this._clusters.length === created + 1 ? this._clusters[created] : null
     inner.on(inner.events.GROUP_JOIN, event => this._onGroupJoin(inner, event.payload))
     try {
       await inner.connect()
@@ -316,6 +352,7 @@ class ControlledConsumer {
       const leftover = [...this._uncommitted(), ...this._movedAway()]
       this.inner = null
       this.assignment = new Map()
+      this._seeding.clear()
       this.barriers.forgetHeld()
       await inner.disconnect().catch(e => this.log('warn', `group ${this.group}: disconnect: ${e.message}`))
       if (leftover.length) await this._commitAfterLeaving(leftover)
@@ -466,6 +503,19 @@ class ControlledConsumer {
     this._memberId = memberId
     this._generation++
     this.assignment = assignment
+    // rule 4.7: a partition whose committed offset this member does not know waits (paused) for it
+    for (const key of [...this._seeding]) if (!held.has(key)) this._seeding.delete(key)
+    for (const key of [...this._committed.keys()]) if (!held.has(key)) this._committed.delete(key)
+    const unknown = []
+    for (const key of held) {
+      // (one processed here in this membership has a position: its own commits follow)
+      if (!this._committed.has(key) && !this._next.has(key) && !this._seeding.has(key)) {
+        this._seeding.add(key)
+        unknown.push(splitKey(key))
+      }
+    }
+    if (unknown.length) inner.pause(toPause(unknown))
+    if (this._seeding.size) setImmediate(() => this._seed(inner).catch(e => this.log('warn', `seed: ${e.message}`)))
     this.onAssign(Object.fromEntries(this.assignment))
     for (const [topic, partitions] of this.assignment) {
       const barrier = this.barriers.active.get(topic)
@@ -473,6 +523,104 @@ class ControlledConsumer {
       // new partitions (B = 0) at once; the others once their committed offsets are known
       this._hold(inner, topic, partitions.filter(p => barrierOffset(barrier, p) === 0))
       setImmediate(() => this._holdReached(inner, topic, partitions).catch(e => this.log('warn', `barrier: ${e.message}`)))
+    }
+  }
+
+  // -- rule 4.7: a position on every partition it is assigned ------------------------------------------
+
+  /** Seed what waits: one run at a time; a call during a run (a new join) makes it go once more. */
+  _seed (inner) {
+    if (inner === null || inner !== this.inner || this._seeding.size === 0) return Promise.resolve()
+    if (this._seedRun !== null) {
+      this._seedAgain = true
+      return this._seedRun
+    }
+    this._seedRun = (async () => {
+      do {
+        this._seedAgain = false
+        if (this.inner !== null) await this._seedOnce(this.inner)
+      } while (this._seedAgain && this.inner !== null && this._seeding.size > 0)
+    })().finally(() => { this._seedRun = null })
+    return this._seedRun
+  }
+
+  /**
+   * Commit where the consumer starts (the log start with fromBeginning, else the end) on the partitions in
+   * `_seeding` on which the group has no committed offset; resume each once its offset is known here (found
+   * or committed) unless a barrier holds it. What fails stays for the next look.
+   */
+  async _seedOnce (inner) {
+    const generation = this._generation
+    const cluster = this._innerCluster || this.cluster
+    const waiting = [...this._seeding].map(splitKey)
+    let committed, starts
+    try {
+      committed = await fetchCommitted(cluster, this.group, waiting, tpKey)
+      const none = waiting.filter(({ topic, partition }) => !((committed.get(tpKey(topic, partition)) ?? -1) >= 0))
+      starts = new Map()
+      if (none.length) {
+        starts = await startOffsets(cluster, none, this.fromBeginning, tpKey)
+        if (starts.size < none.length) await cluster.refreshMetadata() // its metadata lacks a new partition's leader
+      }
+    } catch (e) {
+      this.log('info', `group ${this.group}: starts of ${JSON.stringify(waiting)} not read yet (${e.message}); tried again`)
+      return
+    }
+    if (inner !== this.inner || generation !== this._generation) return // the group rejoined: the join redoes it
+    const offsets = seeds(waiting, committed, starts, tpKey)
+    if (offsets.length) {
+      try {
+        await inner.commitOffsets(offsets.map(o => ({ ...o, offset: String(o.offset) })))
+      } catch (e) {
+        this.log('info', `group ${this.group}: commit of the start of ${JSON.stringify(offsets)} failed (${e.type || e.message}); tried again`)
+        return
+      }
+      if (inner !== this.inner || generation !== this._generation) return
+      this.log('info', `group ${this.group}: committed the start of ${JSON.stringify(offsets)} (rule 4.7)`)
+    }
+    const known = new Map([...committed].filter(([, offset]) => offset >= 0))
+    for (const { topic, partition, offset } of offsets) known.set(tpKey(topic, partition), offset)
+    const resume = []
+    for (const { topic, partition } of waiting) {
+      const key = tpKey(topic, partition)
+      if (!known.has(key) || !this._seeding.has(key)) continue
+      this._seeding.delete(key)
+      if (!this._committed.has(key)) this._committed.set(key, known.get(key))
+      if (!this.barriers.isHeld(topic, partition)) resume.push({ topic, partition })
+    }
+    if (resume.length) inner.resume(toPause(resume))
+  }
+
+  // -- rule 4.8: take new partitions at once ----------------------------------------------------------
+
+  /** The partition count of `topic` in the inner consumer's metadata (0: not known). */
+  _metadataCount (topic) {
+    try {
+      return this._innerCluster === null ? 0 : this._innerCluster.findTopicPartitionMetadata(topic).length
+    } catch (_) {
+      return 0
+    }
+  }
+
+  /**
+   * At each look while a topic is a target: refresh the inner consumer's metadata until it shows the count
+   * (bounded); KafkaJS's next fetch finds the topic changed and the member rejoins the group.
+   */
+  async _takeNewPartitions () {
+    if (this.growth.targets.size === 0 || this.inner === null || this._innerCluster === null) return
+    try {
+      await this._innerCluster.refreshMetadata()
+    } catch (e) {
+      this.log('debug', `group ${this.group}: metadata refresh: ${e.message}`)
+    }
+    for (const [topic, { partitions }] of [...this.growth.targets]) {
+      const count = this._metadataCount(topic)
+      const outcome = this.growth.check(topic, count, Date.now())
+      if (outcome === 'reached') {
+        this.log('info', `group ${this.group}: metadata shows ${count} partitions of ${topic}: the group rejoins at the next fetch`)
+      } else if (outcome === 'expired') {
+        this.log('warn', `group ${this.group}: the metadata of ${topic} still shows ${count} of ${partitions} partitions after ${this.timeoutMs} ms`)
+      }
     }
   }
 

@@ -93,6 +93,40 @@ async function commitWithoutMembership (cluster, groupId, offsets) {
   await coordinator.offsetCommit({ groupId, groupGenerationId: -1, memberId: '', topics: byTopic(offsets) })
 }
 
+/**
+ * The group's committed offsets of `entries` ([{topic, partition}]): a Map `key(topic, partition)` -> offset
+ * (-1: none). One OffsetFetch naming the partitions (KafkaJS's admin.fetchOffsets lists a topic's partitions
+ * from its own metadata, which may not know new ones yet).
+ */
+async function fetchCommitted (cluster, groupId, entries, key) {
+  const coordinator = await cluster.findGroupCoordinator({ groupId })
+  const topics = byTopic(entries.map(e => ({ ...e, offset: 0 }))).map(({ topic, partitions }) => ({
+    topic, partitions: partitions.map(({ partition }) => ({ partition }))
+  }))
+  const { responses } = await coordinator.offsetFetch({ groupId, topics })
+  const out = new Map()
+  for (const { topic, partitions } of responses) {
+    for (const { partition, offset } of partitions) out.set(key(topic, partition), Number(offset))
+  }
+  return out
+}
+
+/**
+ * Where a consumer without a committed offset starts on `entries` ([{topic, partition}]): the log start
+ * (`fromBeginning`) or end, one ListOffsets per leader; a Map `key(topic, partition)` -> offset. A partition
+ * the cluster's metadata does not know (or whose leader it does not know) is absent.
+ */
+async function startOffsets (cluster, entries, fromBeginning, key) {
+  const topics = byTopic(entries.map(e => ({ ...e, offset: 0 }))).map(({ topic, partitions }) => ({
+    topic, fromBeginning, partitions: partitions.map(({ partition }) => ({ partition }))
+  }))
+  const out = new Map()
+  for (const { topic, partitions } of await cluster.fetchTopicsOffset(topics)) {
+    for (const { partition, offset } of partitions) out.set(key(topic, partition), Number(offset))
+  }
+  return out
+}
+
 /** The client piece's default log: stderr, without debug lines. */
 function defaultLog (level, message) {
   if (level !== 'debug') process.stderr.write(`kstate-control ${level}: ${message}\n`)
@@ -105,4 +139,15 @@ async function metadataCount (cluster, topic, refresh = false) {
   return cluster.findTopicPartitionMetadata(topic).length
 }
 
-module.exports = { byTopic, createKafka, commitWithoutMembership, defaultLog, metadataCount, sleep, stderrLogCreator, logLevel }
+module.exports = {
+  byTopic,
+  createKafka,
+  commitWithoutMembership,
+  defaultLog,
+  fetchCommitted,
+  metadataCount,
+  sleep,
+  startOffsets,
+  stderrLogCreator,
+  logLevel
+}

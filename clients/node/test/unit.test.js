@@ -1,6 +1,7 @@
 'use strict'
 // Unit tests without a broker: murmur2, the records this client writes (validated against
-// docs/schemas/control with ajv), what a reader ignores, and the barrier bookkeeping.
+// docs/schemas/control with ajv), what a reader ignores, the barrier bookkeeping, and the decisions of
+// rules 4.7 and 4.8 (a position on every partition assigned; new partitions at once).
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -8,6 +9,7 @@ const kafkajsMurmur2 = require('kafkajs/src/producer/partitioners/default/murmur
 const { murmur2, partitionFor } = require('../src/murmur2')
 const protocol = require('../src/protocol')
 const { Barriers, passed } = require('../src/barrier')
+const { Growth, seeds } = require('../src/growth')
 const { ControlledConsumer } = require('../src/consumer')
 const { ControlledProducer } = require('../src/producer')
 
@@ -72,6 +74,7 @@ test('every record builder writes a valid record', () => {
     protocol.command({ group: 'g', command: 'pause', epoch: 1 }),
     protocol.layout({ topic: 't', partitions: 2, epoch: 1, hold: true, holdUntil: 5 }),
     protocol.barrier({ topic: 't', epoch: 1, offsets: [3, 0], groups: ['g'] }),
+    protocol.barrier({ topic: 't', epoch: 2, state: 'pending', groups: ['g'], partitions: 8 }),
     protocol.release({ topic: 't', group: 'g', epoch: 1 })
   ]
   for (const record of records) assert.equal(protocol.errors(record), null, JSON.stringify(record))
@@ -95,7 +98,8 @@ test('a reader ignores what it must ignore and keeps unknown fields', () => {
   const read = protocol.decode(Buffer.from(JSON.stringify({ ...valid, future: { x: 1 } })))
   assert.deepEqual(read, { ...valid, topic: '', issued_at: 0, issuer: '', future: { x: 1 } })
   const barrier = protocol.decode(Buffer.from(JSON.stringify({ v: 1, kind: 'barrier', topic: 't', epoch: 3 })))
-  assert.deepEqual([barrier.state, barrier.offsets, barrier.groups], ['hold', [], []])
+  assert.deepEqual([barrier.state, barrier.offsets, barrier.groups, barrier.partitions], ['hold', [], [], 0])
+  assert.equal(protocol.decode(Buffer.from(JSON.stringify({ v: 1, kind: 'barrier', topic: 't', epoch: 3, partitions: -1 }))), null)
 })
 
 test('barriers: hold, limits, newer records, releases', () => {
@@ -124,4 +128,77 @@ test('barriers: hold, limits, newer records, releases', () => {
   const ended = c.onBarrier(protocol.barrier({ topic: 't', epoch: 22, groups: ['someone-else'] }))
   assert.equal(ended.action, 'off', 'a newer barrier that does not name the group ends its hold')
   assert.equal(ended.ended.barrier.epoch, 21)
+})
+
+const key = (topic, partition) => `${topic}/${partition}`
+
+test('rule 4.7: the start is committed only where the group has no offset', () => {
+  const assigned = [0, 1, 2, 3].map(partition => ({ topic: 't', partition }))
+  const committed = new Map([['t/0', 17], ['t/1', -1]]) // OffsetFetch: -1 where none
+  const starts = new Map([['t/0', 40], ['t/1', 0], ['t/2', 5]])
+  assert.deepEqual(seeds(assigned, committed, starts, key), [
+    { topic: 't', partition: 1, offset: 0 },
+    { topic: 't', partition: 2, offset: 5 }
+  ], 'never over a committed offset (0 keeps 17); a partition without a start yet waits (3)')
+})
+
+test('rule 4.8: a pending barrier with more partitions than the metadata makes a target, bounded', () => {
+  const g = new Growth('g', ['t'])
+  const pending = (epoch, groups, partitions, extra = {}) => protocol.barrier({ topic: 't', epoch, state: 'pending', groups, partitions, ...extra })
+  assert.equal(g.onPending(pending(1, ['g'], 0), 4, 0, 1000), false, 'partitions not said')
+  assert.equal(g.onPending(pending(2, ['g'], 4), 4, 0, 1000), false, 'the metadata shows them already')
+  assert.equal(g.onPending(pending(3, ['other'], 8), 4, 0, 1000), false, "another group's")
+  assert.equal(g.onPending(pending(4, ['g'], 8, { topic: 'u' }), 4, 0, 1000), false, 'a topic it does not read')
+  assert.equal(g.onPending(pending(5, ['g'], 8, { state: 'hold', offsets: [1] }), 4, 0, 1000), false, 'only pending')
+  assert.equal(g.targets.size, 0)
+  const decoded = protocol.decode(protocol.encode(pending(6, ['g'], 8)))
+  assert.equal(g.onPending(decoded, 4, 100, 1000), true)
+  assert.deepEqual([...g.targets], [['t', { partitions: 8, deadline: 1100 }]])
+  assert.equal(g.check('t', 6, 500), '', 'not yet: look again')
+  assert.equal(g.check('t', 8, 600), 'reached')
+  assert.equal(g.targets.size, 0)
+  assert.equal(g.onPending(pending(7, ['g'], 12), 8, 2000, 1000), true)
+  assert.equal(g.check('t', 8, 3000), 'expired', 'bounded')
+  assert.equal(g.targets.size, 0)
+})
+
+test('rule 4.7 in the consumer: paused until committed, retried at the next look, never over an offset', async () => {
+  const calls = { commits: [], resumed: [], listOffsets: 0, refreshed: 0 }
+  let leaderLoading = true
+  const cluster = {
+    findGroupCoordinator: async () => ({
+      offsetFetch: async ({ topics }) => ({
+        responses: topics.map(({ topic, partitions }) => ({
+          topic, partitions: partitions.map(({ partition }) => ({ partition, offset: partition === 0 ? '17' : '-1' }))
+        }))
+      })
+    }),
+    fetchTopicsOffset: async topics => {
+      calls.listOffsets++
+      if (leaderLoading) throw new Error('LEADER_NOT_AVAILABLE')
+      return topics.map(({ topic, partitions, fromBeginning }) => ({
+        topic, partitions: partitions.map(({ partition }) => ({ partition, offset: fromBeginning ? '0' : '40' }))
+      }))
+    },
+    refreshMetadata: async () => { calls.refreshed++ }
+  }
+  const inner = {
+    commitOffsets: async offsets => { calls.commits.push(...offsets) },
+    resume: topics => { calls.resumed.push(...topics) },
+    pause: () => {}
+  }
+  const consumer = Object.assign(Object.create(ControlledConsumer.prototype), {
+    group: 'g', inner, _innerCluster: cluster, cluster, fromBeginning: false, _generation: 3,
+    _seeding: new Set(['t\u00000', 't\u00001']), _committed: new Map(), _seedRun: null, _seedAgain: false,
+    barriers: new Barriers('g', ['t']), log: () => {}
+  })
+  await consumer._seed(inner)
+  assert.deepEqual(calls.commits, [], 'nothing committed while the start cannot be read')
+  assert.deepEqual([...consumer._seeding], ['t\u00000', 't\u00001'], 'both stay paused for the next look')
+  leaderLoading = false
+  await consumer._seed(inner)
+  assert.deepEqual(calls.commits, [{ topic: 't', partition: 1, offset: '40' }], 'the log end, only where none')
+  assert.deepEqual(calls.resumed, [{ topic: 't', partitions: [0, 1] }])
+  assert.equal(consumer._seeding.size, 0)
+  assert.deepEqual([...consumer._committed], [['t\u00000', 17], ['t\u00001', 40]])
 })

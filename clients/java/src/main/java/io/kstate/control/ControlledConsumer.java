@@ -26,6 +26,7 @@ import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.NoOffsetForPartitionException;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
@@ -48,6 +49,16 @@ import org.slf4j.LoggerFactory;
  *   <li><b>barrier</b>: no record at or past {@code B[p]} is handed out; the partition is paused (and the
  *       fetch position set back to the first record not handed out) until the group's committed offsets pass
  *       the barrier or the release arrives.
+ *   <li><b>a position on every partition</b> (rule 4.7): on assignment, a partition on which the group has no
+ *       committed offset gets its start (where auto.offset.reset puts it: {@code position()}) committed
+ *       synchronously in the rebalance listener, before anything is fetched from it; one whose start cannot be
+ *       read yet is paused and tried again at each look until it is committed or revoked;
+ *   <li><b>new partitions at once</b> (rule 4.8): on the classic protocol, a {@code pending} barrier naming
+ *       the group with a {@code partitions} count the consumer's metadata lacks: the metadata is refreshed (a
+ *       ListOffsets of the missing partitions makes the consumer update it) until it shows the count (bounded
+ *       by {@code timeoutMs}), then {@code enforceRebalance()}: the group rejoins at once (with the
+ *       cooperative-sticky assignor only the new partitions move); on KIP-848 nothing (the broker assigns them
+ *       at the member's next heartbeat).
  * </ul>
  *
  * <p>Not thread-safe, like KafkaConsumer: one thread polls. The Kafka {@code client.id} is the
@@ -57,6 +68,8 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ControlledConsumer.class);
     private static final long PAUSED_FAST_MS = 10_000;
     private static final long PENDING_FAST_MS = 30_000;
+    /** How long the rebalance listener waits for the starts of partitions without a committed offset. */
+    private static final long SEED_CALLBACK_MS = 2_000;
 
     /** Options of the wrapper (everything else is the KafkaConsumer's config). */
     public static final class Options {
@@ -70,6 +83,7 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
         Consumer<String> onStateChange = s -> {};
         Consumer<ControlledConsumer<?, ?>> onPause = c -> {};
         Consumer<Map<String, List<Integer>>> onAssign = a -> {};
+        Consumer<Map<String, List<Integer>>> onRevoke = a -> {};
 
         /** The acknowledgements' client and the Kafka client.id (default: client.id, else host-pid). */
         public Options clientId(String v) {
@@ -128,6 +142,12 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
             onAssign = v;
             return this;
         }
+
+        /** Called with {topic: partitions} revoked (or lost) from this member, before they go. */
+        public Options onRevoke(Consumer<Map<String, List<Integer>>> v) {
+            onRevoke = v;
+            return this;
+        }
     }
 
     private final Map<String, Object> config;
@@ -137,6 +157,8 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
     private final String clientId;
     private final String commandKey;
     private final Barriers barriers;
+    private final NewPartitions growth;
+    private final boolean kip848;
     private final Control.Channel channel;
     private final Control.Tail tail;
     private final LinkedBlockingQueue<Control.Entry> incoming = new LinkedBlockingQueue<>();
@@ -156,6 +178,8 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
     private long lastCommit;
     private boolean commitNow;
     private long nextReleaseCheck;
+    /** Partitions assigned without a committed offset whose start could not be committed yet (paused). */
+    private final Set<TopicPartition> unseeded = new HashSet<>();
 
     /**
      * Read the control topic to its end, then join the group unless its latest command is pause.
@@ -187,6 +211,9 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
         this.config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
         this.commandKey = Protocol.Keys.command(group);
         this.barriers = new Barriers(group, this.topics);
+        this.growth = new NewPartitions(group, this.topics);
+        Object protocol = config.get(ConsumerConfig.GROUP_PROTOCOL_CONFIG);
+        this.kip848 = protocol != null && protocol.toString().equalsIgnoreCase("consumer");
         this.connection = Control.connection(config);
         this.channel = new Control.Channel(connection, options.controlTopic, clientId, options.timeoutMs);
         if (options.ensureControlTopic) {
@@ -287,6 +314,8 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
                 }
                 continue;
             }
+            seedPending();
+            takeNewPartitions();
             commitIfDue();
             releaseCheck();
             ConsumerRecords<K, V> got = inner.poll(Duration.ofMillis(Math.max(0, Math.min(left, options.checkIntervalMs))));
@@ -407,6 +436,13 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
         resume(applied.ended());
         if (applied.action() == Action.PENDING) {
             hurry(PENDING_FAST_MS);
+            if (ack && inner != null && barrier.partitions() > 0 && !kip848) { // KIP-848: the broker assigns them
+                int count = metadataCount(barrier.topic());
+                if (growth.onPending(barrier, count, System.currentTimeMillis(), options.timeoutMs)) {
+                    LOG.info("group {}: {} has {} partitions, the consumer's metadata {}: taking the new ones now",
+                            group, barrier.topic(), barrier.partitions(), count);
+                }
+            }
             if (ack) {
                 ack("pending", barrier.epoch(), barrier.topic());
             }
@@ -431,7 +467,7 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
         Set<TopicPartition> assignment = inner.assignment();
         for (int p : ended.held()) {
             TopicPartition tp = new TopicPartition(ended.barrier().topic(), p);
-            if (assignment.contains(tp)) {
+            if (assignment.contains(tp) && !unseeded.contains(tp)) {
                 tps.add(tp);
             }
         }
@@ -493,6 +529,8 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
     private void join() {
         next.clear();
         committed.clear();
+        unseeded.clear();
+        growth.clear(); // a new membership reads fresh metadata
         lastCommit = System.currentTimeMillis();
         KafkaConsumer<K, V> consumer = new KafkaConsumer<>(config);
         try {
@@ -531,6 +569,7 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
             barriers.forgetHeld();
             next.clear();
             committed.clear();
+            unseeded.clear();
             try {
                 // LeaveGroup: the broker reports EMPTY once every member left (rule 4.3)
                 consumer.close(CloseOptions.timeout(Duration.ofMillis(options.timeoutMs))
@@ -740,6 +779,9 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
     private final class Listener implements ConsumerRebalanceListener {
         @Override
         public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+            if (!partitions.isEmpty()) {
+                options.onRevoke.accept(byTopic(partitions));
+            }
             if (!leaving && inner != null) {
                 Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
                 uncommitted().forEach((tp, om) -> {
@@ -761,6 +803,9 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
 
         @Override
         public void onPartitionsLost(Collection<TopicPartition> partitions) {
+            if (!partitions.isEmpty()) {
+                options.onRevoke.accept(byTopic(partitions));
+            }
             forget(partitions);
         }
 
@@ -768,6 +813,7 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
             for (TopicPartition tp : partitions) {
                 next.remove(tp);
                 committed.remove(tp);
+                unseeded.remove(tp);
                 java.util.Set<Integer> h = barriers.held.get(tp.topic());
                 if (h != null) {
                     h.remove(tp.partition());
@@ -780,6 +826,7 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
             if (inner == null) {
                 return;
             }
+            seed(partitions, SEED_CALLBACK_MS); // rule 4.7: before anything is fetched from them
             Map<String, List<Integer>> byTopic = new TreeMap<>();
             for (TopicPartition tp : partitions) {
                 byTopic.computeIfAbsent(tp.topic(), t -> new ArrayList<>()).add(tp.partition());
@@ -802,12 +849,146 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
                     LOG.warn("group {}: barrier on assignment: {}", group, ex.toString());
                 }
             }
-            Map<String, List<Integer>> all = new TreeMap<>();
-            for (TopicPartition tp : inner.assignment()) {
-                all.computeIfAbsent(tp.topic(), t -> new ArrayList<>()).add(tp.partition());
+            options.onAssign.accept(byTopic(inner.assignment()));
+        }
+    }
+
+    private static Map<String, List<Integer>> byTopic(Collection<TopicPartition> partitions) {
+        Map<String, List<Integer>> out = new TreeMap<>();
+        for (TopicPartition tp : partitions) {
+            out.computeIfAbsent(tp.topic(), t -> new ArrayList<>()).add(tp.partition());
+        }
+        out.values().forEach(l -> l.sort(null));
+        return out;
+    }
+
+    // -- rule 4.7: a position on every partition it is assigned ----------------------------------------
+
+    /**
+     * Commit, synchronously, the start (where auto.offset.reset puts the consumer: {@code position()}, one
+     * ListOffsets for all of them) of those of {@code partitions} on which the group has no committed offset;
+     * never where it has one. A partition whose start (or committed offset) cannot be read within
+     * {@code boundMs}, or whose commit failed, is paused and tried again at each look ({@link #seedPending}).
+     */
+    private void seed(Collection<TopicPartition> partitions, long boundMs) {
+        if (inner == null || partitions.isEmpty()) {
+            return;
+        }
+        Set<TopicPartition> tps = new HashSet<>(partitions);
+        long deadline = System.currentTimeMillis() + boundMs;
+        Set<TopicPartition> later = new HashSet<>();
+        Map<TopicPartition, OffsetAndMetadata> have;
+        try {
+            have = inner.committed(tps, Duration.ofMillis(boundMs));
+        } catch (KafkaException ex) {
+            LOG.info("group {}: committed offsets of {} not read yet ({}); tried again", group, tps, ex.toString());
+            have = null;
+            later.addAll(tps);
+        }
+        if (have != null) {
+            Map<TopicPartition, Long> starts = new HashMap<>();
+            for (TopicPartition tp : tps) {
+                if (have.get(tp) != null) {
+                    continue;
+                }
+                try {
+                    starts.put(tp, inner.position(tp, Duration.ofMillis(Math.max(1, deadline - System.currentTimeMillis()))));
+                } catch (NoOffsetForPartitionException ex) {
+                    // auto.offset.reset=none: the application places the consumer; nothing to commit here
+                } catch (KafkaException ex) {
+                    later.add(tp); // e.g. a new partition whose leader is still loading
+                }
             }
-            all.values().forEach(l -> l.sort(null));
-            options.onAssign.accept(all);
+            Map<TopicPartition, OffsetAndMetadata> seeds = NewPartitions.seeds(tps, have, starts);
+            if (!seeds.isEmpty()) {
+                try {
+                    inner.commitSync(seeds, Duration.ofMillis(options.timeoutMs));
+                    seeds.forEach((tp, om) -> committed.put(tp, om.offset()));
+                    LOG.info("group {}: committed the start of {} (rule 4.7)", group, seeds);
+                } catch (KafkaException ex) {
+                    LOG.info("group {}: commit of the start of {} failed ({}); tried again", group, seeds.keySet(),
+                            ex.toString());
+                    later.addAll(seeds.keySet());
+                }
+            }
+        }
+        List<TopicPartition> resume = new ArrayList<>();
+        for (TopicPartition tp : tps) {
+            if (later.contains(tp)) {
+                if (unseeded.add(tp)) {
+                    inner.pause(List.of(tp)); // nothing fetched from it before its start is committed
+                }
+            } else if (unseeded.remove(tp) && !barriers.isHeld(tp.topic(), tp.partition())) {
+                resume.add(tp);
+            }
+        }
+        if (!resume.isEmpty()) {
+            inner.resume(resume);
+        }
+    }
+
+    /** At each look: the partitions whose start is not committed yet, again. */
+    private void seedPending() {
+        if (unseeded.isEmpty() || inner == null) {
+            return;
+        }
+        unseeded.retainAll(inner.assignment());
+        if (!unseeded.isEmpty()) {
+            seed(new ArrayList<>(unseeded), options.checkIntervalMs);
+        }
+    }
+
+    // -- rule 4.8: take new partitions at once ---------------------------------------------------------
+
+    /** The partition count of {@code topic} in the consumer's metadata (0 when it cannot tell). */
+    private int metadataCount(String topic) {
+        try {
+            List<org.apache.kafka.common.PartitionInfo> parts = inner.partitionsFor(topic,
+                    Duration.ofMillis(options.checkIntervalMs));
+            return parts == null ? 0 : parts.size();
+        } catch (KafkaException ex) {
+            return 0;
+        }
+    }
+
+    /**
+     * Classic protocol, at each look while a topic is a target: refresh the consumer's metadata until it shows
+     * the count (a ListOffsets of the partitions it lacks: the consumer requests a metadata update for a
+     * partition without a known leader and waits for it), bounded by {@code timeoutMs}; then rejoin at once
+     * ({@code enforceRebalance}). Measured on Apache Kafka 4.4 with kafka-clients 4.4 (cooperative-sticky):
+     * subscribing again to the same topics does nothing (the subscription did not change), and
+     * {@code enforceRebalance()} alone rejoins without assigning a new partition (no metadata was refreshed);
+     * the refresh alone makes the group's leader rejoin (its metadata changed), the refresh and the rejoin are
+     * faster. On KIP-848 nothing is done: the broker assigns them at the member's next heartbeat.
+     */
+    private void takeNewPartitions() {
+        if (growth.isEmpty() || inner == null) {
+            return;
+        }
+        List<String> reached = new ArrayList<>();
+        for (Map.Entry<String, NewPartitions.Target> e : growth.targets().entrySet()) {
+            String topic = e.getKey();
+            int want = e.getValue().partitions();
+            int count = metadataCount(topic);
+            if (count < want) {
+                try {
+                    inner.endOffsets(NewPartitions.range(topic, count, want), Duration.ofMillis(options.checkIntervalMs));
+                } catch (KafkaException ex) {
+                    LOG.debug("group {}: metadata of {} not refreshed yet: {}", group, topic, ex.toString());
+                }
+                count = metadataCount(topic);
+            }
+            String outcome = growth.check(topic, count, System.currentTimeMillis());
+            if (outcome.equals("reached")) {
+                reached.add(topic);
+            } else if (outcome.equals("expired")) {
+                LOG.warn("group {}: the metadata of {} still shows {} of {} partitions after {} ms; the group takes "
+                        + "the new ones at its next metadata refresh", group, topic, count, want, options.timeoutMs);
+            }
+        }
+        if (!reached.isEmpty()) {
+            LOG.info("group {}: metadata shows the new partitions of {}: rejoining now", group, reached);
+            inner.enforceRebalance("kstate: new partitions of " + reached + " (control protocol rule 4.8)");
         }
     }
 }

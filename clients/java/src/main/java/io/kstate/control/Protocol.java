@@ -121,9 +121,13 @@ public final class Protocol {
         }
     }
 
-    /** The key-order barrier of a topic (key {@code barrier/<topic>}): {@code pending}, {@code hold} or {@code off}. */
+    /**
+     * The key-order barrier of a topic (key {@code barrier/<topic>}): {@code pending}, {@code hold} or {@code off}.
+     * {@code partitions}: on a {@code pending} sent once the topic grew, its partition count now (0: not said);
+     * a consumer whose metadata shows fewer takes the new partitions at once (rule 4.8).
+     */
     public record Barrier(String topic, long epoch, String state, List<Long> offsets, List<String> groups,
-            long issuedAt, String issuer) implements ControlRecord {
+            int partitions, long issuedAt, String issuer) implements ControlRecord {
         public static final String PENDING = "pending";
         public static final String HOLD = "hold";
         public static final String OFF = "off";
@@ -207,7 +211,13 @@ public final class Protocol {
 
     public static Barrier barrier(String topic, long epoch, String state, List<Long> offsets, List<String> groups,
             String issuer) {
-        return new Barrier(topic, epoch, state, offsets, groups, System.currentTimeMillis(), issuer);
+        return barrier(topic, epoch, state, offsets, groups, 0, issuer);
+    }
+
+    /** A barrier with {@code partitions} (a {@code pending} sent once the topic grew: its count now). */
+    public static Barrier barrier(String topic, long epoch, String state, List<Long> offsets, List<String> groups,
+            int partitions, String issuer) {
+        return new Barrier(topic, epoch, state, offsets, groups, partitions, System.currentTimeMillis(), issuer);
     }
 
     public static Release release(String topic, String group, long epoch, String issuer) {
@@ -238,7 +248,7 @@ public final class Protocol {
             b.offsets().forEach(offsets::add);
             ArrayNode groups = o.putArray("groups");
             b.groups().forEach(groups::add);
-            o.put("issued_at", b.issuedAt()).put("issuer", b.issuer());
+            o.put("partitions", b.partitions()).put("issued_at", b.issuedAt()).put("issuer", b.issuer());
         } else if (record instanceof Release r) {
             o.put("topic", r.topic()).put("group", r.group()).put("epoch", r.epoch()).put("at", r.at())
                     .put("issuer", r.issuer());
@@ -364,7 +374,7 @@ public final class Protocol {
                 o.path("groups").forEach(n -> groups.add(n.asText()));
                 String state = o.has("state") ? o.get("state").asText() : Barrier.HOLD;
                 return new Barrier(o.get("topic").asText(), o.get("epoch").asLong(), state, offsets, groups,
-                        number(o, "issued_at"), text(o, "issuer"));
+                        (int) number(o, "partitions"), number(o, "issued_at"), text(o, "issuer"));
             }
             case RELEASE:
                 return new Release(o.get("topic").asText(), o.get("group").asText(), o.get("epoch").asLong(),

@@ -83,7 +83,19 @@ class ProtocolTest {
         assertValid(Protocol.command("g", "pause", 1, "t", "test"));
         assertValid(Protocol.layout("t", 2, 1, true, 5, "test"));
         assertValid(Protocol.barrier("t", 1, "hold", List.of(3L, 0L), List.of("g"), "test"));
+        assertValid(Protocol.barrier("t", 1, "pending", List.of(), List.of("g"), 8, "test"));
         assertValid(Protocol.release("t", "g", 1, "test"));
+    }
+
+    @Test
+    void aPendingBarrierCarriesThePartitionCount() {
+        Barrier sent = Protocol.barrier("t", 7, "pending", List.of(), List.of("g"), 8, "test");
+        assertEquals(8, sent.partitions());
+        assertEquals(sent, Protocol.decode(Protocol.encode(sent)));
+        Barrier old = assertInstanceOf(Barrier.class,
+                Protocol.decode("{\"v\":1,\"kind\":\"barrier\",\"topic\":\"t\",\"epoch\":3,\"state\":\"pending\"}"));
+        assertEquals(0, old.partitions(), "not said: 0");
+        assertNull(Protocol.decode("{\"v\":1,\"kind\":\"barrier\",\"topic\":\"t\",\"epoch\":3,\"partitions\":-1}"));
     }
 
     @Test

@@ -14,6 +14,7 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.RangeAssignor;
 import org.apache.kafka.common.TopicPartition;
@@ -25,10 +26,11 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *
  * <pre>java ... io.kstate.control.apps.Consume '{"brokers": "...", "groupId": "g", "topics": ["t"],
  *     "members": [{"clientId": "g-0", "workMs": 5}], "controlTopic": "_kstate_control", "range": true,
- *     "autoOffsetReset": "earliest", "groupProtocol": "classic"}'</pre>
+ *     "autoOffsetReset": "earliest", "groupProtocol": "classic", "assignor": "cooperative-sticky"}'</pre>
  *
  * Each member (a thread) processes a record in {@code workMs} (a sleep). Events on stdout: started {c, state,
- * epoch}, state {c, state}, assigned {c, assignment}, record {c, p, o, key, seq}, closed {c, passages}.
+ * epoch}, state {c, state}, assigned {c, assignment}, revoked {c, revoked} (ControlledConsumers), record {c, p,
+ * o, key, seq}, closed {c, passages}.
  * "close" on stdin (or its end) closes every member and exits.
  */
 public final class Consume {
@@ -80,6 +82,8 @@ public final class Consume {
             c.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, 500);
             if (config.path("range").asBoolean(false)) {
                 c.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, RangeAssignor.class.getName());
+            } else if (config.path("assignor").asText("").equals("cooperative-sticky")) {
+                c.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, CooperativeStickyAssignor.class.getName());
             }
         }
         c.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, 50);
@@ -134,7 +138,8 @@ public final class Consume {
                 .checkIntervalMs(config.path("checkIntervalMs").asLong(100))
                 .autoCommitIntervalMs(config.path("autoCommitIntervalMs").asLong(200))
                 .onStateChange(state -> Common.emit("state", "c", clientId, "state", state))
-                .onAssign(assignment -> Common.emit("assigned", "c", clientId, "assignment", assignment));
+                .onAssign(assignment -> Common.emit("assigned", "c", clientId, "assignment", assignment))
+                .onRevoke(revoked -> Common.emit("revoked", "c", clientId, "revoked", revoked));
         ControlledConsumer<String, String> consumer = new ControlledConsumer<>(conf, topics, options);
         Common.emit("started", "c", clientId, "state", consumer.state(), "epoch", consumer.epoch());
         try {
