@@ -411,6 +411,8 @@ class ControlledConsumer:
             else:
                 consumer.assign(partitions)
         self._positions.assigned(consumer, partitions)  # before anything is fetched (rule 7)
+        if self._positions.waiting:  # a start to commit again: the next polls go through the wrapper
+            self._indirect()
         for topic in self._barriers.active:
             self._barriers.hold_reached(consumer, topic, [tp for tp in partitions if tp.topic == topic])
 

@@ -83,6 +83,7 @@ class PositionKeeper:
         committed = _safe(lambda tps: inner.committed(tps, timeout=REQUEST_TIMEOUT), partitions)
         if len(committed) != len(partitions):  # the request failed: try every one again at the next look
             self.unpositioned.update((tp.topic, tp.partition) for tp in partitions)
+            log.info("group %s: committed offsets not read: trying again at the next look", self.group)
             return
         bare = [tp for tp in committed if tp.offset < 0]
         self.unpositioned.update((tp.topic, tp.partition) for tp in bare)
@@ -109,7 +110,16 @@ class PositionKeeper:
         ]
         if not starts:
             return
-        done = _safe(lambda tps: inner.commit(offsets=tps, asynchronous=False), starts)
+        try:
+            done = inner.commit(offsets=starts, asynchronous=False) or []
+        except KafkaException as exc:  # a rebalance in progress, a coordinator moving: the next look
+            log.info(
+                "group %s: could not commit the start of %s partitions (%s): trying again",
+                self.group,
+                len(starts),
+                exc,
+            )
+            return
         ok = [tp for tp in done if tp.error is None]
         self.unpositioned.difference_update((tp.topic, tp.partition) for tp in ok)
         self.committed_starts += len(ok)

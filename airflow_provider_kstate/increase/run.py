@@ -312,7 +312,8 @@ class IncreaseRun(RunPorts):
 
     def scale(self, live: list[str] | None = None, baseline: bool = False) -> dict[str, Any]:
         """Each topic's producers switch to the target layout (through its key-order barrier, once its new
-        partitions' leaders serve them: :meth:`TopicSteps.scale`); ``{"topics": {topic: {"switch": ...}}}``.
+        partitions' leaders serve them: :meth:`TopicSteps.scale`); ``{"topics": {topic: {"switch": ...}}}``,
+        with ``stayed`` (:meth:`wait_positions`) when groups stayed in their groups.
 
         :param live: the protected groups with live members now (default: none, as in the per-step layout).
         :param baseline: also return each topic's new partitions' end offsets now.
@@ -322,9 +323,12 @@ class IncreaseRun(RunPorts):
             self.stop_producers()
         self.events.step("switch")
         live = list(dict.fromkeys([*(live or []), *self.plan.staying()]))
-        return {
+        out: dict[str, Any] = {
             "topics": {s.topic: {"switch": s.scale(self.of(s, live), baseline=baseline)} for s in self.topics}
         }
+        if self.stayed:
+            out["stayed"] = self.stayed
+        return out
 
     # -- groups that stay in their groups ----------------------------------------------------------------
 

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 
 
 class KStateGroupsEmptySensor(KStateConditionSensor):
-    """Wait until every group the plan pauses is EMPTY: its members have left, so offsets can be set.
+    """Wait until every group the run seeds is EMPTY: its members have left, so offsets can be set (the
+    groups that stay in their groups are not waited for).
 
     On timeout it fails with :class:`GroupNotEmptyError` naming each member still present.
     """
@@ -21,7 +22,7 @@ class KStateGroupsEmptySensor(KStateConditionSensor):
 
     def check_arguments(self) -> dict[str, Any]:
         plan = self.typed_plan
-        return {"topic": plan.topic, "groups": plan.where("seed")}
+        return {"topic": plan.topic, "groups": plan.seeded_by_run()}
 
     def timeout_error(self, detail: dict[str, Any]) -> errors.GroupNotEmptyError:
         from airflow_provider_kstate.increase.steps import not_empty_error
@@ -30,7 +31,8 @@ class KStateGroupsEmptySensor(KStateConditionSensor):
 
 
 class KStateGroupsStableSensor(KStateConditionSensor):
-    """Wait until every group that was active at plan time is back, STABLE, with all partitions assigned.
+    """Wait until every group that was active at plan time is back, STABLE, with all partitions assigned
+    (those that stayed in their groups too: they hold the new partitions).
 
     Groups that were EMPTY at plan time are seeded but not waited for.
     """
@@ -39,9 +41,8 @@ class KStateGroupsStableSensor(KStateConditionSensor):
 
     def check_arguments(self) -> dict[str, Any]:
         plan = self.typed_plan
-        topics = {
-            view.topic: view.where("wait") for view in plan.views()
-        }  # each group on every topic it reads
+        # each group on every topic it reads
+        topics = {view.topic: [*view.where("wait"), *view.staying()] for view in plan.views()}
         return {"topics": topics, "partitions": plan.target_partitions}
 
     def timeout_error(self, detail: dict[str, Any]) -> errors.GroupNotStableError:

@@ -5,7 +5,8 @@ The scenario is the one the naive increase loses in (``test_kafka_12261.py`` for
 ``test_kip848.py`` for KIP-848: a latest-reset consumer that gets a new partition after producers wrote to
 it starts at its end). Here, with ``consumers_stay=auto`` and the producers named (``control``): two
 client-piece groups, one classic with ``cooperative-sticky`` and one on KIP-848, never leave their groups
-(no pause, no pause acknowledgement, the window's ``live_window_s`` is 0), each holds a committed offset on
+(no pause, the window's ``live_window_s`` is 0; in the layout of one task per step as well, where
+``scale_producers`` waits for the positions), each holds a committed offset on
 every new partition before the producers switch, no old partition is revoked from either, an offline group
 is seeded at 0, and nothing is lost. Each group's largest gap in processing during the run is printed.
 """
@@ -52,8 +53,13 @@ def _old_revoked(fleet: ConsumerFleet, start: float, end: float, old: int) -> li
     ]
 
 
+@pytest.mark.parametrize(
+    ("dag_id", "switched_by"),
+    [(DAG_ID, "pause_window"), (f"{DAG_ID}_per_step", "scale_producers")],
+    ids=["window", "per-step"],
+)
 def test_consumers_stay_in_their_groups_while_the_topic_grows(
-    kafka_config: dict[str, Any], make_topic: Any, run_dag: Any
+    kafka_config: dict[str, Any], make_topic: Any, run_dag: Any, dag_id: str, switched_by: str
 ) -> None:
     topic = make_topic("stay", partitions=4)
     classic, kip848, offline = f"{topic}-classic", f"{topic}-kip848", f"{topic}-offline"
@@ -68,7 +74,7 @@ def test_consumers_stay_in_their_groups_while_the_topic_grows(
         since = max(warm_up(producer, fleet) for fleet in fleets)
         started = time.monotonic()
         dr = run_dag(
-            DAG_ID,
+            dag_id,
             {
                 "topic": topic,
                 "partitions": 8,
@@ -85,11 +91,12 @@ def test_consumers_stay_in_their_groups_while_the_topic_grows(
             "client-piece",
             None,
         ]
-        window = xcom(dr, "pause_window")
+        window = xcom(dr, switched_by)
         stayed = window["stayed"]
         assert sorted(stayed["positioned"]) == sorted([classic, kip848]) and stayed["fell_back"] == [], stayed
         assert stayed["stray_records"] == 0, stayed
-        assert window["timings"]["live_window_s"] == 0.0, window["timings"]
+        if switched_by == "pause_window":
+            assert window["timings"]["live_window_s"] == 0.0, window["timings"]
         for group in (classic, kip848, offline):
             assert set(_committed(kafka_config, topic, group, 8)) == set(range(8)), group
         assert wait_until(lambda: set(producer.placed.values()) == set(range(8)), 20), "never wrote to all 8"
@@ -108,4 +115,4 @@ def test_consumers_stay_in_their_groups_while_the_topic_grows(
             f"STAY {fleet.group}: largest gap in processing during the run {max(gaps):.3f} s (per member {gaps})"
         )
     assert lost == {classic: {}, kip848: {}}, {g: len(v) for g, v in lost.items()}
-    print(f"STAY run: positions after {stayed['positioned_after_s']} s; timings {window['timings']}")
+    print(f"STAY {dag_id}: positions after {stayed['positioned_after_s']} s; {window.get('timings')}")

@@ -179,3 +179,19 @@ def test_idle_poll_stays_in_the_wrapper_and_a_pause_drops_the_route() -> None:
     assert cc.poll(0.02) == "m" and cc.poll == inner.poll
     cc._set_inner(None)  # a pause closes the inner consumer
     assert "poll" not in cc.__dict__
+
+
+def test_an_assignment_with_a_start_left_to_commit_routes_poll_through_the_wrapper() -> None:
+    """A rebalance callback runs inside the inner consumer's own poll: when it leaves a start to commit again
+    (the commit failed in a rebalance), the next polls must reach the wrapper, which tries again; found by
+    the stay proof (a member kept calling the inner poll and its new partitions never got an offset)."""
+    from airflow_provider_kstate.client_piece.positions import PositionKeeper
+
+    cc, inner = _routed(["m1", "m2"])
+    assert cc.poll(1.0) == "m1" and cc.poll == inner.poll
+    keeper = PositionKeeper("g", reset_earliest=False, classic=True, check_interval=0.0)
+    keeper.assigned = lambda consumer, parts: keeper.unpositioned.add(("t", 4))  # type: ignore[method-assign]
+    cc._positions = keeper
+    cc._callbacks = {}
+    cc._on_assign(inner, [])  # type: ignore[arg-type]
+    assert cc.poll != inner.poll, "a start is left to commit: the wrapper must look again"
