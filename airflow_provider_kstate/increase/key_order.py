@@ -339,7 +339,8 @@ class KeyOrderSwitch:
         return classify_groups(self.plan, acked, live)
 
     def hold_for_drain(self, hold_s: float) -> dict[str, Any]:
-        """Stop the ControlledProducers before the create, for a drain: they flush and block ``produce()``
+        """Stop the ControlledProducers for a drain (before the create; with groups that stay, once they hold
+        their positions): they flush and block ``produce()``
         on the old layout until the producers are started after the drain (or ``hold_s`` passes: a dead
         controller). Returns the hold's epoch (when the producers stopped) and who acknowledged it."""
         watch = self.control.watch()
@@ -351,7 +352,7 @@ class KeyOrderSwitch:
         finally:
             watch.close()
         self.log.info(
-            "DRAIN %s: producers stopped before the create: %s of %s ControlledProducers held (epoch %s)",
+            "DRAIN %s: producers stopped: %s of %s ControlledProducers held (epoch %s)",
             self.topic,
             len(held),
             len(producers),

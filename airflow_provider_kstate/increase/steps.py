@@ -144,6 +144,8 @@ class TopicSteps(RunPorts):
     partitions_seen: int = 0
     #: Set by :meth:`increase` when the create got no answer: it may be applied later (see there).
     create_unknown: bool = False
+    #: Set by :meth:`hold_for_drain`: the drain's hold pins the producers already.
+    held_for_drain: bool = False
 
     @property
     def topic(self) -> str:
@@ -167,7 +169,7 @@ class TopicSteps(RunPorts):
         """Pin the topic's producers to the current partition count and announce the key-order barrier to
         its protected groups (once per topic, after the groups left)."""
         original = self.plan.original_partitions
-        if not self.drains:  # a drain's hold already pins them to the current count
+        if not self.held_for_drain:  # a drain's hold (before the pin) already pins them to the current count
             layout = self.control.set_layout(self.topic, original, issuer=self.owner)
             self.events.producers(ProducerState.PINNED)
             self.log.info(
@@ -197,7 +199,9 @@ class TopicSteps(RunPorts):
         return sum(self.admin.loaded_ends(self.topic, new).values()) if new else 0
 
     def hold_for_drain(self) -> dict[str, Any]:
-        """For a drain, before the create: hold the topic's ControlledProducers on the old layout."""
+        """For a drain: hold the topic's ControlledProducers on the old layout (before the create; with groups
+        that stay, once they hold their positions)."""
+        self.held_for_drain = True
         return self.key_order_switch().hold_for_drain(self.drain_hold)
 
     def undo_layout(self) -> None:

@@ -68,6 +68,7 @@ class JavaFleet(Fleet):
         delay_ms: float = 0,
         group_protocol: str = "classic",
         auto_offset_reset: str = "latest",
+        auto_commit: bool = False,
         **options: Any,
     ) -> CommandPair:
         """Define a consumer-group member (not started); return its own command pair.
@@ -75,6 +76,10 @@ class JavaFleet(Fleet):
         :param group_protocol: ``classic`` or ``consumer`` (KIP-848: the classic session, heartbeat and
             assignor settings are not passed to the client, which refuses them under this protocol).
         :param auto_offset_reset: where a partition without a committed offset starts.
+        :param auto_commit: leave the commits to the client (``enable.auto.commit=true``, every
+            ``commit_interval_ms``, 200 ms by default): it commits the position of every partition it is
+            assigned, one without a record too (issue 41's ``committing_groups`` evidence). Off: the service
+            commits what it processed itself (and nothing on a partition it never read).
         :param options: more ``Consumer`` flags, ``metadata_max_age_ms=5000`` for ``--metadata-max-age-ms``.
         """
         if group_protocol not in PROTOCOLS:
@@ -85,6 +90,7 @@ class JavaFleet(Fleet):
             "delay-ms": delay_ms,
             "group-protocol": group_protocol,
             "auto-offset-reset": auto_offset_reset,
+            "auto-commit": "true" if auto_commit else "false",
             **TEST_CONSUMER,
             **{k.replace("_", "-"): v for k, v in options.items()},
         }

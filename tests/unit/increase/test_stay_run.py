@@ -32,8 +32,7 @@ def staying_plan(**choices: Any) -> Plan:
         producer_drivers={"w": CONTROL},
         consumers_stay="auto",
         committing_groups=("java",),
-        key_order="relax",
-        **choices,
+        **{"key_order": "relax", **choices},
     )
     return plan_increase(cluster, request, lambda: {"piece": {"c0", "c1"}})
 
@@ -121,3 +120,41 @@ def test_a_group_the_run_cannot_pause_fails_the_run_naming_it() -> None:
     with pytest.raises(PositionsTimeoutError, match=r"\['java'\].*nothing written so far is lost"):
         run.wait_positions()
     assert run.calls == []
+
+
+class Control:
+    """Records the layouts and announcements the steps publish."""
+
+    def __init__(self) -> None:
+        self.layouts: list[int] = []
+        self.announced: list[tuple[list[str], int]] = []
+
+    def set_layout(self, topic: str, partitions: int, issuer: str) -> int:
+        self.layouts.append(partitions)
+        return 1
+
+    def announce_barrier(self, topic: str, groups: list[str], issuer: str, partitions: int = 0) -> int:
+        self.announced.append((groups, partitions))
+        return 2
+
+
+def test_with_groups_that_stay_a_drained_group_leaves_the_pin_to_the_pin_and_the_grow_is_announced() -> None:
+    """Found by the Java stay proof: with a drained group the pin was skipped (a drain's hold pins the
+    producers), but with groups that stay the hold comes only after their positions, so nothing pinned the
+    producers before the create. The pin is skipped only once this run's hold published it."""
+    from airflow_provider_kstate.increase.steps import TopicSteps
+
+    plan = staying_plan(key_order="preserve")
+    assert plan.marked("drained") == ["java"] and sorted(plan.staying()) == ["java", "piece"]
+    control = Control()
+    steps = TopicSteps(plan, admin=object(), control=control, log=logging.getLogger("t"), owner="o")  # type: ignore[arg-type]
+    steps.pin()
+    assert control.layouts == [4] and control.announced == [], (
+        "pinned; the barrier is announced after the create"
+    )
+    steps.announce_grow()
+    assert control.announced == [(["piece"], 8)], "the grow goes to the groups that hold at the barrier"
+    held = TopicSteps(plan, admin=object(), control=Control(), log=logging.getLogger("t"), owner="o")  # type: ignore[arg-type]
+    held.held_for_drain = True
+    held.pin()
+    assert held.control.layouts == [], "the drain's hold pinned them already"  # type: ignore[attr-defined]

@@ -27,6 +27,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * <pre>
  *   java io.kstate.fleet.Consumer --name NAME --run-dir DIR --brokers HOST:PORT --topic T --group G
  *        [--group-protocol classic|consumer] [--auto-offset-reset latest] [--delay-ms 0]
+ *        [--auto-commit false|true] [--commit-interval-ms 200]
  * </pre>
  *
  * <p>{@code --group-protocol consumer} is KIP-848: the broker assigns (on the member's next heartbeat), and
@@ -39,11 +40,19 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * {@code --commit-interval-ms}, on revocation and at the stop (at least once). Metadata is refreshed every
  * {@code --metadata-max-age-ms}.
  *
+ * <p>{@code --auto-commit true} leaves the commits to the client instead ({@code enable.auto.commit=true},
+ * {@code auto.commit.interval.ms} = {@code --commit-interval-ms}; this service commits nothing itself): the
+ * client commits the position of every partition it is assigned, one without a record too (the reset
+ * position, offset 0 on a new partition no one wrote to yet), which is the evidence issue 41's
+ * {@code committing_groups} relies on. Records are processed inside the poll loop, so a position the client
+ * commits at the next poll is one processed (at least once, as with the manual commits).
+ *
  * <p>DIR/NAME.pid holds its pid while it runs; DIR/NAME.ready exists while it holds a settled assignment
  * (written with the whole assignment at each onPartitionsAssigned, which both protocols call at the end of
  * every rebalance or reconciliation, even with nothing added; removed when partitions are revoked or lost
  * and at SIGTERM);
- * DIR/NAME.events.jsonl logs start/join/rebalancing/stop/exit with times. SIGTERM stops it cleanly: the
+ * DIR/NAME.events.jsonl logs start/join/rebalancing/lost/stop/exit with times (a rebalancing or lost event
+ * names the partitions it took away, {@code "partitions"}). SIGTERM stops it cleanly: the
  * record in hand is finished, processed offsets are committed, the member leaves the group, and the process
  * exits 0 (1 when that did not finish within {@code --grace-ms}).
  */
@@ -55,6 +64,8 @@ public final class Consumer {
     private final KafkaConsumer<String, String> consumer;
     private final Common.Lifecycle life;
     private final boolean classic;
+    /** {@code --auto-commit true}: the client commits (enable.auto.commit), this service never does. */
+    private final boolean autoCommit;
     /** Next offset to commit per partition: what this member processed and has not seen revoked. */
     private final Map<TopicPartition, OffsetAndMetadata> processed = new HashMap<>();
     private boolean dirty;
@@ -66,6 +77,7 @@ public final class Consumer {
             throw new IllegalArgumentException("--group-protocol is classic or consumer, not " + protocol);
         }
         classic = protocol.equals("classic");
+        autoCommit = autoCommit(opt);
         files = new Common.ServiceFiles(opt.get("run-dir"), opt.get("name"));
         out = new Common.Lines(files.out);
         events = new Common.Lines(files.events);
@@ -80,7 +92,12 @@ public final class Consumer {
         p.put(ConsumerConfig.CLIENT_ID_CONFIG, opt.get("client-id").isEmpty() ? opt.get("name") : opt.get("client-id"));
         p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, opt.get("group-protocol"));
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, opt.get("auto-offset-reset"));
-        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        if (autoCommit(opt)) {
+            p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "true");
+            p.put(ConsumerConfig.AUTO_COMMIT_INTERVAL_MS_CONFIG, opt.get("commit-interval-ms"));
+        } else {
+            p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        }
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.METADATA_MAX_AGE_CONFIG, opt.get("metadata-max-age-ms"));
@@ -100,15 +117,28 @@ public final class Consumer {
         return p;
     }
 
-    /** The partitions of the topic this member holds now, sorted. */
-    private List<Integer> held() {
+    static boolean autoCommit(Map<String, String> opt) {
+        String value = opt.get("auto-commit");
+        if (!value.equals("true") && !value.equals("false")) {
+            throw new IllegalArgumentException("--auto-commit is true or false, not " + value);
+        }
+        return value.equals("true");
+    }
+
+    /** The partitions of {@code partitions} of the topic, sorted. */
+    private List<Integer> numbers(Collection<TopicPartition> partitions) {
         TreeSet<Integer> out = new TreeSet<>();
-        for (TopicPartition tp : consumer.assignment()) {
+        for (TopicPartition tp : partitions) {
             if (tp.topic().equals(opt.get("topic"))) {
                 out.add(tp.partition());
             }
         }
         return List.copyOf(out);
+    }
+
+    /** The partitions of the topic this member holds now, sorted. */
+    private List<Integer> held() {
+        return numbers(consumer.assignment());
     }
 
     /** A settled assignment: log it and write the ready marker (not while stopping). */
@@ -128,7 +158,8 @@ public final class Consumer {
         public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
             if (classic || !partitions.isEmpty()) {
                 Common.remove(files.ready);
-                events.write("ev", "rebalancing", "t", Common.now(), "revoked", partitions.size());
+                events.write("ev", "rebalancing", "t", Common.now(), "revoked", partitions.size(),
+                        "partitions", numbers(partitions));
             }
             commit(partitions);
         }
@@ -141,7 +172,8 @@ public final class Consumer {
         @Override
         public void onPartitionsLost(Collection<TopicPartition> partitions) {
             Common.remove(files.ready);
-            events.write("ev", "lost", "t", Common.now(), "lost", partitions.size());
+            events.write("ev", "lost", "t", Common.now(), "lost", partitions.size(),
+                    "partitions", numbers(partitions));
             for (TopicPartition tp : partitions) {
                 processed.remove(tp);
             }
@@ -150,6 +182,9 @@ public final class Consumer {
 
     /** Commit what was processed of {@code partitions} (synchronously: they are being revoked) and forget it. */
     private void commit(Collection<TopicPartition> partitions) {
+        if (autoCommit) {
+            return; // the client commits the revoked partitions' positions itself before it lets them go
+        }
         Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
         for (TopicPartition tp : partitions) {
             OffsetAndMetadata o = processed.remove(tp);
@@ -200,7 +235,7 @@ public final class Consumer {
                     }
                     process(record);
                 }
-                if (dirty && System.nanoTime() - lastCommit >= interval * 1_000_000L) {
+                if (!autoCommit && dirty && System.nanoTime() - lastCommit >= interval * 1_000_000L) {
                     consumer.commitAsync(new HashMap<>(processed), null);
                     dirty = false;
                     lastCommit = System.nanoTime();
@@ -209,7 +244,9 @@ public final class Consumer {
         } catch (WakeupException e) {
             // SIGTERM: stop below
         }
-        commitSync(new HashMap<>(processed));
+        if (!autoCommit) {
+            commitSync(new HashMap<>(processed));
+        }
         consumer.close(CloseOptions.timeout(Duration.ofMillis(Long.parseLong(opt.get("grace-ms")))));
         out.close();
     }
@@ -231,6 +268,7 @@ public final class Consumer {
                 "max-wait-ms", "100",
                 "metadata-max-age-ms", "500",
                 "commit-interval-ms", "200",
+                "auto-commit", "false",
                 "max-poll-records", "100",
                 "assignor", "",
                 "remote-assignor", "",
