@@ -75,3 +75,20 @@ def log_starts(admin: Any, topic: str, partitions: list[int]) -> dict[int, int]:
 def task_states(dr: Any) -> dict[str, str]:
     """Return ``{task id without its group: state}`` of a DagRun's task instances."""
     return {ti.task_id.split(".")[-1]: ti.state for ti in dr.get_task_instances()}
+
+
+def new_partitions_taken(
+    admin: Any, group: str, topic: str, old: int, new: int, published_ms: float, timeout: float
+) -> tuple[dict[int, int], float]:
+    """Poll the group's committed offsets every 20 ms until it has one on each of ``old .. new-1``; return
+    them and the milliseconds from ``published_ms`` (the pending record's epoch) to the first poll that saw
+    all of them (the last new partition's committed offset). Fails (``AssertionError``) after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = committed(admin, group, topic, new)
+        if all(p in found for p in range(old, new)):
+            return found, time.time() * 1000 - published_ms
+        assert time.monotonic() < deadline, (
+            f"the group has committed offsets on {sorted(found)} of {new} partitions after {timeout} s"
+        )
+        time.sleep(0.02)

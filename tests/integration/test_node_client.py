@@ -384,23 +384,6 @@ def test_node_clients_keep_key_order_through_the_barrier(
     assert [h["expired"] for h in preserve["holds"]] == [False], preserve["holds"]
 
 
-def new_partitions_taken(
-    admin: Any, group: str, topic: str, old: int, new: int, published_ms: float, timeout: float = WAIT
-) -> tuple[dict[int, int], float]:
-    """Poll the group's committed offsets every 20 ms until it has one on each of ``old .. new-1``; return
-    them and the milliseconds from ``published_ms`` (the pending record's epoch) to the first poll that saw
-    all of them (the last new partition's committed offset)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        committed = kfacts.committed(admin, group, topic, new)
-        if all(p in committed for p in range(old, new)):
-            return committed, time.time() * 1000 - published_ms
-        assert time.monotonic() < deadline, (
-            f"the group has committed offsets on {sorted(committed)} of {new} partitions after {timeout} s"
-        )
-        time.sleep(0.02)
-
-
 def test_node_consumers_take_new_partitions_at_once(
     kafka_config: dict[str, Any], admin: Any, make_topic: Callable[..., str], controller: Any
 ) -> None:
@@ -445,7 +428,9 @@ def test_node_consumers_take_new_partitions_at_once(
             admin.create_partitions([NewPartitions(topic, 8)])[topic].result(timeout=30)
             epoch = controller.announce_barrier(topic, [group], issuer="test_node_client", partitions=8)
             published = float(epoch)  # the record's time (the controller's wall clock before it wrote it)
-            committed, took_ms = new_partitions_taken(admin, group, topic, 4, 8, published)
+            committed, took_ms = kfacts.new_partitions_taken(
+                admin, group, topic, 4, 8, published, timeout=WAIT
+            )
             assert {p: committed[p] for p in range(4, 8)} == dict.fromkeys(range(4, 8), 0)
             wait_until(lambda: sorted(p for ps in held().values() for p in ps) == list(range(8)))
             wait_until(

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from kstate_support import kafka as kfacts
 from kstate_support.increase_runs import states, xcom
 from kstate_support.traffic import ConsumerFleet, SeqProducer, loss, wait_until, warm_up
 
@@ -32,15 +33,6 @@ def _offline_group(config: dict[str, Any], topic: str, group: str) -> None:
     consumer.assign([TopicPartition(topic, p, 0) for p in range(4)])
     consumer.commit(offsets=[TopicPartition(topic, p, 0) for p in range(4)], asynchronous=False)
     consumer.close()
-
-
-def _committed(config: dict[str, Any], topic: str, group: str, partitions: int) -> dict[int, int]:
-    probe = Consumer({**config, "group.id": group})
-    try:
-        got = probe.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=15)
-    finally:
-        probe.close()
-    return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
 
 
 def _old_revoked(fleet: ConsumerFleet, start: float, end: float, old: int) -> list[tuple[str, list[int]]]:
@@ -63,7 +55,12 @@ def _old_revoked(fleet: ConsumerFleet, start: float, end: float, old: int) -> li
     ids=["window", "per-step"],
 )
 def test_consumers_stay_in_their_groups_while_the_topic_grows(
-    kafka_config: dict[str, Any], make_topic: Any, run_dag: Any, dag_id: str, switched_by: str
+    kafka_config: dict[str, Any],
+    admin: Any,
+    make_topic: Any,
+    run_dag: Any,
+    dag_id: str,
+    switched_by: str,
 ) -> None:
     topic = make_topic("stay", partitions=4)
     classic, kip848, offline = f"{topic}-classic", f"{topic}-kip848", f"{topic}-offline"
@@ -102,7 +99,7 @@ def test_consumers_stay_in_their_groups_while_the_topic_grows(
         if switched_by == "pause_window":
             assert window["timings"]["live_window_s"] == 0.0, window["timings"]
         for group in (classic, kip848, offline):
-            assert set(_committed(kafka_config, topic, group, 8)) == set(range(8)), group
+            assert set(kfacts.committed(admin, group, topic, 8)) == set(range(8)), group
         assert wait_until(lambda: set(producer.placed.values()) == set(range(8)), 20), "never wrote to all 8"
         time.sleep(1.0)
         producer.stop()

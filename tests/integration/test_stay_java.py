@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from kstate_support import ROOT
+from kstate_support import kafka as kfacts
 from kstate_support.fleet import judge, read_lines, start_group, warm_up
 from kstate_support.increase_runs import DAG_ID, grow, states, xcom
 from kstate_support.java_services import JavaFleet
@@ -174,15 +174,6 @@ def java_fleet(kafka_config: dict[str, Any], tmp_path: Path) -> Iterator[JavaFle
         yield out
     finally:
         out.close()
-
-
-def _committed(config: dict[str, Any], topic: str, group: str, partitions: int) -> dict[int, int]:
-    probe = Consumer({**config, "group.id": group})
-    try:
-        got = probe.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=15)
-    finally:
-        probe.close()
-    return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
 
 
 def _members(admin: Any, group: str) -> dict[str, str]:
@@ -372,7 +363,7 @@ def test_java_auto_committing_group_stays_in_its_group_while_the_topic_grows(
         window = xcom(dr, "pause_window")
         released = xcom(dr, "start_producers")
         stayed = window["stayed"]
-        committed = _committed(kafka_config, topic, group, NEW)
+        committed = kfacts.committed(admin, group, topic, NEW)
         _finish(java_fleet, producer, group)
         members_after = _members(admin, group)
         left = {n: _left(java_fleet, n, started) for n in names}
