@@ -19,11 +19,11 @@ start of the producers, verify, lineage) read that one shape.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow_provider_kstate.errors import PositionsTimeoutError, TopicChangedError
+from airflow_provider_kstate.errors import KStateError, PositionsTimeoutError, TopicChangedError
 from airflow_provider_kstate.increase.checks import groups_drained, groups_empty
 from airflow_provider_kstate.increase.drivers import CommandPairs, CommandResult
 from airflow_provider_kstate.increase.events import GroupState, ProducerState
@@ -42,6 +42,8 @@ from airflow_provider_kstate.increase.steps import (
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.increase.report import ReportWriter
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -73,6 +75,12 @@ class IncreaseRun(RunPorts):
     positions_timeout: float = 330.0
     #: What :meth:`wait_positions` found (empty until it ran, or without groups that stay).
     stayed: dict[str, Any] = field(default_factory=dict)
+    #: Seconds a step that failed with a retryable error (a broker down, a coordinator moving) is tried
+    #: again inside the task (:meth:`again`) before the task fails and Airflow's retry, after its delay,
+    #: takes over; 0: never.
+    retry_within: float = 30.0
+    #: The steps tried again inside the task: ``(step, error, seconds after its first attempt)``.
+    retried: list[tuple[str, str, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.pairs is None:
@@ -93,6 +101,37 @@ class IncreaseRun(RunPorts):
     def of(self, steps: TopicSteps, groups: Iterable[str]) -> list[str]:
         """The groups of ``groups`` that read the topic of ``steps``, in the given order."""
         return [g for g in groups if g in steps.plan.groups]
+
+    # -- a step tried again inside the task -------------------------------------------------------------
+
+    def again(self, step: str, call: Callable[[], T]) -> T:
+        """Run ``call`` (an idempotent step); while it fails with a retryable error and ``retry_within``
+        seconds have not passed since its first attempt, try it again after a short wait (0.2 s, doubling up
+        to 2 s). The consumers out of their groups wait a fault's time, not Airflow's retry delay (20 s)
+        after a failed task, which also resumes them before the create and pauses them again.
+
+        :raises KStateError: a non-retryable error at once; a retryable one once the time is up.
+        """
+        started = time.monotonic()
+        pause = 0.2
+        while True:
+            try:
+                return call()
+            except KStateError as exc:
+                spent = time.monotonic() - started
+                if not exc.retryable or spent + pause > self.retry_within:
+                    raise
+                self.retried.append((step, type(exc).__name__, round(spent, 3)))
+                self.log.warning(
+                    "RETRY %s in this task after %.3f s (%s: %s); up to %.0f s here before the task fails",
+                    step,
+                    spent,
+                    type(exc).__name__,
+                    exc,
+                    self.retry_within,
+                )
+                time.sleep(pause)
+                pause = min(2.0, pause * 2)
 
     # -- the groups leave --------------------------------------------------------------------------------
 

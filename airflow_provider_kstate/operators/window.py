@@ -89,9 +89,9 @@ class KStatePauseWindowOperator(KStatePausingOperator):
         timings: dict[str, float] = {}
         started = time.monotonic()
         self._before_create(run)
-        first = run.seed(live, reports)
+        first = run.again("seed", lambda: run.seed(live, reports))
         failpoint("mid_seed")
-        resumed = run.resume(live)
+        resumed = run.again("resume", lambda: run.resume(live))
         # the groups resumed by the control record are back about when it is sent (their downtime); the
         # command-driven ones when their start and readiness commands are done (command_*_s). With no live
         # group nothing was resumed: the window is the time so far, as before the drivers; 0 when every live
@@ -100,12 +100,12 @@ class KStatePauseWindowOperator(KStatePausingOperator):
         out = back - (run.paused_at or started) if live or not run.plan.staying() else 0.0
         timings["live_window_s"] = round(out, 3)
         failpoint("after_live_resume")  # live groups run, offline ones unseeded, producers on the old layout
-        later = run.seed(offline, reports)
+        later = run.again("seed", lambda: run.seed(offline, reports))
         failpoint("after_seed")
-        run.resume(offline)
+        run.again("resume", lambda: run.resume(offline))
         failpoint("after_resume")
         timings["whole_window_s"] = round(time.monotonic() - started, 3)
-        switch = run.scale(live)["topics"]
+        switch = run.again("scale", lambda: run.scale(live))["topics"]
         failpoint("after_scale")
         timings["switch_s"] = round(time.monotonic() - started - timings["whole_window_s"], 3)
         if run.stop_s is not None:
@@ -131,6 +131,7 @@ class KStatePauseWindowOperator(KStatePausingOperator):
             "seeded": sum(t["seeded"] for t in topics.values()),
             "kept": sum(t["kept"] for t in topics.values()),
             "timings": timings,
+            "retried": [{"step": s, "error": e, "after_s": t} for s, e, t in run.retried],
             "drivers": {
                 "stopped_groups": run.stopped_groups,
                 "started_groups": resumed.get("started_groups", []),
@@ -143,11 +144,11 @@ class KStatePauseWindowOperator(KStatePausingOperator):
         """Pause, wait EMPTY and create; a failure before the partitions exist resumes every paused group at
         once (the run changed nothing: :meth:`_undo`), then fails the task."""
         try:
-            run.pause()
+            run.again("pause", run.pause)
             failpoint("after_pause")
-            run.wait_empty(self.empty_timeout)
+            run.again("wait_empty", lambda: run.wait_empty(self.empty_timeout))
             failpoint("after_empty")
-            run.increase(self.request_timeout)
+            run.again("increase", lambda: run.increase(self.request_timeout))
             failpoint("after_create")
         except Exception:
             self._undo(run)

@@ -158,3 +158,42 @@ def test_with_groups_that_stay_a_drained_group_leaves_the_pin_to_the_pin_and_the
     held.held_for_drain = True
     held.pin()
     assert held.control.layouts == [], "the drain's hold pinned them already"  # type: ignore[attr-defined]
+
+
+def test_a_retryable_failure_is_tried_again_inside_the_task_and_a_fatal_one_is_not() -> None:
+    """Issue 41, item 5: a step of the window that fails with a retryable error (a broker down) is tried
+    again in the task after a short wait, not after Airflow's retry delay; a fatal one fails at once; the
+    time is bounded by ``retry_within``."""
+    from airflow_provider_kstate.errors import BrokerUnavailableError, GroupNeverLeftError
+
+    run = run_of(staying_plan(), Steps([{}]))
+    attempts: list[int] = []
+
+    def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise BrokerUnavailableError("cluster unreachable within 0.1s")
+        return "done"
+
+    assert run.again("increase", flaky) == "done" and len(attempts) == 3
+    assert [(s, e) for s, e, _ in run.retried] == [("increase", "BrokerUnavailableError")] * 2
+
+    def fatal() -> None:
+        attempts.append(1)
+        raise GroupNeverLeftError("a member never left")
+
+    attempts.clear()
+    with pytest.raises(GroupNeverLeftError):
+        run.again("wait_empty", fatal)
+    assert len(attempts) == 1, "not retryable: never tried again"
+
+    run.retry_within = 0.5
+    attempts.clear()
+
+    def down() -> None:
+        attempts.append(1)
+        raise BrokerUnavailableError("down")
+
+    with pytest.raises(BrokerUnavailableError):
+        run.again("seed", down)
+    assert len(attempts) == 2, "0.2 s, then 0.4 s would pass the 0.5 s: the second failure is raised"
