@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from kstate_support.fleet import Fleet
+from kstate_support.java_services import JavaFleet
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -30,3 +31,17 @@ def fleet(kafka_config: dict[str, Any], tmp_path: Path) -> Iterator[Fleet]:
         pytest.skip(f"the KafkaJS services take a bootstrap address only, the cluster needs {sorted(extra)}")
     with Fleet(tmp_path / "fleet", kafka_config["bootstrap.servers"]) as out:
         yield out
+
+
+@pytest.fixture
+def java_fleet(kafka_config: dict[str, Any], tmp_path: Path) -> Iterator[JavaFleet]:
+    """Java services (``support/java``, built once into ``.kstate/java-build``) in this test's run
+    directory; every service it defined is stopped afterwards."""
+    extra = set(kafka_config) - {"bootstrap.servers"}
+    if extra:
+        pytest.skip(f"the Java services take a bootstrap address only, the cluster needs {sorted(extra)}")
+    out = JavaFleet(tmp_path / "java-fleet", kafka_config["bootstrap.servers"])
+    try:
+        yield out
+    finally:
+        out.close()

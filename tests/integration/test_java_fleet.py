@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,20 +35,6 @@ CELLS = [pytest.param(p, marks=pytest.mark.chaos) if p == "classic" else p for p
 #: The members' metadata refresh: under classic the group sees new partitions (and rebalances) within it;
 #: under KIP-848 the broker's heartbeat decides.
 MEMBER_METADATA_MS = 5000
-
-
-@pytest.fixture
-def java_fleet(kafka_config: dict[str, Any], tmp_path: Path) -> Iterator[JavaFleet]:
-    """Java services (``support/java``, built once into ``.kstate/java-build``) in this test's run
-    directory; every service it defined is stopped afterwards."""
-    extra = set(kafka_config) - {"bootstrap.servers"}
-    if extra:
-        pytest.skip(f"the Java services take a bootstrap address only, the cluster needs {sorted(extra)}")
-    out = JavaFleet(tmp_path / "java-fleet", kafka_config["bootstrap.servers"])
-    try:
-        yield out
-    finally:
-        out.close()
 
 
 def _java_group(fleet: JavaFleet, name: str, topic: str, protocol: str, members: int = 2) -> str:

@@ -39,7 +39,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,19 +160,6 @@ class ProducerProcess:
 
 def _ms() -> float:
     return time.time() * 1000
-
-
-@pytest.fixture
-def java_fleet(kafka_config: dict[str, Any], tmp_path: Path) -> Iterator[JavaFleet]:
-    """Java services in this test's run directory; every service it defined is stopped afterwards."""
-    extra = set(kafka_config) - {"bootstrap.servers"}
-    if extra:
-        pytest.skip(f"the Java services take a bootstrap address only, the cluster needs {sorted(extra)}")
-    out = JavaFleet(tmp_path / "java-fleet", kafka_config["bootstrap.servers"])
-    try:
-        yield out
-    finally:
-        out.close()
 
 
 def _members(admin: Any, group: str) -> dict[str, str]:
