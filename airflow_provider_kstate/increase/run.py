@@ -402,6 +402,15 @@ class IncreaseRun(RunPorts):
             names(positioned),
             waited,
         )
+        if stray:
+            self.log.warning(
+                "STAY %s records were written to the new partitions before the switch by a producer the run "
+                "does not hold: a staying group whose committed offset there is above 0 may have skipped them",
+                f"{stray:,}",
+            )
+        if lacking:
+            self._fall_back(lacking, missing, stray, waited)
+        # kept once the groups without evidence are back: a retry of the switch waits (or falls back) again
         self.stayed = {
             "groups": staying,
             "positioned": positioned,
@@ -409,8 +418,6 @@ class IncreaseRun(RunPorts):
             "stray_records": stray,
             "fell_back": lacking,
         }
-        if lacking:
-            self._fall_back(lacking, missing, stray, waited)
         return self.stayed
 
     def _positions_missing(self, groups: list[str]) -> tuple[dict[str, dict[str, list[int]]], int]:
@@ -430,9 +437,7 @@ class IncreaseRun(RunPorts):
             if stray
             else (f"no committed offset after {waited:.3f} s")
         )
-        undrivable = [
-            g for g in groups if self.plan.groups[g].driver.commands() is None and not self._controlled(g)
-        ]
+        undrivable = [g for g in groups if not self._pausable(g)]
         if undrivable:
             raise PositionsTimeoutError(
                 f"groups {undrivable} stay in their groups but gave no evidence of a position on every "
@@ -446,9 +451,14 @@ class IncreaseRun(RunPorts):
         self.seed(groups)
         self.resume(groups)
 
-    def _controlled(self, group: str) -> bool:
-        """Whether the run pauses ``group`` by the control record (its consumers run the client piece)."""
-        return self.plan.groups[group].driver.needs_client_piece
+    def _pausable(self, group: str) -> bool:
+        """Whether the run can make ``group`` leave: a command pair stops it, or the control record does (every
+        live member runs the client piece; a group that stays on its own commits has the control driver by
+        default, which its consumers do not follow)."""
+        entry = self.plan.groups[group]
+        if entry.driver.commands() is not None:
+            return True
+        return entry.driver.needs_client_piece and entry.client_piece
 
     # -- around another reader's own grow (a Kafka Streams application's resize) -----------------------------
 

@@ -11,14 +11,18 @@ import pytest
 from kstate_support.fakes import FakeHook, group_info
 
 from airflow_provider_kstate.errors import PositionsTimeoutError
-from airflow_provider_kstate.increase.drivers import CONTROL
+from airflow_provider_kstate.increase.drivers import CONTROL, CommandDriver
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.increase.planner import plan_increase
 from airflow_provider_kstate.increase.request import PlanRequest
 from airflow_provider_kstate.increase.run import IncreaseRun
 
+JAVA = CommandDriver(name="java", stop="systemctl stop java-svc", start="systemctl start java-svc")
+
 
 def staying_plan(**choices: Any) -> Plan:
+    """``piece`` (client piece) and ``java`` (named as committing; a command pair stops it unless
+    ``group_drivers`` says otherwise) stay."""
     cluster = FakeHook(
         4,
         {
@@ -32,7 +36,7 @@ def staying_plan(**choices: Any) -> Plan:
         producer_drivers={"w": CONTROL},
         consumers_stay="auto",
         committing_groups=("java",),
-        **{"key_order": "relax", **choices},
+        **{"key_order": "relax", "group_drivers": {"java": JAVA}, **choices},
     )
     return plan_increase(cluster, request, lambda: {"piece": {"c0", "c1"}})
 
@@ -116,7 +120,8 @@ def test_a_record_on_a_new_partition_ends_the_wait_at_once() -> None:
 
 
 def test_a_group_the_run_cannot_pause_fails_the_run_naming_it() -> None:
-    run = run_of(staying_plan(own_tasks=True), Steps([{"java": [4, 5]}]), timeout=0.1)
+    # the control record would not make its consumers leave (no client piece), and no command pair is given
+    run = run_of(staying_plan(group_drivers={}), Steps([{"java": [4, 5]}]), timeout=0.1)
     with pytest.raises(PositionsTimeoutError, match=r"\['java'\].*nothing written so far is lost"):
         run.wait_positions()
     assert run.calls == []
@@ -197,3 +202,35 @@ def test_a_retryable_failure_is_tried_again_inside_the_task_and_a_fatal_one_is_n
     with pytest.raises(BrokerUnavailableError):
         run.again("seed", down)
     assert len(attempts) == 2, "0.2 s, then 0.4 s would pass the 0.5 s: the second failure is raised"
+
+
+def test_a_fall_back_that_failed_is_done_again_when_the_switch_is_tried_again() -> None:
+    from airflow_provider_kstate.errors import BrokerUnavailableError
+
+    class Flaky(Run):
+        def leave(self, groups: list[str]) -> int:
+            self.calls.append(("leave", groups))
+            if len(self.calls) == 1:
+                raise BrokerUnavailableError("the coordinator went away")
+            return 1
+
+    steps = Steps([{"java": [4, 5, 6, 7]}])
+    steps.plan = staying_plan()
+    run = Flaky(
+        plan=steps.plan,
+        admin=object(),  # type: ignore[arg-type]
+        control=object(),  # type: ignore[arg-type]
+        log=logging.getLogger("test"),
+        owner="dag/run",
+        topics=[steps],  # type: ignore[list-item]
+        positions_timeout=0.1,
+    )
+    run.calls = []  # type: ignore[attr-defined]
+    stayed = run.again("scale", run.wait_positions)
+    assert stayed["fell_back"] == ["java"] and [c[0] for c in run.calls] == [
+        "leave",
+        "leave",
+        "wait_empty",
+        "seed",
+        "resume",
+    ], run.calls
