@@ -147,6 +147,9 @@ class ControlledConsumer:
         hook for apps that batch: flush and commit your own work here).
     :param on_state_change: called with the new state (``"paused"`` / ``"running"``) after each transition.
     :param ensure_control_topic: create the control topic if it is missing.
+    :param commit_positions: commit where the consumer starts on each partition it is assigned without a
+        committed offset (control protocol rule 7: the evidence that lets its group stay in the group while
+        a topic grows); False: commit only what the application commits (its group is then paused instead).
     :param timeout: bound in seconds for start-up reads and acknowledgements.
     """
 
@@ -154,6 +157,7 @@ class ControlledConsumer:
     _barriers: BarrierKeeper = BarrierKeeper("", [], 1.0)
     #: Likewise: it has nothing to position.
     _positions: PositionKeeper = PositionKeeper("", False, True, 1.0)
+    _commit_positions: bool = True
 
     def __init__(
         self,
@@ -170,6 +174,7 @@ class ControlledConsumer:
         on_pause: Callable[[ControlledConsumer], Any] | None = None,
         on_state_change: Callable[[str], Any] | None = None,
         ensure_control_topic: bool = True,
+        commit_positions: bool = True,
         timeout: float = 30.0,
     ) -> None:
         if not config.get("group.id"):
@@ -199,6 +204,7 @@ class ControlledConsumer:
         self._barriers = BarrierKeeper(self.group, self.topics, check_interval, earliest)
         classic = group_protocol(self.config) != CONSUMER_PROTOCOL
         self._positions = PositionKeeper(self.group, earliest, classic, check_interval)
+        self._commit_positions = commit_positions
         self._closed = False
         self._pending: _PendingCommit | None = None
         self._channel = ControlChannel(connection_config(config), control_topic)
@@ -410,7 +416,8 @@ class ControlledConsumer:
                 consumer.incremental_assign(partitions)
             else:
                 consumer.assign(partitions)
-        self._positions.assigned(consumer, partitions)  # before anything is fetched (rule 7)
+        if self._commit_positions:
+            self._positions.assigned(consumer, partitions)  # before anything is fetched (rule 7)
         if self._positions.waiting:  # a start to commit again: the next polls go through the wrapper
             self._indirect()
         for topic in self._barriers.active:

@@ -36,8 +36,9 @@ log = logging.getLogger(__name__)
 
 #: Bound of one committed-offsets or ListOffsets request.
 REQUEST_TIMEOUT = 5.0
-#: Seconds one look waits for the metadata to show the count a grow announced (the next look tries again).
-METADATA_WAIT = 2.0
+#: Seconds one look's metadata request may take (the next look asks again: the application's poll is not
+#: held up longer than that).
+METADATA_WAIT = 0.5
 #: Seconds after a grow's announcement during which the metadata is asked again at each look.
 GROW_PATIENCE = 60.0
 #: ListOffsets' special timestamps: a partition's log start and its end.
@@ -67,6 +68,7 @@ class PositionKeeper:
         #: How many partitions this consumer committed a start on, over its life.
         self.committed_starts = 0
         self._next_try = 0.0
+        self._next_grow_look = 0.0
 
     @property
     def waiting(self) -> bool:
@@ -147,9 +149,10 @@ class PositionKeeper:
         """
         if inner is None:
             return
-        if self.grows:
-            self._follow_grows(inner, subscribe)
         now = time.monotonic()
+        if self.grows and now >= self._next_grow_look:
+            self._next_grow_look = now + self.check_interval
+            self._follow_grows(inner, subscribe)
         if self.unpositioned and now >= self._next_try:
             self._next_try = now + self.check_interval
             tps = [TopicPartition(t, p) for t, p in sorted(self.unpositioned)]
@@ -158,7 +161,7 @@ class PositionKeeper:
             self.assigned(inner, [tp for tp in tps if (tp.topic, tp.partition) in still])
 
     def _follow_grows(self, inner: Consumer, subscribe: Callable[[], None]) -> None:
-        shown = {topic: _partition_count(inner, topic, wanted) for topic, (wanted, _) in self.grows.items()}
+        shown = {topic: _partition_count(inner, topic) for topic in self.grows}
         ready = [t for t, (wanted, _) in self.grows.items() if shown[t] >= wanted]
         expired = [t for t, (_, until) in self.grows.items() if t not in ready and time.monotonic() > until]
         for topic in expired:
@@ -178,20 +181,15 @@ class PositionKeeper:
             log.info("group %s: %s grew: taking the new partitions now", self.group, ", ".join(ready))
 
 
-def _partition_count(inner: Consumer, topic: str, wanted: int) -> int:
-    """The topic's partition count in the consumer's metadata, asked until it shows ``wanted`` (up to
-    :data:`METADATA_WAIT`)."""
-    deadline = time.monotonic() + METADATA_WAIT
-    count = 0
-    while True:
-        try:
-            meta = inner.list_topics(topic, timeout=METADATA_WAIT).topics.get(topic)
-            count = len(meta.partitions) if meta is not None and meta.error is None else 0
-        except KafkaException as exc:
-            log.debug("metadata of %s: %s", topic, exc)
-        if count >= wanted or time.monotonic() > deadline:
-            return count
-        time.sleep(0.02)
+def _partition_count(inner: Consumer, topic: str) -> int:
+    """The topic's partition count in the consumer's metadata, asked once (a metadata request, up to
+    :data:`METADATA_WAIT`; 0 when it failed)."""
+    try:
+        meta = inner.list_topics(topic, timeout=METADATA_WAIT).topics.get(topic)
+    except KafkaException as exc:
+        log.debug("metadata of %s: %s", topic, exc)
+        return 0
+    return len(meta.partitions) if meta is not None and meta.error is None else 0
 
 
 def _safe(call: Any, arg: Any) -> list[TopicPartition]:
