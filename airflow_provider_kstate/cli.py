@@ -4,6 +4,7 @@ kstate doctor --bootstrap-servers broker:9092 [--config JSON|@file] [--needs inc
               [--allow promise,...] [--refresh] [--json]
 kstate plan TOPIC [TOPIC ...] --partitions N --bootstrap-servers broker:9092 [--config JSON|@file]
             [--groups g1,g2] [--exclude g3] [--key-order preserve|drain|relax]
+            [--consumers-stay never|auto|always] [--committing-groups g4] [--controlled-producers]
             [--control-topic T] [--json]
 
 ``kstate plan`` prints what a run of the increase to N partitions would do (the same plan as the kstate
@@ -57,6 +58,22 @@ def _plan_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--exclude", default="", help="comma-separated groups left alone (RISK ACCEPTED)")
     parser.add_argument("--key-order", choices=["preserve", "drain", "relax"], default="preserve")
+    parser.add_argument(
+        "--consumers-stay",
+        choices=["never", "auto", "always"],
+        default="never",
+        help="whether live groups that give evidence of their position stay in their groups",
+    )
+    parser.add_argument(
+        "--committing-groups",
+        default="",
+        help="comma-separated groups whose consumers commit every assigned partition's position",
+    )
+    parser.add_argument(
+        "--controlled-producers",
+        action="store_true",
+        help="the topics' producers are ControlledProducers (producer_drivers {'control': 'control'})",
+    )
     parser.add_argument("--control-topic", default="_kstate_control")
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON (the page's document)")
@@ -97,6 +114,7 @@ def plan_of(admin: Any, args: argparse.Namespace, config: dict[str, Any]) -> tup
     from airflow_provider_kstate.cluster.control import Controller
     from airflow_provider_kstate.doctor.diagnosis import last_verdict
     from airflow_provider_kstate.doctor.promises import SHARE_NEW_PARTITIONS
+    from airflow_provider_kstate.increase.drivers import CONTROL
     from airflow_provider_kstate.increase.model import DEFAULT_LEASE_TOPIC
     from airflow_provider_kstate.increase.planner import AccessScope, plan_increase
     from airflow_provider_kstate.increase.request import PlanRequest
@@ -107,6 +125,9 @@ def plan_of(admin: Any, args: argparse.Namespace, config: dict[str, Any]) -> tup
         consumer_groups=tuple(g for g in args.groups.split(",") if g),
         exclude_groups=tuple(g for g in args.exclude.split(",") if g),
         key_order=args.key_order,
+        consumers_stay=args.consumers_stay,
+        committing_groups=tuple(g for g in args.committing_groups.split(",") if g),
+        producer_drivers={"control": CONTROL} if args.controlled_producers else {},
     )
     shown: dict[str, Any] = {"checked": False}
 

@@ -44,6 +44,7 @@ def preview(admin: AdminPort, plan: Plan, verdict: dict[str, Any]) -> dict[str, 
         "would_pause": plan.where("pause"),
         "would_seed": plan.where("seed"),
         "would_wait": plan.where("wait"),
+        "would_stay": plan.staying(),
         "left_alone": [g["group"] for g in groups if not g["seed"]],
         "cannot_drive": plan.undrivable(),
         "relaxed": plan.marked(KeyOrderMark.RELAXED),
@@ -66,6 +67,8 @@ def _group(entry: Any) -> dict[str, Any]:
         "driver_problem": entry.driver_problem,
         "key_order": str(entry.key_order),
         "key_order_reason": entry.key_order_reason,
+        "stay": entry.stay,
+        "stay_reason": entry.stay_reason,
     }
 
 

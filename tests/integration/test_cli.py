@@ -88,6 +88,8 @@ def test_kstate_plan_prints_the_page_s_plan_takes_no_lease_and_imports_no_airflo
         cmd = ("plan", topic, "--partitions", "4", *servers)
         as_json = python_without(code, ("airflow",), (*cmd, "--json"))
         as_text = python_without(code, ("airflow",), cmd)
+        stay = ("--consumers-stay", "auto", "--controlled-producers", "--json")
+        staying = python_without(code, ("airflow",), (*cmd, *stay))
         page = topic_view(KStateAdminHook(), "kafka_default", topic, 4)
     finally:
         halt.set()
@@ -103,6 +105,10 @@ def test_kstate_plan_prints_the_page_s_plan_takes_no_lease_and_imports_no_airflo
     assert {k: document[k] for k in same} == {k: page[k] for k in same}, "the page shows another plan"
     assert as_text.returncode == 3 and f"REFUSED: group {plain}" in as_text.stdout, as_text.stdout
     assert f"group {held}: active" in as_text.stdout and "driver: control" in as_text.stdout
+    # issue 41: the same plan with consumers staying: the client-piece group stays, the plain one cannot
+    stays = {g["group"]: g for g in json.loads(staying.stdout)["groups"]}
+    assert (stays[held]["stay"], stays[plain]["stay"]) == ("client-piece", ""), stays
+    assert stays[plain]["stay_reason"].startswith("paused: no evidence"), stays[plain]
     assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 2, (
         "the plan changed the topic"
     )
