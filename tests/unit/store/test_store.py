@@ -234,12 +234,15 @@ def _imports(file: Path) -> list[str]:
 DOMAIN = ("increase", "store", "client_piece")
 DOMAIN_MAY_IMPORT = tuple(
     f"airflow_provider_kstate.{name}."
-    for name in (*DOMAIN, "errors", "enums", "documents", "defaults", "params")
+    for name in (*DOMAIN, "errors", "enums", "documents", "defaults", "params", "failpoints")
 )
 
 
 def test_the_domain_packages_import_neither_airflow_nor_spark_nor_the_layers_above_them() -> None:
-    files = [PACKAGE / f"{name}.py" for name in ("errors", "enums", "documents", "defaults", "params")]
+    files = [
+        PACKAGE / f"{name}.py"
+        for name in ("errors", "enums", "documents", "defaults", "params", "failpoints")
+    ]
     files += [f for folder in DOMAIN for f in (PACKAGE / folder).rglob("*.py")]
     assert len(files) >= 22
     for file in files:
@@ -258,6 +261,7 @@ def test_the_domain_imports_with_airflow_and_spark_missing() -> None:
         "importlib.import_module('airflow_provider_kstate.documents')\n"
         "importlib.import_module('airflow_provider_kstate.defaults')\n"
         "importlib.import_module('airflow_provider_kstate.params')\n"
+        "importlib.import_module('airflow_provider_kstate.failpoints')\n"
         f"for folder in {DOMAIN!r}:\n"
         "    package = importlib.import_module('airflow_provider_kstate.' + folder)\n"
         "    for info in pkgutil.iter_modules(package.__path__):\n"
