@@ -61,13 +61,14 @@ class KStatePauseWindowOperator(KStatePausingOperator):
             entry = summary["topics"][view.topic]
             entry.update(report_uri=uris[view.topic], report_rows=rows[view.topic])
             METRICS_OUT.window(view, entry)
-        timings = summary["timings"]
+        timings, stayed = summary["timings"], summary["stayed"]
         self.log.info(
-            "WINDOW %s: live groups out for %.3f s; every group seeded and resumed after %.3f s; reports %s "
-            "(%s rows)",
+            "WINDOW %s: live groups out for %.3f s; every group the run pauses seeded and resumed after %.3f s"
+            "%s; reports %s (%s rows)",
             ", ".join(plan.topic_names),
             timings["live_window_s"],
             timings["whole_window_s"],
+            f"; {len(stayed['positioned'])} groups stayed in their groups" if stayed else "",
             ", ".join(uris.values()),
             f"{sum(rows.values()):,}",
         )
