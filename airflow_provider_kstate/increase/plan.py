@@ -948,11 +948,13 @@ def describe(plan: Plan) -> list[str]:
             f"{', '.join(steps)}{risk}{driver}{order}{problem}{reads}"
         )
     for service, producer in plan.producers.items():
-        role = (
-            "held on the old layout until the staying groups hold positions"
-            if plan.staying()
-            else ("stopped for a drain")
-        )
+        role = "stopped for a drain"
+        if plan.staying():
+            role = (
+                "pinned on the old layout until the staying groups hold their positions"
+                if producer.commands() is None
+                else "stopped before the create, started after the switch (the layout cannot pin it)"
+            )
         lines.append(f"  producers {service}: driver {producer.describe()} ({role})")
     if plan.replication is not None:
         lines.append(plan.replication.describe())

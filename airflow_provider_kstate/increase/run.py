@@ -81,6 +81,9 @@ class IncreaseRun(RunPorts):
     retry_within: float = 30.0
     #: The steps tried again inside the task: ``(step, error, seconds after its first attempt)``.
     retried: list[tuple[str, str, float]] = field(default_factory=list)
+    #: With groups that stay: ``time.monotonic()`` when the producer services (command pairs, which the
+    #: layout does not pin) were stopped before the create; None: not stopped (:meth:`start_services`).
+    services_stopped_at: float | None = None
 
     def __post_init__(self) -> None:
         if self.pairs is None:
@@ -163,10 +166,13 @@ class IncreaseRun(RunPorts):
         pause record, once for the run; return its epoch."""
         self.lease_check()
         self.events.step("pause")
-        # with groups that stay, the producers go on writing to the old partitions until the groups hold
-        # their positions; a drain stops them only then (:meth:`scale`)
+        # with groups that stay, the ControlledProducers go on writing to the old partitions (the pin) until
+        # the groups hold their positions; a drain stops them only then (:meth:`scale`). Producer services
+        # the layout cannot pin stop before the create.
         if self.drains and self.producers_stopped is None and not self.plan.staying():
             self.stop_producers()
+        if self.plan.staying():
+            self.stop_services()
         self._stop_command_groups(groups)
         self.paused_at = time.monotonic()
         epoch = self.control.pause(groups, self.plan.topic, issuer=self.owner)
@@ -295,7 +301,7 @@ class IncreaseRun(RunPorts):
         self.events.groups(groups, GroupState.RESUMED)
         for steps in self.topics:
             steps.undo_layout()
-        if self.producers_stopped is not None:
+        if self.producers_stopped is not None or self.services_stopped_at is not None:
             self.start_failures += self.commands.start(producer_commands(self.plan), "producer")
 
     # -- seed, rejoin, switch ------------------------------------------------------------------------------
@@ -366,8 +372,36 @@ class IncreaseRun(RunPorts):
             "topics": {s.topic: {"switch": s.scale(self.of(s, live), baseline=baseline)} for s in self.topics}
         }
         if self.stayed:
-            out["stayed"] = self.stayed
+            out["stayed"] = {**self.stayed, **self.start_services()}
         return out
+
+    def stop_services(self) -> None:
+        """With groups that stay, before the create: stop the producer services the run stops by commands
+        (the layout pins only ControlledProducers; a service writing to a new partition before a staying
+        group has a position there would lose records), once."""
+        services = producer_commands(self.plan)
+        if not services or self.services_stopped_at is not None:
+            return
+        self.services_stopped_at = time.monotonic()  # before: a failed stop starts them all again (undo)
+        self.commands.stop(services, "producer")
+        self.log.info("STAY producer services %s stopped until the switch", names(sorted(services)))
+
+    def start_services(self) -> dict[str, Any]:
+        """After the switch (without a drain; a drain starts them after it, :meth:`start_producers`): start
+        the producer services :meth:`stop_services` stopped (in this task, or in the pause step of the
+        layout of one task per step); their downtime when this task stopped them."""
+        services = producer_commands(self.plan)
+        if not services or not self.plan.staying() or self.drains:
+            return {}
+        self.start_failures += self.commands.start(services, "producer")
+        down = (
+            None
+            if self.services_stopped_at is None
+            else round(time.monotonic() - self.services_stopped_at, 3)
+        )
+        self.services_stopped_at = None
+        self.log.info("STAY producer services %s started (stopped %s s)", names(sorted(services)), down)
+        return {"services_stopped_s": down}
 
     # -- groups that stay in their groups ----------------------------------------------------------------
 

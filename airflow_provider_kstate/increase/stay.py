@@ -26,7 +26,8 @@ group stays when every live member runs the client piece (``client-piece``) or t
 (:class:`~airflow_provider_kstate.errors.StayRefusedError`). A Kafka Streams application never stays (its
 state is partitioned by its input: ``kstate_streams_resize`` grows it). Consumers can stay only while
 every producer is held: the request must name the topics' producers (``producer_drivers``: ``control``
-for ControlledProducers, which the layout pins, or a command pair that stops a service).
+for ControlledProducers, which the layout pins and which go on writing to the old partitions, or a command
+pair, which stops a service from before the create to the switch).
 """
 
 from __future__ import annotations

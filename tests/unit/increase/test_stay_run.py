@@ -33,10 +33,14 @@ def staying_plan(**choices: Any) -> Plan:
     request = PlanRequest(
         topics=("orders",),
         partitions=8,
-        producer_drivers={"w": CONTROL},
         consumers_stay="auto",
         committing_groups=("java",),
-        **{"key_order": "relax", "group_drivers": {"java": JAVA}, **choices},
+        **{
+            "key_order": "relax",
+            "group_drivers": {"java": JAVA},
+            "producer_drivers": {"w": CONTROL},
+            **choices,
+        },
     )
     return plan_increase(cluster, request, lambda: {"piece": {"c0", "c1"}})
 
@@ -234,3 +238,34 @@ def test_a_fall_back_that_failed_is_done_again_when_the_switch_is_tried_again() 
         "seed",
         "resume",
     ], run.calls
+
+
+def test_producer_services_the_layout_cannot_pin_stop_before_the_create_and_start_after_the_switch() -> None:
+    """Issue 41, item 2: a producer service named with a command pair is not pinned by the layout (only
+    ControlledProducers are): with groups that stay it is stopped before the create and started after the
+    switch, its downtime reported; with a drain the drain's start does it."""
+
+    class Pairs:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, list[str]]] = []
+
+        def stop(self, drivers: dict[str, Any], kind: str) -> None:
+            self.calls.append(("stop", sorted(drivers)))
+
+        def start(self, drivers: dict[str, Any], kind: str) -> list[Any]:
+            self.calls.append(("start", sorted(drivers)))
+            return []
+
+    writer = CommandDriver(name="writer", stop="systemctl stop writer", start="systemctl start writer")
+    plan = staying_plan(producer_drivers={"writer": writer})
+    pairs = Pairs()
+    run = run_of(plan, Steps([{}]))
+    run.pairs = pairs  # type: ignore[assignment]
+    run.stop_services()
+    run.stop_services()
+    assert pairs.calls == [("stop", ["writer"])], "stopped once"
+    started = run.start_services()
+    assert pairs.calls[-1] == ("start", ["writer"]) and started["services_stopped_s"] >= 0
+    drained = run_of(staying_plan(producer_drivers={"writer": writer}, key_order="preserve"), Steps([{}]))
+    drained.pairs = Pairs()  # type: ignore[assignment]
+    assert drained.drains and drained.start_services() == {}, "a drain starts them after it"
