@@ -520,6 +520,31 @@ class IncreaseRun(RunPorts):
             "resumed": resumed,
         }
 
+    def start_when_drained(self, switch: dict[str, Any], within: float) -> dict[str, Any] | None:
+        """After a drain's switch (``switch``: ``{topic: {"switch": ...}}``), in the same task: wait up to
+        ``within`` seconds for the drained groups to consume the old partitions, then start the producers at
+        once (:meth:`start_producers`), so they are not held across Airflow's scheduling of the drain's
+        sensor and start step; None when the groups are still behind then (those steps finish the drain,
+        deferred: no worker slot held)."""
+        drains = drains_by_topic(self.plan, {"topics": switch})
+        if not drains:
+            return None
+        started = time.monotonic()
+        result = groups_drained(self.admin, drains)
+        while not result.ok and time.monotonic() - started < within:
+            time.sleep(0.1)
+            result = groups_drained(self.admin, drains)
+        if not result.ok:
+            self.log.info(
+                "DRAIN not drained within %.0f s in this task: the drain's sensor waits (deferred)", within
+            )
+            return None
+        self.log.info(
+            "DRAIN groups drained %.3f s after the switch, in this task", time.monotonic() - started
+        )
+        groups = sorted({g for d in drains.values() for g in d["groups"]})
+        return {"drained_groups": groups, **self.start_producers(drains)}
+
     def wait_drained(self, timeout: float) -> dict[str, Any]:
         """With the producers stopped, wait until every live group has consumed each topic it reads up to
         the old partitions' ends (then the producers may start on the new layout without reordering their

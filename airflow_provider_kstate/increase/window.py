@@ -24,8 +24,18 @@ if TYPE_CHECKING:
     from airflow_provider_kstate.increase.run import IncreaseRun
 
 
+#: Seconds the window waits for drained groups to consume the old partitions before it leaves the drain to
+#: its deferred sensor and start step (the producers are stopped meanwhile: started here, they are not held
+#: across Airflow's scheduling of those two tasks).
+DRAIN_WITHIN = 30.0
+
+
 def run_window(
-    run: IncreaseRun, reports: dict[str, ReportWriter], empty_timeout: float, request_timeout: float
+    run: IncreaseRun,
+    reports: dict[str, ReportWriter],
+    empty_timeout: float,
+    request_timeout: float,
+    drain_within: float = DRAIN_WITHIN,
 ) -> dict[str, Any]:
     """Run the window over every topic of ``run``'s plan; return its XCom (each topic's summary under
     ``topics``, the run's totals, timings, retries and drivers).
@@ -33,6 +43,7 @@ def run_window(
     :param reports: each topic's seed report.
     :param empty_timeout: seconds the paused groups have to become EMPTY.
     :param request_timeout: seconds one request to the cluster may take (the create's metadata wait).
+    :param drain_within: seconds to wait in this task for drained groups before starting the producers.
     """
     live, offline = split(run.plan)
     timings: dict[str, float] = {}
@@ -57,6 +68,7 @@ def run_window(
     switch = run.again("scale", lambda: run.scale(live))["topics"]
     failpoint("after_scale")
     timings["switch_s"] = round(time.monotonic() - started - timings["whole_window_s"], 3)
+    producers_started = run.start_when_drained(switch, drain_within) if run.drains else None
     if run.stop_s is not None:
         timings["command_stop_s"] = run.stop_s
     if run.start_s is not None:
@@ -81,6 +93,7 @@ def run_window(
         "kept": sum(t["kept"] for t in topics.values()),
         "timings": timings,
         "retried": [{"step": s, "error": e, "after_s": t} for s, e, t in run.retried],
+        "producers_started": producers_started,
         "drivers": {
             "stopped_groups": run.stopped_groups,
             "started_groups": resumed.get("started_groups", []),

@@ -71,6 +71,13 @@ class KStateStartProducersOperator(KStateStepOperator):
 
         plan = self.typed_plan
         drains = drains_by_topic(plan, self.switch)
+        earlier = self.switch.get("producers_started") if isinstance(self.switch, dict) else None
+        if earlier:
+            self.log.info(
+                "SCALE %s: the groups drained and the producers started in the window",
+                ", ".join(plan.topic_names),
+            )
+            return dict(earlier)
         if not drains:
             self.log.info(
                 "SCALE %s: no group is drained: the producers switched with the window",

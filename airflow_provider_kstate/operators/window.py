@@ -61,6 +61,8 @@ class KStatePauseWindowOperator(KStatePausingOperator):
             entry = summary["topics"][view.topic]
             entry.update(report_uri=uris[view.topic], report_rows=rows[view.topic])
             METRICS_OUT.window(view, entry)
+        for topic, cost in (summary["producers_started"] or {}).get("topics", {}).items():
+            METRICS_OUT.drained(topic, cost)
         timings, stayed = summary["timings"], summary["stayed"]
         self.log.info(
             "WINDOW %s: live groups out for %.3f s; every group the run pauses seeded and resumed after %.3f s"
