@@ -34,8 +34,12 @@ from airflow_provider_kstate.client_piece.protocol import Barrier
 
 log = logging.getLogger(__name__)
 
-#: Bound of one committed-offsets or ListOffsets request.
-REQUEST_TIMEOUT = 5.0
+#: Bound of one committed-offsets or ListOffsets request (in the application's poll: kept short; a
+#: partition whose offsets are not served yet, a new one whose leader is loading, is tried again later).
+REQUEST_TIMEOUT = 1.0
+#: Seconds between two attempts for the starts still to commit, at most (the wait doubles from
+#: ``check_interval``).
+RETRY_MAX = 5.0
 #: Seconds one look's metadata request may take (the next look asks again: the application's poll is not
 #: held up longer than that).
 METADATA_WAIT = 0.5
@@ -65,9 +69,13 @@ class PositionKeeper:
         self.unpositioned: set[tuple[str, int]] = set()
         #: ``{topic: (partitions announced, until)}``: grows whose new partitions the metadata lacks yet.
         self.grows: dict[str, tuple[int, float]] = {}
+        #: ``{topic: first new partition}`` of the grows announced: empty until the producers switch, so a
+        #: start there is offset 0, committed without asking the partition's leader (which may be loading).
+        self.new_from: dict[str, int] = {}
         #: How many partitions this consumer committed a start on, over its life.
         self.committed_starts = 0
         self._next_try = 0.0
+        self._retry_wait = check_interval
         self._next_grow_look = 0.0
 
     @property
@@ -102,14 +110,18 @@ class PositionKeeper:
     def _commit_starts(self, inner: Consumer, partitions: list[TopicPartition]) -> None:
         if not partitions:
             return
-        spot = LIST_EARLIEST if self.reset_earliest else LIST_LATEST
-        asked = [TopicPartition(tp.topic, tp.partition, spot) for tp in partitions]
-        found = _safe(lambda tps: inner.offsets_for_times(tps, timeout=REQUEST_TIMEOUT), asked)
-        starts = [
-            TopicPartition(tp.topic, tp.partition, int(tp.offset))
-            for tp in found
-            if tp.error is None and tp.offset >= 0
-        ]
+        new = [tp for tp in partitions if tp.partition >= self.new_from.get(tp.topic, 1 << 62)]
+        starts = [TopicPartition(tp.topic, tp.partition, 0) for tp in new]  # empty until the switch
+        asked = [tp for tp in partitions if tp not in new]
+        if asked:
+            spot = LIST_EARLIEST if self.reset_earliest else LIST_LATEST
+            tps = [TopicPartition(tp.topic, tp.partition, spot) for tp in asked]
+            found = _safe(lambda x: inner.offsets_for_times(x, timeout=REQUEST_TIMEOUT), tps)
+            starts += [
+                TopicPartition(tp.topic, tp.partition, int(tp.offset))
+                for tp in found
+                if tp.error is None and tp.offset >= 0
+            ]
         if not starts:
             return
         try:
@@ -138,6 +150,9 @@ class PositionKeeper:
         partitions at the next look."""
         if barrier.partitions > 0:
             self.grows[barrier.topic] = (barrier.partitions, time.monotonic() + GROW_PATIENCE)
+        if 0 < barrier.grown_from < barrier.partitions:
+            self.new_from[barrier.topic] = barrier.grown_from
+            self._next_try = 0.0  # starts left to commit on new partitions: at the next look
 
     # -- each look ------------------------------------------------------------------------------------------
 
@@ -154,7 +169,8 @@ class PositionKeeper:
             self._next_grow_look = now + self.check_interval
             self._follow_grows(inner, subscribe)
         if self.unpositioned and now >= self._next_try:
-            self._next_try = now + self.check_interval
+            self._next_try = now + self._retry_wait
+            self._retry_wait = min(RETRY_MAX, max(self._retry_wait * 2, self.check_interval))
             tps = [TopicPartition(t, p) for t, p in sorted(self.unpositioned)]
             still = {(tp.topic, tp.partition) for tp in _safe(inner.assignment, None)}
             self.unpositioned &= still

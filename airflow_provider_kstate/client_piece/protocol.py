@@ -302,6 +302,12 @@ class Barrier(ControlRecord):
         description="pending, sent once the topic grew: its partition count now; a consumer of the groups "
         "whose metadata shows fewer refreshes it and takes the new partitions at once (0: not said)",
     )
+    grown_from: Count = Field(
+        default=0,
+        description="pending, sent once the topic grew: its count before; partitions grown_from .. "
+        "partitions-1 are new and hold no record until the producers switch, so a consumer starts there at "
+        "offset 0 without asking (0: not said)",
+    )
     issued_at: int = _millis("milliseconds since the Unix epoch")
     issuer: str = ""
 

@@ -87,12 +87,16 @@ class Controller:
         self.channel().publish(layout, timeout=self.timeout)
         return epoch
 
-    def announce_barrier(self, topic: str, groups: list[str], issuer: str, partitions: int = 0) -> int:
+    def announce_barrier(
+        self, topic: str, groups: list[str], issuer: str, partitions: int = 0, grown_from: int = 0
+    ) -> int:
         """Announce a key-order barrier to the consumers of ``groups`` (they look at the control topic
         often from then on and acknowledge ``pending``); return its epoch.
 
         :param partitions: sent once the topic grew (consumers stay in their groups): its count now; the
             consumers refresh their metadata and take the new partitions at once (0: not said).
+        :param grown_from: with ``partitions``, the count before the grow: the new partitions are empty
+            until the switch, so the consumers commit 0 there without asking where their log ends.
         """
         epoch = now_ms()
         barrier = Barrier(
@@ -102,6 +106,7 @@ class Controller:
             groups=groups,
             issuer=issuer,
             partitions=partitions,
+            grown_from=grown_from,
         )
         self.channel().publish(barrier, timeout=self.timeout)
         return epoch

@@ -75,7 +75,9 @@ class ControlWatch(Protocol):
 class KeyOrderPort(Protocol):
     """The control verbs of the barrier (:class:`~airflow_provider_kstate.hooks.control.KStateControlHook`)."""
 
-    def announce_barrier(self, topic: str, groups: list[str], issuer: str, partitions: int = 0) -> int: ...
+    def announce_barrier(
+        self, topic: str, groups: list[str], issuer: str, partitions: int = 0, grown_from: int = 0
+    ) -> int: ...
 
     def hold_producers(self, topic: str, partitions: int, hold_s: float, issuer: str) -> int: ...
 
@@ -249,7 +251,10 @@ class KeyOrderSwitch:
             groups = self.plan.staying() if partitions else []
         if not groups:
             return None
-        epoch = self.control.announce_barrier(self.topic, groups, self.owner, partitions=partitions)
+        grown_from = self.plan.original_partitions if partitions else 0
+        epoch = self.control.announce_barrier(
+            self.topic, groups, self.owner, partitions=partitions, grown_from=grown_from
+        )
         self.log.info(
             "ORDER %s: key-order barrier announced to %s groups (epoch %s)%s",
             self.topic,

@@ -88,8 +88,10 @@ def test_a_revoked_partition_is_not_positioned_any_more() -> None:
     assert not keeper.waiting
 
 
-def announce(partitions: int) -> Barrier:
-    return Barrier(topic="t", epoch=1, state=BARRIER_PENDING, groups=["g"], partitions=partitions)
+def announce(partitions: int, grown_from: int = 0) -> Barrier:
+    return Barrier(
+        topic="t", epoch=1, state=BARRIER_PENDING, groups=["g"], partitions=partitions, grown_from=grown_from
+    )
 
 
 def test_a_grow_makes_a_classic_member_subscribe_again_once_its_metadata_shows_the_count(
@@ -120,3 +122,14 @@ def test_an_announcement_without_a_count_asks_nothing() -> None:
     keeper = PositionKeeper("g", reset_earliest=False, classic=True, check_interval=0.0)
     keeper.announced(announce(0))
     assert not keeper.waiting
+
+
+def test_after_a_grow_a_new_partition_starts_at_0_without_asking_its_leader() -> None:
+    """Found by the stay bench at 4,096 x 100: the new partitions' leaders load for seconds, and asking each
+    look where their log ends held the application's poll. The grow's announcement says which partitions
+    are new (empty until the producers switch): their start is 0, committed at once."""
+    inner = FakeConsumer({0: 9}, {0: 12, 4: None, 5: None})  # 4 and 5: not served yet
+    keeper = PositionKeeper("g", reset_earliest=False, classic=True, check_interval=0.0)
+    keeper.announced(announce(8, grown_from=4))
+    keeper.assigned(inner, tps(0, 4, 5))  # type: ignore[arg-type]
+    assert inner.commits == [[(4, 0), (5, 0)]] and not keeper.unpositioned

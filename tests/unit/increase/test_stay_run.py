@@ -136,14 +136,16 @@ class Control:
 
     def __init__(self) -> None:
         self.layouts: list[int] = []
-        self.announced: list[tuple[list[str], int]] = []
+        self.announced: list[tuple[list[str], int, int]] = []
 
     def set_layout(self, topic: str, partitions: int, issuer: str) -> int:
         self.layouts.append(partitions)
         return 1
 
-    def announce_barrier(self, topic: str, groups: list[str], issuer: str, partitions: int = 0) -> int:
-        self.announced.append((groups, partitions))
+    def announce_barrier(
+        self, topic: str, groups: list[str], issuer: str, partitions: int = 0, grown_from: int = 0
+    ) -> int:
+        self.announced.append((groups, partitions, grown_from))
         return 2
 
 
@@ -162,7 +164,7 @@ def test_with_groups_that_stay_a_drained_group_leaves_the_pin_to_the_pin_and_the
         "pinned; the barrier is announced after the create"
     )
     steps.announce_grow()
-    assert control.announced == [(["piece"], 8)], "the grow goes to the groups that hold at the barrier"
+    assert control.announced == [(["piece"], 8, 4)], "the grow goes to the groups that hold at the barrier"
     held = TopicSteps(plan, admin=object(), control=Control(), log=logging.getLogger("t"), owner="o")  # type: ignore[arg-type]
     held.held_for_drain = True
     held.pin()
