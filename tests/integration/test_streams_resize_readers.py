@@ -37,7 +37,6 @@ from kstate_support.java_services import JavaFleet
 from kstate_support.traffic import wait_until
 
 from airflow_provider_kstate.increase.drivers import CommandPairs
-from tests.integration.test_java_fleet import java_fleet  # noqa: F401 - the fixture
 from tests.integration.test_share_groups import ShareReaders
 from tests.integration.test_streams_resize import (
     KEYS,
