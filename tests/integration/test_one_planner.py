@@ -11,7 +11,6 @@ approval's re-plan did before) refuses the share group that the verdict leaves a
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator
 from typing import Any
 
@@ -100,15 +99,7 @@ def test_every_caller_makes_the_same_plan_of_the_same_request(
     replanned, refused = approval._replan(stepped)
     assert refused == ""
     # kstate plan (the command's request: the topic and the target; the verdict read from the cache).
-    args = argparse.Namespace(
-        topic=[topic],
-        partitions=4,
-        groups="",
-        exclude="",
-        key_order="preserve",
-        control_topic="_kstate_control",
-        timeout=30.0,
-    )
+    args = cli._plan_parser().parse_args([topic, "--partitions", "4"])  # the command's own defaults
     commanded, _ = cli.plan_of(admin.cluster, args, dict(kafka_config))
     # The kstate page's preview.
     paged, _ = topic_plan(admin, "kafka_default", [topic], 4)
