@@ -235,7 +235,7 @@ class Faults:
     def patches(self) -> list[tuple[Any, str, Any]]:
         """``(object, attribute, replacement)`` for ``monkeypatch.setattr``."""
         from airflow_provider_kstate.cluster.admin import ClusterAdmin
-        from airflow_provider_kstate.operators import window
+        from airflow_provider_kstate.increase import window  # the window's sequence and its failpoints
 
         original_failpoint = window.failpoint
         create, seed = ClusterAdmin.increase_partitions, ClusterAdmin.seed_offsets_many

@@ -90,6 +90,7 @@ def _keyed_increase(
     }
 
 
+@pytest.mark.chaos  # 57 s; make test keeps the Node client's own proofs and the Java fleet's command pairs
 def test_kafkajs_services_driven_by_command_pairs_lose_nothing_relax_reorders_and_the_drain_does_not(
     fleet: Fleet, admin: Any, make_topic: Any, run_dag: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -60,7 +60,10 @@ def _partitions(admin: ClusterAdmin, topic: str) -> int:
     return admin.partition_count(topic)
 
 
-@pytest.mark.parametrize("protocol", ["classic", pytest.param("streams", marks=pytest.mark.chaos)])
+# make chaos (85 s of Kafka Streams on 2 cores): make test keeps the ownership rule's unit tests
+# (tests/unit/increase/test_streams_owners.py), this proof runs both protocols in chaos
+@pytest.mark.chaos
+@pytest.mark.parametrize("protocol", ["classic", "streams"])
 def test_resizing_an_app_leaves_the_app_its_id_prefixes_untouched(
     protocol: str,
     kafka_config: dict[str, Any],

@@ -85,6 +85,7 @@ def changelog(admin: AdminClient, tmp_path: Path) -> Iterator[tuple[str, str]]:
     admin.delete_topics([topic])
 
 
+@pytest.mark.chaos  # 124 s of Spark; make test keeps the ids' unit tests (tests/unit/store, tests/unit/increase)
 def test_a_recreated_changelog_at_the_same_offsets_is_caught_and_rebuilt(
     changelog: tuple[str, str], admin: AdminClient, kafka_config: dict[str, Any], run_dag: Any, tmp_path: Path
 ) -> None:
@@ -169,7 +170,7 @@ def payments(seed: int, n: int = 60) -> list[tuple[bytes, bytes]]:
     return [(f"acct-{i % 12:03d}".encode(), str((i * seed) % 50 + 1).encode()) for i in range(n)]
 
 
-@pytest.mark.chaos  # 82 s of Spark; make test: the recreated changelog above, the refusal's rules in tests/unit/example_dags
+@pytest.mark.chaos  # 82 s of Spark; make test: the refusal's rules in tests/unit/example_dags
 def test_the_pipeline_refuses_a_checkpoint_whose_input_was_recreated(
     pipeline: dict[str, Any],
     admin: AdminClient,
