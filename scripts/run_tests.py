@@ -25,7 +25,8 @@ from kstate_support import broker as broker_helper
 
 E2E = "tests/e2e"
 #: The second process: the e2e deployment, and beside its idle waits the state maintenance runs (Spark, ~3.5
-#: min), the 3-node broker-fault case (~2 min), the topic sets (~1 min), the recreated changelog (Spark, ~2 min)
+#: min), the 3-node broker-fault case (~2 min), the topic sets (~1 min), the topic ids' module (its Spark cases in
+#: make chaos)
 #: and the documentation site's build (Sphinx, ~25 s of CPU), which made the other process the critical path.
 BESIDE = (
     E2E,
