@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 #: Partitions per offsets request: librdkafka's admin offset calls are quadratic in one request's size.
@@ -92,3 +93,13 @@ def new_partitions_taken(
             f"the group has committed offsets on {sorted(found)} of {new} partitions after {timeout} s"
         )
         time.sleep(0.02)
+
+
+def write_keyed_json(config: dict[str, Any], topic: str, count: int, keys: int = 97) -> None:
+    """Write ``count`` records to ``topic`` with a plain producer: key ``k<i % keys>``, value
+    ``{"key", "seq"}`` as JSON (what the Java and Node.js client apps read), and wait until all are delivered."""
+    producer = Producer(config)
+    for i in range(count):
+        key = f"k{i % keys}"
+        producer.produce(topic, key=key, value=json.dumps({"key": key, "seq": i}))
+    assert producer.flush(30) == 0, "records left undelivered"

@@ -133,10 +133,7 @@ def test_node_consumers_pause_by_leaving_and_resume(
     topic = make_topic("node-pause", partitions=4)
     group = f"{topic}-g"
     total = 3000
-    plain = Producer(kafka_config)
-    for i in range(total):
-        plain.produce(topic, key=f"k{i % 97}", value=json.dumps({"key": f"k{i % 97}", "seq": i}))
-    assert plain.flush(30) == 0
+    kfacts.write_keyed_json(kafka_config, topic, total)
     base = {
         "brokers": brokers(kafka_config),
         "groupId": group,
@@ -396,10 +393,7 @@ def test_node_consumers_take_new_partitions_at_once(
     and a record written to a new partition afterwards is processed (nothing skipped)."""
     topic = make_topic("node-grow", partitions=4)
     group = f"{topic}-g"
-    plain = Producer(kafka_config)
-    for i in range(400):
-        plain.produce(topic, key=f"k{i % 97}", value=json.dumps({"key": f"k{i % 97}", "seq": i}))
-    assert plain.flush(30) == 0
+    kfacts.write_keyed_json(kafka_config, topic, 400)
     clients = [f"{group}-{i}" for i in range(2)]
     config = {
         "brokers": brokers(kafka_config),
