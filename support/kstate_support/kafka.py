@@ -6,7 +6,14 @@ import json
 import time
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import OffsetSpec
 
 #: Partitions per offsets request: librdkafka's admin offset calls are quadratic in one request's size.
@@ -32,6 +39,45 @@ def commit(admin: Any, group: str, topic: str, offsets: dict[int, int]) -> None:
             if time.monotonic() > deadline:
                 raise AssertionError(f"group {group!r} on {topic!r}: offsets refused {refused}")
             time.sleep(0.2)
+
+
+#: What a group coordinator answers while ``__consumer_offsets`` is created, loads or moves (librdkafka does
+#: not mark NOT_COORDINATOR retriable on a synchronous commit: the fresh-clone CI failed on it once).
+COORDINATOR_MOVING = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    }
+)
+
+
+def commit_as_consumer(
+    config: dict[str, Any], group: str, topic: str, offsets: dict[int, int], within: float = 60.0
+) -> None:
+    """Commit ``{partition: offset}`` for ``group`` on ``topic`` through a consumer that never joins, asking
+    again while the group's coordinator is created, loads or moves (up to ``within`` seconds).
+
+    :param config: librdkafka settings (bootstrap servers, security) of the committing principal.
+    """
+    consumer = Consumer({**config, "group.id": group, "enable.auto.commit": False, "log_level": 2})
+    deadline = time.monotonic() + within
+    try:
+        while True:
+            try:
+                consumer.commit(
+                    offsets=[TopicPartition(topic, p, o) for p, o in sorted(offsets.items())],
+                    asynchronous=False,
+                )
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                moving = error.retriable() or error.code() in COORDINATOR_MOVING
+                if not moving or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        consumer.close()
 
 
 def committed(admin: Any, group: str, topic: str, partitions: int | None = None) -> dict[int, int]:

@@ -19,10 +19,10 @@ import logging
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kstate_support import apache_kafka, broker
 from kstate_support.fakes import plan_request
+from kstate_support.kafka import commit_as_consumer
 from kstate_support.traffic import wait_until
 
 from airflow_provider_kstate.cluster.admin import ClusterAdmin
@@ -51,19 +51,7 @@ def _in_sync(admin: ClusterAdmin) -> bool:
 def _commit_zeros(bootstrap: str) -> None:
     """Commit offset 0 on every partition for :data:`GROUP` (a group at risk); the consumer waits for its
     coordinator (``__consumer_offsets`` is created on first use)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "log_level": 2})
-    deadline = time.monotonic() + 90
-    try:
-        while True:
-            try:
-                consumer.commit(offsets=[TopicPartition(TOPIC, p, 0) for p in range(6)], asynchronous=False)
-                return
-            except KafkaException:  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS while it comes up
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-    finally:
-        consumer.close()
+    commit_as_consumer({"bootstrap.servers": bootstrap}, GROUP, TOPIC, dict.fromkeys(range(6), 0), within=90)
 
 
 def _passes(admin: ClusterAdmin) -> bool:

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kstate_support import ROOT
 from kstate_support import kafka_security as ks
 from kstate_support.broker import release_kafka_clients
 from kstate_support.increase_runs import states
+from kstate_support.kafka import commit_as_consumer
 from kstate_support.node import consumers as node_consumers
 from kstate_support.node import node_ready
 from kstate_support.node import producer as node_producer
@@ -99,21 +99,7 @@ def grant_readme_acls(
 
 def commit_offsets(bootstrap: str, topic: str, group: str, offsets: dict[int, int]) -> None:
     """Give ``group`` committed offsets on ``topic`` (an EMPTY group at risk), as the super user."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    deadline = time.monotonic() + 30
-    try:
-        while True:  # a fresh cluster's group coordinator answers COORDINATOR_LOAD_IN_PROGRESS at first
-            try:
-                consumer.commit(
-                    offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
-                )
-                return
-            except KafkaException as exc:
-                if not exc.args[0].retriable() or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-    finally:
-        consumer.close()
+    commit_as_consumer({"bootstrap.servers": bootstrap}, group, topic, offsets)
 
 
 def kstate_plan(
