@@ -26,7 +26,7 @@ import datetime
 import functools
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol
 
@@ -62,9 +62,10 @@ GROUP_DOWNTIME = Metric(
     TIMER,
     "ms",
     ("topic", "group"),
-    "a group that had live members at plan time is asked back (resume record sent, or start command "
-    "ready), once per group and run: the time since it was asked to leave (as in `progress.json`; the "
-    "consumers' own rejoin after the resume, ~0.3 s on the embedded broker, comes on top)",
+    "a group that had live members at plan time works again after the run asked it back, once per group "
+    "and run: the time from its leave (pause record, or stop command) to every partition held again and a "
+    "record processed, as the broker showed it (as in `progress.json`; the processing moment is its first "
+    "commit, at most its commit interval late; not seen within 30 s: to the last moment seen)",
 )
 PARTITIONS_CREATED = Metric(
     "kstate.increase.partitions_created",
@@ -320,13 +321,15 @@ METRICS_OUT = Metrics()
 
 
 class RunMetrics:
-    """A :class:`~airflow_provider_kstate.increase.events.RunEvents` sink: each live group's downtime when
-    it is asked back, read from the run's progress document, so a per-step run (pause and resume in two
-    tasks) is measured as the window is, and the number equals the one ``progress.json`` shows.
+    """A :class:`~airflow_provider_kstate.increase.events.RunEvents` sink: each live group's downtime as its
+    service saw it (from the leave to every partition held again and a record processed:
+    :mod:`~airflow_provider_kstate.increase.served`), read from the run's progress document once the run
+    watched it, so a per-step run (pause and resume in two tasks) is measured as the window is, and the
+    number equals the one ``progress.json`` shows.
 
-    Put it after the :class:`ProgressFile` in :class:`Events` (which then has set the group's ``back_at``).
-    Only groups with live members at plan time count (``wait``): an offline group has no consumer to be
-    down; a group is sent once per run (a later task, or the guard resuming again, sends nothing).
+    Put it after the :class:`ProgressFile` in :class:`Events` (which then has set the group's times). Only
+    groups with live members at plan time count (``wait``): an offline group has no consumer to be down; a
+    group is sent once per run (a later task, or the guard resuming again, sends nothing).
 
     :param progress: the run's progress file (this task's).
     :param plan: the run's plan.
@@ -337,16 +340,19 @@ class RunMetrics:
         self.file = progress
         self.live = set(plan.where("wait"))
         self.out = out or METRICS_OUT
-        self.sent = {g for g, entry in progress.progress.groups.items() if entry.back_at is not None}
+        self.sent = {
+            g for g, entry in progress.progress.groups.items() if entry.held_at or entry.processing_at
+        }
 
     def step(self, name: str) -> None:
         pass
 
     def groups(self, groups: Iterable[str], state: GroupState) -> None:
-        if state != GroupState.RESUMED:
-            return
+        pass
+
+    def served(self, served: Mapping[str, Any]) -> None:
         doc = self.file.progress
-        for group in groups:
+        for group in served:
             entry = doc.groups.get(group)
             if group not in self.live or group in self.sent or entry is None:
                 continue

@@ -158,8 +158,9 @@ def wait_lease_ttl(lease_ttl: float, timeout_s: float) -> float:
 
 
 def run_window_s(progress: RunProgress) -> float | None:
-    """Seconds from the first group asked to leave to the last one asked back (None: nobody was out)."""
-    spans = [(g.out_since, g.back_at) for g in progress.groups.values() if g.out_since and g.back_at]
+    """Seconds from the first group asked to leave to the last one back, as its service saw it (None: nobody
+    was out)."""
+    spans = [(g.out_since, g.served_at) for g in progress.groups.values() if g.out_since and g.served_at]
     if not spans:
         return None
     return round((max(b for _, b in spans) - min(o for o, _ in spans)) / 1000.0, 3)

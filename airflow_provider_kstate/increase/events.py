@@ -8,8 +8,9 @@ each task of the run (the window, or one task per step, then ``verify`` and the 
 the earlier ones wrote. The document's schema is ``docs/schemas/increase/progress.schema.json``. Other sinks (metrics) implement the same port.
 
 A group's **downtime** is from the moment the run asked it to leave (the pause record, or its stop command)
-to the moment it was asked back (the resume record, or its start command returned ready): the time its
-consumers were out of their group because of the run.
+to the moment its service worked again: every partition held and a record processed, as the broker showed
+it (:mod:`~airflow_provider_kstate.increase.served`); until the run saw that, to the moment it was asked back
+(the resume record, or its start command returned ready), a lower bound.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from airflow_provider_kstate.errors import ReportError
 from airflow_provider_kstate.increase.report import LOCAL
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from airflow_provider_kstate.increase.plan import Plan
     from airflow_provider_kstate.increase.ports import ReportStorage
 
@@ -62,6 +65,14 @@ class ProducerState(StrEnum):
 OUT = (GroupState.STOPPING, GroupState.PAUSED, GroupState.SEEDED)
 
 
+class WayBack(Protocol):
+    """A group's way back after the run asked it back (:class:`~airflow_provider_kstate.increase.served.Served`):
+    when it held every partition again and processed a record (ms since the Unix epoch; None: not seen)."""
+
+    held_at: int | None
+    processing_at: int | None
+
+
 class RunEvents(Protocol):
     """What the steps report while they run."""
 
@@ -75,6 +86,10 @@ class RunEvents(Protocol):
 
     def producers(self, state: ProducerState) -> None:
         """The producers reached ``state``."""
+        ...
+
+    def served(self, served: Mapping[str, WayBack]) -> None:
+        """The groups asked back worked again, as the broker showed it (:class:`ServiceWatch`)."""
         ...
 
     def finish(self, outcome: str) -> None:
@@ -92,6 +107,9 @@ class NoEvents:
         pass
 
     def producers(self, state: ProducerState) -> None:
+        pass
+
+    def served(self, served: Mapping[str, WayBack]) -> None:
         pass
 
     def finish(self, outcome: str) -> None:
@@ -119,12 +137,28 @@ class GroupProgress(Document):
     back_at: int | None = Field(
         default=None, description="ms since the Unix epoch: asked back (null: not yet)"
     )
+    held_at: int | None = Field(
+        default=None,
+        description="ms since the Unix epoch: every partition of every topic it reads held again, STABLE "
+        "(null: not seen)",
+    )
+    processing_at: int | None = Field(
+        default=None,
+        description="ms since the Unix epoch: held and a record processed (its committed offsets moved) or "
+        "nothing to process (null: not seen)",
+    )
+
+    @property
+    def served_at(self) -> int | None:
+        """When its service worked again: processing, else held, else asked back (None: not back yet)."""
+        return self.processing_at or self.held_at or self.back_at
 
     def downtime_s(self, now: int) -> float | None:
-        """Seconds out of its group because of the run (so far, while it is out); None: never out."""
+        """Seconds out of its group because of the run, as its service saw it (so far, while it is out):
+        to processing again, else held again, else asked back; None: never out."""
         if self.out_since is None:
             return None
-        return round(((self.back_at or now) - self.out_since) / 1000.0, 3)
+        return round(((self.served_at or now) - self.out_since) / 1000.0, 3)
 
 
 class RunProgress(Document):
@@ -186,11 +220,16 @@ class RunProgress(Document):
 
     def to_dict(self) -> dict[str, Any]:
         """The document's dict; ``topics`` only for a run of several topics, ``topic_ids`` only when the plan
-        read them (a run of one planned without ids keeps its bytes)."""
+        read them, a group's ``held_at`` and ``processing_at`` only when seen (a run of one planned without
+        ids keeps its bytes)."""
         out = super().to_dict()
         for name in ("topics", "topic_ids"):
             if not out[name]:
                 del out[name]
+        for group in out["groups"].values():  # a run that watched no service back keeps its bytes
+            for name in ("held_at", "processing_at"):
+                if group[name] is None:
+                    del group[name]
         return out
 
     @classmethod
@@ -252,6 +291,14 @@ class ProgressFile:
         self.progress.producers, self.progress.producers_since = state, now_ms()
         self._write()
 
+    def served(self, served: Mapping[str, WayBack]) -> None:
+        for name, seen in served.items():
+            group = self.progress.groups.get(name)
+            if group is None or group.out_since is None:
+                continue
+            group.held_at, group.processing_at = seen.held_at, seen.processing_at
+        self._write()
+
     def finish(self, outcome: str) -> None:
         self.progress.outcome = outcome
         self._write()
@@ -285,6 +332,9 @@ class Events:
 
     def producers(self, state: ProducerState) -> None:
         self._each("producers", state)
+
+    def served(self, served: Mapping[str, WayBack]) -> None:
+        self._each("served", dict(served))
 
     def finish(self, outcome: str) -> None:
         self._each("finish", outcome)

@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.failpoints import failpoint
+from airflow_provider_kstate.increase import served
 from airflow_provider_kstate.increase.plan import GroupClass, Plan, PlanMode
 from airflow_provider_kstate.increase.steps import SeedResult
 
@@ -51,6 +52,7 @@ def run_window(
     before_create(run, empty_timeout, request_timeout)
     first = run.again("seed", lambda: run.seed(live, reports))
     failpoint("mid_seed")
+    services = served.watch(run, live)  # beside the rest: held again and processing, from the broker
     resumed = run.again("resume", lambda: run.resume(live))
     # the groups resumed by the control record are back about when it is sent (their downtime); the
     # command-driven ones when their start and readiness commands are done (command_*_s). With no live
@@ -75,6 +77,9 @@ def run_window(
         timings["command_start_s"] = run.start_s
     if run.stayed:
         timings["positions_s"] = run.stayed["positioned_after_s"]
+    ways_back = served.report(run, services)
+    if ways_back:
+        timings["services_out_s"] = max(s["out_s"] for s in ways_back.values())
     topics = {
         s.topic: {
             "mode": str(s.plan.mode),  # XCom keeps plain strings
@@ -87,6 +92,7 @@ def run_window(
     return {
         "topics": topics,
         "stayed": run.stayed,
+        "served": ways_back,
         "mode": str(run.plan.mode),
         "created": any(t["created"] for t in topics.values()),
         "seeded": sum(t["seeded"] for t in topics.values()),

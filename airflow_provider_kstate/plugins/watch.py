@@ -13,8 +13,9 @@ naming them all (``topics``). A run is in one of these **phases**:
 * ``unreadable`` - the document does not parse (torn, foreign, too large): shown as such, never an error;
 * ``absent`` - no progress document (a run of an older version, or one whose plan has not finished).
 
-A group's **downtime** runs from the moment the run asked it to leave to the moment it was asked back
-(:meth:`~airflow_provider_kstate.increase.events.GroupProgress.downtime_s`). While the run goes, a group
+A group's **downtime** runs from the moment the run asked it to leave to the moment its service worked
+again (every partition held and a record processed, as the broker showed it; until the run saw that, to the
+moment it was asked back: :meth:`~airflow_provider_kstate.increase.events.GroupProgress.downtime_s`). While the run goes, a group
 still out counts up to now (``ticking``: the page adds the time since it asked); once the run ended, up to
 the document's last update (``still_out``: no resume was recorded).
 """
@@ -95,6 +96,8 @@ def group_rows(progress: RunProgress, now: int, running: bool) -> list[dict[str,
                 "key_order": group.key_order,
                 "out_since": group.out_since,
                 "back_at": group.back_at,
+                "held_at": group.held_at,
+                "processing_at": group.processing_at,
                 "downtime_s": group.downtime_s(until),
                 "ticking": running and away,
                 "still_out": not running and away,

@@ -198,18 +198,28 @@ def recorded_increase(dr: Any, group: str) -> dict[str, Any]:
     plan = _task_xcom(dr, "safe_partition_increase.plan")
     topic = plan["topic"]
     switch = switch_of(window or _task_xcom(dr, "safe_partition_increase.scale_producers"), topic)
-    progress = json.loads((Path(topic_entry(seed, topic)["report_uri"]).parent / "progress.json").read_text())
-    entry = progress["groups"][group]
+    entry = run_progress(dr, topic)["groups"][group]
     created = plan["target_partitions"] - plan["original_partitions"]
     out = {
         "created": [(float(created), COUNTER)],
         "seeded": [(float(seed["seeded"]), COUNTER)],
-        "downtime": [(float(entry["back_at"] - entry["out_since"]), TIMER)],
+        "downtime": [(float(_served_at(entry) - entry["out_since"]), TIMER)],
         "barrier_hold": [(round(switch["hold_to_switch_s"] * 1000, 4), TIMER)],
         "verify_ok": [(1.0, COUNTER)],
         "verify_failed": [],
     }
     return {**out, **{f"{key}_with_ids": value for key, value in out.items()}}
+
+
+def run_progress(dr: Any, topic: str) -> dict[str, Any]:
+    """One run's ``progress.json`` for ``topic`` (beside the seed report of its window or seed step)."""
+    seed = _task_xcom(dr, _WINDOW) or _task_xcom(dr, _STEP)
+    return json.loads((Path(topic_entry(seed, topic)["report_uri"]).parent / "progress.json").read_text())
+
+
+def _served_at(entry: dict[str, Any]) -> int:
+    """When a group's service was back (``progress.json``): processing, else held, else asked back."""
+    return int(entry.get("processing_at") or entry.get("held_at") or entry["back_at"])
 
 
 def _task_xcom(dr: Any, task_id: str) -> Any:

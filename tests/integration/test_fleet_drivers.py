@@ -255,8 +255,22 @@ def test_a_mixed_fleet_each_group_by_its_driver_no_group_held_hostage(
     assert progress["outcome"] == "success" and progress["step"] == "verify", progress
     assert groups[kjs]["driver"] == "command kjs" and groups[cc]["driver"] == "control", groups
     assert groups[cc]["key_order"] == "barrier" and groups[cc]["state"] == "passed", groups[cc]
-    out = {g: (e["back_at"] - e["out_since"]) / 1000.0 for g, e in groups.items()}
-    assert out[kjs] >= 3.0 > out[cc], f"downtime per group in the progress document: {out}"
+    asked = {g: (e["back_at"] - e["out_since"]) / 1000.0 for g, e in groups.items()}
+    assert asked[kjs] >= 3.0 > asked[cc], f"leave to ask back per group in the progress document: {asked}"
+    # downtime as the services saw it (issue 41 item 6): from the stop command or the pause record to every
+    # partition held again, read from the broker; never less than the ask back, and the figure the run logs
+    ways = window["served"]
+    print(f"mixed: served {ways}; the watcher saw cc out {downtime:.3f} s")
+    # (a service may be back before its readiness command says so: held, not asked back, bounds kjs)
+    assert ways[kjs]["held_s"] is not None and ways[kjs]["held_s"] >= window["timings"]["command_stop_s"], (
+        ways
+    )
+    assert (
+        ways[cc]["held_s"] is not None and ways[cc]["out_s"] >= ways[cc]["held_s"] >= ways[cc]["asked_back_s"]
+    )
+    assert ways[cc]["held_s"] >= downtime - 0.5, f"cc held after {ways[cc]['held_s']} s, out {downtime:.3f} s"
+    assert window["timings"]["services_out_s"] == max(w["out_s"] for w in ways.values())
+    assert all(groups[g]["held_at"] > groups[g]["out_since"] for g in (kjs, cc)), groups
     assert restart is not None and downtime is not None
     assert downtime <= max(1.5 * restart, restart + 0.5), (
         f"the ControlledConsumer group was out {downtime:.3f} s, a plain restart {restart:.3f} s; the window "

@@ -16,6 +16,7 @@ from kstate_support.statsd_listener import (
     airflow_statsd,
     received_increase,
     recorded_increase,
+    run_progress,
 )
 from kstate_support.traffic import live_traffic, loss, wait_until, warm_up
 
@@ -72,6 +73,8 @@ def test_safe_increase_loses_nothing_over_rounds(
             assert admin.list_topics(topic, timeout=10).topics[topic].partitions.keys() == set(range(target))
             assert listener.wait(lambda got: bool(got.named(f"{INCREASE}verify.ok")))
             assert received_increase(listener, topic, group) == recorded_increase(dr, group), target
+            progress = run_progress(dr, topic)["groups"][group]  # the service's way back, from the broker
+            assert progress["held_at"] >= progress["back_at"] > progress["out_since"], progress
         wait_until(lambda: set(producer.placed.values()) == set(range(8)), 15)
         producer.stop()
         lost = loss(producer, fleet, since, drain_timeout=30)

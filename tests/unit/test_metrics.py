@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from kstate_support.statsd_listener import StatsdListener, airflow_statsd
 
 from airflow_provider_kstate import metrics
-from airflow_provider_kstate.increase.events import Events, GroupState, ProgressFile
+from airflow_provider_kstate.increase.events import Events, GroupProgress, GroupState, ProgressFile
 from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, Plan
 from airflow_provider_kstate.metrics import METRICS, Metrics, RunMetrics, id_name, metric_rows, name_part
 
@@ -105,7 +106,7 @@ def test_a_broken_emitter_is_logged_and_never_fails_the_task(caplog: pytest.LogC
     assert "METRICS switched not sent (AttributeError" in caplog.text
 
 
-def test_a_live_group_s_downtime_is_sent_once_when_it_is_asked_back_as_progress_json_has_it(
+def test_a_live_group_s_downtime_is_sent_once_when_its_service_is_back_as_progress_json_has_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = [1_000]
@@ -124,13 +125,27 @@ def test_a_live_group_s_downtime_is_sent_once_when_it_is_asked_back_as_progress_
     clock[0] = 2_750
     resume = task()  # ... the resume in a later one, which reads when the group left from the file
     resume.groups(["billing", "audit"], GroupState.RESUMED)
+    assert recorder.sent == []  # asked back is not back: the service is
+    back = {
+        "billing": SimpleNamespace(held_at=3_100, processing_at=3_600),
+        "audit": SimpleNamespace(held_at=None, processing_at=None),
+    }
+    resume.served(back)
     assert recorder.sent == [
-        ("timing", "kstate.increase.group_downtime", 1.75, {"topic": "orders.eu", "group": "billing"})
-    ]  # the offline group "audit" had no consumer to be down
+        ("timing", "kstate.increase.group_downtime", 2.6, {"topic": "orders.eu", "group": "billing"})
+    ]  # from the leave to processing again; the offline group "audit" had no consumer to be down
     clock[0] = 9_000
-    task().groups(["billing"], GroupState.RESUMED)  # the guard resuming again: sent once per run
-    resume.groups(["billing"], GroupState.RESUMED)
+    task().served(back)  # a later task (the guard) reporting again: sent once per run
+    resume.served(back)
     assert len(recorder.sent) == 1
+    assert ProgressFile(None, uri, plan, "dag/run-1").progress.groups["billing"].downtime_s(9_000) == 2.6
+
+
+def test_a_group_whose_service_was_not_seen_back_counts_to_its_resume() -> None:
+    group = GroupProgress(out_since=1_000, back_at=1_800)
+    assert group.downtime_s(5_000) == 0.8
+    group.held_at = 2_300  # held again, no record processed seen: to the hold
+    assert group.downtime_s(5_000) == 1.3
 
 
 def test_airflow_s_own_stats_carries_them_to_statsd(monkeypatch: pytest.MonkeyPatch) -> None:

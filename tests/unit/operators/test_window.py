@@ -55,11 +55,12 @@ def test_the_plan_step_reads_the_set_and_refuses_bad_input_before_any_lookup() -
     """topic and topics name the set once each; an empty set, a duplicate, an internal or illegal name is
     refused, named, before the plan asks the cluster anything."""
     from airflow_provider_kstate.errors import InternalTopicError, InvalidArgumentError, KStateConfigError
+    from airflow_provider_kstate.increase.plan_step import plan_request
     from airflow_provider_kstate.operators.plan import KStatePlanOperator
 
     def names(topic: str, topics: Any) -> list[str]:
         return list(
-            KStatePlanOperator(task_id="p", topic=topic, topics=topics, partitions=4).plan_request().topics
+            plan_request(KStatePlanOperator(task_id="p", topic=topic, topics=topics, partitions=4)).topics
         )
 
     assert names("orders", ["payments"]) == ["orders", "payments"]
@@ -93,6 +94,9 @@ def test_the_per_step_steps_run_one_topic_and_several_through_the_one_run(
     calls: list[tuple[str, Any]] = []
 
     class Run:
+        plan = SimpleNamespace(where=lambda _: [], groups={})  # nothing live to watch once resumed
+        resumed_at = None
+
         def pause(self) -> dict[str, Any]:
             calls.append(("pause", None))
             return {"groups": 1}

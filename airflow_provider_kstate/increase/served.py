@@ -1,0 +1,246 @@
+"""Downtime as the services see it: from the leave to every partition held again and a record processed.
+
+The run knows when it asked a group to leave (the stop command's start, or the pause record) and when it
+asked it back (the resume record, or the start and readiness commands returned). Neither is when the
+service works again: a consumer rejoins, waits for its assignment (a KIP-848 member for its next heartbeat,
+a classic one for the rebalance) and only then fetches. :class:`ServiceWatch` reads that from the broker,
+for every group the run asked back, in a thread beside the rest of the run:
+
+* **held**: the group is STABLE with every partition of every topic it reads assigned to a member;
+* **processing**: after it was held, its committed offsets moved past where they were when it was asked
+  back (a record processed and committed), or it had nothing to process (committed at the log end of every
+  partition). A consumer commits on its own schedule (librdkafka and the Java client auto-commit every 5 s
+  by default): this moment is at most that interval late, the held one is not.
+
+Each group's figures are seconds from its leave (:class:`Served`); the run logs them, keeps them in XCom
+(``served``), in its progress document (:meth:`~airflow_provider_kstate.increase.events.RunEvents.served`),
+and its metrics (``group_downtime``) count to the latest of them it saw.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_kstate.client_piece.protocol import now_ms
+from airflow_provider_kstate.errors import KStateError
+from airflow_provider_kstate.increase.fleet import commanded_live
+from airflow_provider_kstate.increase.model import STABLE
+from airflow_provider_kstate.increase.plan import GroupClass
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.increase.ports import AdminPort
+    from airflow_provider_kstate.increase.run import IncreaseRun
+
+#: Seconds between two looks at the groups (each look: one describe per topic, the committed offsets of
+#: the groups still unconfirmed, the log ends).
+POLL = 0.25
+#: Seconds the watch goes on after a group was asked back before it gives up on it (the run's task waits
+#: for the watch at its end, after the producers' switch: nobody is held by it).
+WITHIN = 30.0
+
+
+@dataclass
+class Served:
+    """One group's way back, as moments in ms since the Unix epoch (None: not seen within the watch).
+
+    :ivar out_since: asked to leave (the stop command's start, or the pause record); None when this task did
+        not see it (the layout of one task per step: the pause ran in another task).
+    :ivar asked_back: asked back (the resume record, or its start and readiness commands returned); None
+        until the run did.
+    :ivar held_at: STABLE with every partition of every topic it reads assigned.
+    :ivar processing_at: held, and a record processed (its committed offsets moved) or nothing to process.
+    """
+
+    out_since: int | None
+    asked_back: int | None = None
+    held_at: int | None = None
+    processing_at: int | None = None
+
+    def seconds(self, at: int | None) -> float | None:
+        """Seconds from the leave (or from the ask back when the leave is unknown) to ``at``."""
+        since = self.out_since or self.asked_back
+        return None if at is None or since is None else round((at - since) / 1000.0, 3)
+
+    @property
+    def out_s(self) -> float:
+        """The downtime to report: to processing, else to held, else to asked back (a lower bound)."""
+        return self.seconds(self.processing_at or self.held_at or self.asked_back) or 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """XCom's figures: seconds from the leave (``from``: ``leave``, or ``asked back`` when unknown)."""
+        return {
+            "out_s": self.out_s,
+            "from": "leave" if self.out_since is not None else "asked back",
+            "asked_back_s": self.seconds(self.asked_back),
+            "held_s": self.seconds(self.held_at),
+            "processing_s": self.seconds(self.processing_at),
+        }
+
+
+@dataclass
+class ServiceWatch:
+    """Watch the groups a run asked back until each is held and processing, or ``within`` seconds passed.
+
+    :param admin: the cluster (describe, committed offsets, log ends); called from the watch's thread.
+    :param topics: ``{topic: (partition count, the groups asked back that read it)}``.
+    :param log: the task's logger.
+    """
+
+    admin: AdminPort
+    topics: Mapping[str, tuple[int, list[str]]]
+    log: Any
+    within: float = WITHIN
+    poll: float = POLL
+    served: dict[str, Served] = field(default_factory=dict)
+    _baseline: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)
+    _thread: threading.Thread | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self, out_since: Mapping[str, int | None]) -> ServiceWatch:
+        """Begin watching, before the groups are asked back (EMPTY, they are not held until they rejoin):
+        ``out_since`` is each group's leave (ms since the Unix epoch; None when unknown). The committed
+        offsets it compares with are read now."""
+        self.served.update((g, Served(since)) for g, since in out_since.items())
+        for topic, (count, groups) in self.topics.items():
+            self._baseline.update(((topic, g), found) for g, found in self._committed(groups, topic, count))
+        self._thread = threading.Thread(target=self._watch, name="kstate-served", daemon=True)
+        self._thread.start()
+        return self
+
+    def result(self) -> dict[str, Served]:
+        """Wait for the watch to end (at most what is left of ``within``) and return each group's figures."""
+        if self._thread is not None:
+            self._thread.join(self.within + 5 * self.poll)
+            self._stop.set()
+        return dict(self.served)
+
+    # -- the watch's thread ------------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        deadline = time.monotonic() + self.within
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            try:
+                if self._look():
+                    return
+            except KStateError as exc:  # a look that failed is a look missed: the watch never fails a run
+                self.log.info("SERVED look failed (%s): the next one in %.2f s", exc, self.poll)
+            self._stop.wait(self.poll)
+
+    def _look(self) -> bool:
+        """One look at every group not yet processing; return whether none is left. A group that reads
+        several topics is held when it is held on each, processing when a record moved on one of them or it
+        is at the log end of every one."""
+        at = now_ms()
+        waiting = {g for g, s in self.served.items() if s.processing_at is None}
+        held = self._on_every_topic(waiting, self._held)
+        for group in held:
+            self._mark(group, "held_at", at)
+        moved: set[str] = set()
+        caught_up = self._on_every_topic(held, lambda t, c, gs: self._progress(t, c, gs, moved))
+        for group in (moved & held) | caught_up:
+            self._mark(group, "processing_at", at)
+        return all(s.processing_at is not None for s in self.served.values())
+
+    def _on_every_topic(self, groups: set[str], test: Any) -> set[str]:
+        """The groups of ``groups`` for which ``test(topic, count, groups)`` holds on every topic they read."""
+        passed: dict[str, bool] = {}
+        for topic, (count, readers) in self.topics.items():
+            asked = [g for g in readers if g in groups]
+            if not asked:
+                continue
+            ok = test(topic, count, asked)
+            for group in asked:
+                passed[group] = passed.get(group, True) and group in ok
+        return {g for g, ok in passed.items() if ok}
+
+    def _held(self, topic: str, count: int, groups: list[str]) -> set[str]:
+        """The groups of ``groups`` STABLE with every partition of ``topic`` assigned now."""
+        expected = set(range(count))
+        return {
+            g
+            for g, info in self.admin.describe_groups(groups, topic).items()
+            if info.state == STABLE and expected <= info.assigned()
+        }
+
+    def _progress(self, topic: str, count: int, groups: list[str], moved: set[str]) -> set[str]:
+        """The groups of ``groups`` at the log end of every partition of ``topic``; those whose committed
+        offsets moved since they were asked back are added to ``moved``."""
+        ends = {p: end for p, (_low, end) in self.admin.watermarks(topic, range(count)).items()}
+        caught_up: set[str] = set()
+        for group, now in self._committed(groups, topic, count):
+            before = self._baseline.get((topic, group), {})
+            if any(offset > before.get(p, -1) for p, offset in now.items()):
+                moved.add(group)
+            if all(now.get(p, -1) >= end for p, end in ends.items()):
+                caught_up.add(group)
+        return caught_up
+
+    def _mark(self, group: str, name: str, at: int) -> None:
+        if getattr(self.served[group], name) is None:
+            setattr(self.served[group], name, at)
+
+    def _committed(
+        self, groups: Iterable[str], topic: str, count: int
+    ) -> Iterable[tuple[str, dict[int, int]]]:
+        return self.admin.committed_offsets_many(groups, topic, count)
+
+
+def watch(run: IncreaseRun, groups: list[str], within: float = WITHIN) -> ServiceWatch | None:
+    """Start watching the groups of ``groups`` with live members that ``run`` is about to ask back (None:
+    none), so that a group back while the run still starts another (its commands) is seen when it is.
+    Their leave is the run's pause record, or the start of their stop commands, when this task sent it."""
+    live = [g for g in groups if run.plan.groups[g].cls == GroupClass.ACTIVE]
+    if not live:
+        return None
+    commanded = set(commanded_live(run.plan, live))
+    paused = None if run.paused_at is None else epoch_ms(run.paused_at)
+    stopped = None if paused is None else paused - round((run.stop_s or 0.0) * 1000)
+    topics = {s.topic: (s.plan.target_partitions, run.of(s, live)) for s in run.topics}
+    out_since = {g: stopped if g in commanded else paused for g in live}
+    return ServiceWatch(run.admin, topics, run.log, within=within).start(out_since)
+
+
+def asked_back(run: IncreaseRun, watched: ServiceWatch) -> None:
+    """Set each watched group's ask back from ``run``: the resume record, or its start and readiness
+    commands returned (unknown when the run did not ask it back)."""
+    if run.resumed_at is None:
+        return
+    resumed = epoch_ms(run.resumed_at)
+    started = resumed + round((run.start_s or 0.0) * 1000)
+    commanded = set(commanded_live(run.plan, list(watched.served)))
+    for group, seen in watched.served.items():
+        seen.asked_back = started if group in commanded else resumed
+
+
+def report(run: IncreaseRun, watched: ServiceWatch | None) -> dict[str, dict[str, Any]]:
+    """Wait for ``watched`` (what is left of its time), log and report each group's way back to the run's
+    events (its progress document, its metrics); return the figures for XCom (``{}``: nothing watched)."""
+    if watched is None:
+        return {}
+    asked_back(run, watched)
+    found = watched.result()
+    run.events.served(found)
+    run.log.info("SERVED groups as their services saw it: %s", describe(found))
+    return {g: s.to_dict() for g, s in sorted(found.items())}
+
+
+def epoch_ms(monotonic: float) -> int:
+    """A ``time.monotonic()`` reading of this process as milliseconds since the Unix epoch."""
+    return now_ms() - round((time.monotonic() - monotonic) * 1000)
+
+
+def describe(served: Mapping[str, Served]) -> str:
+    """One line for the log: each group's downtime as its service saw it."""
+    return "; ".join(
+        f"{g} out {s.out_s:.3f} s (asked back after {_s(s.seconds(s.asked_back))}, held after "
+        f"{_s(s.seconds(s.held_at))}, processing after {_s(s.seconds(s.processing_at))})"
+        for g, s in sorted(served.items())
+    )
+
+
+def _s(seconds: float | None) -> str:
+    return "not seen" if seconds is None else f"{seconds:.3f}"

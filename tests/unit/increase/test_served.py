@@ -1,0 +1,97 @@
+"""The services' way back (:mod:`airflow_provider_kstate.increase.served`): held when STABLE with every
+partition assigned, processing once its committed offsets moved or it is at the log end; mocks only here."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from airflow_provider_kstate.increase import served
+from airflow_provider_kstate.increase.model import GroupInfo, Member
+from airflow_provider_kstate.increase.served import Served, ServiceWatch
+
+LOG = logging.getLogger("test")
+
+
+class Cluster:
+    """A cluster whose groups come back after some looks: ``held_after`` describes before they are STABLE
+    with every partition, ``moves_after`` committed-offset reads before their offsets move."""
+
+    def __init__(self, held_after: dict[str, int], moves_after: dict[str, int], ends: dict[int, int]) -> None:
+        self.held_after, self.moves_after, self.ends = held_after, moves_after, ends
+        self.looks: dict[str, int] = {}
+        self.reads: dict[str, int] = {}
+
+    def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
+        out = {}
+        for group in groups:
+            self.looks[group] = self.looks.get(group, 0) + 1
+            back = self.looks[group] > self.held_after[group]
+            members = (Member("m1", "c", "h", tuple(range(4)) if back else (0, 1)),)
+            out[group] = GroupInfo(
+                group, "STABLE" if back else "PREPARING_REBALANCE", "CONSUMER", "", members
+            )
+        return out
+
+    def committed_offsets_many(
+        self, groups: Iterable[str], topic: str, partitions: int | None = None
+    ) -> Iterator[tuple[str, dict[int, int]]]:
+        for group in groups:
+            self.reads[group] = self.reads.get(group, 0) + 1
+            moved = self.reads[group] > self.moves_after[group]
+            yield group, {0: 5 + moved, 1: 5, 2: 0, 3: 0}
+
+    def watermarks(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
+        return {p: (0, self.ends[p]) for p in partitions}
+
+
+def _watch(cluster: Any, groups: list[str], within: float = 5.0) -> dict[str, Served]:
+    watch = ServiceWatch(cluster, {"orders": (4, groups)}, LOG, within=within, poll=0.01)
+    watch.start(dict.fromkeys(groups, 1_000))
+    for seen in watch.served.values():
+        seen.asked_back = 1_500
+    return watch.result()
+
+
+def test_a_group_is_held_once_every_partition_is_assigned_and_processing_once_its_offsets_move() -> None:
+    cluster = Cluster({"billing": 3}, {"billing": 6}, ends={0: 9, 1: 9, 2: 0, 3: 0})
+    found = _watch(cluster, ["billing"])["billing"]
+    assert found.held_at is not None and found.processing_at is not None
+    assert found.asked_back < found.held_at <= found.processing_at
+    assert cluster.looks["billing"] >= 4  # not held before the fourth look
+    figures = found.to_dict()
+    assert figures["from"] == "leave" and figures["asked_back_s"] == 0.5
+    assert figures["out_s"] == figures["processing_s"] > figures["held_s"]
+
+
+def test_a_group_at_the_log_end_of_every_partition_is_processing_once_held() -> None:
+    cluster = Cluster({"idle": 1}, {"idle": 10**6}, ends={0: 5, 1: 5, 2: 0, 3: 0})
+    found = _watch(cluster, ["idle"])["idle"]
+    assert found.processing_at == found.held_at is not None  # nothing waiting to be processed
+
+
+def test_a_group_never_back_is_reported_to_its_ask_back_within_the_watch_s_time() -> None:
+    cluster = Cluster({"gone": 10**6}, {"gone": 10**6}, ends={0: 9, 1: 9, 2: 0, 3: 0})
+    found = _watch(cluster, ["gone"], within=0.2)["gone"]
+    assert found.held_at is None and found.processing_at is None
+    assert found.out_s == 0.5  # the lower bound: asked back
+    assert "held after not seen" in served.describe({"gone": found})
+
+
+def test_a_look_that_fails_is_a_look_missed() -> None:
+    from airflow_provider_kstate.errors import BrokerUnavailableError
+
+    cluster = Cluster({"billing": 0}, {"billing": 1}, ends={0: 9, 1: 9, 2: 0, 3: 0})
+    calls = {"n": 0}
+    describe = cluster.describe_groups
+
+    def flaky(groups: list[str], topic: str) -> dict[str, GroupInfo]:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise BrokerUnavailableError("coordinator moving")
+        return describe(groups, topic)
+
+    cluster.describe_groups = flaky  # type: ignore[method-assign]
+    found = _watch(cluster, ["billing"])["billing"]
+    assert calls["n"] >= 2 and found.processing_at is not None
