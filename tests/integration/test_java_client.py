@@ -412,8 +412,9 @@ def test_java_consumers_take_new_partitions_at_once(
     (``auto.offset.reset=latest``, metadata max age 5 minutes) on classic with the cooperative-sticky
     assignor, or on KIP-848. On joining they commit the log end of every partition on which the group had no
     offset (rule 4.7: the wrapper commits nothing else, nothing is handed out). The topic grows 4 -> 8 while
-    they run and the controller publishes the ``pending`` barrier with ``partitions=8``: within 30 s the group
-    has committed offset 0 on every new partition (rule 4.8 then 4.7), nobody was paused, no old partition was
+    they run and the controller publishes the ``pending`` barrier with ``partitions=8`` and ``grown_from=4`` (as
+    the increase does): within 30 s the group has committed offset 0 on every new partition (rule 4.8, then
+    4.7 at 0 without a position lookup), nobody was paused, no old partition was
     revoked, and a record written to a new partition afterwards is processed (nothing skipped)."""
     topic = make_topic(f"java-grow-{protocol}", partitions=4)
     group = f"{topic}-g"
@@ -450,11 +451,14 @@ def test_java_consumers_take_new_partitions_at_once(
             mark = len(fleet.events)
 
             admin.create_partitions([NewPartitions(topic, 8)])[topic].result(timeout=30)
-            epoch = controller.announce_barrier(topic, [group], issuer="test_java_client", partitions=8)
+            epoch = controller.announce_barrier(
+                topic, [group], issuer="test_java_client", partitions=8, grown_from=4
+            )
             published = float(epoch)  # the record's time (the controller's wall clock before it wrote it)
             committed, took_ms = kfacts.new_partitions_taken(
                 admin, group, topic, 4, 8, published, timeout=WAIT
             )
+            read_grown_from = "grew from 4 to 8 partitions" in fleet.stderr()  # the last lines of their log
             assert {p: committed[p] for p in range(4, 8)} == dict.fromkeys(range(4, 8), 0)
             wait_until(lambda: sorted(p for ps in held().values() for p in ps) == list(range(8)))
             after = held()
@@ -478,7 +482,8 @@ def test_java_consumers_take_new_partitions_at_once(
     ]
     paused = [e for e in fleet.of("state") if e["state"] == "paused"]
     print(
-        f"java {protocol}: pending -> offset on the last new partition {took_ms:.0f} ms;"
+        f"java {protocol}: pending -> offset on the last new partition {took_ms:.0f} ms"
+        f" (grown_from read: {read_grown_from});"
         f" assignment {before} -> {after}; revoked {[e['revoked'] for e in events if e['event'] == 'revoked']}"
     )
     assert took_ms < WAIT * 1000

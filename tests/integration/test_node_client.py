@@ -388,8 +388,9 @@ def test_node_consumers_take_new_partitions_at_once(
     default assigner, ``fromBeginning: false``, KafkaJS's metadata max age of 5 minutes). On joining they
     commit the log end of every partition on which the group had no offset (rule 4.7: nothing is processed).
     The topic grows 4 -> 8 while they run and the controller publishes the ``pending`` barrier with
-    ``partitions=8``: within 30 s the group has committed offset 0 on every new partition (rule 4.8: the
-    members refresh their metadata and KafkaJS rejoins; then rule 4.7), nobody was paused (out of the group),
+    ``partitions=8`` and ``grown_from=4`` (as the increase does): within 30 s the group has committed offset 0
+    on every new partition (rule 4.8: the members refresh their metadata and KafkaJS rejoins; then rule 4.7, at
+    0 without a ListOffsets), nobody was paused (out of the group),
     and a record written to a new partition afterwards is processed (nothing skipped)."""
     topic = make_topic("node-grow", partitions=4)
     group = f"{topic}-g"
@@ -420,11 +421,14 @@ def test_node_consumers_take_new_partitions_at_once(
             assert sum(seeded.values()) == 400 and not processed(fleet), seeded
 
             admin.create_partitions([NewPartitions(topic, 8)])[topic].result(timeout=30)
-            epoch = controller.announce_barrier(topic, [group], issuer="test_node_client", partitions=8)
+            epoch = controller.announce_barrier(
+                topic, [group], issuer="test_node_client", partitions=8, grown_from=4
+            )
             published = float(epoch)  # the record's time (the controller's wall clock before it wrote it)
             committed, took_ms = kfacts.new_partitions_taken(
                 admin, group, topic, 4, 8, published, timeout=WAIT
             )
+            read_grown_from = "grew from 4 to 8 partitions" in fleet.stderr()  # the last lines of their log
             assert {p: committed[p] for p in range(4, 8)} == dict.fromkeys(range(4, 8), 0)
             wait_until(lambda: sorted(p for ps in held().values() for p in ps) == list(range(8)))
             wait_until(
@@ -442,7 +446,10 @@ def test_node_consumers_take_new_partitions_at_once(
             stopped = fleet.stop()
         assert stopped == 0, fleet.stderr()
     paused = [e for e in fleet.of("state") if e["state"] == "paused"]
-    print(f"node: pending -> offset on the last new partition {took_ms:.0f} ms; assignment {held()}")
+    print(
+        f"node: pending -> offset on the last new partition {took_ms:.0f} ms"
+        f" (grown_from read: {read_grown_from}); assignment {held()}"
+    )
     assert took_ms < WAIT * 1000
     assert not paused, paused
     assert sorted(e["p"] for e in processed(fleet)) == [4, 5, 6, 7], (

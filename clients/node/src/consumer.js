@@ -13,7 +13,9 @@
 // this member does not know are paused before anything is fetched; one OffsetFetch finds those on which the
 // group has none, one ListOffsets where the consumer starts there (fromBeginning: the log start, else the end),
 // and that offset is committed (never over a committed one) before the partition is resumed; a partition whose
-// start cannot be read yet stays paused and is tried again at each look.
+// start cannot be read yet stays paused and is tried again at each look. After a grow's `pending` barrier
+// carrying `grown_from`, a new partition's start is offset 0, committed without a ListOffsets (it is empty
+// until the producers switch; its leader may still be loading).
 // Rule 4.8 (take new partitions at once): a `pending` barrier naming the group with a `partitions` count the
 // inner consumer's metadata lacks: refresh that metadata (its Cluster) at each look until it shows the count
 // (bounded by timeoutMs); KafkaJS's next fetch then sees the topic changed (KafkaJSStaleTopicMetadataAssignment)
@@ -247,6 +249,9 @@ class ControlledConsumer {
     this._resume(ended)
     if (action === 'pending') {
       this.follower.hurry(PENDING_FAST_MS)
+      if (ack && this.growth.onGrown(record)) {
+        this.log('info', `group ${this.group}: ${record.topic} grew from ${record.grown_from} to ${record.partitions} partitions: the new ones start at 0`)
+      }
       if (ack && this.inner !== null && (record.partitions || 0) > 0) {
         const count = this._metadataCount(record.topic)
         if (this.growth.onPending(record, count, Date.now(), this.timeoutMs)) {
@@ -545,26 +550,33 @@ class ControlledConsumer {
   }
 
   /**
-   * Commit where the consumer starts (the log start with fromBeginning, else the end) on the partitions in
-   * `_seeding` on which the group has no committed offset; resume each once its offset is known here (found
-   * or committed) unless a barrier holds it. What fails stays for the next look.
+   * Commit where the consumer starts (the log start with fromBeginning, else the end; 0 on a new partition of
+   * an announced grow, without asking) on the partitions in `_seeding` on which the group has no committed
+   * offset; resume each once its offset is known here (found or committed) unless a barrier holds it. What
+   * fails stays for the next look; the new partitions do not wait for the others' ListOffsets.
    */
   async _seedOnce (inner) {
     const generation = this._generation
     const cluster = this._innerCluster || this.cluster
-    const waiting = [...this._seeding].map(splitKey)
-    let committed, starts
+    let waiting = [...this._seeding].map(splitKey)
+    let committed
     try {
       committed = await fetchCommitted(cluster, this.group, waiting, tpKey)
-      const none = waiting.filter(({ topic, partition }) => !((committed.get(tpKey(topic, partition)) ?? -1) >= 0))
-      starts = new Map()
-      if (none.length) {
-        starts = await startOffsets(cluster, none, this.fromBeginning, tpKey)
-        if (starts.size < none.length) await cluster.refreshMetadata() // its metadata lacks a new partition's leader
-      }
     } catch (e) {
       this.log('info', `group ${this.group}: starts of ${JSON.stringify(waiting)} not read yet (${e.message}); tried again`)
       return
+    }
+    const none = waiting.filter(({ topic, partition }) => !((committed.get(tpKey(topic, partition)) ?? -1) >= 0))
+    const { fresh, asked } = this.growth.split(none)
+    const starts = new Map(fresh.map(({ topic, partition }) => [tpKey(topic, partition), 0])) // empty until the switch
+    if (asked.length) {
+      const found = await this._resetOffsets(cluster, asked)
+      if (found === null) {
+        if (fresh.length === 0) return
+        waiting = fresh // the new partitions do not wait for the others: those stay for the next look
+      } else {
+        for (const [key, offset] of found) starts.set(key, offset)
+      }
     }
     if (inner !== this.inner || generation !== this._generation) return // the group rejoined: the join redoes it
     const offsets = seeds(waiting, committed, starts, tpKey)
@@ -589,6 +601,22 @@ class ControlledConsumer {
       if (!this.barriers.isHeld(topic, partition)) resume.push({ topic, partition })
     }
     if (resume.length) inner.resume(toPause(resume))
+  }
+
+  /**
+   * Where the consumer starts on `entries` without a committed offset: one ListOffsets (the log start with
+   * fromBeginning, else the end), a Map tpKey -> offset (a partition whose leader the metadata lacks is
+   * absent: the metadata is refreshed for the next look); null when the request failed.
+   */
+  async _resetOffsets (cluster, entries) {
+    try {
+      const found = await startOffsets(cluster, entries, this.fromBeginning, tpKey)
+      if (found.size < entries.length) await cluster.refreshMetadata() // its metadata lacks a new partition's leader
+      return found
+    } catch (e) {
+      this.log('info', `group ${this.group}: starts of ${JSON.stringify(entries)} not read yet (${e.message}); tried again`)
+      return null
+    }
   }
 
   // -- rule 4.8: take new partitions at once ----------------------------------------------------------

@@ -24,7 +24,7 @@ const DEFAULTS = {
   command: { topic: '', issued_at: 0, issuer: '' },
   layout: { hold: false, hold_until: 0, issued_at: 0, issuer: '' },
   ack: { group: '', topic: '', partitions: 0, at: 0 },
-  barrier: { state: 'hold', offsets: [], groups: [], partitions: 0, issued_at: 0, issuer: '' },
+  barrier: { state: 'hold', offsets: [], groups: [], partitions: 0, grown_from: 0, issued_at: 0, issuer: '' },
   release: { at: 0, issuer: '' }
 }
 
@@ -78,8 +78,11 @@ function layout ({ topic, partitions, epoch, hold = false, holdUntil = 0, issuer
   }
 }
 
-function barrier ({ topic, epoch, state = 'hold', offsets = [], groups = [], partitions = 0, issuer = '' }) {
-  return { v: PROTOCOL_VERSION, kind: 'barrier', topic, epoch, state, offsets, groups, partitions, issued_at: nowMs(), issuer }
+function barrier ({ topic, epoch, state = 'hold', offsets = [], groups = [], partitions = 0, grownFrom = 0, issuer = '' }) {
+  return {
+    v: PROTOCOL_VERSION, kind: 'barrier', topic, epoch, state, offsets, groups, partitions, grown_from: grownFrom,
+    issued_at: nowMs(), issuer
+  }
 }
 
 function release ({ topic, group, epoch, issuer = '' }) {

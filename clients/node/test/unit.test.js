@@ -75,6 +75,7 @@ test('every record builder writes a valid record', () => {
     protocol.layout({ topic: 't', partitions: 2, epoch: 1, hold: true, holdUntil: 5 }),
     protocol.barrier({ topic: 't', epoch: 1, offsets: [3, 0], groups: ['g'] }),
     protocol.barrier({ topic: 't', epoch: 2, state: 'pending', groups: ['g'], partitions: 8 }),
+    protocol.barrier({ topic: 't', epoch: 3, state: 'pending', groups: ['g'], partitions: 8, grownFrom: 4 }),
     protocol.release({ topic: 't', group: 'g', epoch: 1 })
   ]
   for (const record of records) assert.equal(protocol.errors(record), null, JSON.stringify(record))
@@ -98,7 +99,7 @@ test('a reader ignores what it must ignore and keeps unknown fields', () => {
   const read = protocol.decode(Buffer.from(JSON.stringify({ ...valid, future: { x: 1 } })))
   assert.deepEqual(read, { ...valid, topic: '', issued_at: 0, issuer: '', future: { x: 1 } })
   const barrier = protocol.decode(Buffer.from(JSON.stringify({ v: 1, kind: 'barrier', topic: 't', epoch: 3 })))
-  assert.deepEqual([barrier.state, barrier.offsets, barrier.groups, barrier.partitions], ['hold', [], [], 0])
+  assert.deepEqual([barrier.state, barrier.offsets, barrier.groups, barrier.partitions, barrier.grown_from], ['hold', [], [], 0, 0])
   assert.equal(protocol.decode(Buffer.from(JSON.stringify({ v: 1, kind: 'barrier', topic: 't', epoch: 3, partitions: -1 }))), null)
 })
 
@@ -190,7 +191,7 @@ test('rule 4.7 in the consumer: paused until committed, retried at the next look
   const consumer = Object.assign(Object.create(ControlledConsumer.prototype), {
     group: 'g', inner, _innerCluster: cluster, cluster, fromBeginning: false, _generation: 3,
     _seeding: new Set(['t\u00000', 't\u00001']), _committed: new Map(), _seedRun: null, _seedAgain: false,
-    barriers: new Barriers('g', ['t']), log: () => {}
+    barriers: new Barriers('g', ['t']), growth: new Growth('g', ['t']), log: () => {}
   })
   await consumer._seed(inner)
   assert.deepEqual(calls.commits, [], 'nothing committed while the start cannot be read')
@@ -201,4 +202,72 @@ test('rule 4.7 in the consumer: paused until committed, retried at the next look
   assert.deepEqual(calls.resumed, [{ topic: 't', partitions: [0, 1] }])
   assert.equal(consumer._seeding.size, 0)
   assert.deepEqual([...consumer._committed], [['t\u00000', 17], ['t\u00001', 40]])
+})
+
+const grew = (from, to, extra = {}) => protocol.barrier({ topic: 't', epoch: 1, state: 'pending', groups: ['g'], partitions: to, grownFrom: from, ...extra })
+
+test('rule 4.7 after a grow: only a pending barrier saying which partitions are new skips the ListOffsets', () => {
+  const g = new Growth('g', ['t'])
+  assert.equal(g.onGrown(grew(0, 8)), false, 'grown_from not said')
+  assert.equal(g.onGrown(grew(8, 8)), false, 'not a grow')
+  assert.equal(g.onGrown(grew(9, 8)), false, 'inconsistent')
+  assert.equal(g.onGrown(grew(4, 8, { groups: ['other'] })), false, "another group's")
+  assert.equal(g.onGrown(grew(4, 8, { topic: 'u' })), false, 'a topic it does not read')
+  assert.equal(g.onGrown(grew(4, 8, { state: 'hold', offsets: [1] })), false, 'only pending')
+  const bare = [1, 4, 7, 8].map(partition => ({ topic: 't', partition }))
+  assert.deepEqual(g.split(bare), { fresh: [], asked: bare }, 'without a grow announced every partition is asked')
+  assert.equal(g.onGrown(protocol.decode(protocol.encode(grew(4, 8)))), true)
+  assert.deepEqual(g.split(bare), { fresh: [bare[1], bare[2]], asked: [bare[0], bare[3]] }, '8: beyond the grow')
+  g.clear()
+  assert.equal(g.isNew('t', 5), true, 'a new membership keeps the grow: it is about the topic')
+  assert.equal(g.onGrown(grew(8, 12)), true)
+  assert.deepEqual([g.isNew('t', 4), g.isNew('t', 8), g.isNew('t', 11), g.isNew('t', 12)], [false, true, true, false],
+    'a later grow replaces the earlier one')
+})
+
+test('rule 4.7 in the consumer after a grow: the new partitions are committed at 0 without a ListOffsets', async () => {
+  const calls = { commits: [], resumed: [], asked: [] }
+  let leaderLoading = true
+  const cluster = {
+    findGroupCoordinator: async () => ({
+      offsetFetch: async ({ topics }) => ({
+        responses: topics.map(({ topic, partitions }) => ({
+          topic, partitions: partitions.map(({ partition }) => ({ partition, offset: partition === 0 ? '17' : '-1' }))
+        }))
+      })
+    }),
+    fetchTopicsOffset: async topics => {
+      calls.asked.push(topics.flatMap(({ partitions }) => partitions.map(({ partition }) => partition)))
+      if (leaderLoading) throw new Error('LEADER_NOT_AVAILABLE')
+      return topics.map(({ topic, partitions }) => ({
+        topic, partitions: partitions.map(({ partition }) => ({ partition, offset: '40' }))
+      }))
+    },
+    refreshMetadata: async () => {}
+  }
+  const inner = {
+    commitOffsets: async offsets => { calls.commits.push(...offsets) },
+    resume: topics => { calls.resumed.push(...topics) },
+    pause: () => {}
+  }
+  const growth = new Growth('g', ['t'])
+  const consumer = Object.assign(Object.create(ControlledConsumer.prototype), {
+    group: 'g', inner, _innerCluster: cluster, cluster, fromBeginning: false, _generation: 3,
+    _seeding: new Set([0, 1, 4, 5].map(p => `t\u0000${p}`)), _committed: new Map(), _seedRun: null,
+    _seedAgain: false, barriers: new Barriers('g', ['t']), growth, log: () => {}, follower: { hurry: () => {} },
+    _ack: async () => {}
+  })
+  await consumer._barrierRecord(grew(4, 8), true)
+  await consumer._seed(inner)
+  assert.deepEqual(calls.asked, [[1]], 'one ListOffsets, of the old partition without an offset only')
+  assert.deepEqual(calls.commits, [{ topic: 't', partition: 4, offset: '0' }, { topic: 't', partition: 5, offset: '0' }],
+    "the new ones at 0 although the old one's start cannot be read")
+  assert.deepEqual(calls.resumed, [{ topic: 't', partitions: [4, 5] }])
+  assert.deepEqual([...consumer._seeding], ['t\u00000', 't\u00001'], 'the old ones keep their path: the next look')
+  leaderLoading = false
+  await consumer._seed(inner)
+  assert.deepEqual(calls.asked, [[1], [1]])
+  assert.deepEqual(calls.commits.slice(2), [{ topic: 't', partition: 1, offset: '40' }], 'the log end, only where none')
+  assert.equal(consumer._seeding.size, 0)
+  assert.deepEqual(new Map(consumer._committed), new Map([['t\u00004', 0], ['t\u00005', 0], ['t\u00000', 17], ['t\u00001', 40]]))
 })

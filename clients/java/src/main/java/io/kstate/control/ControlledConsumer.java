@@ -52,7 +52,9 @@ import org.slf4j.LoggerFactory;
  *   <li><b>a position on every partition</b> (rule 4.7): on assignment, a partition on which the group has no
  *       committed offset gets its start (where auto.offset.reset puts it: {@code position()}) committed
  *       synchronously in the rebalance listener, before anything is fetched from it; one whose start cannot be
- *       read yet is paused and tried again at each look until it is committed or revoked;
+ *       read yet is paused and tried again at each look until it is committed or revoked. After a grow's
+ *       {@code pending} barrier carrying {@code grown_from}, a new partition's start is offset 0, committed
+ *       without a lookup (it is empty until the producers switch; its leader may still be loading);
  *   <li><b>new partitions at once</b> (rule 4.8): on the classic protocol, a {@code pending} barrier naming
  *       the group with a {@code partitions} count the consumer's metadata lacks: the metadata is refreshed (a
  *       ListOffsets of the missing partitions makes the consumer update it) until it shows the count (bounded
@@ -436,6 +438,10 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
         resume(applied.ended());
         if (applied.action() == Action.PENDING) {
             hurry(PENDING_FAST_MS);
+            if (ack && growth.onGrown(barrier)) { // on both protocols: KIP-848 assigns them too
+                LOG.info("group {}: {} grew from {} to {} partitions: the new ones start at 0", group, barrier.topic(),
+                        barrier.grownFrom(), barrier.partitions());
+            }
             if (ack && inner != null && barrier.partitions() > 0 && !kip848) { // KIP-848: the broker assigns them
                 int count = metadataCount(barrier.topic());
                 if (growth.onPending(barrier, count, System.currentTimeMillis(), options.timeoutMs)) {
@@ -866,7 +872,8 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
 
     /**
      * Commit, synchronously, the start (where auto.offset.reset puts the consumer: {@code position()}, one
-     * ListOffsets for all of them) of those of {@code partitions} on which the group has no committed offset;
+     * ListOffsets for all of them; offset 0 without asking on a new partition of an announced grow:
+     * {@link NewPartitions#starts}) of those of {@code partitions} on which the group has no committed offset;
      * never where it has one. A partition whose start (or committed offset) cannot be read within
      * {@code boundMs}, or whose commit failed, is paused and tried again at each look ({@link #seedPending}).
      */
@@ -886,19 +893,13 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
             later.addAll(tps);
         }
         if (have != null) {
-            Map<TopicPartition, Long> starts = new HashMap<>();
+            List<TopicPartition> bare = new ArrayList<>();
             for (TopicPartition tp : tps) {
-                if (have.get(tp) != null) {
-                    continue;
-                }
-                try {
-                    starts.put(tp, inner.position(tp, Duration.ofMillis(Math.max(1, deadline - System.currentTimeMillis()))));
-                } catch (NoOffsetForPartitionException ex) {
-                    // auto.offset.reset=none: the application places the consumer; nothing to commit here
-                } catch (KafkaException ex) {
-                    later.add(tp); // e.g. a new partition whose leader is still loading
+                if (have.get(tp) == null) {
+                    bare.add(tp);
                 }
             }
+            Map<TopicPartition, Long> starts = growth.starts(bare, tp -> resetPosition(tp, deadline, later));
             Map<TopicPartition, OffsetAndMetadata> seeds = NewPartitions.seeds(tps, have, starts);
             if (!seeds.isEmpty()) {
                 try {
@@ -924,6 +925,22 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
         }
         if (!resume.isEmpty()) {
             inner.resume(resume);
+        }
+    }
+
+    /**
+     * Where auto.offset.reset puts the consumer on {@code tp} (a ListOffsets, bounded by {@code deadline});
+     * null when there is nothing to commit now: {@code none} (the application places the consumer) or not
+     * read yet (added to {@code later}).
+     */
+    private Long resetPosition(TopicPartition tp, long deadline, Set<TopicPartition> later) {
+        try {
+            return inner.position(tp, Duration.ofMillis(Math.max(1, deadline - System.currentTimeMillis())));
+        } catch (NoOffsetForPartitionException ex) {
+            return null; // auto.offset.reset=none: the application places the consumer; nothing to commit here
+        } catch (KafkaException ex) {
+            later.add(tp); // e.g. a new partition whose leader is still loading
+            return null;
         }
     }
 

@@ -3,11 +3,13 @@ package io.kstate.control;
 import io.kstate.control.Protocol.Barrier;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.function.Function;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 
@@ -15,16 +17,28 @@ import org.apache.kafka.common.TopicPartition;
  * The consumer's side of rules 4.7 and 4.8 (docs/control-protocol.md), without I/O: which offsets a consumer
  * commits on assignment (a position on every partition it is assigned, only where the group has none) and
  * which topics it must take new partitions of now (a {@code pending} barrier naming its group with a
- * {@code partitions} count its metadata lacks). {@link ControlledConsumer} reads offsets, refreshes metadata,
- * commits and rejoins. Not thread-safe: used from the consumer's polling thread.
+ * {@code partitions} count its metadata lacks). After such a barrier carrying {@code grown_from}, the new
+ * partitions start at offset 0 without a lookup: nothing is written there before the producers switch, and
+ * their leaders may still be loading (seconds for thousands of new partitions), which would hold the
+ * rebalance callback and the application's poll. {@link ControlledConsumer} reads offsets, refreshes
+ * metadata, commits and rejoins. Not thread-safe: used from the consumer's polling thread.
  */
 public final class NewPartitions {
     /** A topic to grow to {@code partitions} in the consumer's metadata, given up at {@code deadline} (ms). */
     public record Target(int partitions, long deadline) {}
 
+    /** A grow announced to this consumer: partitions {@code from .. to-1} of the topic are new. */
+    public record Grown(int from, int to) {
+        boolean holds(int partition) {
+            return partition >= from && partition < to;
+        }
+    }
+
     private final String group;
     private final Set<String> topics;
     private final Map<String, Target> targets = new TreeMap<>();
+    /** Per topic, the latest grow announced (kept across memberships: it is about the topic, not the group). */
+    private final Map<String, Grown> grown = new HashMap<>();
 
     public NewPartitions(String group, Collection<String> topics) {
         this.group = group;
@@ -50,13 +64,49 @@ public final class NewPartitions {
     }
 
     /**
+     * Rule 4.7: where each of {@code bare} (assigned, no committed offset) starts. A new partition of an
+     * announced grow ({@link #onGrown}) starts at 0, without calling {@code lookup}: it holds no record until
+     * the producers switch, and its leader may be loading. Every other partition keeps the lookup (where
+     * auto.offset.reset puts the consumer); one it answers null for is left out (tried again later).
+     */
+    public Map<TopicPartition, Long> starts(Collection<TopicPartition> bare, Function<TopicPartition, Long> lookup) {
+        Map<TopicPartition, Long> out = new LinkedHashMap<>();
+        for (TopicPartition tp : bare) {
+            Long start = isNew(tp) ? Long.valueOf(0L) : lookup.apply(tp); // boxed: a null lookup stays null
+            if (start != null) {
+                out.put(tp, start);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Rules 4.7 and 4.8: a {@code pending} barrier of a topic this consumer reads that names its group and
+     * carries {@code 0 < grownFrom < partitions} makes partitions {@code grownFrom .. partitions-1} new (the
+     * producers are pinned to the old count, so they are empty). It replaces an earlier grow of the topic.
+     * True when it does; any other barrier changes nothing (those partitions keep the lookup).
+     */
+    public boolean onGrown(Barrier barrier) {
+        if (!names(barrier) || barrier.grownFrom() <= 0 || barrier.grownFrom() >= barrier.partitions()) {
+            return false;
+        }
+        grown.put(barrier.topic(), new Grown(barrier.grownFrom(), barrier.partitions()));
+        return true;
+    }
+
+    /** Whether {@code tp} is a new partition of the latest grow announced for its topic. */
+    public boolean isNew(TopicPartition tp) {
+        Grown g = grown.get(tp.topic());
+        return g != null && g.holds(tp.partition());
+    }
+
+    /**
      * Rule 4.8: a {@code pending} barrier of a topic this consumer reads that names its group and carries a
      * {@code partitions} count larger than {@code metadataCount} (the count in the consumer's metadata) makes
      * the topic a target until {@code now + boundMs}. True when it does.
      */
     public boolean onPending(Barrier barrier, int metadataCount, long now, long boundMs) {
-        if (!Barrier.PENDING.equals(barrier.state()) || !topics.contains(barrier.topic())
-                || !barrier.groups().contains(group) || barrier.partitions() <= metadataCount) {
+        if (!names(barrier) || barrier.partitions() <= metadataCount) {
             return false;
         }
         Target have = targets.get(barrier.topic());
@@ -74,7 +124,13 @@ public final class NewPartitions {
         return targets.isEmpty();
     }
 
-    /** Forget every target (a new membership reads fresh metadata). */
+    /** A {@code pending} barrier of a topic this consumer reads, naming its group. */
+    private boolean names(Barrier barrier) {
+        return Barrier.PENDING.equals(barrier.state()) && topics.contains(barrier.topic())
+                && barrier.groups().contains(group);
+    }
+
+    /** Forget every target (a new membership reads fresh metadata); the grows announced stay. */
     public void clear() {
         targets.clear();
     }

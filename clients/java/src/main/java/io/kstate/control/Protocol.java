@@ -124,10 +124,13 @@ public final class Protocol {
     /**
      * The key-order barrier of a topic (key {@code barrier/<topic>}): {@code pending}, {@code hold} or {@code off}.
      * {@code partitions}: on a {@code pending} sent once the topic grew, its partition count now (0: not said);
-     * a consumer whose metadata shows fewer takes the new partitions at once (rule 4.8).
+     * a consumer whose metadata shows fewer takes the new partitions at once (rule 4.8). {@code grownFrom}
+     * ({@code grown_from}): with it, the count before the grow; partitions {@code grownFrom .. partitions-1}
+     * hold no record until the producers switch, so a consumer commits offset 0 there without asking where
+     * they end (rule 4.7; 0: not said).
      */
     public record Barrier(String topic, long epoch, String state, List<Long> offsets, List<String> groups,
-            int partitions, long issuedAt, String issuer) implements ControlRecord {
+            int partitions, int grownFrom, long issuedAt, String issuer) implements ControlRecord {
         public static final String PENDING = "pending";
         public static final String HOLD = "hold";
         public static final String OFF = "off";
@@ -217,7 +220,14 @@ public final class Protocol {
     /** A barrier with {@code partitions} (a {@code pending} sent once the topic grew: its count now). */
     public static Barrier barrier(String topic, long epoch, String state, List<Long> offsets, List<String> groups,
             int partitions, String issuer) {
-        return new Barrier(topic, epoch, state, offsets, groups, partitions, System.currentTimeMillis(), issuer);
+        return barrier(topic, epoch, state, offsets, groups, partitions, 0, issuer);
+    }
+
+    /** A grow's {@code pending} barrier: the count now ({@code partitions}) and before ({@code grownFrom}). */
+    public static Barrier barrier(String topic, long epoch, String state, List<Long> offsets, List<String> groups,
+            int partitions, int grownFrom, String issuer) {
+        return new Barrier(topic, epoch, state, offsets, groups, partitions, grownFrom, System.currentTimeMillis(),
+                issuer);
     }
 
     public static Release release(String topic, String group, long epoch, String issuer) {
@@ -248,7 +258,8 @@ public final class Protocol {
             b.offsets().forEach(offsets::add);
             ArrayNode groups = o.putArray("groups");
             b.groups().forEach(groups::add);
-            o.put("partitions", b.partitions()).put("issued_at", b.issuedAt()).put("issuer", b.issuer());
+            o.put("partitions", b.partitions()).put("grown_from", b.grownFrom()).put("issued_at", b.issuedAt())
+                    .put("issuer", b.issuer());
         } else if (record instanceof Release r) {
             o.put("topic", r.topic()).put("group", r.group()).put("epoch", r.epoch()).put("at", r.at())
                     .put("issuer", r.issuer());
@@ -374,7 +385,8 @@ public final class Protocol {
                 o.path("groups").forEach(n -> groups.add(n.asText()));
                 String state = o.has("state") ? o.get("state").asText() : Barrier.HOLD;
                 return new Barrier(o.get("topic").asText(), o.get("epoch").asLong(), state, offsets, groups,
-                        (int) number(o, "partitions"), number(o, "issued_at"), text(o, "issuer"));
+                        (int) number(o, "partitions"), (int) number(o, "grown_from"), number(o, "issued_at"),
+                        text(o, "issuer"));
             }
             case RELEASE:
                 return new Release(o.get("topic").asText(), o.get("group").asText(), o.get("epoch").asLong(),

@@ -84,6 +84,7 @@ class ProtocolTest {
         assertValid(Protocol.layout("t", 2, 1, true, 5, "test"));
         assertValid(Protocol.barrier("t", 1, "hold", List.of(3L, 0L), List.of("g"), "test"));
         assertValid(Protocol.barrier("t", 1, "pending", List.of(), List.of("g"), 8, "test"));
+        assertValid(Protocol.barrier("t", 1, "pending", List.of(), List.of("g"), 8, 4, "test"));
         assertValid(Protocol.release("t", "g", 1, "test"));
     }
 
@@ -95,7 +96,21 @@ class ProtocolTest {
         Barrier old = assertInstanceOf(Barrier.class,
                 Protocol.decode("{\"v\":1,\"kind\":\"barrier\",\"topic\":\"t\",\"epoch\":3,\"state\":\"pending\"}"));
         assertEquals(0, old.partitions(), "not said: 0");
+        assertEquals(0, old.grownFrom(), "not said: 0");
         assertNull(Protocol.decode("{\"v\":1,\"kind\":\"barrier\",\"topic\":\"t\",\"epoch\":3,\"partitions\":-1}"));
+    }
+
+    @Test
+    void aGrowsPendingBarrierCarriesTheCountBefore() {
+        Barrier sent = Protocol.barrier("t", 7, "pending", List.of(), List.of("g"), 8, 4, "test");
+        assertEquals(4, sent.grownFrom());
+        assertEquals(4, Protocol.toJson(sent).get("grown_from").asInt());
+        assertEquals(sent, Protocol.decode(Protocol.encode(sent)));
+        Barrier read = assertInstanceOf(Barrier.class, Protocol.decode(
+                "{\"v\":1,\"kind\":\"barrier\",\"topic\":\"t\",\"epoch\":3,\"state\":\"pending\",\"partitions\":8,"
+                        + "\"grown_from\":4}"));
+        assertEquals(List.of(8, 4), List.of(read.partitions(), read.grownFrom()));
+        assertNull(Protocol.decode("{\"v\":1,\"kind\":\"barrier\",\"topic\":\"t\",\"epoch\":3,\"grown_from\":-1}"));
     }
 
     @Test
