@@ -74,6 +74,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # pytest keeps the last failed test's traceback (sys.last_exc and friends, for post-mortem debugging):
+    # its frames hold that test's fixtures (the session's AdminClient), which were then destroyed only after
+    # the broker stopped, and destroying a client with no broker blocked the process for over 10 minutes.
+    for name in ("last_exc", "last_value", "last_type", "last_traceback"):
+        if hasattr(sys, name):
+            delattr(sys, name)
     # Destroy the Kafka clients of finished fixtures and dag.test() runs while the broker still answers.
     session_broker.close(_SIGTERM)
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)

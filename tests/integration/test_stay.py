@@ -17,22 +17,14 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from kstate_support import kafka as kfacts
 from kstate_support.increase_runs import states, xcom
+from kstate_support.stay_fleet import offline_group
 from kstate_support.traffic import ConsumerFleet, SeqProducer, loss, wait_until, warm_up
 
 pytestmark = pytest.mark.integration
 
 DAG_ID = "kstate_partition_increase"
-
-
-def _offline_group(config: dict[str, Any], topic: str, group: str) -> None:
-    """A group with committed offsets on the topic and no members (EMPTY)."""
-    consumer = Consumer({**config, "group.id": group, "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(4)])
-    consumer.commit(offsets=[TopicPartition(topic, p, 0) for p in range(4)], asynchronous=False)
-    consumer.close()
 
 
 def _old_revoked(fleet: ConsumerFleet, start: float, end: float, old: int) -> list[tuple[str, list[int]]]:
@@ -64,7 +56,7 @@ def test_consumers_stay_in_their_groups_while_the_topic_grows(
 ) -> None:
     topic = make_topic("stay", partitions=4)
     classic, kip848, offline = f"{topic}-classic", f"{topic}-kip848", f"{topic}-offline"
-    _offline_group(kafka_config, topic, offline)
+    offline_group(kafka_config, topic, offline)
     producer = SeqProducer(kafka_config, topic, rate=200.0, controlled=True)
     fleets = [
         ConsumerFleet(kafka_config, topic, classic, controlled=True, assignor="cooperative-sticky"),

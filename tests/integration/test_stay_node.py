@@ -25,18 +25,17 @@ assignor is eager, so every partition moves at the rejoin (the members stay in t
 
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupState
 from kstate_support import kafka as kfacts
 from kstate_support.increase_runs import DAG_ID, states, xcom
 from kstate_support.key_order import OrderChecker
 from kstate_support.node import consumers, node_ready, producer
+from kstate_support.stay_fleet import control_records, group_members, largest_gap, latency, stable
 from kstate_support.traffic import wait_until
 
 from airflow_provider_kstate.client_piece.protocol import DEFAULT_CONTROL_TOPIC
@@ -50,73 +49,6 @@ OLD, NEW = 4, 8
 #: Seconds of traffic before the run, the baseline of the members' gaps in processing.
 BASELINE_S = 5.0
 KEYS, RATE = 97, 150
-#: What a group's coordinator answers while it loads (a fresh broker's ``__consumer_offsets``).
-COORDINATOR_LOADING = (
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-)
-
-
-def _members(admin: Any, group: str, timeout: float = 90.0) -> tuple[str, dict[str, str]]:
-    """The group's state and its members on the broker: client id -> member id. A coordinator still loading
-    (a fresh broker's ``__consumer_offsets``: NOT_COORDINATOR, or no answer within 10 s under load) is asked
-    again, up to ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
-            return desc.state.name, {m.client_id: m.member_id for m in desc.members}
-        except (KafkaException, FutureTimeout) as exc:
-            loading = isinstance(exc, FutureTimeout) or exc.args[0].code() in COORDINATOR_LOADING
-            if not loading or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def _stable(admin: Any, group: str, members: int) -> bool:
-    state, now = _members(admin, group)
-    return state == ConsumerGroupState.STABLE.name and len(now) == members
-
-
-def _control_records(kafka_config: dict[str, Any], group: str, clients: set[str]) -> list[dict[str, Any]]:
-    """The values of the control topic's records (log order) that are commands to ``group`` or
-    acknowledgements written by ``clients``."""
-    reader = Consumer({**kafka_config, "group.id": "kstate-test-reader", "enable.auto.commit": False})
-    end = reader.get_watermark_offsets(TopicPartition(DEFAULT_CONTROL_TOPIC, 0), timeout=10)[1]
-    reader.assign([TopicPartition(DEFAULT_CONTROL_TOPIC, 0, 0)])
-    out: list[dict[str, Any]] = []
-    position, deadline = 0, time.monotonic() + 30
-    while position < end and time.monotonic() < deadline:
-        for m in reader.consume(500, 0.2):
-            if m.error() or m.value() is None:
-                continue
-            position = m.offset() + 1
-            value = json.loads(m.value())
-            command = value.get("kind") == "command" and value.get("group") == group
-            if command or value.get("client") in clients:
-                out.append(value)
-    reader.close()
-    assert position >= end, f"read the control topic to {position} of {end}"
-    return out
-
-
-def _largest_gap(times: list[float], start: float, end: float) -> float:
-    """The longest interval (s) between ``start`` and ``end`` (wall-clock ms) without one of ``times``."""
-    inside = [start, *sorted(t for t in times if start <= t <= end), end]
-    return max(b - a for a, b in zip(inside, inside[1:], strict=False)) / 1000
-
-
-def _latency(sent: list[dict[str, Any]], records: list[dict[str, Any]], start: float, end: float) -> float:
-    """The longest (s) a record delivered between ``start`` and ``end`` (wall-clock ms) waited for its first
-    processing in ``records``: the consumer's own delay, whatever the producer did."""
-    at = {(e["key"], e["seq"]): e["t"] for e in sent if start <= e["t"] <= end}
-    first: dict[tuple[str, int], float] = {}
-    for e in records:
-        key = (e["key"], e["seq"])
-        if key in at and key not in first:
-            first[key] = e["t"]
-    return max((t - at[k] for k, t in first.items()), default=0.0) / 1000
 
 
 @pytest.mark.chaos  # make chaos: the Node group's stay proof (the Python groups' in test_stay, Java's in test_stay_java)
@@ -133,7 +65,7 @@ def test_node_group_stays_in_its_group_while_the_topic_grows(
     # the group's coordinator loaded before the members join: on a fresh broker under load a describe went
     # unanswered for over 10 s (__consumer_offsets being created), and once, without this wait, the Node
     # group never formed within 60 s (the members' stderr was not kept then: now it is, below)
-    assert _members(admin, group) == (ConsumerGroupState.DEAD.name, {})
+    assert group_members(admin, group) == (ConsumerGroupState.DEAD.name, {})
     fleet = consumers(
         {
             **common,
@@ -147,8 +79,8 @@ def test_node_group_stays_in_its_group_while_the_topic_grows(
     source = None
     with fleet:  # killed on the way out if a step failed
         try:
-            assert wait_until(lambda: _stable(admin, group, 2), 90), (
-                _members(admin, group),
+            assert wait_until(lambda: stable(admin, group, 2), 90), (
+                group_members(admin, group),
                 fleet.events[-10:],
                 fleet.stderr(),
             )
@@ -164,7 +96,7 @@ def test_node_group_stays_in_its_group_while_the_topic_grows(
                 "a member idles"
             )
             time.sleep(BASELINE_S)
-            state_before, members_before = _members(admin, group)
+            state_before, members_before = group_members(admin, group)
             assert state_before == ConsumerGroupState.STABLE.name and set(members_before) == set(clients)
             started = time.time() * 1000
             dr = run_dag(
@@ -187,7 +119,7 @@ def test_node_group_stays_in_its_group_while_the_topic_grows(
                 "the producer never wrote to all 8"
             )
             time.sleep(1.0)  # traffic on the eight partitions
-            _state_after, members_after = _members(admin, group)
+            _state_after, members_after = group_members(admin, group)
         finally:
             stopped = source.stop("stop") if source is not None else 0
         assert stopped == 0, source.stderr()
@@ -209,29 +141,28 @@ def test_node_group_stays_in_its_group_while_the_topic_grows(
         if e["p"] >= OLD:
             first_new[e["p"]] = min(first_new.get(e["p"], e["o"]), e["o"])
     paused = [e for e in fleet.of("state") if e["state"] == "paused"]
-    control = _control_records(kafka_config, group, set(clients))
+    control = control_records(kafka_config, group, set(clients))
     pauses = [v for v in control if v["kind"] == "command" and v.get("command") == "pause"]
     paused_acks = [v for v in control if v["kind"] == "ack" and v.get("state") == "paused"]
     base = started - BASELINE_S * 1000
     figures = {
         c: {
-            "gap_s": round(_largest_gap([e["t"] for e in records if e["c"] == c], started, ended), 3),
-            "gap_before_s": round(_largest_gap([e["t"] for e in records if e["c"] == c], base, started), 3),
+            "gap_s": round(largest_gap([e["t"] for e in records if e["c"] == c], started, ended), 3),
+            "gap_before_s": round(largest_gap([e["t"] for e in records if e["c"] == c], base, started), 3),
         }
         for c in clients
     }
     sent = source.of("sent")
     for c in clients:
         mine = [e for e in records if e["c"] == c]
-        figures[c]["latency_s"] = round(_latency(sent, mine, started, ended), 3)
-        figures[c]["latency_before_s"] = round(_latency(sent, mine, base, started), 3)
+        figures[c]["latency_s"] = round(latency(sent, mine, started, ended), 3)
+        figures[c]["latency_before_s"] = round(latency(sent, mine, base, started), 3)
     partition_gaps = {
-        p: round(_largest_gap([e["t"] for e in records if e["p"] == p], started, ended), 3)
-        for p in range(OLD)
+        p: round(largest_gap([e["t"] for e in records if e["p"] == p], started, ended), 3) for p in range(OLD)
     }
     sent_times = [e["t"] for e in sent]
-    produced_gap = _largest_gap(sent_times, started, ended)
-    produced_gap_before = _largest_gap(sent_times, base, started)
+    produced_gap = largest_gap(sent_times, started, ended)
+    produced_gap_before = largest_gap(sent_times, base, started)
     holds = [h for e in source.of("closed") for h in e["holds"]]
     joins: dict[str, int] = defaultdict(int)
     for e in fleet.of("assigned"):
