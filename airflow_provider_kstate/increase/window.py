@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 
 #: Seconds the window waits for drained groups to consume the old partitions before it leaves the drain to
-#: its deferred sensor and start step (the producers are stopped meanwhile: started here, they are not held
-#: across Airflow's scheduling of those two tasks).
+#: its deferred sensor and start step, by default (the operator passes its ``drain_timeout``: the producers
+#: are stopped meanwhile, and started here they are not held across Airflow's scheduling of those two tasks).
 DRAIN_WITHIN = 30.0
 
 
