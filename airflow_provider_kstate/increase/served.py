@@ -8,8 +8,8 @@ for every group the run asked back, in a thread beside the rest of the run:
 
 * **held**: the group is STABLE with every partition of every topic it reads assigned to a member;
 * **processing**: after it was held, its committed offsets moved past where they were when it was asked
-  back (a record processed and committed), or it had nothing to process (committed at the log end of every
-  partition). A consumer commits on its own schedule (librdkafka and the Java client auto-commit every 5 s
+  back (a record processed and committed), or it had nothing to process then (committed at the log end of
+  every partition). A consumer commits on its own schedule (librdkafka and the Java client auto-commit every 5 s
   by default): this moment is at most that interval late, the held one is not.
 
 Each group's figures are seconds from its leave (:class:`Served`); the run logs them, keeps them in XCom
@@ -35,9 +35,11 @@ if TYPE_CHECKING:
     from airflow_provider_kstate.increase.ports import AdminPort
     from airflow_provider_kstate.increase.run import IncreaseRun
 
-#: Seconds between two looks at the groups (each look: one describe per topic, the committed offsets of
-#: the groups still unconfirmed, the log ends).
+#: Seconds between two looks at the groups (each look: one describe per topic).
 POLL = 0.25
+#: Seconds between two reads of a held group's committed offsets (every partition of its topics: at 4,096
+#: partitions 16 requests a group, so not at every look, beside a window still seeding the offline groups).
+OFFSETS_POLL = 1.0
 #: Seconds the watch goes on after a group was asked back before it gives up on it (the run's task waits
 #: for the watch at its end, after the producers' switch: nobody is held by it).
 WITHIN = 30.0
@@ -95,8 +97,12 @@ class ServiceWatch:
     log: Any
     within: float = WITHIN
     poll: float = POLL
+    offsets_poll: float = OFFSETS_POLL
     served: dict[str, Served] = field(default_factory=dict)
     _baseline: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)
+    #: The groups with nothing waiting on any topic they read when the watch began (processing once held).
+    _idle: set[str] = field(default_factory=set)
+    _offsets_read: float = 0.0
     _thread: threading.Thread | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -105,8 +111,14 @@ class ServiceWatch:
         ``out_since`` is each group's leave (ms since the Unix epoch; None when unknown). The committed
         offsets it compares with are read now."""
         self.served.update((g, Served(since)) for g, since in out_since.items())
+        busy: set[str] = set()
         for topic, (count, groups) in self.topics.items():
-            self._baseline.update(((topic, g), found) for g, found in self._committed(groups, topic, count))
+            ends = {p: end for p, (_low, end) in self.admin.watermarks(topic, range(count)).items()}
+            for group, found in self._committed(groups, topic, count):
+                self._baseline[(topic, group)] = found
+                if any(found.get(p, -1) < end for p, end in ends.items()):
+                    busy.add(group)
+        self._idle = set(self.served) - busy
         self._thread = threading.Thread(target=self._watch, name="kstate-served", daemon=True)
         self._thread.start()
         return self
@@ -132,16 +144,18 @@ class ServiceWatch:
 
     def _look(self) -> bool:
         """One look at every group not yet processing; return whether none is left. A group that reads
-        several topics is held when it is held on each, processing when a record moved on one of them or it
-        is at the log end of every one."""
+        several topics is held when it is held on each, processing when its committed offsets moved on one
+        of them, or once held when nothing waited for it on any when the watch began."""
         at = now_ms()
         waiting = {g for g, s in self.served.items() if s.processing_at is None}
         held = self._on_every_topic(waiting, self._held)
         for group in held:
             self._mark(group, "held_at", at)
-        moved: set[str] = set()
-        caught_up = self._on_every_topic(held, lambda t, c, gs: self._progress(t, c, gs, moved))
-        for group in (moved & held) | caught_up:
+        processing = held & self._idle
+        if held - processing and time.monotonic() - self._offsets_read >= self.offsets_poll:
+            self._offsets_read = time.monotonic()
+            processing |= self._moved(held - processing)
+        for group in processing:
             self._mark(group, "processing_at", at)
         return all(s.processing_at is not None for s in self.served.values())
 
@@ -166,18 +180,16 @@ class ServiceWatch:
             if info.state == STABLE and expected <= info.assigned()
         }
 
-    def _progress(self, topic: str, count: int, groups: list[str], moved: set[str]) -> set[str]:
-        """The groups of ``groups`` at the log end of every partition of ``topic``; those whose committed
-        offsets moved since they were asked back are added to ``moved``."""
-        ends = {p: end for p, (_low, end) in self.admin.watermarks(topic, range(count)).items()}
-        caught_up: set[str] = set()
-        for group, now in self._committed(groups, topic, count):
-            before = self._baseline.get((topic, group), {})
-            if any(offset > before.get(p, -1) for p, offset in now.items()):
-                moved.add(group)
-            if all(now.get(p, -1) >= end for p, end in ends.items()):
-                caught_up.add(group)
-        return caught_up
+    def _moved(self, groups: set[str]) -> set[str]:
+        """The groups of ``groups`` whose committed offsets moved on some topic since the watch began."""
+        moved: set[str] = set()
+        for topic, (count, readers) in self.topics.items():
+            asked = [g for g in readers if g in groups]
+            for group, now in self._committed(asked, topic, count) if asked else ():
+                before = self._baseline.get((topic, group), {})
+                if any(offset > before.get(p, -1) for p, offset in now.items()):
+                    moved.add(group)
+        return moved
 
     def _mark(self, group: str, name: str, at: int) -> None:
         if getattr(self.served[group], name) is None:

@@ -47,7 +47,7 @@ class Cluster:
 
 
 def _watch(cluster: Any, groups: list[str], within: float = 5.0) -> dict[str, Served]:
-    watch = ServiceWatch(cluster, {"orders": (4, groups)}, LOG, within=within, poll=0.01)
+    watch = ServiceWatch(cluster, {"orders": (4, groups)}, LOG, within=within, poll=0.01, offsets_poll=0.01)
     watch.start(dict.fromkeys(groups, 1_000))
     for seen in watch.served.values():
         seen.asked_back = 1_500
