@@ -8,8 +8,9 @@ the comparison of the approved plan with the cluster are :mod:`~airflow_provider
   (never fails the step);
 * :class:`Answer` - what the human-in-the-loop event says: no answer in time, a reject or an approval, who
   answered, and the step's XCom;
-* :class:`ApprovalRecord` - what the step records once answered: the run ends (the topics' leases released,
-  the step and outcome in ``progress.json``), or it goes on only while the cluster matches the approved plan.
+* :class:`ApprovalRecord` - what the step records while it waits (the topics' leases held until the
+  deadline, ``awaiting_approval``) and once answered: the run ends (the topics' leases released, the step
+  and outcome in ``progress.json``), or it goes on only while the cluster matches the approved plan.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from typing import Any, Protocol
 from airflow_provider_kstate.errors import ApprovalTimeoutError, KStateConfigError
 from airflow_provider_kstate.increase.approval import (
     APPROVED,
+    AWAITING_APPROVAL,
+    EXPIRED,
     PLAN_CHANGED,
+    REJECTED,
     DowntimeHistory,
     history_of,
     set_changes,
@@ -174,9 +178,10 @@ class ApprovalLeases(Protocol):
 
 @dataclass(frozen=True)
 class ApprovalRecord:
-    """What the step records once answered.
+    """What the step records while it waits and once answered.
 
-    :param leases: the leases of the plan's topics, at the steps' TTL.
+    :param leases: the leases of the plan's topics, at the steps' TTL (while it waits: until the deadline,
+        :func:`~airflow_provider_kstate.increase.approval.wait_lease_ttl`).
     :param events: the run's events (its progress document).
     :param log: the task's logger.
     """
@@ -184,6 +189,45 @@ class ApprovalRecord:
     leases: ApprovalLeases
     events: Events
     log: Any
+
+    def wait(self, plan: Plan, timeout: timedelta, parked: str) -> None:
+        """The request is made: hold the topics' leases until its deadline and record ``awaiting_approval``.
+
+        :param parked: how the task waits (``awaiting_input``, or deferred to the triggerer), as logged.
+        """
+        self.leases.renew(plan.to_dict())
+        self.events.step(AWAITING_APPROVAL)
+        self.log.info(
+            "APPROVE waiting up to %s s for an answer (%s); the lease on %s is held until then",
+            f"{timeout.total_seconds():.0f}",
+            parked,
+            ", ".join(plan.topic_names),
+        )
+
+    def answered(self, answer: Answer, plan: Plan) -> None:
+        """Record an answer before the human-in-the-loop operator takes it: nobody answered in time (the run
+        ends, :class:`~airflow_provider_kstate.errors.ApprovalTimeoutError` raised), or a reject (the run ends,
+        nothing changed: the operator then skips every later task)."""
+        if answer.expired:
+            self.end(EXPIRED, EXPIRED)
+            raise answer.expired_error(plan)
+        if answer.rejected:
+            self.end(REJECTED, REJECTED)
+            self.log.warning(
+                "APPROVE rejected by %s: nothing was changed, the lease is released, the run's later tasks "
+                "are skipped",
+                answer.by,
+            )
+
+    def decided(
+        self, answer: Answer, plan: Plan, replan: Callable[[Plan], tuple[Plan, str]]
+    ) -> dict[str, Any]:
+        """Return the step's XCom once the answer is taken; an approval goes on only while the cluster
+        matches ``plan`` (:meth:`go_on`)."""
+        if answer.approved:
+            self.log.info("APPROVE approved by %s: checking the cluster still matches the plan", answer.by)
+            self.go_on(plan, replan)
+        return answer.result()
 
     def end(self, step: str, outcome: str) -> None:
         """The run stops here: release the topics' leases, record the step and the outcome."""

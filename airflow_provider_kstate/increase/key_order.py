@@ -612,3 +612,9 @@ def _wait_release(
         if waiting:
             time.sleep(0.1)
     return out
+
+
+def drain_hold(empty_timeout: float, drain_timeout: float) -> float:
+    """How long ControlledProducers held for a drain wait before writing again on their own: the pause's
+    wait, the drain's deadline and a minute more (the window and the pause step give the same)."""
+    return empty_timeout + drain_timeout + 60.0

@@ -2,9 +2,10 @@
 :class:`~airflow_provider_kstate.operators.plan.KStatePlanOperator`, without Airflow).
 
 :func:`plan_request` turns the operator's (rendered) arguments into the request of the run, each value
-checked. The operator gathers the cluster and the topics' leases; :class:`PlanStep` decides what the step
-does with them: a rerun of the same DAG run continues the plan it stored with its lease
-(:func:`~airflow_provider_kstate.increase.planner.continued_plan`), otherwise the one planner's plan is made;
+checked. The operator gathers the cluster, the topics' leases and where the run writes (:class:`RunPlace`);
+:class:`PlanStep` decides what the step does with them: a rerun of the same DAG run continues the plan it
+stored with its lease (:func:`~airflow_provider_kstate.increase.planner.continued_plan`), otherwise the one
+planner's plan is made (:meth:`PlanStep.plan`: the ACLs checked where the run writes, the broker trusted);
 the plan is logged and refused when a task cannot drive it; a dry run stops there; otherwise the run takes
 every topic's lease with the plan, and gives it back when a topic's count moved while planning
 (:func:`~airflow_provider_kstate.increase.planner.count_changed`).
@@ -14,16 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_kstate.defaults import ConsumersStay
 from airflow_provider_kstate.increase.fleet import DriverChoice, check_drivable
 from airflow_provider_kstate.increase.key_order import check_key_order
 from airflow_provider_kstate.increase.plan import Plan, describe
-from airflow_provider_kstate.increase.planner import continued_plan, count_changed
+from airflow_provider_kstate.increase.planner import AccessScope, continued_plan, count_changed, plan_increase
 from airflow_provider_kstate.increase.request import PlanRequest
 from airflow_provider_kstate.increase.topic_set import topic_set
 from airflow_provider_kstate.params import as_bool, as_choice, as_int, as_mapping, as_str_list, as_topic
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.increase.ports import AdminPort
 
 
 class PlanArguments(Protocol):
@@ -94,6 +99,29 @@ def driver_choice(groups: Any, producers: Any, drivers: Any, own_tasks: bool) ->
     )
 
 
+@dataclass(frozen=True)
+class RunPlace:
+    """Where a run talks to and writes to: what its plan records and its ACL check covers.
+
+    :param connection: the Airflow connection id (a refusal names it).
+    :param config: the connection's librdkafka settings (for the principal; never logged).
+    :param control_topic: the control topic the run writes.
+    :param lease_topic: the topic of the leases.
+    :param report_uri: where the run's reports go (empty: the default folder).
+    """
+
+    connection: str
+    config: Mapping[str, Any]
+    control_topic: str
+    lease_topic: str
+    report_uri: str = ""
+
+    def access(self) -> AccessScope:
+        """Where the ACLs are checked: the topics, and the lease and control topics the run writes."""
+        internal = (self.lease_topic, self.control_topic)
+        return AccessScope(internal, self.config, f"connection {self.connection!r}:")
+
+
 class StoredLease(Protocol):
     """A lease this DAG run holds, as the step reads it (:class:`~airflow_provider_kstate.lease_rules.Lease`)."""
 
@@ -109,6 +137,9 @@ class PlanLeases(Protocol):
 
     @property
     def key(self) -> str: ...
+
+    @property
+    def owner(self) -> str: ...
 
     def held(self) -> StoredLease | None: ...
 
@@ -129,6 +160,41 @@ class PlanStep:
     leases: PlanLeases
     partition_count: Callable[[str], int]
     log: Any
+
+    def plan(
+        self,
+        cluster: AdminPort,
+        request: PlanRequest,
+        present: Callable[[], Mapping[str, set[str]]],
+        place: RunPlace,
+        trust: Callable[[str], bool],
+        dry_run: bool,
+    ) -> Plan:
+        """Return the plan of this run (:meth:`run`); when it is not continued, the one planner's plan of
+        ``request`` on ``cluster``, its ACLs checked where the run writes (``place``) and the broker trusted
+        (``trust``), with this run's fields.
+
+        :param present: reads ``{group: client ids}`` of the consumers that acknowledged on the control topic.
+        :param trust: asks the broker doctor whether the broker keeps the promises the increase needs, for the
+            run it names (``the increase of 'orders'``; it raises when not); returns whether it keeps
+            ``share_new_partitions`` (the plan then leaves share groups alone).
+        """
+        what = f"the increase of {', '.join(request.topics)!r}"
+
+        def make() -> Plan:
+            warn = partial(self.log.warning, "PLAN %s")
+            planned = plan_increase(
+                cluster, request, present, access=place.access(), trust=partial(trust, what), warn=warn
+            )
+            return planned.with_run(
+                owner=self.leases.owner,
+                dry_run=dry_run,
+                control_topic=place.control_topic,
+                lease_topic=place.lease_topic,
+                report_uri=place.report_uri,
+            )
+
+        return self.run(request.partitions or 0, dry_run, make)
 
     def run(self, target: int, dry_run: bool, make: Callable[[], Plan]) -> Plan:
         """Return the plan of this run: the one it stored with its lease (a rerun, not a dry run), else

@@ -17,8 +17,8 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -225,6 +225,24 @@ def write_report(
             index["topic_ids"] = dict(topic_ids)
         with _open_binary(evidence_uri(uri), "w", storage) as raw:
             raw.write(json.dumps(index, separators=(",", ":")).encode())
+
+
+@contextmanager
+def seed_reports(
+    uris: Mapping[str, str], ids: Callable[[str], Mapping[str, str]], storage: ReportStorage | None = None
+) -> Iterator[tuple[dict[str, str], dict[str, ReportWriter]]]:
+    """Open a run's seed report of every topic (``uris``: ``{topic: uri}``, :func:`report_location`'s);
+    yield ``({topic: uri}, {topic: writer})``, every report complete (its index written) once the body ends.
+
+    :param ids: a topic's ids its offsets belong to (``Plan.ids_of``; recorded in its report's index).
+    :param storage: where the reports live (None: this machine's disk).
+    """
+    with ExitStack() as stack:
+        writers = {
+            topic: stack.enter_context(write_report(uri, storage, evidence=True, topic_ids=ids(topic)))
+            for topic, uri in uris.items()
+        }
+        yield dict(uris), writers
 
 
 def evidence_uri(report_uri: str) -> str:

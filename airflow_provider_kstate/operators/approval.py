@@ -95,54 +95,32 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
 
     def execute(self, context: Context) -> Any:
         from airflow_provider_kstate.increase import approval_step as step
-        from airflow_provider_kstate.increase.approval import AWAITING_APPROVAL, approval_text, wait_lease_ttl
+        from airflow_provider_kstate.increase.approval import approval_text, wait_lease_ttl
         from airflow_provider_kstate.lease_rules import run_owner
 
         if not as_bool("require_approval", self.require_approval):
             self.log.info("APPROVE not required (require_approval is off): the run goes on with the plan")
             return dict(step.NOT_REQUIRED)
         plan, timeout = self.typed_plan, step.approval_timeout(self.approval_timeout)
-        self.response_timeout = timeout
+        storage, owner = self.report_storage.path, run_owner(context)
+        history = step.topic_history(plan, owner, storage, self.history_runs, self.log)
         text = approval_text(
-            plan,
-            broker=self._broker_check(),
-            history=step.topic_history(
-                plan, run_owner(context), self.report_storage.path, self.history_runs, self.log
-            ),
-            deadline=step.deadline_text(timeout),
+            plan, broker=self._broker_check(), history=history, deadline=step.deadline_text(timeout)
         )
-        self.subject, self.body = text.subject, text.body
-        self.keeper(context, wait_lease_ttl(self.lease_ttl, timeout.total_seconds())).renew(plan.to_dict())
-        self.events(context).step(AWAITING_APPROVAL)
-        self.log.info(
-            "APPROVE waiting up to %s s for an answer (%s); the lease on %s is held until then",
-            f"{timeout.total_seconds():.0f}",
-            "awaiting_input" if HITL_AWAITS_INPUT else "deferred to the triggerer",
-            ", ".join(plan.topic_names),
+        self.subject, self.body, self.response_timeout = text.subject, text.body, timeout
+        parked = "awaiting_input" if HITL_AWAITS_INPUT else "deferred to the triggerer"
+        self._record(context, wait_lease_ttl(self.lease_ttl, timeout.total_seconds())).wait(
+            plan, timeout, parked
         )
         return super().execute(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
-        from airflow_provider_kstate.increase.approval import EXPIRED, REJECTED
         from airflow_provider_kstate.increase.approval_step import Answer
 
-        answer = Answer(event, self.APPROVE)
-        if answer.expired:
-            self._record(context).end(EXPIRED, EXPIRED)
-            raise answer.expired_error(self.typed_plan)
-        if answer.rejected:
-            self._record(context).end(REJECTED, REJECTED)
-            self.log.warning(
-                "APPROVE rejected by %s: nothing was changed, the lease is released, the run's later tasks "
-                "are skipped",
-                answer.by,
-            )
+        answer, record = Answer(event, self.APPROVE), self._record(context)
+        record.answered(answer, self.typed_plan)  # no answer in time, or a reject: the run ends here
         super().execute_complete(context, event)  # validates; a Reject skips every later task from here
-        if not answer.approved:  # rejected, with no later task to skip
-            return answer.result()
-        self.log.info("APPROVE approved by %s: checking the cluster still matches the plan", answer.by)
-        self._record(context).go_on(self.typed_plan, self._replan)
-        return answer.result()
+        return record.decided(answer, self.typed_plan, self._replan)
 
     def _broker_check(self) -> BrokerCheck | None:
         """The broker doctor's cached verdict (never probes); None when there is none or it cannot be read."""
@@ -155,11 +133,12 @@ class KStateApprovalOperator(KStateStepOperator, ApprovalOperator):
 
         return BrokerCheck.read(last_verdict, INCREASE_NEEDS, self.log)
 
-    def _record(self, context: Context) -> ApprovalRecord:
-        """What this task records once answered: the topics' leases and the run's progress document."""
+    def _record(self, context: Context, ttl: float | None = None) -> ApprovalRecord:
+        """What this task records: the topics' leases (at ``ttl``; default the steps') and the run's progress
+        document."""
         from airflow_provider_kstate.increase.approval_step import ApprovalRecord
 
-        return ApprovalRecord(self.keeper(context), self.events(context), self.log)
+        return ApprovalRecord(self.keeper(context, ttl), self.events(context), self.log)
 
     def _replan(self, approved: Plan) -> tuple[Plan, str]:
         """The approved plan made again now and "", or at the counts now and why the planner refuses it

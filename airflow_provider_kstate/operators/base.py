@@ -3,8 +3,7 @@ to; the steps' plan argument and their hooks."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -29,7 +28,8 @@ if TYPE_CHECKING:
 
 class KStateIncreaseOperator(KStateKafkaOperator):
     """Base of the plan and the steps of a safe partition increase: where the run talks to and writes to
-    (the factory's :class:`~airflow_provider_kstate.task_groups.config.ConnectionConfig`).
+    (the factory's :class:`~airflow_provider_kstate.task_groups.config.ConnectionConfig`), and the hooks
+    there (each made once per task, its Kafka clients dropped when the task ends).
 
     :param kafka_config_id: the Airflow connection id (``kafka`` type of the Kafka provider).
     :param request_timeout: seconds to wait for each request to the cluster.
@@ -40,6 +40,10 @@ class KStateIncreaseOperator(KStateKafkaOperator):
     :param storage_conn_id: the Airflow connection whose credentials reach the report location (object
         storage); None: the location's default.
     """
+
+    #: What the task is to lineage (:func:`airflow_provider_kstate.lineage.increase_lineage`): the topic it
+    #: reads (``plan``, ``verify``) or changes (``increase``, ``seed``, ``window``); None: neither.
+    lineage_kind: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -56,27 +60,6 @@ class KStateIncreaseOperator(KStateKafkaOperator):
         self.lease_ttl = lease_ttl
         self.storage_conn_id = storage_conn_id
 
-
-class KStateStepOperator(KStateIncreaseOperator):
-    """Base of the steps after the plan: each takes the plan (an XCom) and is idempotent.
-
-    A step's errors leave through the task edge (:mod:`airflow_provider_kstate.task_edge`): one a retry
-    cannot fix fails the task at once. The connection, the topics and the timeouts are
-    :class:`KStateIncreaseOperator`'s.
-
-    :param plan: the plan pushed by :class:`KStatePlanOperator` (pass its ``.output``).
-    """
-
-    template_fields: tuple[str, ...] = ("plan",)
-    ui_color = "#fdf1e3"
-    #: What the step is to lineage (:func:`airflow_provider_kstate.lineage.increase_lineage`): the topic
-    #: it reads (``plan``, ``verify``) or changes (``increase``, ``seed``, ``window``); None: neither.
-    lineage_kind: ClassVar[str | None] = None
-
-    def __init__(self, *, plan: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.plan = plan
-
     @cached_property
     def admin(self) -> KStateAdminHook:
         from airflow_provider_kstate.hooks.admin import KStateAdminHook
@@ -85,7 +68,7 @@ class KStateStepOperator(KStateIncreaseOperator):
 
     @cached_property
     def control(self) -> Controller:
-        """The controller of the control channel on this step's connection (closed after the task)."""
+        """The controller of the control channel on this task's connection (closed after the task)."""
         from airflow_provider_kstate.hooks.control import KStateControlHook
 
         return KStateControlHook(
@@ -102,10 +85,49 @@ class KStateStepOperator(KStateIncreaseOperator):
 
     @cached_property
     def report_storage(self) -> ObjectStorageReports:
-        """Where this step's reports go: ``storage_conn_id``'s object store, or the worker's disk."""
+        """Where this task's reports go: ``storage_conn_id``'s object store, or the worker's disk."""
         from airflow_provider_kstate.hooks.reports import ObjectStorageReports
 
         return ObjectStorageReports(self.storage_conn_id)
+
+    def post_execute(self, context: Context, result: Any = None) -> None:
+        """Drop this task's Kafka clients when it ends, so none outlives the task (and its broker)."""
+        super().post_execute(context, result)
+        control = self.__dict__.pop("control", None)
+        if control is not None:
+            control.close()
+        for name in ("admin", "lease"):
+            self.__dict__.pop(name, None)
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        """The topic this task reads or changes, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""
+        from airflow_provider_kstate.lineage import increase_lineage
+
+        return increase_lineage(self)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The topic with what this task found and did (partitions, groups, report), for OpenLineage."""
+        from airflow_provider_kstate.lineage import increase_lineage
+
+        return increase_lineage(self, task_instance, complete=True)
+
+
+class KStateStepOperator(KStateIncreaseOperator):
+    """Base of the steps after the plan: each takes the plan (an XCom) and is idempotent.
+
+    A step's errors leave through the task edge (:mod:`airflow_provider_kstate.task_edge`): one a retry
+    cannot fix fails the task at once. The connection, the topics and the timeouts are
+    :class:`KStateIncreaseOperator`'s.
+
+    :param plan: the plan pushed by :class:`KStatePlanOperator` (pass its ``.output``).
+    """
+
+    template_fields: tuple[str, ...] = ("plan",)
+    ui_color = "#fdf1e3"
+
+    def __init__(self, *, plan: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.plan = plan
 
     @property
     def typed_plan(self) -> Plan:
@@ -156,15 +178,6 @@ class KStateStepOperator(KStateIncreaseOperator):
 
         return run_events(self.report_storage, self.typed_plan, run_owner(context), self.log)
 
-    def post_execute(self, context: Context, result: Any = None) -> None:
-        """Drop this task's Kafka clients when it ends, so none outlives the task (and its broker)."""
-        super().post_execute(context, result)
-        control = self.__dict__.pop("control", None)
-        if control is not None:
-            control.close()
-        for name in ("admin", "lease"):
-            self.__dict__.pop(name, None)
-
     def report_uri(self, context: Context, step: str, topic: str) -> str:
         """Return the URI of this run's report file for ``step`` (``seed``, ``verify``) of ``topic``."""
         from airflow_provider_kstate.increase.report import report_location
@@ -172,36 +185,16 @@ class KStateStepOperator(KStateIncreaseOperator):
 
         return report_location(self.typed_plan.report_uri, topic, run_owner(context), step)
 
-    @contextmanager
-    def seed_reports(self, context: Context) -> Iterator[tuple[dict[str, str], dict[str, ReportWriter]]]:
-        """Open this run's seed report of every topic of the plan (each in its topic's run folder); yield
-        ``({topic: uri}, {topic: writer})``."""
-        from contextlib import ExitStack
-
-        from airflow_provider_kstate.increase.report import write_report
+    def seed_reports(
+        self, context: Context
+    ) -> AbstractContextManager[tuple[dict[str, str], dict[str, ReportWriter]]]:
+        """Open this run's seed report of every topic of the plan, each in its topic's run folder
+        (:func:`~airflow_provider_kstate.increase.report.seed_reports`); yield ``({topic: uri}, {topic: writer})``."""
+        from airflow_provider_kstate.increase.report import seed_reports
 
         plan = self.typed_plan
-        uris = {t: self.report_uri(context, "seed", t) for t in plan.topic_names}
-        with ExitStack() as stack:
-            reports = {
-                t: stack.enter_context(
-                    write_report(uri, self.report_storage, evidence=True, topic_ids=plan.ids_of(t))
-                )
-                for t, uri in uris.items()
-            }
-            yield uris, reports
-
-    def get_openlineage_facets_on_start(self) -> Any:
-        """The topic this step reads or changes, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""
-        from airflow_provider_kstate.lineage import increase_lineage
-
-        return increase_lineage(self)
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """The topic with what this step found and did (partitions, groups, report), for OpenLineage."""
-        from airflow_provider_kstate.lineage import increase_lineage
-
-        return increase_lineage(self, task_instance, complete=True)
+        uris = {topic: self.report_uri(context, "seed", topic) for topic in plan.topic_names}
+        return seed_reports(uris, plan.ids_of, self.report_storage)
 
 
 def parsed_plan(task: Any) -> Plan:
@@ -229,9 +222,3 @@ def run_events(storage: ObjectStorageReports, plan: Plan, owner: str, log: Any) 
         for topic in plan.topic_names  # several topics: the same document in each topic's run folder
     ]
     return Events([*files, RunMetrics(files[0], plan)], log)
-
-
-def drain_hold(empty_timeout: float, drain_timeout: float) -> float:
-    """How long ControlledProducers held for a drain wait before writing again on their own: the pause's
-    wait, the drain's deadline and a minute more (the window and the pause step give the same)."""
-    return empty_timeout + drain_timeout + 60.0

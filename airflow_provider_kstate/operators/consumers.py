@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.defaults import PRESERVE
-from airflow_provider_kstate.operators.base import KStateStepOperator, drain_hold
+from airflow_provider_kstate.operators.base import KStateStepOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -44,7 +44,7 @@ class KStatePausingOperator(KStateStepOperator):
 
     def pausing_run(self, context: Context) -> IncreaseRun:
         """Return this task's run with the key order, the EMPTY wait and the producers' hold for a drain."""
-        from airflow_provider_kstate.increase.key_order import check_key_order
+        from airflow_provider_kstate.increase.key_order import check_key_order, drain_hold
 
         return self.run(
             context,

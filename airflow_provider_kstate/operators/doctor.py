@@ -11,7 +11,11 @@ from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 from airflow_provider_kstate.params import as_bool, as_str_list
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from airflow.sdk import Context
+
+    from airflow_provider_kstate.doctor.verdict import Verdict
 
 
 class KStateBrokerDoctorOperator(KStateKafkaOperator):
@@ -89,3 +93,19 @@ def allowed_deviations(allow: object) -> tuple[str, ...]:
         return check_names(as_str_list("allow_broker_deviation", allow))
     except ValueError as exc:
         raise KStateConfigError(f"{exc}. Nothing was changed.") from None
+
+
+def broker_verdict(task: Any, needs: Iterable[str], what: str) -> Verdict:
+    """Return the broker doctor's verdict on ``task``'s connection (cached per cluster), refusing before
+    anything changes a broken promise of ``needs`` that the task's ``allow_broker_deviation`` does not accept
+    (:class:`~airflow_provider_kstate.errors.BrokerDeviationError`; each accepted one logged as ``RISK
+    ACCEPTED``). The plan and the Spark state tasks ask it so.
+
+    :param task: an operator with ``kafka_config_id``, ``request_timeout`` and ``allow_broker_deviation``.
+    :param what: the run a refusal names (``the increase of 'orders'``).
+    """
+    from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
+
+    allow = allowed_deviations(task.allow_broker_deviation)
+    hook = KStateDoctorHook(task.kafka_config_id, request_timeout=task.request_timeout)
+    return hook.require(needs, allow, what)

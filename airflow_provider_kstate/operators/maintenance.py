@@ -1,4 +1,6 @@
-"""The decisions of the state-maintenance flow: whether to run the deep check, and what to do with the verdict.
+"""The decisions of the state-maintenance flow as tasks: whether to run the deep check, and what to do with the
+verdict (the decisions themselves: :mod:`airflow_provider_kstate.store.tasks`, whose ``RebuildMode`` and
+``verdict`` this module re-exports).
 
 Plain operators (not TaskFlow callables in the DAG file), so the DAG parses without the standard provider's
 Python operators.
@@ -11,72 +13,20 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.standard.operators.branch import BaseBranchOperator
 from airflow.sdk import BaseOperator
 
-from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import StateCheckFailed
-from airflow_provider_kstate.params import as_choice
+from airflow_provider_kstate.store.tasks import RebuildMode, check_report, store_bad, verdict
 from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_kstate.store.results import CheckReport
-
-
-class RebuildMode(StrEnum):
-    """The ``rebuild`` param: rebuild a bad store (``auto``), fail the run instead (``never``), or always
-    rebuild (``force``)."""
-
-    AUTO = "auto"
-    NEVER = "never"
-    FORCE = "force"
-
-
-def rebuild_scope(fast: CheckReport, deep: CheckReport | None, target: int | None = None) -> list[int]:
-    """Return the partitions a partial rebuild covers, [] for a full rebuild.
-
-    The deep check's failed partitions, plus the fast check's when all it found is damage to those
-    partitions' data files (:func:`~airflow_provider_kstate.store.fast_check.partial_scope`). Any other
-    fast-check failure, or a re-key to another partition count (``target``), needs a full rebuild.
-    """
-    from airflow_provider_kstate.store.fast_check import partial_scope
-
-    if target and target != fast.topic_partitions:
-        return []
-    scope = [] if fast.ok else partial_scope(fast)
-    if scope is None:
-        return []
-    return sorted(set(scope) | set(deep.failed_partitions if deep is not None else []))
-
-
-def verdict(
-    fast: CheckReport, deep: CheckReport | None, mode: str, target: int | None = None
-) -> tuple[str, list[int]]:
-    """Return the branch (``store_ok``, ``store_bad`` or ``rebuild``) and the partitions a partial rebuild covers.
-
-    ``auto`` rebuilds only the failing partitions when :func:`rebuild_scope` allows it; ``force`` always
-    rebuilds everything.
-
-    :param target: the partition count to key the rebuild for (the ``partitions`` param), None: unchanged.
-    """
-    rebuild = as_choice("rebuild", mode, RebuildMode)
-    bad = not fast.ok or (deep is not None and not deep.ok)
-    only = rebuild_scope(fast, deep, target) if rebuild == RebuildMode.AUTO and bad else []
-    if rebuild == RebuildMode.FORCE:
-        return "rebuild", only
-    if not bad:
-        return "store_ok", only
-    return ("rebuild" if rebuild == RebuildMode.AUTO else "store_bad"), only
-
-
-def read_report(xcom: Any, check: str = "deep") -> CheckReport | None:
-    """Parse a check task's report (its XCom, rendered) into a :class:`CheckReport`, None when the task
-    pushed none (skipped).
-
-    :param check: ``fast`` or ``deep``, when the report does not say.
-    """
-    from airflow_provider_kstate.store.results import CheckReport
-
-    return CheckReport.read(xcom, check=check) if xcom else None
+__all__ = [
+    "KStateChooseDeepCheckOperator",
+    "KStateStoreBadOperator",
+    "KStateStoreVerdictOperator",
+    "RebuildMode",
+    "verdict",
+]
 
 
 class KStateChooseDeepCheckOperator(TranslatesDomainErrors, BaseBranchOperator):
@@ -96,7 +46,7 @@ class KStateChooseDeepCheckOperator(TranslatesDomainErrors, BaseBranchOperator):
         self.otherwise_task_id = otherwise_task_id
 
     def choose_branch(self, context: Context) -> str:
-        fast = read_report(self.fast_report, "fast")
+        fast = check_report(self.fast_report, "fast")
         deep = bool(context["params"].get("deep")) and bool(fast and fast.snapshot_ok)
         self.log.info("DECIDE deep check %s", "runs" if deep else "skipped")
         return self.deep_task_id if deep else self.otherwise_task_id
@@ -120,12 +70,12 @@ class KStateStoreVerdictOperator(TranslatesDomainErrors, BaseBranchOperator):
         self.deep_report = deep_report
 
     def choose_branch(self, context: Context) -> str:
-        fast = read_report(self.fast_report, "fast")
+        fast = check_report(self.fast_report, "fast")
         if fast is None:
             raise StateCheckFailed(
                 "no fast check report (fast_report is empty): the verdict needs the fast check's"
             )
-        deep = read_report(self.deep_report, "deep")
+        deep = check_report(self.deep_report, "deep")
         params = context["params"]
         branch, only = verdict(fast, deep, params.get("rebuild", RebuildMode.AUTO), params.get("partitions"))
         context["ti"].xcom_push(key="only_partitions", value=",".join(str(p) for p in only))
@@ -156,10 +106,4 @@ class KStateStoreBadOperator(TranslatesDomainErrors, BaseOperator):
         self.reports = reports
 
     def execute(self, context: Context) -> None:
-        pulled = (read_report(report) for report in self.reports)
-        details = "; ".join(
-            f"{r.check} check: problems {r.problems}, failed partitions {r.failed_partitions}"
-            for r in pulled
-            if r is not None and not r.ok
-        )
-        raise StateCheckFailed(f"the state store is bad and rebuild=never: {details}")
+        raise store_bad(self.reports)

@@ -9,16 +9,12 @@ from airflow.sdk import BaseOperator
 from airflow_provider_kstate.compat import AirflowSkipException
 from airflow_provider_kstate.defaults import DEFAULT_SPARK_PREFIXES, PRESERVE
 from airflow_provider_kstate.operators.base import KStateIncreaseOperator, run_events
-from airflow_provider_kstate.operators.doctor import allowed_deviations
+from airflow_provider_kstate.operators.doctor import broker_verdict
 from airflow_provider_kstate.params import as_bool
 from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-    from airflow_provider_kstate.hooks.admin import KStateAdminHook
-    from airflow_provider_kstate.increase.plan import Plan
-    from airflow_provider_kstate.increase.request import PlanRequest
 
 
 class KStatePlanOperator(KStateIncreaseOperator):
@@ -140,86 +136,27 @@ class KStatePlanOperator(KStateIncreaseOperator):
         self.spark_group_prefixes = spark_group_prefixes
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_kstate.hooks.lease import KStateLeaseHook
-        from airflow_provider_kstate.increase.plan_step import PlanStep
+        from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS, SHARE_NEW_PARTITIONS
+        from airflow_provider_kstate.increase.plan_step import PlanStep, RunPlace, plan_request
         from airflow_provider_kstate.lease_rules import LeaseSet
 
-        request, dry_run = self.plan_request(), as_bool("dry_run", self.plan_only)
-        hook = KStateLeaseHook(
-            self.kafka_config_id, lease_topic=self.lease_topic, request_timeout=self.request_timeout
-        )
-        admin = hook.admin  # the lease hook has the connection's admin hook: the plan is built with it
+        request, dry_run = plan_request(self), as_bool("dry_run", self.plan_only)
+        admin = self.lease.admin  # the lease hook has the connection's admin hook: the plan is built with it
         # A wrong password, an unknown CA or an expired certificate fails here, named, before anything else.
         admin.check_connection()
-        keeper = LeaseSet.for_topics(hook, request.topics, context, self.lease_ttl, self.log)  # a set of one
-        plan = PlanStep(keeper, admin.partition_count, self.log).run(
-            request.partitions or 0, dry_run, lambda: self._plan(admin, request, keeper.owner, dry_run)
-        )
-        if not dry_run:
-            self._planned(plan, keeper.owner)
+        # The leases of the request's topics (a topic is a set of one), and where the run writes.
+        keeper = LeaseSet.for_topics(self.lease, request.topics, context, self.lease_ttl, self.log)
+        connection, report_uri = (self.kafka_config_id, admin.cluster.config), str(self.report_uri or "")
+        place = RunPlace(*connection, self.control_topic, self.lease_topic, report_uri)
+
+        def trust(what: str) -> bool:  # refuses a broker that breaks a promise the increase needs
+            return broker_verdict(self, INCREASE_NEEDS, what).kept(SHARE_NEW_PARTITIONS)
+
+        step = PlanStep(keeper, admin.partition_count, self.log)
+        plan = step.plan(admin, request, self.control.client_piece_clients, place, trust, dry_run)
+        if not dry_run:  # the run's progress document starts: the kstate page shows the run from here on
+            run_events(self.report_storage, plan, keeper.owner, self.log).step("planned")
         return plan.to_dict()
-
-    def plan_request(self) -> PlanRequest:
-        """The request of this run from the operator's (rendered) arguments
-        (:func:`~airflow_provider_kstate.increase.plan_step.plan_request`)."""
-        from airflow_provider_kstate.increase.plan_step import plan_request
-
-        return plan_request(self)
-
-    def _plan(self, admin: KStateAdminHook, request: PlanRequest, owner: str, dry_run: bool) -> Plan:
-        """The one planner's plan of ``request`` on this connection (its ACLs checked, the broker trusted),
-        with this run's fields."""
-        from airflow_provider_kstate.hooks.control import KStateControlHook
-        from airflow_provider_kstate.increase.planner import AccessScope, plan_increase
-
-        control = KStateControlHook(
-            self.kafka_config_id, control_topic=self.control_topic, request_timeout=self.request_timeout
-        )
-        internal, name = (self.lease_topic, self.control_topic), f"connection {self.kafka_config_id!r}:"
-        return plan_increase(
-            admin,
-            request,
-            control.client_piece_clients,
-            access=AccessScope(internal, admin.cluster.config, name),
-            trust=lambda: self._trust_broker(", ".join(request.topics)),
-            warn=lambda line: self.log.warning("PLAN %s", line),
-        ).with_run(
-            owner=owner,
-            dry_run=dry_run,
-            control_topic=self.control_topic,
-            lease_topic=self.lease_topic,
-            report_uri=str(self.report_uri or ""),
-        )
-
-    def _planned(self, plan: Plan, owner: str) -> None:
-        """Start the run's progress document (the kstate page shows the run from here on)."""
-        from airflow_provider_kstate.hooks.reports import ObjectStorageReports
-
-        run_events(ObjectStorageReports(self.storage_conn_id), plan, owner, self.log).step("planned")
-
-    def _trust_broker(self, topics: str) -> bool:
-        """Refuse, before anything changes, a broker that breaks a promise the increase relies on; return
-        whether it keeps ``share_new_partitions`` (the plan leaves such share groups alone)."""
-        from airflow_provider_kstate.doctor.promises import INCREASE_NEEDS, SHARE_NEW_PARTITIONS
-        from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
-
-        allow = allowed_deviations(self.allow_broker_deviation)
-        verdict = KStateDoctorHook(self.kafka_config_id, request_timeout=self.request_timeout).require(
-            INCREASE_NEEDS, allow, f"the increase of {topics!r}"
-        )
-        return verdict.kept(SHARE_NEW_PARTITIONS)
-
-    def get_openlineage_facets_on_start(self) -> Any:
-        """The topic this plan reads, for OpenLineage (:mod:`airflow_provider_kstate.lineage`)."""
-        from airflow_provider_kstate.lineage import increase_lineage
-
-        return increase_lineage(self)
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """The topic with the plan (partitions, groups and their class), for OpenLineage."""
-        from airflow_provider_kstate.lineage import increase_lineage
-
-        return increase_lineage(self, task_instance, complete=True)
 
 
 class KStateDryRunGateOperator(TranslatesDomainErrors, BaseOperator):

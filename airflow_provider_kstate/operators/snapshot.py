@@ -15,13 +15,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate import defaults
 from airflow_provider_kstate.assets import annotate_outlets
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 from airflow_provider_kstate.operators.spark_app import KStateSparkApplicationOperator
-from airflow_provider_kstate.params import as_optional_count, as_partitions
 from airflow_provider_kstate.store import tasks
 from airflow_provider_kstate.store.submission import app_file, package_app, spark_app_path
 
@@ -36,20 +36,8 @@ __all__ = [
     "KStateFastCheckOperator",
     "KStateRebuildOperator",
     "KStateSparkApplicationOperator",
-    "parse_count",
-    "parse_partitions",
     "spark_app_path",
 ]
-
-
-def parse_partitions(value: Any) -> list[int] | None:
-    """Normalize a partition list (see :func:`~airflow_provider_kstate.params.as_partitions`)."""
-    return as_partitions("partitions", value)
-
-
-def parse_count(value: Any, name: str = "partitions") -> int | None:
-    """Normalize an optional partition count (see :func:`~airflow_provider_kstate.params.as_optional_count`)."""
-    return as_optional_count(name, value)
 
 
 class _StoreTask:
@@ -59,6 +47,11 @@ class _StoreTask:
     kafka_config_id: str
     request_timeout: float
     storage_conn_id: str | None
+    topic: str
+    snapshot_uri: str
+    fail_on_bad: bool
+    outlets: Any
+    log: Any
 
     def snapshot_hook(self) -> KStateSnapshotHook:
         """Return the hook of the Kafka connection and of the snapshot's storage."""
@@ -69,6 +62,24 @@ class _StoreTask:
             request_timeout=self.request_timeout,
             storage_conn_id=self.storage_conn_id,
         )
+
+    def finish_check(
+        self, context: Context, kind: str, report: CheckReport, lines: list[tuple[bool, str]]
+    ) -> Any:
+        """Log a check's runbook ``lines`` (``(warning, text)``), annotate the outlets, count it, raise when
+        ``fail_on_bad`` and the store is bad (:func:`~airflow_provider_kstate.store.tasks.check_failure`);
+        return the report document (the XCom). ``kind``: ``fast`` or ``deep``."""
+        from airflow_provider_kstate.metrics import METRICS_OUT
+
+        for warning, text in lines:
+            (self.log.warning if warning else self.log.info)("%s", text)
+        doc = report.to_dict()
+        annotate_outlets(self.outlets, context, doc)
+        METRICS_OUT.checked(self.topic, kind, report.ok, report.failed_partitions)
+        failure = tasks.check_failure(kind, self.snapshot_uri, self.topic, report)
+        if self.fail_on_bad and failure is not None:
+            raise failure
+        return doc
 
     def get_openlineage_facets_on_start(self) -> Any:
         """The changelog and the snapshot."""
@@ -81,25 +92,6 @@ class _StoreTask:
         from airflow_provider_kstate.lineage import store_lineage
 
         return store_lineage(self, task_instance, complete=True)
-
-
-def _finish_check(
-    operator: Any, context: Context, kind: str, report: CheckReport, lines: list[tuple[bool, str]]
-) -> dict[str, Any]:
-    """Log a check's runbook ``lines`` (``(warning, text)``), annotate the outlets, count it, raise when
-    ``fail_on_bad`` and the store is bad (:func:`~airflow_provider_kstate.store.tasks.check_failure`);
-    return the report document (the XCom). ``kind``: ``fast`` or ``deep``."""
-    from airflow_provider_kstate.metrics import METRICS_OUT
-
-    for warning, text in lines:
-        (operator.log.warning if warning else operator.log.info)("%s", text)
-    doc = report.to_dict()
-    annotate_outlets(operator.outlets, context, doc)
-    METRICS_OUT.checked(operator.topic, kind, report.ok, report.failed_partitions)
-    failure = tasks.check_failure(kind, operator.snapshot_uri, operator.topic, report)
-    if operator.fail_on_bad and failure is not None:
-        raise failure
-    return doc
 
 
 class KStateFastCheckOperator(_StoreTask, KStateKafkaOperator):
@@ -137,7 +129,7 @@ class KStateFastCheckOperator(_StoreTask, KStateKafkaOperator):
 
         report = self.snapshot_hook().fast_check(self.topic, self.snapshot_uri)
         # the XCom: the fast check's report document, as it built it
-        return _finish_check(self, context, "fast", report, results.fast_lines(report))
+        return self.finish_check(context, "fast", report, results.fast_lines(report))
 
 
 class _StoreSparkOperator(_StoreTask, KStateSparkApplicationOperator):
@@ -191,12 +183,6 @@ class _StoreSparkOperator(_StoreTask, KStateSparkApplicationOperator):
         self.changelog_reader = changelog_reader
         self.progress_interval = tasks.progress_seconds(progress_interval)
 
-    def allowed_deviations(self) -> tuple[str, ...]:
-        """Return ``allow_broker_deviation`` as promise names (KStateConfigError naming an unknown one)."""
-        from airflow_provider_kstate.operators.doctor import allowed_deviations
-
-        return allowed_deviations(self.allow_broker_deviation)
-
     def trust_broker(self) -> list[str]:
         """Refuse a broker whose changelog reads cannot be trusted, by the doctor's verdict (cached per
         cluster), before Spark starts; return the broken promises ``allow_broker_deviation`` accepts.
@@ -204,31 +190,13 @@ class _StoreSparkOperator(_StoreTask, KStateSparkApplicationOperator):
         :raises BrokerDeviationError: a promise of ``STATE_NEEDS`` is broken and not accepted.
         """
         from airflow_provider_kstate.doctor.promises import STATE_NEEDS
-        from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
+        from airflow_provider_kstate.operators.doctor import allowed_deviations, broker_verdict
 
-        allow = self.allowed_deviations()
-        what = tasks.app_subject(self.app_name, self.topic)
-        verdict = KStateDoctorHook(kafka_config_id=self.kafka_config_id).require(STATE_NEEDS, allow, what)
-        return tasks.accepted_deviations(verdict.broken(), allow)
+        verdict = broker_verdict(self, STATE_NEEDS, tasks.app_subject(self.app_name, self.topic))
+        return tasks.accepted_deviations(verdict.broken(), allowed_deviations(self.allow_broker_deviation))
 
     def app_path(self) -> str:
         return package_app(self.application, self.app_name)
-
-    def _base_args(self, accepted: list[str] | None = None) -> list[str]:
-        if self.allow_non_compacted_changelog:
-            self.log.warning(
-                "RISK ACCEPTED: allow_non_compacted_changelog=True for %s: a changelog that retention trimmed "
-                "may lack keys, so the snapshot may miss state",
-                self.topic,
-            )
-        return tasks.store_args(
-            self.topic,
-            self.snapshot_uri,
-            progress_interval=self.progress_interval,
-            changelog_reader=self.changelog_reader,
-            accepted=accepted,
-            allow_non_compacted=self.allow_non_compacted_changelog,
-        )
 
 
 class KStateDeepCheckOperator(_StoreSparkOperator):
@@ -257,7 +225,7 @@ class KStateDeepCheckOperator(_StoreSparkOperator):
         self.fail_on_bad = fail_on_bad
 
     def app_args(self, accepted: list[str] | None = None) -> list[str]:
-        return tasks.deep_check_args(self._base_args(accepted), self.sample_keys)
+        return tasks.deep_check_args(tasks.read_args(self, accepted, self.log), self.sample_keys)
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         from airflow_provider_kstate.store import results
@@ -270,7 +238,7 @@ class KStateDeepCheckOperator(_StoreSparkOperator):
         written = self.submit(hook, context, self.app_args(accepted))
         report = CheckReport.read(written, check="deep", topic=self.topic, snapshot_uri=self.snapshot_uri)
         # the XCom: the application's report with check, topic and the verdict
-        return _finish_check(self, context, "deep", report, results.deep_lines(report))
+        return self.finish_check(context, "deep", report, results.deep_lines(report))
 
 
 class KStateRebuildOperator(_StoreSparkOperator):
@@ -305,9 +273,6 @@ class KStateRebuildOperator(_StoreSparkOperator):
     template_fields = (*_StoreSparkOperator.template_fields, "partitions", "only_partitions", "keep_versions")
     app_name = "rebuild.py"
 
-    #: The rebuild application's arguments for a target count and partition list.
-    rebuild_args = staticmethod(tasks.rebuild_args)
-
     def __init__(
         self,
         *,
@@ -326,13 +291,6 @@ class KStateRebuildOperator(_StoreSparkOperator):
         self.keep_versions = keep_versions
         self.lease_topic = lease_topic
         self.lease_ttl = lease_ttl
-
-    def _plan(self, hook: KStateSnapshotHook) -> tuple[int, list[int] | None]:
-        """Validate the inputs against the cluster and the snapshot; return (target count, only list)."""
-        current = hook.admin.partition_count(self.topic)
-        target = tasks.rebuild_target(self.topic, current, parse_count(self.partitions))
-        only = parse_partitions(self.only_partitions)
-        return target, tasks.rebuild_scope(target, only, lambda: hook.manifest(self.snapshot_uri).partitions)
 
     @contextmanager
     def snapshot_lease(self, context: Context, root: str) -> Iterator[str]:
@@ -362,12 +320,20 @@ class KStateRebuildOperator(_StoreSparkOperator):
 
         hook = self.snapshot_hook()
         root = check_uri(self.snapshot_uri).rstrip("/")
-        keep = tasks.keep_count(parse_count(self.keep_versions, "keep_versions"), self.keep_versions)
-        target, only = self._plan(hook)
-        intent = tasks.rebuild_intent(target, only, keep)
-        self.log.info("Rebuilding snapshot %s of %s for %s", self.snapshot_uri, self.topic, intent)
+        given = {
+            "partitions": self.partitions,
+            "only_partitions": self.only_partitions,
+            "keep_versions": self.keep_versions,
+        }
+        plan = tasks.plan_rebuild(
+            self.topic,
+            given,
+            partial(hook.admin.partition_count, self.topic),
+            lambda: hook.manifest(self.snapshot_uri).partitions,
+        )
+        self.log.info("Rebuilding snapshot %s of %s for %s", self.snapshot_uri, self.topic, plan.intent())
         accepted = self.trust_broker()  # BrokerDeviationError before Spark starts: nothing published
-        args = tasks.rebuild_args(self._base_args(accepted), target, only, keep)
+        args = plan.args(tasks.read_args(self, accepted, self.log))
         with self.snapshot_lease(context, root):
             started = time.monotonic()
             written = self.submit(hook, context, args)

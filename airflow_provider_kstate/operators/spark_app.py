@@ -6,7 +6,7 @@ run adds to ``spark-submit``, the report and the errors are :mod:`airflow_provid
 from __future__ import annotations
 
 import json
-from contextlib import AbstractContextManager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -15,13 +15,11 @@ from airflow_provider_kstate.errors import KStateConfigError, SparkApplicationEr
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 from airflow_provider_kstate.store import submission
 from airflow_provider_kstate.store.submission import APP_ERRORS, app_error
-from airflow_provider_kstate.store.submission import child_pids as _child_pids
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
-    from airflow_provider_kstate.store.submission import Submission
 
 __all__ = ["APP_ERRORS", "KStateSparkApplicationOperator", "SparkApplicationError", "app_error"]
 
@@ -72,7 +70,7 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
     ) -> None:
         kwargs.setdefault("conn_id", spark_conn_id or "spark_default")
         kwargs.setdefault("name", spark_name or f"kstate-{kwargs.get('task_id', 'app')}")
-        archives = kwargs.pop("archives", None)  # given to spark-submit with the run's, see _configured
+        archives = kwargs.pop("archives", None)  # to spark-submit with the run's (submission.run_parameters)
         super().__init__(**kwargs)
         self.spark_conn_id: str = kwargs["conn_id"]
         self.archives: str | None = archives
@@ -105,65 +103,28 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
         self, hook: KStateSnapshotHook, context: Context | None = None, args: list[str] | None = None
     ) -> dict[str, Any]:
         """Run the application with spark-submit and return its report; a failure it reported fails the task
-        with its error (:data:`~airflow_provider_kstate.store.submission.APP_ERRORS`). Once per operator
+        with its error (:func:`~airflow_provider_kstate.store.submission.submit`). Once per operator
         instance (one task try): the Spark operator keeps the hook of its first ``execute``.
 
         :param hook: gives the Kafka config file.
         :param context: the task's context (for OpenLineage's parent job).
         :param args: the application's own arguments; default :meth:`app_args`.
         """
-        app = self.app_path()
-        with (
-            hook.kafka_config_file() as cfg,
-            submission.run_files(self.report_dir, self.task_id) as (report, ship),
-        ):
-            sub = self._plan_submission(cfg, report, ship, self.app_args() if args is None else args)
-            self._children_before = _child_pids()
-            with submission.reported_failure(report, app, self.task_id), self._configured(sub):
-                SparkSubmitOperator.execute(self, context if context is not None else {})  # type: ignore[arg-type]
-            return submission.read_report(report, app)
-
-    def _plan_submission(self, cfg: str, report: str, ship: str, args: list[str]) -> Submission:
-        return submission.plan_submission(
-            cfg,
-            report,
-            ship,
-            args,
-            deploy_mode=self.deploy_mode,
-            ship_kafka_config=self.ship_kafka_config,
-            ship_provider=self.ship_provider,
-            python_env_archive=self.python_env_archive,
-        )
-
-    def _configured(self, sub: Submission) -> AbstractContextManager[None]:
-        """Set the Spark operator's public parameters to this run's for one ``execute``, then restore them:
-        its own (templated) ones with the run's added (:func:`~airflow_provider_kstate.store.submission.run_parameters`).
-        """
-        run = submission.run_parameters(
-            sub,
-            spark_conf=self.spark_conf,
-            conf=self.conf,
-            archives=self.archives,
-            files=self.files,
-            py_files=self.py_files,
-        )
-        return submission.run_parameters_set(self, run)
+        app, args = self.app_path(), self.app_args() if args is None else args
+        with hook.kafka_config_file() as cfg:
+            self._children_before = submission.child_pids()
+            spark_submit = partial(SparkSubmitOperator.execute, self, context if context is not None else {})
+            return submission.submit(self, cfg, app, args, spark_submit)
 
     def on_kill(self) -> None:
-        """Kill ``spark-submit`` (the Spark provider's ``on_kill``: its JVM and a cluster-mode driver), then
-        what survives of the process tree the submission started (in client mode the PySpark driver and,
-        with a ``local`` master, its Python workers): SIGTERM, then SIGKILL after :attr:`kill_grace` seconds
-        (short: Airflow escalates to SIGKILL of the task itself soon after).
+        """Kill ``spark-submit`` and what survives of the process tree the submission started
+        (:func:`~airflow_provider_kstate.store.submission.kill_tree`): SIGTERM, then SIGKILL after
+        :attr:`kill_grace` seconds (short: Airflow escalates to SIGKILL of the task itself soon after).
         """
-        tree = submission.spawned_tree(self._children_before)
-        super().on_kill()
-        terminated, killed = submission.end_processes(tree, self.kill_grace)
-        if terminated or killed:
+        ended = submission.kill_tree(self._children_before, super().on_kill, self.kill_grace)
+        if any(ended):
             self.log.info(
-                "KILL spark-submit's processes: %s terminated, %s killed after %ss",
-                terminated,
-                killed,
-                self.kill_grace,
+                "KILL spark-submit's processes: %s terminated, %s killed after %ss", *ended, self.kill_grace
             )
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]

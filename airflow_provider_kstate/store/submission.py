@@ -14,10 +14,10 @@ import os
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_kstate.errors import (
     BrokerDeviationError,
@@ -191,6 +191,85 @@ def run_parameters(
     }
 
 
+class SparkTask(Protocol):
+    """A Spark task's own (rendered) spark-submit parameters, as a run adds to them
+    (:class:`~airflow_provider_kstate.operators.spark_app.KStateSparkApplicationOperator` documents each)."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def report_dir(self) -> str | None: ...
+
+    @property
+    def deploy_mode(self) -> str | None: ...
+
+    @property
+    def ship_kafka_config(self) -> bool | None: ...
+
+    @property
+    def ship_provider(self) -> bool: ...
+
+    @property
+    def python_env_archive(self) -> str | None: ...
+
+    @property
+    def spark_conf(self) -> Mapping[str, Any] | None: ...
+
+    @property
+    def conf(self) -> Mapping[str, Any] | None: ...
+
+    @property
+    def archives(self) -> str | None: ...
+
+    @property
+    def files(self) -> str | None: ...
+
+    @property
+    def py_files(self) -> str | None: ...
+
+
+def task_run_parameters(task: SparkTask, cfg: str, report: str, ship: str, args: list[str]) -> dict[str, Any]:
+    """Return ``task``'s spark-submit parameters for one run (:func:`plan_submission`, then
+    :func:`run_parameters`): the config file ``cfg``, the report file ``report``, what is shipped (built in
+    ``ship``) and the application's ``args``."""
+    sub = plan_submission(
+        cfg,
+        report,
+        ship,
+        args,
+        deploy_mode=task.deploy_mode,
+        ship_kafka_config=task.ship_kafka_config,
+        ship_provider=task.ship_provider,
+        python_env_archive=task.python_env_archive,
+    )
+    return run_parameters(
+        sub,
+        spark_conf=task.spark_conf,
+        conf=task.conf,
+        archives=task.archives,
+        files=task.files,
+        py_files=task.py_files,
+    )
+
+
+def submit(
+    task: SparkTask, cfg: str, app: str, args: list[str], spark_submit: Callable[[], object]
+) -> dict[str, Any]:
+    """Run ``spark_submit`` with ``task``'s parameters set to this run's (:func:`task_run_parameters`, restored
+    afterwards) and return the report application ``app`` wrote; a failure it reported fails with its error
+    (:func:`reported_failure`, :data:`APP_ERRORS`).
+
+    :param cfg: the Kafka config file the application reads.
+    :param args: the application's own arguments.
+    """
+    with run_files(task.report_dir, task.task_id) as (report, ship):
+        run = task_run_parameters(task, cfg, report, ship, args)
+        with reported_failure(report, app, task.task_id), run_parameters_set(task, run):
+            spark_submit()
+        return read_report(report, app)
+
+
 @contextlib.contextmanager
 def run_parameters_set(operator: object, run: Mapping[str, Any]) -> Iterator[None]:
     """Set the operator's parameters to the run's (:func:`run_parameters`) while the body runs, then restore
@@ -274,6 +353,18 @@ def spawned_tree(before: set[int] | None) -> list[Any]:
     except psutil.Error:
         pass
     return tree
+
+
+def kill_tree(before: set[int] | None, kill: Callable[[], object], grace: float) -> tuple[int, int]:
+    """End a submission: ``kill`` it (the Spark provider's ``on_kill``: spark-submit's JVM and a cluster-mode
+    driver), then what survives of the process tree it started (:func:`spawned_tree` of ``before``; in
+    client mode the PySpark driver and, with a ``local`` master, its Python workers) by :func:`end_processes`.
+
+    :returns: how many ended on SIGTERM and how many were killed.
+    """
+    tree = spawned_tree(before)
+    kill()
+    return end_processes(tree, grace)
 
 
 def end_processes(procs: list[Any], grace: float) -> tuple[int, int]:

@@ -1,16 +1,21 @@
 """The decisions of the state tasks (the fast and deep checks, the rebuild), without Airflow: which inputs
-are acceptable, the Spark applications' arguments, and the verdict on what a check or a rebuild reported.
+are acceptable, the Spark applications' arguments, and the verdict on what a check or a rebuild reported;
+and those of the state-maintenance flow: whether a bad store is rebuilt, and which partitions (:func:`verdict`).
 
-The operators (``operators/snapshot.py``) gather the inputs (templated parameters, the cluster's partition
-count, the snapshot's manifest), call these, and log and raise what they return.
+The operators (``operators/snapshot.py``, ``operators/maintenance.py``) gather the inputs (templated
+parameters, the checks' reports, the cluster's partition count, the snapshot's manifest), call these, and
+log and raise what they return.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
+from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import KStateConfigError, SnapshotError, StateCheckFailed
+from airflow_provider_kstate.params import as_choice, as_optional_count, as_partitions
 from airflow_provider_kstate.store import results
 from airflow_provider_kstate.store.results import CheckReport, RebuildReport
 from airflow_provider_kstate.store.submission import BOUND_DEVIATIONS
@@ -65,6 +70,48 @@ def store_args(
     if allow_non_compacted:  # the app refuses a non-compacted changelog whose log moved
         args.append("--allow-non-compacted")
     return args
+
+
+class ChangelogRead(Protocol):
+    """How a Spark state task (the deep check, the rebuild) reads the changelog: its (rendered) parameters
+    (``operators/snapshot.py`` documents each)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def snapshot_uri(self) -> str: ...
+
+    @property
+    def progress_interval(self) -> float: ...
+
+    @property
+    def changelog_reader(self) -> str: ...
+
+    @property
+    def allow_non_compacted_changelog(self) -> bool: ...
+
+
+def read_args(task: ChangelogRead, accepted: Sequence[str] | None, log: Any) -> list[str]:
+    """Return the arguments the deep check and the rebuild share, from ``task``'s parameters
+    (:func:`store_args`); a non-compacted changelog it accepts is logged as ``RISK ACCEPTED``.
+
+    :param accepted: the broker's broken promises the task accepts (:func:`accepted_deviations`).
+    """
+    if task.allow_non_compacted_changelog:
+        log.warning(
+            "RISK ACCEPTED: allow_non_compacted_changelog=True for %s: a changelog that retention trimmed "
+            "may lack keys, so the snapshot may miss state",
+            task.topic,
+        )
+    return store_args(
+        task.topic,
+        task.snapshot_uri,
+        progress_interval=task.progress_interval,
+        changelog_reader=task.changelog_reader,
+        accepted=accepted,
+        allow_non_compacted=task.allow_non_compacted_changelog,
+    )
 
 
 def deep_check_args(base: list[str], sample_keys: int) -> list[str]:
@@ -131,6 +178,53 @@ def keep_count(keep: int | None, given: Any) -> int:
     return keep
 
 
+@dataclass(frozen=True)
+class RebuildPlan:
+    """What a rebuild does, its inputs checked (:func:`plan_rebuild`).
+
+    :param target: the partition count it keys the snapshot for.
+    :param only: the partitions it rebuilds (None: all).
+    :param keep: how many versions stay, the current one included.
+    """
+
+    target: int
+    only: list[int] | None
+    keep: int
+
+    def intent(self) -> str:
+        """How the rebuild's log line says what it is about to do (:func:`rebuild_intent`)."""
+        return rebuild_intent(self.target, self.only, self.keep)
+
+    def args(self, base: list[str]) -> list[str]:
+        """The rebuild application's arguments after the shared ``base`` (:func:`read_args`)."""
+        return rebuild_args(base, self.target, self.only, self.keep)
+
+
+def plan_rebuild(
+    topic: str,
+    given: Mapping[str, Any],
+    partition_count: Callable[[], int],
+    snapshot_partitions: Callable[[], int],
+) -> RebuildPlan:
+    """Return what a rebuild of ``topic`` does, each input checked before Spark starts.
+
+    :param given: the task's (rendered) ``partitions``, ``only_partitions`` and ``keep_versions``.
+    :param partition_count: reads the topic's partition count now (a missing topic raises there).
+    :param snapshot_partitions: reads the snapshot's partition count, only when ``only_partitions`` needs it.
+    :raises KStateConfigError: ``keep_versions`` below 1, a target below the topic's count, a partition
+        outside the target layout, or a partial rebuild of a changed layout.
+    """
+    kept = given.get("keep_versions")
+    keep = keep_count(as_optional_count("keep_versions", kept), kept)
+    target = rebuild_target(
+        topic, partition_count(), as_optional_count("partitions", given.get("partitions"))
+    )
+    only = rebuild_scope(
+        target, as_partitions("partitions", given.get("only_partitions")), snapshot_partitions
+    )
+    return RebuildPlan(target, only, keep)
+
+
 def scope_text(only: list[int] | None) -> str:
     """Return how the rebuild's log line names its partitions."""
     return f"only partitions {only}" if only else "all partitions"
@@ -173,3 +267,73 @@ def rebuilt(written: Mapping[str, Any], snapshot_uri: str, topic: str) -> Rebuil
             f"{written.get('error') or written}; the previous snapshot is unchanged"
         )
     return RebuildReport.from_dict(written)
+
+
+# ------------------------------------------------------------------------- the maintenance flow's verdict
+
+
+class RebuildMode(StrEnum):
+    """The ``rebuild`` param: rebuild a bad store (``auto``), fail the run instead (``never``), or always
+    rebuild (``force``)."""
+
+    AUTO = "auto"
+    NEVER = "never"
+    FORCE = "force"
+
+
+def check_report(xcom: Any, check: str = "deep") -> CheckReport | None:
+    """Parse a check task's report (its XCom, rendered) into a :class:`CheckReport`, None when the task
+    pushed none (skipped).
+
+    :param check: ``fast`` or ``deep``, when the report does not say.
+    """
+    return CheckReport.read(xcom, check=check) if xcom else None
+
+
+def partial_rebuild(fast: CheckReport, deep: CheckReport | None, target: int | None = None) -> list[int]:
+    """Return the partitions a partial rebuild covers, [] for a full rebuild.
+
+    The deep check's failed partitions, plus the fast check's when all it found is damage to those
+    partitions' data files (:func:`~airflow_provider_kstate.store.fast_check.partial_scope`). Any other
+    fast-check failure, or a re-key to another partition count (``target``), needs a full rebuild.
+    """
+    from airflow_provider_kstate.store.fast_check import partial_scope
+
+    if target and target != fast.topic_partitions:
+        return []
+    scope = [] if fast.ok else partial_scope(fast)
+    if scope is None:
+        return []
+    return sorted(set(scope) | set(deep.failed_partitions if deep is not None else []))
+
+
+def verdict(
+    fast: CheckReport, deep: CheckReport | None, mode: str, target: int | None = None
+) -> tuple[str, list[int]]:
+    """Return the branch (``store_ok``, ``store_bad`` or ``rebuild``) and the partitions a partial rebuild covers.
+
+    ``auto`` rebuilds only the failing partitions when :func:`partial_rebuild` allows it; ``force`` always
+    rebuilds everything.
+
+    :param target: the partition count to key the rebuild for (the ``partitions`` param), None: unchanged.
+    """
+    rebuild = as_choice("rebuild", mode, RebuildMode)
+    bad = not fast.ok or (deep is not None and not deep.ok)
+    only = partial_rebuild(fast, deep, target) if rebuild == RebuildMode.AUTO and bad else []
+    if rebuild == RebuildMode.FORCE:
+        return "rebuild", only
+    if not bad:
+        return "store_ok", only
+    return ("rebuild" if rebuild == RebuildMode.AUTO else "store_bad"), only
+
+
+def store_bad(reports: Iterable[Any]) -> StateCheckFailed:
+    """The error that fails a run whose store is bad while ``rebuild`` is ``never``, quoting each failed check
+    of ``reports`` (the checks' XComs; a skipped check's is None)."""
+    pulled = (check_report(report) for report in reports)
+    details = "; ".join(
+        f"{r.check} check: problems {r.problems}, failed partitions {r.failed_partitions}"
+        for r in pulled
+        if r is not None and not r.ok
+    )
+    return StateCheckFailed(f"the state store is bad and rebuild=never: {details}")

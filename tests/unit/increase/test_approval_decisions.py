@@ -239,3 +239,36 @@ def test_the_broker_check_is_read_without_failing_the_prompt() -> None:
 
     assert BrokerCheck.read(unreadable, ["share_new_partitions"], log) is None
     assert log.lines == [("warning", "APPROVE the broker doctor's verdict could not be read: no cache")]
+
+
+def test_the_wait_holds_the_leases_and_each_answer_is_recorded_as_it_comes() -> None:
+    plan = _plan()
+    record, leases, events, log = _record()
+    record.wait(plan, timedelta(seconds=90), "awaiting_input")
+    assert leases.calls == ["renew"] and events.calls == [("step", "awaiting_approval")]
+    assert log.lines == [
+        (
+            "info",
+            "APPROVE waiting up to 90 s for an answer (awaiting_input); the lease on orders is held until then",
+        )
+    ]
+
+    record, leases, events, log = _record()
+    with pytest.raises(ApprovalTimeoutError):
+        record.answered(Answer({"error": "timed out", "error_type": "timeout"}, "Approve"), plan)
+    assert leases.calls == ["release"] and events.calls == [("step", "expired"), ("finish", "expired")]
+
+    record, leases, events, log = _record()
+    rejected = Answer({"chosen_options": ["Reject"], "responded_by_user": {"name": "alice"}}, "Approve")
+    record.answered(rejected, plan)
+    assert leases.calls == ["release"] and events.calls == [("step", "rejected"), ("finish", "rejected")]
+    assert log.lines[0][0] == "warning" and "rejected by alice" in log.lines[0][1]
+    assert record.decided(rejected, plan, lambda p: (p, "")) == rejected.result(), "a reject checks nothing"
+    assert leases.calls == ["release"]
+
+    record, leases, events, log = _record()
+    approved = Answer({"chosen_options": ["Approve"], "responded_by_user": {"name": "bob"}}, "Approve")
+    record.answered(approved, plan)
+    assert leases.calls == [] and events.calls == [], "an approval is recorded once the cluster is checked"
+    assert record.decided(approved, plan, lambda p: plan_again(_cluster(), p, lambda: PRESENT))["approved"]
+    assert leases.calls == ["renew"] and events.calls == [("step", "approved")]

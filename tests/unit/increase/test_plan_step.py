@@ -126,6 +126,8 @@ class _Log:
     def info(self, msg: str, *args: Any) -> None:
         self.lines.append(msg % args)
 
+    warning = info
+
 
 def _plan() -> Plan:
     cluster = FakeHook(4, {"idle": group_info("idle", "EMPTY")})
@@ -173,3 +175,43 @@ def test_a_plan_a_task_cannot_drive_is_refused_before_any_lease() -> None:
     with pytest.raises(InvalidDriverError, match="typo"):
         PlanStep(leases, {"orders": 4}.__getitem__, _Log()).run(8, False, lambda: driven)
     assert leases.calls == []
+
+
+class _AclCluster(FakeHook):
+    """The cluster as the step plans on it: no authorizer (every ACL check passes)."""
+
+    def authorized_operations(self, topics: Any = (), groups: Any = ()) -> dict[Any, Any]:
+        return {}
+
+
+def test_the_step_plans_with_the_one_planner_where_the_run_writes_and_asks_the_broker_once() -> None:
+    from airflow_provider_kstate.increase.plan_step import RunPlace
+
+    leases, log, asked = _Leases(), _Log(), []
+    leases.owner = "dag/run"  # type: ignore[attr-defined]
+    place = RunPlace("kafka_default", {"bootstrap.servers": "b:9092"}, "_ctl", "_leases", "/reports")
+    assert place.access().internal_topics == ("_leases", "_ctl")
+    assert place.access().name == "connection 'kafka_default':"
+
+    def trust(what: str) -> bool:
+        asked.append(what)
+        return True
+
+    cluster = _AclCluster(4, {"idle": group_info("idle", "EMPTY")})
+    request = PlanRequest(topics=("orders",), partitions=8)
+    plan = PlanStep(leases, cluster.partition_count, log).plan(cluster, request, dict, place, trust, False)
+    assert asked == ["the increase of 'orders'"]
+    assert log.lines[0] == "PLAN topic orders: 4 -> 8 partitions, new partitions 4-7 (4)"
+    assert plan.request is not None and plan.request.share_new_partitions_kept, "the verdict is stored"
+    assert (plan.owner, plan.control_topic, plan.lease_topic, plan.report_uri) == (
+        "dag/run",
+        "_ctl",
+        "_leases",
+        "/reports",
+    )
+    assert leases.calls == ["acquire"] and leases.stored == plan.to_dict()
+    assert (
+        PlanStep(leases, cluster.partition_count, log).plan(cluster, request, dict, place, trust, False)
+        == plan
+    )
+    assert asked == ["the increase of 'orders'"], "a rerun continues the stored plan: the broker is not asked"

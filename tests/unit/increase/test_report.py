@@ -46,3 +46,28 @@ def test_a_seed_report_carries_an_index_of_what_was_seeded_and_verify_reads_it(t
     (tmp_path / "t" / "seed.evidence.json").write_text('{"format": "other"}')
     with pytest.raises(ReportError, match="not kstate-seed-evidence/1"):
         read_evidence(uri)
+
+
+def test_a_run_s_seed_reports_open_one_per_topic_each_with_its_index(tmp_path: Any) -> None:
+    """The seed step's reports (increase.report.seed_reports): one per topic of the run, each complete with
+    its index (the topic's ids) once the body ends."""
+    import json
+
+    from airflow_provider_kstate.increase.key_order import drain_hold
+    from airflow_provider_kstate.increase.report import (
+        evidence_uri,
+        read_report,
+        report_location,
+        seed_reports,
+    )
+
+    uris = {t: report_location(str(tmp_path), t, "dag/run", "seed") for t in ("orders", "payments")}
+    ids = {"orders": {"orders": "id-o"}, "payments": {}}
+    with seed_reports(uris, ids.__getitem__) as (opened, writers):
+        assert opened == uris and list(writers) == ["orders", "payments"]
+        writers["orders"].write({"group": "g", "partition": 0, "offset": 3})
+    assert list(read_report(uris["orders"])) == [{"group": "g", "partition": 0, "offset": 3}]
+    index = json.loads((tmp_path / "orders" / "dag_run" / "seed.evidence.json").read_text())
+    assert index["rows"] == 1 and index["topic_ids"] == {"orders": "id-o"}
+    assert evidence_uri(uris["payments"]).endswith("payments/dag_run/seed.evidence.json")
+    assert drain_hold(600.0, 300.0) == 960.0, "the pause's wait, the drain's deadline and a minute more"

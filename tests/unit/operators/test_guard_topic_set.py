@@ -1,4 +1,5 @@
-"""Unit tests of operators/guard.py for a plan of several topics: it decides over the set (fakes)."""
+"""Unit tests of the failure guard (increase/guard.py, the decisions of operators/guard.py) for a plan of
+several topics: it decides over the set (fakes)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,11 @@ class Control:
 
 
 class Keeper:
+    owner = "d/r"
     released = False
+
+    def current(self) -> None:
+        return None
 
     def release(self) -> None:
         self.released = True
@@ -54,14 +59,23 @@ def _plan() -> Plan:
     return Plan("orders", 4, 8, groups, owner="d/r", topics={"orders": 4, "payments": 4})
 
 
-def _guard(cluster: Admin) -> tuple[Any, Control]:
-    from airflow_provider_kstate.operators.guard import KStateFailureGuardOperator
+class Guard:
+    """The guard on ``cluster`` with a fake control channel: ``run(plan, keeper)`` decides as the task does."""
 
-    guard = KStateFailureGuardOperator(task_id="failure_guard", plan_task_id="plan")
+    def __init__(self, cluster: Admin, control: Control) -> None:
+        self.cluster, self.control = cluster, control
+
+    def run(self, plan: Plan, keeper: Keeper) -> None:
+        import logging
+
+        from airflow_provider_kstate.increase.guard import FailureGuard
+
+        FailureGuard(plan, self.cluster, self.control, keeper, logging.getLogger("guard")).run()  # type: ignore[arg-type]
+
+
+def _guard(cluster: Admin) -> tuple[Guard, Control]:
     control = Control()
-    guard.__dict__.update(admin=cluster, control=control)
-    guard.plan = _plan().to_dict()  # read from the plan task's XCom when it runs
-    return guard, control
+    return Guard(cluster, control), control
 
 
 full = {p: 0 for p in range(8)}
@@ -72,7 +86,7 @@ def test_nothing_created_on_any_topic_resumes_everyone_and_releases_the_set() ->
     guard, control = _guard(Admin({"orders": 4, "payments": 4}, {}))
     keeper = Keeper()
     with pytest.raises(KStateError, match="before partitions of .*orders.*payments.* were created"):
-        guard._guard(_plan(), "d/r", keeper)
+        guard.run(_plan(), keeper)
     assert control.calls == [
         ("resume", ["audit", "join"]),
         ("layout", "orders", 4),
@@ -86,7 +100,7 @@ def test_a_group_with_a_gap_on_any_topic_stays_out_and_the_leases_stay_held() ->
     guard, control = _guard(Admin({"orders": 8, "payments": 8}, offsets))
     keeper = Keeper()
     with pytest.raises(UnsafeResumeError, match="'payments'.*join"):
-        guard._guard(_plan(), "d/r", keeper)
+        guard.run(_plan(), keeper)
     assert control.calls == [("resume", ["audit"])], "audit reads only orders, seeded there: resumed"
     assert not keeper.released
 
@@ -95,7 +109,7 @@ def test_every_group_seeded_on_every_topic_it_reads_is_resumed() -> None:
     offsets = {"join": {"orders": full, "payments": full}, "audit": {"orders": full}}
     guard, control = _guard(Admin({"orders": 8, "payments": 8}, offsets))
     with pytest.raises(KStateError, match="every group was seeded on every topic"):
-        guard._guard(_plan(), "d/r", Keeper())
+        guard.run(_plan(), Keeper())
     assert control.calls == [("resume", ["audit", "join"])]
 
 
@@ -118,13 +132,13 @@ def test_a_failed_drain_of_a_set_puts_each_drained_topic_s_producers_on_a_safe_l
         offsets = {"join": {"orders": full, "payments": payments}, "audit": {"orders": full}}
         guard, control = _guard(Admin({"orders": 8, "payments": 8}, offsets))
         with pytest.raises(KStateError):
-            guard._guard(plan, "d/r", Keeper())
+            guard.run(plan, Keeper())
         assert [c for c in control.calls if c[0] == "layout"] == [("layout", "orders", layout)], control.calls
     assert started.count("producer") == 2, started  # once per guard run
     offsets = {"join": {"orders": old, "payments": full}, "audit": {"orders": full}}
     guard, control = _guard(Admin({"orders": 8, "payments": 8}, offsets))
     with pytest.raises(UnsafeResumeError):
-        guard._guard(plan, "d/r", Keeper())
+        guard.run(plan, Keeper())
     assert [c for c in control.calls if c[0] == "layout"] == [("layout", "orders", 4)], (
         "join lacks orders' new"
     )

@@ -53,7 +53,9 @@ def hooks(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     monkeypatch.setattr("airflow_provider_kstate.hooks.lease.KStateLeaseHook", LeaseHook)
     monkeypatch.setattr(
         "airflow_provider_kstate.hooks.control.KStateControlHook",
-        lambda *a, **k: SimpleNamespace(client_piece_clients=dict),
+        lambda *a, **k: SimpleNamespace(
+            get_conn=SimpleNamespace(client_piece_clients=dict, close=lambda: None)
+        ),
     )
     monkeypatch.setattr(
         "airflow_provider_kstate.hooks.doctor.KStateDoctorHook",

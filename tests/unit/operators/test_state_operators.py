@@ -24,10 +24,10 @@ from airflow_provider_kstate.operators.snapshot import (
     KStateFastCheckOperator,
     KStateRebuildOperator,
     KStateSparkApplicationOperator,
-    parse_count,
-    parse_partitions,
     spark_app_path,
 )
+from airflow_provider_kstate.params import as_optional_count, as_partitions
+from airflow_provider_kstate.store import tasks
 from airflow_provider_kstate.store.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -146,17 +146,20 @@ def test_spark_apps_are_located_in_the_package() -> None:
     ],
 )
 def test_parse_partitions(value: Any, expected: list[int] | None) -> None:
-    assert parse_partitions(value) == expected
+    assert as_partitions("partitions", value) == expected
 
 
 def test_parse_partitions_rejects_garbage() -> None:
     with pytest.raises(KStateConfigError, match="not a list"):
-        parse_partitions("a,b")
+        as_partitions("partitions", "a,b")
     with pytest.raises(KStateConfigError, match="negative"):
-        parse_partitions([-1])
+        as_partitions("partitions", [-1])
 
 
 def test_parse_count() -> None:
+    def parse_count(value: Any) -> int | None:
+        return as_optional_count("partitions", value)
+
     assert parse_count(None) is None and parse_count("None") is None and parse_count("6") == 6
     with pytest.raises(KStateConfigError, match="at least 1"):
         parse_count(0)
@@ -290,27 +293,29 @@ def test_fast_check_operator_reports_or_raises(tmp_path: Path, fake_admin: FakeA
 def test_rebuild_plan_validates_inputs(tmp_path: Path, fake_admin: FakeAdmin) -> None:
     uri = make_snapshot(tmp_path / "snap", {0: 10, 1: 3})
     hook = KStateSnapshotHook()
-    assert KStateRebuildOperator(task_id="r", topic=TOPIC, snapshot_uri=uri)._plan(hook) == (2, None)
-    assert KStateRebuildOperator(task_id="r", topic=TOPIC, snapshot_uri=uri, only_partitions="1")._plan(
-        hook
-    ) == (
-        2,
-        [1],
-    )
+
+    def plan(topic: str = TOPIC, at: str = uri, **given: Any) -> tuple[int, list[int] | None]:
+        """The rebuild's target and partitions, as its execute plans them (store.tasks.plan_rebuild)."""
+        given.setdefault("keep_versions", 3)
+        made = tasks.plan_rebuild(
+            topic, given, lambda: hook.admin.partition_count(topic), lambda: hook.manifest(at).partitions
+        )
+        return made.target, made.only
+
+    assert plan() == (2, None)
+    assert plan(only_partitions="1") == (2, [1])
     with pytest.raises(KStateConfigError, match="fewer than topic"):
-        KStateRebuildOperator(task_id="r", topic=TOPIC, snapshot_uri=uri, partitions=1)._plan(hook)
+        plan(partitions=1)
     with pytest.raises(KStateConfigError, match="unchanged layout"):
-        KStateRebuildOperator(
-            task_id="r", topic=TOPIC, snapshot_uri=uri, partitions=4, only_partitions=[1]
-        )._plan(hook)
+        plan(partitions=4, only_partitions=[1])
     with pytest.raises(KStateConfigError, match=r"\[5\] do not exist"):
-        KStateRebuildOperator(task_id="r", topic=TOPIC, snapshot_uri=uri, only_partitions=[5])._plan(hook)
+        plan(only_partitions=[5])
     with pytest.raises(SnapshotError, match="snapshot missing"):
-        KStateRebuildOperator(
-            task_id="r", topic=TOPIC, snapshot_uri=str(tmp_path / "none"), only_partitions=[0]
-        )._plan(hook)
+        plan(at=str(tmp_path / "none"), only_partitions=[0])
     with pytest.raises(TopicNotFoundError):
-        KStateRebuildOperator(task_id="r", topic="gone", snapshot_uri=uri)._plan(hook)
+        plan(topic="gone")
+    with pytest.raises(KStateConfigError, match="keep_versions must be at least 1"):
+        plan(keep_versions=0)
 
 
 def test_kafka_config_file_is_private_and_removed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -456,8 +461,12 @@ def test_spark_operators_are_spark_submit_operators_with_its_parameters_and_on_k
     )
     assert isinstance(op, SparkSubmitOperator)
     assert {"application_args", "conf", "py_files", "snapshot_uri", "partitions"} <= set(op.template_fields)
-    sub = op._plan_submission("/tmp/cfg/kafka.json", "/tmp/r/report.json", str(tmp_path), ["--topic", TOPIC])
-    with op._configured(sub):  # what the operator's execute sees: its own parameters plus the run's
+    from airflow_provider_kstate.store import submission
+
+    run = submission.task_run_parameters(
+        op, "/tmp/cfg/kafka.json", "/tmp/r/report.json", str(tmp_path), ["--topic", TOPIC]
+    )
+    with submission.run_parameters_set(op, run):  # what the operator's execute sees: its own and the run's
         cmd = op._get_hook()._build_spark_submit_command(op.application)
     line = " ".join(cmd)
     assert "--conf spark.archives=hdfs:///a.zip#a,hdfs:///apps/env.tar.gz#env" in line  # = --archives
@@ -491,11 +500,11 @@ def test_on_kill_ends_the_process_tree_the_submission_started() -> None:
 
     import psutil
 
-    from airflow_provider_kstate.operators import spark_app as ops
+    from airflow_provider_kstate.store import submission
 
     op = KStateSparkApplicationOperator(task_id="a", application="/app.py", kill_grace=0.5)
     bystander = subprocess.Popen(["sleep", "60"])  # started before the submission: not its to kill
-    op._children_before = ops._child_pids()
+    op._children_before = submission.child_pids()
     submit = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60"])  # spark-submit and its child
     deadline = time.monotonic() + 10
     while len(psutil.Process(submit.pid).children()) < 2 and time.monotonic() < deadline:

@@ -192,12 +192,13 @@ def test_a_report_with_another_token_is_dropped_and_off_reports_nothing() -> Non
 def test_operators_pass_the_interval_and_refuse_a_negative_one() -> None:
     from airflow_provider_kstate.errors import KStateConfigError
     from airflow_provider_kstate.operators.snapshot import KStateDeepCheckOperator, KStateRebuildOperator
+    from airflow_provider_kstate.store import tasks
 
     common = {"topic": "orders", "snapshot_uri": "/tmp/kstate-progress-unit"}
     deep = KStateDeepCheckOperator(task_id="d", **common)
     assert deep.app_args()[deep.app_args().index("--progress-interval") + 1] == "10"
     rebuild = KStateRebuildOperator(task_id="r", progress_interval=2.5, **common)
-    args = rebuild.rebuild_args(rebuild._base_args(), 3, None)
+    args = tasks.rebuild_args(tasks.read_args(rebuild, None, rebuild.log), 3, None)
     assert args[args.index("--progress-interval") + 1] == "2.5"
     with pytest.raises(KStateConfigError, match="progress_interval"):
         KStateRebuildOperator(task_id="n", progress_interval=-1, **common)

@@ -122,17 +122,16 @@ def test_accepted_deviations_run_and_only_the_bound_ones_reach_the_app(
 
 
 def test_an_unknown_deviation_name_is_a_config_error() -> None:
+    from airflow_provider_kstate.operators.doctor import allowed_deviations
+
     op = KStateRebuildOperator(
         task_id="r", topic=TOPIC, snapshot_uri="/s", allow_broker_deviation="read_comitted"
     )
     with pytest.raises(KStateConfigError, match="read_comitted"):
-        op.allowed_deviations()
-    assert (
-        KStateRebuildOperator(
-            task_id="r", topic=TOPIC, snapshot_uri="/s", allow_broker_deviation="[]"
-        ).allowed_deviations()
-        == ()
-    )
+        op.trust_broker()  # refused before the broker is asked
+    with pytest.raises(KStateConfigError, match="read_comitted"):
+        allowed_deviations(op.allow_broker_deviation)
+    assert allowed_deviations("[]") == ()
 
 
 def test_an_app_that_found_lagging_offsets_fails_with_a_broker_deviation(

@@ -216,6 +216,7 @@ def test_framing_problem() -> None:
 def test_the_compaction_refusal_is_fatal_and_acknowledged_by_a_parameter() -> None:
     from airflow_provider_kstate.errors import NotCompactedChangelogError
     from airflow_provider_kstate.operators.snapshot import KStateDeepCheckOperator, KStateRebuildOperator
+    from airflow_provider_kstate.store import tasks
     from airflow_provider_kstate.store.contract import NOT_COMPACTED, app_parser
 
     assert not NotCompactedChangelogError.retryable
@@ -224,7 +225,7 @@ def test_the_compaction_refusal_is_fatal_and_acknowledged_by_a_parameter() -> No
     deep = KStateDeepCheckOperator(task_id="d", allow_non_compacted_changelog=True, **common)
     assert "--allow-non-compacted" in deep.app_args()
     rebuild = KStateRebuildOperator(task_id="r", allow_non_compacted_changelog=True, **common)
-    assert "--allow-non-compacted" in rebuild.rebuild_args(rebuild._base_args(), 3, None)
+    assert "--allow-non-compacted" in tasks.rebuild_args(tasks.read_args(rebuild, None, rebuild.log), 3, None)
     args = ["--kafka-config-file", "c", "--topic", "t", "--snapshot-uri", "u", "--report-file", "r"]
     parser = app_parser("x.py", "x")
     assert not parser.parse_args(args).allow_non_compacted
@@ -252,7 +253,7 @@ def test_an_offset_finding_or_a_bad_manifest_needs_a_full_rebuild(tmp_path: Path
 
 
 def test_the_verdict_rebuilds_only_damaged_partitions_when_that_repairs_them(tmp_path: Path) -> None:
-    from airflow_provider_kstate.operators.maintenance import verdict
+    from airflow_provider_kstate.store.tasks import verdict
 
     root = make_snapshot(tmp_path / "s")
     _delete(data_file(root, 0))

@@ -98,3 +98,121 @@ def test_the_processes_a_submission_started_are_ended() -> None:
         for proc in (bystander, started):
             proc.kill()
             proc.wait()
+
+
+def _spark_task(**given: object) -> SimpleNamespace:
+    """A Spark task's own spark-submit parameters (the operator's defaults), with ``given``."""
+    own: dict[str, object] = {
+        "task_id": "t",
+        "report_dir": None,
+        "deploy_mode": None,
+        "ship_kafka_config": None,
+        "ship_provider": False,
+        "python_env_archive": None,
+        "spark_conf": None,
+        "conf": {"spark.executor.cores": "2"},
+        "archives": None,
+        "files": None,
+        "py_files": None,
+        "application_args": None,
+    }
+    return SimpleNamespace(**{**own, **given})
+
+
+def test_a_submission_runs_with_the_run_s_parameters_and_returns_the_report() -> None:
+    task = _spark_task()
+    seen: dict[str, object] = {}
+
+    def spark_submit() -> (
+        None
+    ):  # what SparkSubmitOperator.execute sees, and the application writing its report
+        args = list(task.application_args)  # type: ignore[arg-type]
+        seen.update(args=args, conf=dict(task.conf))  # type: ignore[arg-type]
+        Path(args[args.index("--report-file") + 1]).write_text('{"ok": true}')
+
+    assert submission.submit(task, "/cfg.json", "/a/app.py", ["--topic", TOPIC], spark_submit) == {"ok": True}  # type: ignore[arg-type]
+    assert seen["args"][:2] == ["--kafka-config-file", "/cfg.json"] and seen["args"][-2:] == [
+        "--topic",
+        TOPIC,
+    ]  # type: ignore[index]
+    assert seen["conf"] == {**submission.DEFAULT_SPARK_CONF, "spark.executor.cores": "2"}
+    assert task.conf == {"spark.executor.cores": "2"} and task.application_args is None, "restored"
+
+    def failing() -> None:
+        args = list(task.application_args)  # type: ignore[arg-type]
+        contract.fail(
+            args[args.index("--report-file") + 1],
+            "not compacted",
+            lambda text: None,
+            "kstate-rebuild",
+            contract.ErrorCode.NOT_COMPACTED,
+        )
+        raise RuntimeError("spark-submit exited 1")
+
+    with pytest.raises(NotCompactedChangelogError, match="app.py refused: not compacted"):
+        submission.submit(task, "/cfg.json", "/a/app.py", [], failing)  # type: ignore[arg-type]
+
+
+def test_a_kill_ends_the_submission_then_what_it_started() -> None:
+    killed: list[bool] = []
+    assert submission.kill_tree(None, lambda: killed.append(True), 0.1) == (0, 0) and killed == [True]
+
+
+def test_the_shared_read_arguments_and_the_accepted_risk() -> None:
+    class Log:
+        lines: list[str] = []
+
+        def warning(self, msg: str, *args: object) -> None:
+            self.lines.append(msg % args)
+
+    read = SimpleNamespace(
+        topic=TOPIC,
+        snapshot_uri="/s",
+        progress_interval=2.5,
+        changelog_reader="confluent",
+        allow_non_compacted_changelog=False,
+    )
+    log = Log()
+    assert tasks.read_args(read, None, log) == [  # type: ignore[arg-type]
+        "--topic",
+        TOPIC,
+        "--snapshot-uri",
+        "/s",
+        "--progress-interval",
+        "2.5",
+    ]
+    assert log.lines == []
+    read.allow_non_compacted_changelog = True
+    assert tasks.read_args(read, ["latest_offset", "other"], log)[-3:] == [  # type: ignore[arg-type]
+        "--allow-broker-deviation",
+        "latest_offset",
+        "--allow-non-compacted",
+    ]
+    assert log.lines == [
+        f"RISK ACCEPTED: allow_non_compacted_changelog=True for {TOPIC}: a changelog that retention trimmed "
+        "may lack keys, so the snapshot may miss state"
+    ]
+
+
+def test_the_store_bad_error_quotes_each_failed_check() -> None:
+    from airflow_provider_kstate.errors import StateCheckFailed
+    from airflow_provider_kstate.store.results import CHECK_FORMAT
+
+    def report(check: str, ok: bool) -> dict[str, object]:
+        return {
+            "format": CHECK_FORMAT,
+            "check": check,
+            "topic": TOPIC,
+            "snapshot_uri": "/s",
+            "ok": ok,
+            "snapshot_ok": True,
+            "problems": [] if ok else ["bad"],
+            "failed_partitions": [] if ok else [1],
+        }
+
+    error = tasks.store_bad([report("fast", True), None, report("deep", False)])
+    assert isinstance(error, StateCheckFailed)
+    assert str(error) == (
+        "the state store is bad and rebuild=never: deep check: problems ['bad'], failed partitions [1]"
+    )
+    assert tasks.check_report(None) is None and tasks.check_report(report("fast", True), "fast").ok  # type: ignore[union-attr]
