@@ -65,7 +65,7 @@ GROUP_DOWNTIME = Metric(
     "a group that had live members at plan time works again after the run asked it back, once per group "
     "and run: the time from its leave (pause record, or stop command) to every partition held again and a "
     "record processed, as the broker showed it (as in `progress.json`; the processing moment is its first "
-    "commit, at most its commit interval late; not seen within 30 s: to the last moment seen)",
+    "commit, at most its commit interval late; not seen within 15 s: to the last moment seen)",
 )
 PARTITIONS_CREATED = Metric(
     "kstate.increase.partitions_created",

@@ -40,9 +40,9 @@ POLL = 0.25
 #: Seconds between two reads of a held group's committed offsets (every partition of its topics: at 4,096
 #: partitions 16 requests a group, so not at every look, beside a window still seeding the offline groups).
 OFFSETS_POLL = 1.0
-#: Seconds the watch goes on after a group was asked back before it gives up on it (the run's task waits
+#: Seconds the watch goes on from the resume before it gives up on a group (the run's task waits
 #: for the watch at its end, after the producers' switch: nobody is held by it).
-WITHIN = 30.0
+WITHIN = 15.0
 
 
 @dataclass
