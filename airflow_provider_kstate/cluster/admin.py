@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
+    KafkaError,
     KafkaException,
     TopicCollection,
     TopicPartition,
@@ -73,6 +74,25 @@ COMMITTED_READERS = 8
 READER_SETTINGS = {"enable.auto.commit": False, "enable.auto.offset.store": False}
 #: Its client id unless the connection names one (a quota or an ACL may be keyed on it).
 READER_CLIENT_ID = "kstate-offsets"
+#: Seconds the first attempt of a metadata read may take before it is asked through the second client
+#: (:meth:`ClusterAdmin.metadata`); doubled per attempt, within the request timeout. librdkafka sends an
+#: application's Metadata request to one broker (the least idle one that is up) and waits for that broker
+#: alone for the whole timeout: a broker SIGKILLed with the request in flight, or one that hangs, held
+#: it 30 s with two brokers up (Apache Kafka 4.4, 3 nodes), and every call after a hang goes to the same
+#: broker (the least idle: it was just sent one) until ``socket.timeout.ms`` (60 s) drops its connection.
+#: A normal answer takes 0.01-0.1 s on 2 cores at load average 15-30, so 3 s never cuts one short.
+METADATA_ATTEMPT_S = 3.0
+#: The local errors of a metadata attempt that another broker may not have: no answer in time (a broker
+#: dead with the request in flight, hung), the broker's connection lost.
+METADATA_RETRIABLE = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
+#: librdkafka settings of the provider's admin clients where the connection sets none (:func:`admin_settings`).
+#: ``topic.metadata.refresh.interval.ms``: librdkafka sends CreatePartitions (and the other controller-bound
+#: requests) to the broker the last Metadata answer named as controller (under KRaft a random live broker,
+#: any of which forwards the request) and waits for that broker to be up: one SIGKILLed just before the
+#: create held it until the request timeout ("Timed out waiting for controller", 30.0 s; 30.4 and 30.1 s
+#: in the kill matrix). A refresh every 2 s names another broker and the create goes there (2.15 s,
+#: measured): one small Metadata request (brokers only: an admin client holds no topics) every 2 s.
+ADMIN_SETTINGS: dict[str, Any] = {"topic.metadata.refresh.interval.ms": 2000}
 #: Partition errors that pass: a partition just created has no leader on every broker yet (Apache Kafka
 #: answers ListOffsets with NOT_LEADER_OR_FOLLOWER until its metadata reaches the broker asked), a leader
 #: that moves. Asked again, by partition, until the request timeout.
@@ -100,6 +120,8 @@ class ClusterAdmin:
     :param name: how errors name the cluster (a connection id, a bootstrap address).
     :param consumer: makes the consumer that reads one group's committed offsets from its configuration
         (confluent-kafka's ``Consumer``).
+    :param second_client: makes the second client a metadata read turns to when the first gives no answer
+        within :data:`METADATA_ATTEMPT_S` (the provider's ``AdminClient``), from a configuration.
     """
 
     def __init__(
@@ -110,36 +132,87 @@ class ClusterAdmin:
         client: AdminClient | None = None,
         name: str = "",
         consumer: Callable[[dict[str, Any]], Any] = Consumer,
+        second_client: Callable[[dict[str, Any]], Any] = AdminClient,
     ) -> None:
         self.config = dict(config)
         self.timeout = timeout
         self.max_in_flight = max_in_flight
-        self.client = client if client is not None else AdminClient(self.config)
+        self.client = client if client is not None else AdminClient(admin_settings(self.config))
         self.consumer = consumer
         self.name = name or str(self.config.get("bootstrap.servers", "the cluster"))
         #: Whether the wire client can talk to this listener (None: not asked yet; see :meth:`wire_usable`).
         self._wire: bool | None = None
+        self.second_client = second_client
+        #: The clients metadata reads go through, the one that answered last first (see :meth:`metadata`).
+        self._readers: list[Any] = [self.client]
+        #: ``host:port`` of every broker the last metadata listed: the second client's bootstrap.
+        self._brokers: list[str] = []
 
     # -- topics -------------------------------------------------------------------------------------
 
     def metadata(self, topic: str | None = None) -> Any:
-        """The cluster's metadata (of ``topic``, or of every topic).
+        """The cluster's metadata (of ``topic``, or of every topic), asked in attempts so that a broker that
+        does not answer costs seconds, not the request timeout.
+
+        librdkafka sends the request to one broker and waits for that one alone: a broker that dies with the
+        request in flight or hangs would hold the read for the whole timeout while the others could answer.
+        The first attempt may take :data:`METADATA_ATTEMPT_S`; each next one twice the last, through the other
+        of two clients (the second is made on the first miss, bootstrapped at every broker the cluster listed:
+        a new client connects past a node that does not answer); the one that answered is asked first next
+        time. Every attempt missed until the timeout: the cluster is unreachable, named as before.
 
         :raises KafkaAuthenticationError: the cluster refused the connection (SASL or TLS: named).
         :raises BrokerUnavailableError: no answer within the timeout.
         """
-        try:
-            return self.client.list_topics(topic=topic, timeout=self.timeout)
-        except KafkaException as exc:
-            error = exc
+        deadline = time.monotonic() + self.timeout
+        attempt, tried, error = METADATA_ATTEMPT_S, 0, None
+        while True:
+            left = deadline - time.monotonic()
+            reader = self._reader_for(tried)
+            try:
+                answer = reader.list_topics(topic=topic, timeout=max(min(attempt, left), 0.001))
+            except KafkaException as exc:
+                error = exc
+            else:
+                return self._answered(reader, answer, tried)
+            if not _metadata_retriable(error) or deadline - time.monotonic() < 0.05:
+                break
+            following = "second" if self._reader_for(tried + 1) is not self.client else "first"
+            log.warning(
+                "METADATA no answer within %.1f s (%s): asking again through the %s client",
+                min(attempt, left),
+                _error_text(error),
+                following,
+            )
+            attempt, tried = attempt * 2, tried + 1
         # Probed outside the except block: a KafkaException raised by confluent-kafka's C code (2.16.1) while
         # another is being handled leaks the handled one, and with its frames this admin client, which then
         # reconnects every second until the process exits.
         self._raise_refused()
         raise BrokerUnavailableError(
-            f"Kafka {self.name}: cluster unreachable within {self.timeout}s "
-            f"({error.args[0].str() if error.args else error})"
+            f"Kafka {self.name}: cluster unreachable within {self.timeout}s ({_error_text(error)})"
         ) from error
+
+    def _reader_for(self, tried: int) -> Any:
+        """The client of attempt ``tried`` (0: the one that answered last): the two clients take turns, the
+        second made on its first turn (bootstrapped at the brokers the cluster listed, and the configured
+        ones)."""
+        if tried and len(self._readers) == 1:
+            servers = ",".join(dict.fromkeys([*self._brokers, *_servers(self.config)]))
+            self._readers.append(self.second_client({**self.config, "bootstrap.servers": servers}))
+        return self._readers[tried % len(self._readers)]
+
+    def _answered(self, reader: Any, answer: Any, tried: int) -> Any:
+        """Keep what an answer teaches: the brokers' addresses, and its client as the first to ask next."""
+        brokers = sorted((getattr(answer, "brokers", None) or {}).items())
+        self._brokers = [f"{b.host}:{b.port}" for _, b in brokers] or self._brokers
+        if self._readers[0] is not reader:
+            self._readers.remove(reader)
+            self._readers.insert(0, reader)
+        if tried:
+            by = getattr(answer, "orig_broker_id", "?")
+            log.info("METADATA answered after %s missed attempt(s), by broker %s", tried, by)
+        return answer
 
     def check_connection(self, first: float = 3.0) -> None:
         """Connect before anything else: a cluster that refuses the connection's credentials or TLS fails
@@ -995,3 +1068,27 @@ def _streams_description(group: wire.StreamsGroup, topic: str) -> StreamsDescrip
 
 def _sources_of(subtopology: wire.Subtopology) -> set[str]:
     return {*subtopology.source_topics, *subtopology.repartition_source_topics}
+
+
+def _metadata_retriable(error: KafkaException | None) -> bool:
+    """Whether a failed metadata attempt may be answered by another broker (see :data:`METADATA_RETRIABLE`)."""
+    err = error.args[0] if error is not None and error.args else None
+    return isinstance(err, KafkaError) and err.code() in METADATA_RETRIABLE
+
+
+def _error_text(error: KafkaException | None) -> str:
+    """The librdkafka error's own text (``Local: Timed out``), else the exception's."""
+    if error is None:
+        return "no attempt"
+    return error.args[0].str() if error.args and isinstance(error.args[0], KafkaError) else str(error)
+
+
+def _servers(config: Mapping[str, Any]) -> list[str]:
+    """The configured ``bootstrap.servers``, one address each."""
+    return [s.strip() for s in str(config.get("bootstrap.servers") or "").split(",") if s.strip()]
+
+
+def admin_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration of one of the provider's admin clients: the connection's, with
+    :data:`ADMIN_SETTINGS` where it sets none (the connection's own value wins)."""
+    return {**ADMIN_SETTINGS, **config}

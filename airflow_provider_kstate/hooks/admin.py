@@ -9,7 +9,7 @@ from typing import Any
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
 from airflow_provider_kstate.admin_client import AdminClient
-from airflow_provider_kstate.cluster.admin import MAX_IN_FLIGHT, ClusterAdmin
+from airflow_provider_kstate.cluster.admin import MAX_IN_FLIGHT, ClusterAdmin, admin_settings
 from airflow_provider_kstate.hooks.kafka_config import connection_config
 from airflow_provider_kstate.increase.model import DEAD, EMPTY, STABLE, GroupInfo, Member, TopicReplicas
 
@@ -63,7 +63,7 @@ class KStateAdminHook(KafkaBaseHook):
 
     def _get_client(self, config: dict[str, Any]) -> AdminClient:
         """Create the client (the seam the Kafka provider's hooks override; tests swap it)."""
-        return AdminClient(config)
+        return AdminClient(admin_settings(config))  # a dead "controller" is left within seconds
 
     @cached_property
     def cluster(self) -> ClusterAdmin:

@@ -109,21 +109,27 @@ class IncreaseRun(RunPorts):
 
     def again(self, step: str, call: Callable[[], T]) -> T:
         """Run ``call`` (an idempotent step); while it fails with a retryable error and ``retry_within``
-        seconds have not passed since its first attempt, try it again after a short wait (0.2 s, doubling up
+        seconds have not passed since its first failure, try it again after a short wait (0.2 s, doubling up
         to 2 s). The consumers out of their groups wait a fault's time, not Airflow's retry delay (20 s)
-        after a failed task, which also resumes them before the create and pauses them again.
+        after a failed task, which also resumes them before the create and pauses them again. Counted from
+        the first failure, not the first attempt: an attempt that itself waited a request's whole timeout (a
+        coordinator killed with the request in flight) still gets its tries, when the cluster's own failover
+        has had that long to move the role.
 
         :raises KStateError: a non-retryable error at once; a retryable one once the time is up.
         """
         started = time.monotonic()
+        failed_at: float | None = None
         pause = 0.2
         while True:
             try:
                 return call()
             except KStateError as exc:
-                spent = time.monotonic() - started
-                if not exc.retryable or spent + pause > self.retry_within:
+                now = time.monotonic()
+                failed_at = now if failed_at is None else failed_at
+                if not exc.retryable or now - failed_at + pause > self.retry_within:
                     raise
+                spent = now - started
                 self.retried.append((step, type(exc).__name__, round(spent, 3)))
                 self.log.warning(
                     "RETRY %s in this task after %.3f s (%s: %s); up to %.0f s here before the task fails",
