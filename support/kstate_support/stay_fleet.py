@@ -124,13 +124,7 @@ class ProducerProcess:
 
     def stop(self) -> None:
         """SIGTERM (it flushes and exits), bounded; idempotent."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc)
         self._log.close()
 
 
@@ -274,13 +268,7 @@ class ClientPieceProcess:
 
     def stop(self) -> int:
         """SIGTERM (the members close and leave), bounded; idempotent; the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc)
         self._log.close()
         return int(self.proc.returncode)
 
@@ -426,3 +414,15 @@ def caught_up(delivered: list[dict[str, Any]], processed: list[dict[str, Any]]) 
     for r in processed:
         done[r["p"]] = max(done.get(r["p"], -1), r["o"])
     return all(done.get(p, -1) >= o for p, o in last.items())
+
+
+def terminate(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM ``proc`` and wait up to 60 s for it to exit on its own (flushing, leaving its group), then kill
+    it; idempotent."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
