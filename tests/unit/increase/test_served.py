@@ -42,8 +42,8 @@ class Cluster:
             moved = self.reads[group] > self.moves_after[group]
             yield group, {0: 5 + moved, 1: 5, 2: 0, 3: 0}
 
-    def watermarks(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
-        return {p: (0, self.ends[p]) for p in partitions}
+    def loaded_ends(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+        return {p: self.ends[p] for p in partitions}
 
 
 def _watch(cluster: Any, groups: list[str], within: float = 5.0) -> dict[str, Served]:
@@ -95,3 +95,32 @@ def test_a_look_that_fails_is_a_look_missed() -> None:
     cluster.describe_groups = flaky  # type: ignore[method-assign]
     found = _watch(cluster, ["billing"])["billing"]
     assert calls["n"] >= 2 and found.processing_at is not None
+
+
+def test_a_watch_that_cannot_start_never_fails_the_resume() -> None:
+    """Right after a create of thousands of partitions the cluster may refuse a read: the run goes on."""
+    from types import SimpleNamespace
+
+    from airflow_provider_kstate.errors import KafkaRequestRefusedError
+    from airflow_provider_kstate.increase.plan import GroupClass
+
+    class Refusing(Cluster):
+        def committed_offsets_many(self, *args: Any, **kwargs: Any) -> Iterator[tuple[str, dict[int, int]]]:
+            raise KafkaRequestRefusedError("NOT_LEADER_FOR_PARTITION")
+
+    warnings: list[str] = []
+    log = SimpleNamespace(warning=lambda msg, *args: warnings.append(msg % args), info=LOG.info)
+    plan = SimpleNamespace(groups={"billing": SimpleNamespace(cls=GroupClass.ACTIVE)}, where=lambda _: [])
+    steps = SimpleNamespace(topic="orders", plan=SimpleNamespace(target_partitions=4))
+    run = SimpleNamespace(
+        plan=plan,
+        admin=Refusing({"billing": 0}, {"billing": 0}, ends={0: 1, 1: 1, 2: 0, 3: 0}),
+        log=log,
+        paused_at=None,
+        stop_s=None,
+        topics=[steps],
+        of=lambda s, groups: list(groups),
+    )
+    watched = served.watch(run, ["billing"])  # type: ignore[arg-type]
+    assert watched is not None and watched.result()["billing"].held_at is None
+    assert warnings and "not watched" in warnings[0] and "NOT_LEADER_FOR_PARTITION" in warnings[0]
