@@ -53,7 +53,9 @@ class KStatePauseWindowOperator(KStatePausingOperator):
         run = self.pausing_run(context)
         try:
             with self.seed_reports(context) as (uris, reports):
-                summary = run_window(run, reports, self.empty_timeout, self.request_timeout, self.drain_timeout)
+                summary = run_window(
+                    run, reports, self.empty_timeout, self.request_timeout, self.drain_timeout
+                )
                 rows = {t: r.rows for t, r in reports.items()}
         finally:
             self.control.close()
