@@ -3,6 +3,8 @@
     .venv/bin/python bench/bench_increase_scale.py                 # the grid, plain and with ~2 ms RTT
     .venv/bin/python bench/bench_increase_scale.py --quick         # 8x1 and 512x24 only (development)
     .venv/bin/python bench/bench_increase_scale.py --cells 4096x100 --rtt off
+    .venv/bin/python bench/bench_increase_scale.py --cells 4096x100 --rtt-one-way-ms 2.8 --no-alone --trace \
+        --rounds 2 --revisions before=/tmp/before after=/tmp/after   # two trees, interleaved, each call timed
 
 Each cell ``NxG`` grows a topic from ``max(1, N // 64)`` to ``N`` partitions with the project's DAG
 ``kstate_partition_increase`` (``dag.test(run_conf={"topic", "partitions"})``, groups discovered), while
@@ -123,12 +125,141 @@ def _cpu_s() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+#: The window's calls a ``--trace`` run times (class path -> methods; every public one when empty).
+TRACED: dict[str, tuple[str, ...]] = {
+    "airflow_provider_kstate.increase.run:IncreaseRun": (
+        "pause",
+        "leave",
+        "wait_empty",
+        "increase",
+        "seed",
+        "resume",
+        "require_offsets",
+        "scale",
+    ),
+    "airflow_provider_kstate.increase.steps:TopicSteps": (
+        "pin",
+        "increase",
+        "seed",
+        "_check_empty",
+        "_committed",
+        "_log_starts",
+        "_record",
+        "require_offsets",
+        "missing",
+        "partition_count",
+        "scale",
+        "wait_for_leaders",
+        "announce_grow",
+    ),
+    "airflow_provider_kstate.increase.key_order:KeyOrderSwitch": ("announce", "switch", "_end_offsets"),
+    "airflow_provider_kstate.cluster.admin:ClusterAdmin": (),
+    "airflow_provider_kstate.cluster.control:Controller": (),
+}
+
+
+class Tracer:
+    """Times the window's calls in a DAG run's process (``--trace``): ``(name, start, end, depth)`` per call,
+    on ``time.monotonic()``, nested calls one level deeper; written as JSON when the process ends. Which
+    step the live groups' seconds out go to, and how many requests each makes."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.events: list[tuple[str, float, float, int, str]] = []
+        self.local = threading.local()
+
+    def wrap(self, cls: Any, name: str) -> None:
+        import functools
+
+        original = getattr(cls, name)
+        label = f"{cls.__name__}.{name}"
+
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            import threading
+
+            depth = getattr(self.local, "depth", 0)
+            self.local.depth = depth + 1
+            start = time.monotonic()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.local.depth = depth
+                thread = threading.current_thread().name
+                self.events.append((label, start, time.monotonic(), depth, thread))
+
+        setattr(cls, name, timed)
+
+    def install(self) -> None:
+        import importlib
+        import inspect
+
+        for path, methods in TRACED.items():
+            module, name = path.split(":")
+            cls = getattr(importlib.import_module(module), name)
+            wanted = methods or tuple(
+                n for n, f in vars(cls).items() if not n.startswith("_") and inspect.isfunction(f)
+            )
+            for method in wanted:
+                self.wrap(cls, method)
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(self.events))
+
+
+def trace_summary(events: list[list[Any]]) -> dict[str, Any]:
+    """The live groups' window in a :class:`Tracer`'s events: from the run's ``pause`` to the end of its
+    first ``resume``, each traced call's count and seconds inside it (nested calls counted in their own
+    line too), and the steps of the run and of each topic in order (``[name, start_s, seconds, depth]``)."""
+    pauses = [e for e in events if e[0] == "IncreaseRun.pause"]
+    resumes = [e for e in events if e[0] == "IncreaseRun.resume"]
+    if not pauses or not resumes:
+        return {}
+    start = min(e[1] for e in pauses)
+    end = min(e[2] for e in resumes if e[2] >= start)
+    inside = sorted((e for e in events if e[1] >= start and e[2] <= end), key=lambda e: e[1])
+    calls: dict[str, dict[str, float]] = {}
+    for name, began, ended, _depth, _thread in inside:
+        entry = calls.setdefault(name, {"count": 0, "s": 0.0})
+        entry["count"] += 1
+        entry["s"] = round(entry["s"] + ended - began, 4)
+    steps = [
+        [name, round(began - start, 4), round(ended - began, 4), depth]
+        for name, began, ended, depth, _thread in inside
+        if not name.startswith(("ClusterAdmin.", "Controller.")) or depth <= 2
+    ]
+    return {"window_s": round(end - start, 4), "calls": calls, "steps": steps[:400]}
+
+
+def _window_xcom(dag_id: str, run_id: str) -> dict[str, Any]:
+    """The pause window's ``timings`` and ``retried`` from its XCom (empty when it cannot be read)."""
+    from airflow.utils.session import create_session
+    from sqlalchemy import text
+
+    query = text(
+        "SELECT value FROM xcom WHERE dag_id = :dag AND run_id = :run AND task_id LIKE '%pause_window'"
+        " AND key = 'return_value'"
+    )
+    with contextlib.suppress(Exception), create_session() as session:
+        row = session.execute(query, {"dag": dag_id, "run": run_id}).first()
+        value = json.loads(row[0]) if row else {}
+        value = json.loads(value) if isinstance(value, str) else value
+        return {k: value.get(k) for k in ("timings", "retried")}
+    return {}
+
+
 def child_run(topic: str, partitions: int, out: Path) -> int:
-    """Run the DAG once in this (fresh) process and write what it measured to ``out`` as JSON."""
+    """Run the DAG once in this (fresh) process and write what it measured to ``out`` as JSON (with
+    ``KSTATE_BENCH_TRACE``: the window's calls, timed, beside it: :class:`Tracer`)."""
     began = time.monotonic()
+    tracer = Tracer() if os.environ.get("KSTATE_BENCH_TRACE") else None
+    if tracer is not None:
+        tracer.install()
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=str(ROOT / "dags" / "kstate_partition_increase.py"))
+    code = Path(os.environ.get(CODE_ENV) or ROOT)  # the tree whose package and DAG are measured
+    bag = DagBag(dag_folder=str(code / "dags" / "kstate_partition_increase.py"))
     assert not bag.import_errors, bag.import_errors
     dag = bag.get_dag(DAG_ID)
     loaded = time.monotonic()
@@ -147,12 +278,15 @@ def child_run(topic: str, partitions: int, out: Path) -> int:
         "dagrun_s": (dr.end_date - dr.start_date).total_seconds() if dr.end_date and dr.start_date else None,
         "task_states": _task_states(dr),
         "xcom_bytes": _xcom_bytes(DAG_ID, dr.run_id),
+        "window_xcom": _window_xcom(DAG_ID, dr.run_id),
         "peak_rss_mb": _peak_rss_mb(),
         "children_maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "rss_before_dag_test_mb": base_rss,
         "dag_test_cpu_s": _cpu_s() - cpu_before,
     }
     out.write_text(json.dumps(result))
+    if tracer is not None:
+        tracer.write(out.with_name("trace.json"))
     return 0
 
 
@@ -160,15 +294,55 @@ def child_run(topic: str, partitions: int, out: Path) -> int:
 # Airflow homes: migrate once per bench, copy the DB into a fresh home per cell.
 
 
-def _airflow_env(home: Path, config: dict[str, Any]) -> dict[str, str]:
+def _airflow_env(home: Path, config: dict[str, Any], code: Path = ROOT) -> dict[str, str]:
     """This process's environment plus the project's Airflow home ``home`` (:mod:`kstate_support.airflow_env`)
-    with ``config`` as ``kafka_default``; the logging level stays the inherited one (INFO by default)."""
+    with ``config`` as ``kafka_default``; the logging level stays the inherited one (INFO by default).
+
+    :param code: the tree whose ``airflow_provider_kstate`` and ``dags`` the run imports (first on
+        ``PYTHONPATH``, ahead of the checkout's: see :func:`code_trees`)."""
     level = os.environ.get("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO")
+    paths = dict.fromkeys([str(code), str(ROOT), os.environ.get("PYTHONPATH", "")])
     return {
         **os.environ,
         **support_airflow.environ(home, config, log_level=level),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        "PYTHONPATH": os.pathsep.join(p for p in paths if p),
+        CODE_ENV: str(code),
     }
+
+
+#: The environment variable that names the code tree a DAG run imports (:func:`code_trees`).
+CODE_ENV = "KSTATE_BENCH_CODE"
+#: What a code tree holds: the package and the DAGs (the bench and its support stay the checkout's).
+CODE_PATHS = ("airflow_provider_kstate", "dags")
+
+
+def code_trees(base: Path, revisions: list[str]) -> dict[str, Path]:
+    """``{name: tree}`` of the code each DAG run imports: with ``--revisions``, each git revision's package
+    and DAGs (``git archive``; ``worktree``: a copy of the working tree's now, so that edits made while the
+    bench runs do not reach it; ``NAME=DIR``: the tree ``DIR`` as it is), without: the checkout itself.
+    Nothing in the checkout changes (no checkout, no worktree): the bench can compare before and after a
+    change that is not committed yet, in a working tree others edit too (``before=DIR``: a copy with the
+    change's patch reversed)."""
+    if not revisions:
+        return {"checkout": ROOT}
+    trees = {}
+    for rev in revisions:
+        if "=" in rev:  # NAME=DIR: a tree made by hand (the working tree with a patch applied or reversed)
+            name, folder = rev.split("=", 1)
+            trees[name] = Path(folder).resolve()
+            continue
+        tree = base / f"code-{rev}"
+        tree.mkdir(parents=True)
+        if rev == "worktree":
+            for path in CODE_PATHS:
+                shutil.copytree(ROOT / path, tree / path, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            archive = subprocess.run(
+                ["git", "archive", rev, *CODE_PATHS], cwd=ROOT, check=True, capture_output=True
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        trees[rev] = tree
+    return trees
 
 
 def migrate_template(base: Path) -> Path:
@@ -246,7 +420,13 @@ def log_sizes(output: Path) -> dict[str, dict[str, int]]:
 
 
 def run_dag_subprocess(
-    home: Path, db: Path, config: dict[str, Any], topic: str, partitions: int, timeout: float
+    home: Path,
+    db: Path,
+    config: dict[str, Any],
+    topic: str,
+    partitions: int,
+    timeout: float,
+    code: Path = ROOT,
 ) -> dict[str, Any]:
     """Run the DAG in a fresh process with its own AIRFLOW_HOME; return the child's measurements (or the
     failure), the task log sizes and the child's peak RSS."""
@@ -258,7 +438,7 @@ def run_dag_subprocess(
         try:
             proc = subprocess.run(
                 command,
-                env=_airflow_env(home, config),
+                env=_airflow_env(home, config, code),
                 stdout=sink,
                 stderr=sink,
                 timeout=timeout,
@@ -271,6 +451,9 @@ def run_dag_subprocess(
     result["returncode"] = returncode
     result["logs"] = log_sizes(home / "child-output.log")
     result["task_seconds"] = task_seconds(home / "child-output.log")
+    trace = home / "trace.json"
+    if trace.exists():
+        result["trace"] = trace_summary(json.loads(trace.read_text()))
     return result
 
 
@@ -474,7 +657,9 @@ def _safe_run(
     since = _since(live)
     started = time.monotonic()
     cpu = {"broker": bench.broker_cpu_s(homes["broker"]), "bench": sum(os.times()[:2])}
-    run = run_dag_subprocess(homes["cell"], homes["db"], config, ctx["topic"], partitions, timeout)
+    run = run_dag_subprocess(
+        homes["cell"], homes["db"], config, ctx["topic"], partitions, timeout, homes.get("code", ROOT)
+    )
     run["cpu_during_run"] = _cpu_during(homes["broker"], cpu)
     try:  # after a failed run the consumers may stay paused (failure_guard): a short bound then
         run["window"] = live.window(started, partitions, timeout=120 if run["state"] == "success" else 15)
@@ -501,7 +686,8 @@ def measure_cell(config: dict[str, Any], cell: str, homes: dict[str, Path], time
         progress(f"{cell}: run {row['run']['state']}; restart at {partitions}")
         now = partition_count(config, ctx["topic"])
         row["restarts_after_s"] = [measure_restart(ctx["live"], now) for _ in range(RESTARTS_AFTER)]
-    row["alone"] = alone_run(config, cell, homes, timeout)
+    if homes.get("alone", True):
+        row["alone"] = alone_run(config, cell, homes, timeout)
     return summarize(row)
 
 
@@ -523,7 +709,9 @@ def alone_run(config: dict[str, Any], cell: str, homes: dict[str, Path], timeout
         progress(f"{cell}: the same increase alone (no traffic) {original} -> {partitions}")
         started = bench.broker_cpu_s(homes["broker"])
         home = homes["cell"].with_name(homes["cell"].name + "-alone")
-        run = run_dag_subprocess(home, homes["db"], config, topic, partitions, timeout)
+        run = run_dag_subprocess(
+            home, homes["db"], config, topic, partitions, timeout, homes.get("code", ROOT)
+        )
         ended = bench.broker_cpu_s(homes["broker"])
         run["broker_cpu_s"] = ended - started if ended is not None and started is not None else None
         return run
@@ -602,7 +790,7 @@ def rtt_broker(one_way_ms: float) -> Iterator[dict[str, Any]]:
 
 
 def _measure_or_fail(
-    config: dict[str, Any], mode: str, cell: str, homes: dict[str, Path], timeout: float
+    config: dict[str, Any], mode: str, cell: str, homes: dict[str, Any], timeout: float
 ) -> Any:
     try:
         return measure_cell(config, cell, homes, timeout)
@@ -615,30 +803,58 @@ def run_grids(
     modes: list[str], cells: list[str], base: Path, db: Path, args: argparse.Namespace
 ) -> list[Any]:
     """Both brokers run side by side; cell by cell, the plain run and then the delayed one, so that the load
-    of a shared machine falls on both alike."""
+    of a shared machine falls on both alike. With ``--revisions``, each mode's cell runs once per revision,
+    interleaved (A B, then B A in the next round): one grid per mode and revision."""
     from _delay_proxy import round_trip_ms
 
-    grids: dict[str, dict[str, Any]] = {}
+    trees = code_trees(base, args.revisions)
+    grids: dict[tuple[str, str], dict[str, Any]] = {}
     with contextlib.ExitStack() as stack:
         configs = {
             mode: stack.enter_context(plain_broker() if mode == "plain" else rtt_broker(args.rtt_one_way_ms))
             for mode in modes
         }
         for mode, config in configs.items():
-            grids[mode] = {"mode": mode, "round_trip_ms": round_trip_ms(config), "cells": []}
-            progress(
-                f"[{mode}] round trip of a trivial request (list_topics): {grids[mode]['round_trip_ms']:.2f} ms"
-            )
-        for cell in cells:
-            for mode, config in configs.items():
-                homes = {"cell": base / f"{mode}-{cell}", "db": db, "broker": broker_dir(mode)}
-                progress(f"[{mode}] {cell}")
-                grids[mode]["cells"].append(_measure_or_fail(config, mode, cell, homes, args.timeout))
-                _save_partial(args.partial_output, grids)
+            trip = round_trip_ms(config)
+            for code in trees:
+                grids[mode, code] = {"mode": mode, "code": code, "round_trip_ms": trip, "cells": []}
+            progress(f"[{mode}] round trip of a trivial request (list_topics): {trip:.2f} ms")
+        for round_ in range(args.rounds):
+            for cell in cells:
+                for mode, config in configs.items():
+                    order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
+                    for code in order:
+                        grids[mode, code]["cells"].append(
+                            _measure_one(config, mode, code, cell, trees[code], base, db, args, round_)
+                        )
+                        _save_partial(args.partial_output, grids)
     return list(grids.values())
 
 
-def _save_partial(path: Path, grids: dict[str, Any]) -> None:
+def _measure_one(
+    config: dict[str, Any],
+    mode: str,
+    code: str,
+    cell: str,
+    tree: Path,
+    base: Path,
+    db: Path,
+    args: argparse.Namespace,
+    round_: int,
+) -> Any:
+    """One cell at one revision, with the load average when it started."""
+    name = f"{mode}-{cell}" if code == "checkout" else f"{mode}-{code}-{cell}-r{round_}"
+    homes = {"cell": base / name, "db": db, "broker": broker_dir(mode), "code": tree, "alone": args.alone}
+    progress(f"[{mode}{'' if code == 'checkout' else ' ' + code}] {cell}")
+    load = os.getloadavg()
+    row = _measure_or_fail(config, mode, cell, homes, args.timeout)
+    row["round"] = round_
+    row["load_before"] = [round(x, 2) for x in load]
+    row["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    return row
+
+
+def _save_partial(path: Path, grids: dict[Any, Any]) -> None:
     """After each cell: what is measured so far, so that a stopped bench keeps its finished cells."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"partial": True, "grids": list(grids.values())}, indent=2, default=str))
@@ -699,7 +915,7 @@ def print_grid(grid: dict[str, Any]) -> None:
     bench.print_table(
         [row for row in grid["cells"] if "error" not in row],
         GRID_COLUMNS,
-        title=f"\n[{grid['mode']}] round trip of a trivial request: {grid['round_trip_ms']:.2f} ms."
+        title=f"\n[{grid['mode']}{' ' + grid['code'] if grid.get('code', 'checkout') != 'checkout' else ''}] round trip of a trivial request: {grid['round_trip_ms']:.2f} ms."
         " window/restart: live consumers' downtime, seconds; ratio = window / restart at the target count;"
         " run = dag.test() wall, dagrun = the DagRun's start -> end, run-su = run less the dag.test start-up;"
         " runCPU = the run's CPU seconds, brkCPU = the broker's during the run (the traffic's share of 2 cores).",
@@ -817,13 +1033,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--output", type=Path, help=f"default: {RESULTS.name} ({QUICK_RESULTS.name} with --quick)"
     )
+    parser.add_argument(
+        "--revisions",
+        nargs="+",
+        default=[],
+        metavar="REV",
+        help="measure each git revision's package and DAGs, interleaved (worktree: the working tree's now;"
+        " NAME=DIR: the tree DIR, holding airflow_provider_kstate/ and dags/)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="rounds over the cells (the order of the revisions alternates)"
+    )
+    parser.add_argument("--no-alone", dest="alone", action="store_false", help="skip the same increase alone")
+    parser.add_argument(
+        "--trace", action="store_true", help="time the window's calls in each DAG run (run -> trace)"
+    )
     parser.add_argument("--child", nargs=3, metavar=("TOPIC", "PARTITIONS", "OUT"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
 def print_side_by_side(result: dict[str, Any]) -> None:
-    """Plain vs added RTT, cell by cell: the window and the whole run."""
-    if len(result["grids"]) < 2:
+    """Plain vs added RTT, cell by cell: the window and the whole run (without ``--revisions``)."""
+    if len(result["grids"]) != 2 or result.get("revisions"):
         return
     plain, rtt = ({r["cell"]: r for r in g["cells"]} for g in result["grids"][:2])
     print(
@@ -837,6 +1068,23 @@ def print_side_by_side(result: dict[str, Any]) -> None:
             f"   run less start-up {_fmt(row.get('run_less_startup_s'), '.1f')}"
             f" -> {_fmt(other.get('run_less_startup_s'), '.1f')}"
         )
+
+
+def print_revisions(result: dict[str, Any]) -> None:
+    """With ``--revisions``: per mode and cell, each revision's window against the restart of the same run
+    (ratio), round by round, and the load average when each run started."""
+    if not result.get("revisions"):
+        return
+    print("\nrevisions: live consumers out (window) vs plain restart, s (ratio); load average at the start")
+    for grid in result["grids"]:
+        for row in grid["cells"]:
+            load = row.get("load_before", [None])[0]
+            print(
+                f"[{grid['mode']:>5}] {row['cell']:>9} r{row.get('round', 0)} {grid['code']:>10}: window"
+                f" {_fmt(row.get('window_s'), '.3f')} restart {_fmt(row.get('restart_s'), '.3f')}"
+                f" ({_fmt(row.get('ratio'), '.2f')}x), load {_fmt(load, '.1f')},"
+                f" {'ok' if row.get('success') else 'FAILED'}, lost {row.get('lost')}"
+            )
 
 
 def code_version() -> dict[str, Any]:
@@ -862,7 +1110,16 @@ def main(argv: list[str] | None = None) -> int:
     output = args.output or (QUICK_RESULTS if args.quick else RESULTS)
     args.partial_output = base_dir() / "partial.json"
     modes = {"both": ["plain", "rtt"], "off": ["plain"], "only": ["rtt"]}[args.rtt]
-    result: dict[str, Any] = {"cells": cells, "targets": TARGETS, "target_cell": TARGET_CELL, "grids": []}
+    if args.trace:
+        os.environ["KSTATE_BENCH_TRACE"] = "1"  # the DAG runs inherit it
+    result: dict[str, Any] = {
+        "cells": cells,
+        "targets": TARGETS,
+        "target_cell": TARGET_CELL,
+        "revisions": args.revisions,
+        "rtt_one_way_ms": args.rtt_one_way_ms if "rtt" in modes else None,
+        "grids": [],
+    }
     started = time.monotonic()
     base = base_dir()  # git-ignored; kept for a look at the task logs
     shutil.rmtree(base, ignore_errors=True)
@@ -876,10 +1133,9 @@ def main(argv: list[str] | None = None) -> int:
         result["grids"].append(grid)
     result["bench_s"] = time.monotonic() - started
     result["code"] = code_version()
-    if "plain" in modes and "rtt" in modes:
-        result["added_round_trip_ms"] = (
-            result["grids"][1]["round_trip_ms"] - result["grids"][0]["round_trip_ms"]
-        )
+    trips = {g["mode"]: g["round_trip_ms"] for g in result["grids"]}
+    if "plain" in trips and "rtt" in trips:
+        result["added_round_trip_ms"] = trips["rtt"] - trips["plain"]
     bench.write_results(output, result)
     for grid in result["grids"]:
         print_grid(grid)
@@ -887,6 +1143,7 @@ def main(argv: list[str] | None = None) -> int:
         print_growth(grid)
         print(f"flatness: {json.dumps(grid['flatness'])}")
     print_side_by_side(result)
+    print_revisions(result)
     print(f"\nbench took {result['bench_s']:.0f} s")
     return 0
 

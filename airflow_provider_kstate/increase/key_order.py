@@ -19,6 +19,7 @@ With ``key_order="relax"`` the switch is a plain layout change, as before.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -270,8 +271,10 @@ class KeyOrderSwitch:
         thousands online would keep the producers held (4,032 on one 2-core broker: ~20 s)."""
         count = self.admin.partition_count(self.topic)
         old = min(self.plan.original_partitions, count)
-        marks = self.admin.watermarks(self.topic, range(old))
-        ends = self.admin.loaded_ends(self.topic, range(old, count))
+        with ThreadPoolExecutor(1, "kstate-barrier") as pool:  # the new partitions' ends asked meanwhile
+            new = pool.submit(self.admin.loaded_ends, self.topic, range(old, count))
+            marks = self.admin.watermarks(self.topic, range(old))
+            ends = new.result()
         return [marks[p][1] for p in range(old)] + [ends[p] for p in range(old, count)]
 
     def switch(self, live: list[str]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from airflow_provider_kstate.increase.drivers import CommandPairs, CommandResult
 from airflow_provider_kstate.increase.events import GroupState, ProducerState
 from airflow_provider_kstate.increase.fleet import commanded_live, commands_of, producer_commands
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, drain_of
-from airflow_provider_kstate.increase.plan import GroupClass, Plan
+from airflow_provider_kstate.increase.plan import GroupClass, Plan, PlanMode
 from airflow_provider_kstate.increase.safety import describe_missing
 from airflow_provider_kstate.increase.steps import (
     FAST_POLL,
@@ -38,6 +38,7 @@ from airflow_provider_kstate.increase.steps import (
     TopicSteps,
     names,
     not_empty_error,
+    together,
 )
 
 if TYPE_CHECKING:
@@ -151,9 +152,13 @@ class IncreaseRun(RunPorts):
         Command-driven groups with live members are stopped first and waited for (up to
         ``empty_timeout``); only then are the others asked to leave, so no group is out of its group while
         another's stop is slow or fails. A failure here changes nothing and resumes what was stopped
-        (:meth:`undo_before_create`).
+        (:meth:`undo_before_create`). Each create is validated by the broker first (:meth:`TopicSteps.validate`:
+        nothing changes), every topic at once, before anyone leaves: a create the broker would refuse fails
+        with every consumer in its group, and the validation is no round trip of their time out.
         """
         groups = self.plan.where("pause")
+        if self.plan.mode == PlanMode.INCREASE:
+            together(*(steps.validate for steps in self.topics))
         epoch = self.leave(groups)
         for steps in self.topics:
             steps.pin()
@@ -207,15 +212,22 @@ class IncreaseRun(RunPorts):
         self, timeout: float, max_interval: float = 1.0, groups: list[str] | None = None
     ) -> dict[str, Any]:
         """Block until every seeded group is EMPTY: polls every 5 ms for the first 2 s (paused consumers
-        leave within milliseconds of each other, and every millisecond of this wait is consumer downtime;
-        one DescribeGroups request for all groups costs well under a millisecond), then backs off to
-        ``max_interval``. On timeout: :class:`GroupNeverLeftError`, naming the members still present."""
+        leave within milliseconds of each other, and every millisecond of this wait is consumer downtime),
+        then backs off to ``max_interval``. On timeout: :class:`GroupNeverLeftError`, naming the members
+        still present.
+
+        Each look describes only the groups not seen EMPTY yet (the offline ones are EMPTY at the first; a
+        smaller answer comes back sooner over a network). A group seen EMPTY is not asked again here: the
+        seed checks every group it writes to again right before its commits, and the broker accepts them only
+        from an EMPTY group."""
         groups = self.plan.seeded_by_run() if groups is None else groups
         started = time.monotonic()
         deadline = started + timeout
         interval = FAST_POLL
+        pending = list(groups)
         while True:
-            result = groups_empty(self.admin, self.plan.topic, groups)
+            result = groups_empty(self.admin, self.plan.topic, pending)
+            pending = [g for g in pending if g in result.detail]
             if result.ok:
                 waited = set(self.plan.where("wait"))
                 self.events.groups([g for g in groups if g in waited], GroupState.PAUSED)
@@ -265,16 +277,21 @@ class IncreaseRun(RunPorts):
 
     def increase(self, timeout: float) -> dict[str, Any]:
         """Create the partitions of every topic, one after the other (a no-op on a topic at its target).
-        Before the first create every topic must still have its planned count (or the target)."""
-        for steps in self.topics:
-            current, plan = steps.partition_count(), steps.plan
+        Before the first create every topic must still have its planned count (or the target): each count
+        is read once, every topic at once, and each topic's create goes on from the count read here."""
+        counts = together(*(steps.partition_count for steps in self.topics))
+        for steps, current in zip(self.topics, counts, strict=True):
+            plan = steps.plan
             if current not in (plan.original_partitions, plan.target_partitions):
                 raise TopicChangedError(
                     f"topic {steps.topic!r} has {current} partitions; the plan of {self.plan.topic_names} "
                     f"expected {plan.original_partitions} (or {plan.target_partitions}). Someone else changed it: "
                     "nothing was created here. Run again: the new run repairs every gap."
                 )
-        each = {steps.topic: steps.increase(timeout) for steps in self.topics}
+        each = {
+            steps.topic: steps.increase(timeout, current)
+            for steps, current in zip(self.topics, counts, strict=True)
+        }
         for steps in self.topics:
             steps.announce_grow()
         return {

@@ -17,6 +17,7 @@ import json
 import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,24 @@ def not_empty_error(plan: Plan, detail: dict[str, Any], waited: float) -> GroupN
         "driver that stops them (or make them honour the pause signal), then run again. Partitions were "
         "NOT changed; the groups paused so far are resumed."
     )
+
+
+def together(*calls: Callable[[], Any]) -> list[Any]:
+    """Run ``calls`` at once (each in a thread) and return their results in order, once all are done; the
+    first failure in that order is raised, after every call finished (none is left running behind a step).
+
+    Requests the window makes while consumers are out and that need no answer from each other go out
+    together: over a network each one costs a round trip or more, and their sum is consumer downtime.
+    """
+    if len(calls) == 1:
+        return [calls[0]()]
+    with ThreadPoolExecutor(len(calls), "kstate-together") as pool:
+        futures = [pool.submit(call) for call in calls]
+        errors = [f.exception() for f in futures]
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
+    return [f.result() for f in futures]
 
 
 def names(groups: list[str], cap: int = NAME_CAP) -> str:
@@ -146,6 +165,8 @@ class TopicSteps(RunPorts):
     create_unknown: bool = False
     #: Set by :meth:`hold_for_drain`: the drain's hold pins the producers already.
     held_for_drain: bool = False
+    #: Set by :meth:`validate`: the broker validated the create (before the groups left).
+    validated: bool = False
 
     @property
     def topic(self) -> str:
@@ -215,17 +236,36 @@ class TopicSteps(RunPorts):
         control: KeyOrderPort = self.control  # type: ignore[assignment]  # the control hook has both
         return KeyOrderSwitch(self.plan, self.admin, control, self.log, self.owner, self.key_order)
 
-    def increase(self, timeout: float) -> dict[str, Any]:
+    def validate(self, current: int | None = None) -> bool:
+        """Ask the broker to validate the create (``validate_only``: nothing changes) when the topic still has
+        its planned count, once; True when it did.
+
+        :param current: the partition count just read (default: read it).
+        """
+        original, target = self.plan.original_partitions, self.plan.target_partitions
+        if self.validated or target <= original:
+            return self.validated
+        if (self.partition_count() if current is None else current) != original:
+            return False  # grown already (a retry) or changed by someone: the create step decides
+        self.admin.increase_partitions(self.topic, target, validate_only=True)
+        self.log.info("INCREASE topic %s: the broker validated %s -> %s", self.topic, original, target)
+        self.validated = True
+        return True
+
+    def increase(self, timeout: float, current: int | None = None) -> dict[str, Any]:
         """Grow the topic to the target (validate first); a no-op when it is already there (a retry, a repair).
         Returns once the metadata shows the new partitions (up to ``timeout``), not once each has a leader:
         nothing up to the resume needs their leaders (the seed commits 0 on them, see :meth:`_log_starts`;
         an offset commit goes to the group's coordinator), and Kafka takes its time to bring thousands online
         (4,032 on one 2-core broker: ~20 s) while the old partitions' consumers would wait paused. The
         producers' switch waits for their leaders (:meth:`wait_for_leaders`), after the consumers are back.
-        CreatePartitions gives them the topic's replication factor (see :mod:`~airflow_provider_kstate.increase.replicas`)."""
+        CreatePartitions gives them the topic's replication factor (see :mod:`~airflow_provider_kstate.increase.replicas`).
+
+        :param current: the partition count the run has just read (default: read it here).
+        """
         original, target = self.plan.original_partitions, self.plan.target_partitions
         self.events.step("increase")
-        current = self.partition_count()
+        current = self.partition_count() if current is None else current
         if current == target:
             self.log.info(
                 "INCREASE topic %s already has %s partitions: nothing to create", self.topic, target
@@ -237,8 +277,7 @@ class TopicSteps(RunPorts):
                 "Someone else changed it: nothing was done here. Run again: the new run repairs every gap."
             )
         self.lease_check()
-        self.admin.increase_partitions(self.topic, target, validate_only=True)
-        self.log.info("INCREASE topic %s: the broker validated %s -> %s", self.topic, original, target)
+        self.validate(current)  # a no-op when validated before the groups left
         try:
             self.admin.increase_partitions(self.topic, target)
         except BrokerUnavailableError:
@@ -267,17 +306,15 @@ class TopicSteps(RunPorts):
         offset a group already has.
 
         Every group must be EMPTY (the broker accepts offsets only then); it fails before writing anything
-        otherwise. One pass reads every group's offsets concurrently (skipping partitions this run has
-        just created, which hold none), one ListOffsets pass reads the gaps' log starts, one pass commits.
+        otherwise. The partition count, the EMPTY check, the lease and every group's offsets (skipping
+        partitions this run has just created, which hold none) are read at once (:meth:`_read_for_seed`),
+        one ListOffsets pass reads the old gaps' log starts, one pass commits.
         """
         groups = self.plan.seeded_by_run() if groups is None else groups
-        result = SeedResult(self.partition_count())
         if not groups:
-            return result
+            return SeedResult(self.partition_count())
         self.events.step("seed")
-        self._check_empty(groups)
-        self.lease_check()
-        before = self._committed(groups, result.partitions)
+        result, before = self._read_for_seed(groups)
         # Compact: 100 groups x 4,032 gaps as lists of int objects would hold ~15 MB; as arrays, 3 MB.
         gaps = {g: array("q", (p for p in range(result.partitions) if p not in before[g])) for g in groups}
         starts = self._log_starts({p for parts in gaps.values() for p in parts})
@@ -289,6 +326,35 @@ class TopicSteps(RunPorts):
         exceptions.close(self.plan.report_uri or "of this step")
         self.events.groups(groups, GroupState.SEEDED)
         return result
+
+    def _read_for_seed(self, groups: list[str]) -> tuple[SeedResult, dict[str, dict[int, int]]]:
+        """What the seed reads before it writes, all at once: that every group is EMPTY, the lease, the
+        partition count and every group's committed offsets (below the partitions this run created, which
+        hold none; without a create they are read once the count is known). Nothing is written before every
+        answer is in.
+
+        Right after this run's create the count is the one its create step has just read (the target): the
+        metadata of thousands of new partitions is the largest answer of the window (4,096 partitions, one
+        2-core Apache Kafka 4.4 node: 0.1 to 0.6 s), and a partition someone else added since is found by
+        the resume's own read of the count (:meth:`require_offsets`), which refuses to resume the groups.
+
+        :raises GroupNotEmptyError: a group is not EMPTY (raised before any other failure of the reads).
+        """
+
+        def empty_and_leased() -> None:
+            self._check_empty(groups)
+            self.lease_check()
+
+        created = self.created_from
+        if created is not None:
+            fresh = self.partitions_seen == self.plan.target_partitions
+            count_now = (lambda: self.partitions_seen) if fresh else self.partition_count
+            _empty, count, before = together(
+                empty_and_leased, count_now, lambda: self._committed(groups, created)
+            )
+            return SeedResult(count), before
+        _empty, count = together(empty_and_leased, self.partition_count)
+        return SeedResult(count), self._committed(groups, count)
 
     def _log_starts(self, partitions: set[int]) -> dict[int, int]:
         """The log start of every gap. A partition this run created starts at offset 0 (Kafka creates it
@@ -309,7 +375,7 @@ class TopicSteps(RunPorts):
 
     def _committed(self, groups: list[str], partitions: int) -> dict[str, dict[int, int]]:
         """Every group's committed offsets; partitions this run created are known to hold none."""
-        upto = partitions if self.created_from is None else self.created_from
+        upto = partitions if self.created_from is None else min(partitions, self.created_from)
         return dict(self.admin.committed_offsets_many(groups, self.topic, upto))
 
     def _record(

@@ -220,6 +220,9 @@ class FleetCluster:
     def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
         return {g: _info(g, *self.running.get(g, ())) for g in groups}
 
+    def increase_partitions(self, topic: str, total: int, validate_only: bool = False) -> None:
+        assert validate_only, "the pause only has the create validated"
+
     # control
     def pause(self, groups: list[str], topic: str, issuer: str) -> int:
         self.events.append(f"pause-record {sorted(groups)}")

@@ -101,7 +101,8 @@ def test_the_barrier_asks_the_new_partitions_once() -> None:
     fake = Ends()
     switch = KeyOrderSwitch(_steps(fake).plan, fake, None, logging.getLogger("test_seed"), "run-1")  # type: ignore[arg-type]
     assert switch._end_offsets() == [90, 90, 90, 90, 3, 0, 0, 0]
-    assert fake.calls == [("watermarks", [0, 1, 2, 3]), ("loaded_ends", [4, 5, 6, 7])]
+    # asked together (one round trip over a network), each once
+    assert sorted(fake.calls) == [("loaded_ends", [4, 5, 6, 7]), ("watermarks", [0, 1, 2, 3])]
 
 
 class Loading(Admin):
