@@ -65,8 +65,8 @@ def together(*calls: Callable[[], Any]) -> list[Any]:
     Requests the window makes while consumers are out and that need no answer from each other go out
     together: over a network each one costs a round trip or more, and their sum is consumer downtime.
     """
-    if len(calls) == 1:
-        return [calls[0]()]
+    if len(calls) <= 1:
+        return [call() for call in calls]
     with ThreadPoolExecutor(len(calls), "kstate-together") as pool:
         futures = [pool.submit(call) for call in calls]
         errors = [f.exception() for f in futures]
