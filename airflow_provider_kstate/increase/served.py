@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.client_piece.protocol import now_ms
-from airflow_provider_kstate.errors import KStateError
 from airflow_provider_kstate.increase.fleet import commanded_live
 from airflow_provider_kstate.increase.model import STABLE
 from airflow_provider_kstate.increase.plan import GroupClass
@@ -142,7 +141,7 @@ class ServiceWatch:
         deadline = time.monotonic() + self.within
         try:
             self._begin()
-        except KStateError as exc:  # nothing to compare with: the downtime counts to the ask back
+        except Exception as exc:  # noqa: BLE001 - nothing to compare with: the downtime counts to the ask back
             self.log.warning(
                 "SERVED not watched (%s: %s): the downtime counts to the ask back", type(exc).__name__, exc
             )
@@ -151,7 +150,7 @@ class ServiceWatch:
             try:
                 if self._look():
                     return
-            except KStateError as exc:  # a look that failed is a look missed: the watch never fails a run
+            except Exception as exc:  # noqa: BLE001 - a look that failed is a look missed: never fails a run
                 self.log.info("SERVED look failed (%s): the next one in %.2f s", exc, self.poll)
             self._stop.wait(self.poll)
 
