@@ -163,9 +163,12 @@ test('rule 4.8: a pending barrier with more partitions than the metadata makes a
   assert.equal(g.targets.size, 0)
 })
 
-test('rule 4.7 in the consumer: paused until committed, retried at the next look, never over an offset', async () => {
-  const calls = { commits: [], resumed: [], listOffsets: 0, refreshed: 0 }
-  let leaderLoading = true
+// A ControlledConsumer of group g on topic t seeding ``partitions``, over a fake cluster: partition 0 holds a
+// committed offset (17), the others none; while ``state.leaderLoading`` the log's start and end cannot be read
+// (LEADER_NOT_AVAILABLE), then they are 0 and 40. Each ListOffsets's partitions are in ``calls.asked``.
+function seedingConsumer (partitions, extra = {}) {
+  const calls = { commits: [], resumed: [], asked: [] }
+  const state = { leaderLoading: true }
   const cluster = {
     findGroupCoordinator: async () => ({
       offsetFetch: async ({ topics }) => ({
@@ -175,13 +178,13 @@ test('rule 4.7 in the consumer: paused until committed, retried at the next look
       })
     }),
     fetchTopicsOffset: async topics => {
-      calls.listOffsets++
-      if (leaderLoading) throw new Error('LEADER_NOT_AVAILABLE')
+      calls.asked.push(topics.flatMap(({ partitions }) => partitions.map(({ partition }) => partition)))
+      if (state.leaderLoading) throw new Error('LEADER_NOT_AVAILABLE')
       return topics.map(({ topic, partitions, fromBeginning }) => ({
         topic, partitions: partitions.map(({ partition }) => ({ partition, offset: fromBeginning ? '0' : '40' }))
       }))
     },
-    refreshMetadata: async () => { calls.refreshed++ }
+    refreshMetadata: async () => {}
   }
   const inner = {
     commitOffsets: async offsets => { calls.commits.push(...offsets) },
@@ -190,13 +193,19 @@ test('rule 4.7 in the consumer: paused until committed, retried at the next look
   }
   const consumer = Object.assign(Object.create(ControlledConsumer.prototype), {
     group: 'g', inner, _innerCluster: cluster, cluster, fromBeginning: false, _generation: 3,
-    _seeding: new Set(['t\u00000', 't\u00001']), _committed: new Map(), _seedRun: null, _seedAgain: false,
-    barriers: new Barriers('g', ['t']), growth: new Growth('g', ['t']), log: () => {}
+    _seeding: new Set(partitions.map(p => `t\u0000${p}`)), _committed: new Map(), _seedRun: null,
+    _seedAgain: false, barriers: new Barriers('g', ['t']), growth: new Growth('g', ['t']), log: () => {},
+    ...extra
   })
+  return { consumer, inner, calls, state }
+}
+
+test('rule 4.7 in the consumer: paused until committed, retried at the next look, never over an offset', async () => {
+  const { consumer, inner, calls, state } = seedingConsumer([0, 1])
   await consumer._seed(inner)
   assert.deepEqual(calls.commits, [], 'nothing committed while the start cannot be read')
   assert.deepEqual([...consumer._seeding], ['t\u00000', 't\u00001'], 'both stay paused for the next look')
-  leaderLoading = false
+  state.leaderLoading = false
   await consumer._seed(inner)
   assert.deepEqual(calls.commits, [{ topic: 't', partition: 1, offset: '40' }], 'the log end, only where none')
   assert.deepEqual(calls.resumed, [{ topic: 't', partitions: [0, 1] }])
@@ -226,37 +235,7 @@ test('rule 4.7 after a grow: only a pending barrier saying which partitions are 
 })
 
 test('rule 4.7 in the consumer after a grow: the new partitions are committed at 0 without a ListOffsets', async () => {
-  const calls = { commits: [], resumed: [], asked: [] }
-  let leaderLoading = true
-  const cluster = {
-    findGroupCoordinator: async () => ({
-      offsetFetch: async ({ topics }) => ({
-        responses: topics.map(({ topic, partitions }) => ({
-          topic, partitions: partitions.map(({ partition }) => ({ partition, offset: partition === 0 ? '17' : '-1' }))
-        }))
-      })
-    }),
-    fetchTopicsOffset: async topics => {
-      calls.asked.push(topics.flatMap(({ partitions }) => partitions.map(({ partition }) => partition)))
-      if (leaderLoading) throw new Error('LEADER_NOT_AVAILABLE')
-      return topics.map(({ topic, partitions }) => ({
-        topic, partitions: partitions.map(({ partition }) => ({ partition, offset: '40' }))
-      }))
-    },
-    refreshMetadata: async () => {}
-  }
-  const inner = {
-    commitOffsets: async offsets => { calls.commits.push(...offsets) },
-    resume: topics => { calls.resumed.push(...topics) },
-    pause: () => {}
-  }
-  const growth = new Growth('g', ['t'])
-  const consumer = Object.assign(Object.create(ControlledConsumer.prototype), {
-    group: 'g', inner, _innerCluster: cluster, cluster, fromBeginning: false, _generation: 3,
-    _seeding: new Set([0, 1, 4, 5].map(p => `t\u0000${p}`)), _committed: new Map(), _seedRun: null,
-    _seedAgain: false, barriers: new Barriers('g', ['t']), growth, log: () => {}, follower: { hurry: () => {} },
-    _ack: async () => {}
-  })
+  const { consumer, inner, calls, state } = seedingConsumer([0, 1, 4, 5], { follower: { hurry: () => {} }, _ack: async () => {} })
   await consumer._barrierRecord(grew(4, 8), true)
   await consumer._seed(inner)
   assert.deepEqual(calls.asked, [[1]], 'one ListOffsets, of the old partition without an offset only')
@@ -264,7 +243,7 @@ test('rule 4.7 in the consumer after a grow: the new partitions are committed at
     "the new ones at 0 although the old one's start cannot be read")
   assert.deepEqual(calls.resumed, [{ topic: 't', partitions: [4, 5] }])
   assert.deepEqual([...consumer._seeding], ['t\u00000', 't\u00001'], 'the old ones keep their path: the next look')
-  leaderLoading = false
+  state.leaderLoading = false
   await consumer._seed(inner)
   assert.deepEqual(calls.asked, [[1], [1]])
   assert.deepEqual(calls.commits.slice(2), [{ topic: 't', partition: 1, offset: '40' }], 'the log end, only where none')

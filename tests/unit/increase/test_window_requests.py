@@ -94,11 +94,17 @@ class Meeting(Admin):
         super().seed_offsets_many(topic, offsets)
 
 
-def _plan(*groups: str) -> Plan:
-    plans = {
-        g: GroupPlan(cls=GroupClass.EMPTY, state="EMPTY", member_count=0, pause=True, seed=True)
-        for g in groups
-    }
+def _plan(*groups: str, live: tuple[str, ...] = ()) -> Plan:
+    """A plan growing ``orders`` 4 -> 8 that pauses and seeds ``groups``: those in ``live`` with a member."""
+
+    def entry(group: str) -> GroupPlan:
+        if group in live:
+            return GroupPlan(
+                cls=GroupClass.ACTIVE, state="STABLE", member_count=1, pause=True, seed=True, wait=True
+            )
+        return GroupPlan(cls=GroupClass.EMPTY, state="EMPTY", member_count=0, pause=True, seed=True)
+
+    plans = {g: entry(g) for g in groups}
     return Plan(
         topic="orders",
         original_partitions=4,
@@ -195,20 +201,7 @@ class Control:
 
 
 def _run(fake: Admin) -> IncreaseRun:
-    plans = {
-        "live": GroupPlan(
-            cls=GroupClass.ACTIVE, state="STABLE", member_count=1, pause=True, seed=True, wait=True
-        ),
-        "idle": GroupPlan(cls=GroupClass.EMPTY, state="EMPTY", member_count=0, pause=True, seed=True),
-    }
-    plan = Plan(
-        topic="orders",
-        original_partitions=4,
-        target_partitions=8,
-        groups=plans,
-        planned_at="now",
-        owner="run-1",
-    )
+    plan = _plan("live", "idle", live=("live",))
     control: Any = Control(fake) if isinstance(fake, Leaving) else None
     return IncreaseRun(plan, fake, control, LOG, "run-1", key_order="relax")  # type: ignore[arg-type]
 
