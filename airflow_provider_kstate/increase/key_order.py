@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_kstate.client_piece.protocol import (
@@ -192,6 +192,10 @@ class Groups:
     held: list[str]  # consumers acknowledged the announcement: live members are waited for
     offline: list[str]  # no live members: their consumers hold at start if they use the client piece
     relaxed: dict[str, str]  # group -> why it cannot hold
+    #: group -> the clients that acknowledged the announcement: each must acknowledge the barrier (a member
+    #: still rejoining after the resume is not among the broker's members yet, and would otherwise fetch the
+    #: new partitions before it read the barrier)
+    announced: dict[str, set[str]] = field(default_factory=dict)
 
 
 def classify_groups(plan: Plan, acked: set[str], live: list[str]) -> Groups:
@@ -343,8 +347,12 @@ class KeyOrderSwitch:
         relaxed ones; drained groups are none of these (their producers wait for them instead)."""
         pending = watch.state.get(barrier_key(self.topic))
         epoch = pending.epoch if isinstance(pending, Barrier) else -1
-        acked = {a.group for a in watch.acks(f"ack-barrier/{self.topic}/", epoch)}
-        return classify_groups(self.plan, acked, live)
+        acks = watch.acks(f"ack-barrier/{self.topic}/", epoch)
+        groups = classify_groups(self.plan, {a.group for a in acks}, live)
+        for ack in acks:
+            if ack.group in groups.held:
+                groups.announced.setdefault(ack.group, set()).add(ack.client)
+        return groups
 
     def hold_for_drain(self, hold_s: float) -> dict[str, Any]:
         """Stop the ControlledProducers for a drain (before the create; with groups that stay, once they hold
@@ -418,10 +426,11 @@ class KeyOrderSwitch:
         }
 
     def _barrier_acks(self, watch: ControlWatch, barrier: int, groups: Groups) -> None:
-        """Wait for the live members of the held groups to acknowledge the barrier; a group short of
-        acknowledgements is relaxed (named, as at a switch)."""
+        """Wait for the live members of the held groups to acknowledge the barrier: as many as the broker
+        lists, and every client that acknowledged the announcement (it may be rejoining after the resume,
+        not listed yet); a group short of acknowledgements is relaxed (named, as at a switch)."""
         members = {g: len(i.members) for g, i in self.admin.describe_groups(groups.held, self.topic).items()}
-        for group, (n, want) in self._wait_members(watch, barrier, members).items():
+        for group, (n, want) in self._wait_members(watch, barrier, members, groups.announced).items():
             groups.relaxed[group] = f"{n} of {want} members acknowledged the barrier in {self.ack_timeout}s"
 
     def _settle(self, watch: ControlWatch) -> None:
@@ -455,18 +464,20 @@ class KeyOrderSwitch:
         return acked() & expected if expected else acked()
 
     def _wait_members(
-        self, watch: ControlWatch, epoch: int, members: dict[str, int]
+        self, watch: ControlWatch, epoch: int, members: dict[str, int], announced: dict[str, set[str]]
     ) -> dict[str, tuple[int, int]]:
-        """Wait until every live group has as many ``barrier`` acknowledgements as members; return the others."""
+        """Wait until every live group has as many ``barrier`` acknowledgements as members, among them one of
+        each client in ``announced``; return the others."""
 
         def short() -> dict[str, tuple[int, int]]:
             out = {}
-            for group, want in members.items():
+            for group, listed in members.items():
                 # A member that is past the barrier at once acknowledges ``released`` right after
                 # ``barrier`` under the same key: the watch may see only the second.
-                got = len(watch.acks(f"ack-barrier/{self.topic}/{group}/", epoch, HOLDING))
-                if got < want:
-                    out[group] = (got, want)
+                got = {a.client for a in watch.acks(f"ack-barrier/{self.topic}/{group}/", epoch, HOLDING)}
+                expected = announced.get(group, set())
+                if len(got) < listed or expected - got:
+                    out[group] = (len(got), max(listed, len(expected | got)))
             return out
 
         watch.wait(lambda: not short(), self.ack_timeout)

@@ -97,6 +97,7 @@ def run_increase(
         "written": producer.written,
         "processed": checker.processed,
         "violations": len(checker.violations),
+        "first_violations": checker.violations[:5],
         "keys_out_of_order": checker.keys_out_of_order,
         "lost": checker.lost(producer),
         "wrong_last": sum(1 for k, v in last.items() if checker.last.get(k) != v),
@@ -332,7 +333,7 @@ def test_relax_reorders_and_preserve_keeps_every_key_in_order(
     assert switch["key_order"] == "preserve" and switch["producers_held"] and not switch["producers_missing"]
     assert switch["held_groups"] and not switch["relaxed_groups"]
     assert preserve["lost"] == 0
-    assert preserve["violations"] == 0, preserve
+    assert preserve["violations"] == 0, {k: v for k, v in preserve.items() if k != "switch"}
     assert preserve["wrong_last"] == 0 and preserve["keys"] == 200
     held = [p for p in preserve["passages"] if p.first_hold is not None]
     assert held and all(p.released is not None and p.overruns == 0 for p in held)

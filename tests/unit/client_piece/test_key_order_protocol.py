@@ -185,5 +185,11 @@ def test_a_member_already_past_the_barrier_counts_as_holding_it() -> None:
             return bool(done())
 
     switch = KeyOrderSwitch(_plan_of({}), None, None, None, "run", ack_timeout=0.01)  # type: ignore[arg-type]
-    assert switch._wait_members(Watch(), 7, {"g": 2}) == {}  # type: ignore[arg-type]
-    assert switch._wait_members(Watch(), 7, {"g": 3}) == {"g": (2, 3)}  # type: ignore[arg-type]
+    assert switch._wait_members(Watch(), 7, {"g": 2}, {}) == {}  # type: ignore[arg-type]
+    assert switch._wait_members(Watch(), 7, {"g": 3}, {}) == {"g": (2, 3)}  # type: ignore[arg-type]
+    # A client that acknowledged the announcement but is not among the broker's members yet (rejoining
+    # after the resume) is waited for all the same: it may fetch the new partitions before it read the
+    # barrier (seen once in CI: 331 records of moved keys processed out of order under preserve).
+    announced = {"g": {"c-0", "c-1", "c-3"}}
+    assert switch._wait_members(Watch(), 7, {"g": 1}, announced) == {"g": (2, 3)}  # type: ignore[arg-type]
+    assert switch._wait_members(Watch(), 7, {"g": 1}, {"g": {"c-0"}}) == {}  # type: ignore[arg-type]
