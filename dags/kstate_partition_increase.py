@@ -7,8 +7,8 @@ the new partitions before the consumers discover them.
 **Runbook** (each step idempotent; a cleared task continues from where the cluster stands):
 
 Services in any language: a group whose live members do not run the kstate client piece is stopped and
-started by a **driver** (a stop/start/ready command pair: `kubectl scale`, `systemctl`, `docker`, Kafka
-Connect's REST stop/resume), named per group in `group_drivers` from the `kstate_drivers` Variable
+started by a **driver** (a stop/start/ready command pair: `kubectl scale`, `systemctl`, `docker`; or a Kafka
+Connect connector by its REST API, kind `connect`), named per group in `group_drivers` from the `kstate_drivers` Variable
 (`{"billing-k8s": {"kind": "command", "stop": "...", "start": "...", "ready": "..."}}`); without one the plan
 refuses it before anything is paused.
 
@@ -158,7 +158,7 @@ def _params() -> dict[str, Param]:
             type="object",
             additionalProperties={"type": "string", "minLength": 1},
             title="Group drivers",
-            description="How each group is stopped and started when its services do not run the kstate client: group -> the name of a driver in the kstate_drivers Variable (a stop/start/ready command pair), or 'control'. A live group without the client piece and without a driver fails the plan. The form names drivers; it never carries a command.",
+            description="How each group is stopped and started when its services do not run the kstate client: group -> the name of a driver in the kstate_drivers Variable (a stop/start/ready command pair, or a Kafka Connect connector's REST API: kind connect), or 'control'. A live group without the client piece and without a driver fails the plan. The form names drivers; it never carries a command.",
         ),
         "producer_drivers": Param(
             [],

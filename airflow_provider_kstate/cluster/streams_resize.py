@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from airflow_provider_kstate.errors import StreamsResizeError
-from airflow_provider_kstate.increase.drivers import CommandDriver, CommandPairs
+from airflow_provider_kstate.increase.drivers import ActionDriver, CommandPairs
 from airflow_provider_kstate.increase.model import DEAD, EMPTY, state_name
 from airflow_provider_kstate.increase.streams_apps import KEY_SUFFIX, StreamsAppPlan, StreamsChangelog
 
@@ -123,9 +123,9 @@ class StreamsResize:
     app: StreamsAppPlan
     admin: Any
     kafka_config: Mapping[str, Any]
-    driver: CommandDriver
+    driver: ActionDriver
     replacer: Replacer
-    producers: Mapping[str, CommandDriver] = field(default_factory=dict)
+    producers: Mapping[str, ActionDriver] = field(default_factory=dict)
     log: Any = field(default_factory=lambda: logging.getLogger(__name__))
     drain_timeout: float = 120.0
     empty_timeout: float = 120.0

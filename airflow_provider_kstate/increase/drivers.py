@@ -3,7 +3,7 @@
 A safe increase needs every live consumer out of its group from before the create until its group is
 seeded. Services that run the client piece (or any implementation of ``docs/control-protocol.md``) leave
 and rejoin on a record of the control topic; the others, in Java, Go or Node.js under Kubernetes, systemd or
-Kafka Connect, are stopped and started by their own mechanism. Three kinds of driver:
+Kafka Connect, are stopped and started by their own mechanism. Four kinds of driver:
 
 ``control``
     The control protocol: a ``pause`` / ``resume`` record for consumer groups, a layout for producers
@@ -15,21 +15,38 @@ Kafka Connect, are stopped and started by their own mechanism. Three kinds of dr
     optional ``ready`` check polled after the start until it exits 0. Each must be idempotent (a stop of a
     stopped service succeeds) and bounded by ``timeout``. The commands see ``KSTATE_TOPIC``,
     ``KSTATE_ACTION`` (stop, start, ready) and ``KSTATE_GROUP`` or ``KSTATE_PRODUCER``.
+``connect``
+    A Kafka Connect connector (a sink's group is ``connect-<name>``; a source connector is a producer service)
+    stopped and started through the worker's REST API by the run itself: ``PUT /connectors/NAME/stop``,
+    ``PUT /connectors/NAME/resume``, then ``GET /connectors/NAME/status`` polled until the connector and
+    every task (at least one) are RUNNING; a FAILED one fails the check at once, with its trace's first line.
 ``task``
     Your own pause and resume tasks of the per-step layout (``pause_consumers=`` / ``resume_consumers=``):
     they drive every group that has no driver of its own.
 
 The plan stores each group's driver (commands included: the approver reads what will run) and every later
 step runs the plan's drivers, so a changed registry cannot change a run halfway. Put no secret in a
-command: reference the worker's environment (``$CONNECT_TOKEN``) instead, which bash expands at run time.
+command or a URL: reference the worker's environment (``$CONNECT_TOKEN``) instead, which bash (or the
+``connect`` driver, for its URL) expands at run time.
+
+The ``command`` and ``connect`` kinds are action drivers (:class:`ActionDriver`): the run asks the driver
+to perform each action (:meth:`ActionDriver.run`), :class:`CommandPairs` runs them concurrently and keeps
+each one's timing for the run's report. A new kind that the run drives itself is one such subclass and its
+``DriverKind`` value; nothing else dispatches on the kind.
 """
 
 from __future__ import annotations
 
+import base64
+import http.client
+import json
 import os
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -48,6 +65,8 @@ DEFAULT_COMMAND_TIMEOUT = 120.0
 OUTPUT_TAIL = 2000
 #: Command pairs run at once, at most (one per group or producer service).
 MAX_PARALLEL = 16
+#: What one action of a driver gave: an exit code (0: done; None: out of time) and what it said.
+Outcome = tuple[int | None, str]
 
 
 class DriverKind(StrEnum):
@@ -55,6 +74,7 @@ class DriverKind(StrEnum):
 
     CONTROL = "control"
     COMMAND = "command"
+    CONNECT = "connect"
     TASK = "task"
 
 
@@ -63,16 +83,24 @@ class DriverDict(TypedDict, total=False):
     ``kstate_drivers`` Variable). Only the fields that apply are written; :meth:`Driver.from_dict` reads it."""
 
     kind: Annotated[
-        Literal["control", "command", "task"],
+        Literal["control", "command", "connect", "task"],
         Field(
-            description="control (the control protocol), command (a command pair) or task (your own tasks); "
-            "absent with a stop command: command"
+            description="control (the control protocol), command (a command pair), connect (a Kafka Connect "
+            "connector, by its REST API) or task (your own tasks); absent with a stop command: command"
         ),
     ]
     name: Annotated[str, Field(description="shown in the plan (command <name>)")]
     stop: Annotated[str, Field(description="command: makes the service leave its group, run with bash -c")]
     start: Annotated[str, Field(description="command: starts the service again")]
     ready: Annotated[str, Field(description="command, optional: polled after start until it exits 0")]
+    url: Annotated[
+        str,
+        Field(
+            description="connect: the Connect worker's REST base URL (http://connect:8083); $VARS of the "
+            "worker's environment expanded at run time; user:password@ sent as basic auth, never logged"
+        ),
+    ]
+    connector: Annotated[str, Field(description="connect: the connector's name")]
     #: int or float as given (a number in JSON): the plan keeps ``30`` as ``30``.
     timeout: Annotated[
         int | float,
@@ -81,7 +109,8 @@ class DriverDict(TypedDict, total=False):
             {
                 "type": "number",
                 "exclusiveMinimum": 0,
-                "description": f"command: seconds each command may run (absent: {DEFAULT_COMMAND_TIMEOUT})",
+                "description": "command, connect: seconds each action may take, and the ready check may keep "
+                f"failing (absent: {DEFAULT_COMMAND_TIMEOUT})",
             }
         ),
     ]
@@ -118,8 +147,9 @@ class Driver:
             out["name"] = self.name
         return out
 
-    def commands(self) -> CommandDriver | None:
-        """The command pair the run runs to stop and start the service (None: the run runs none)."""
+    def commands(self) -> ActionDriver | None:
+        """The driver whose actions (stop, start, ready) the run performs to stop and start the service: a
+        command pair, a connector's REST calls (None: the run performs none)."""
         return None
 
     @classmethod
@@ -203,7 +233,28 @@ class TaskDriver(Driver):
 
 
 @dataclass(frozen=True)
-class CommandDriver(Driver):
+class ActionDriver(Driver):
+    """A driver whose actions the run performs itself: ``stop`` (the service leaves), ``start`` and ``ready``
+    (polled after the start), each bounded by the driver's ``timeout``. :class:`CommandPairs` asks the
+    driver for each (:meth:`run`), all drivers of a step at once, and keeps what each did in the run's report;
+    a kind of this family is one subclass with its ``run``."""
+
+    def commands(self) -> ActionDriver:
+        return self
+
+    def run(self, action: str, env: Mapping[str, str], runner: CommandRunner) -> Outcome:
+        """Perform ``action`` (``stop``, ``start`` or ``ready``) once, within ``timeout`` (``ready``: poll until
+        it holds or ``timeout``); return ``(0 when done, else a code or None when out of time, output)``.
+
+        :param env: the run's names for the action (``KSTATE_TOPIC``, ``KSTATE_ACTION``, ``KSTATE_GROUP`` or
+            ``KSTATE_PRODUCER``).
+        :param runner: runs a shell command (the ``command`` kind's; tests pass a fake).
+        """
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class CommandDriver(ActionDriver):
     """Stop and start a service by commands, run by the worker through ``bash -c``.
 
     :param stop: makes the service leave its group (or stop producing) and returns when it has stopped, or
@@ -241,14 +292,18 @@ class CommandDriver(Driver):
         """The command of ``action`` (``stop``, ``start`` or ``ready``)."""
         return str(getattr(self, action))
 
-    def commands(self) -> CommandDriver:
-        return self
+    def run(self, action: str, env: Mapping[str, str], runner: CommandRunner) -> Outcome:
+        """Run the command of ``action`` through ``runner``; ``ready`` is polled until it exits 0 (a driver
+        without a ready check is ready at once)."""
+        if action != "ready":
+            return runner.run(self.command(action), self.timeout, env)
+        if not self.ready:
+            return 0, ""
+        return poll(lambda seconds: runner.run(self.ready, seconds, env), self.timeout)
 
     @classmethod
     def read(cls, data: Mapping[str, Any], label: str) -> Driver:
-        unknown = sorted(set(data) - {"kind", "name", "stop", "start", "ready", "timeout"})
-        if unknown:
-            raise InvalidDriverError(f"driver {label!r}: unknown fields {unknown}")
+        _known(data, label, "stop", "start", "ready", "timeout")
         return cls(
             name=label,
             stop=str(data.get("stop") or ""),
@@ -256,6 +311,183 @@ class CommandDriver(Driver):
             ready=str(data.get("ready") or ""),
             timeout=_timeout(label, data.get("timeout", DEFAULT_COMMAND_TIMEOUT)),
         )
+
+
+#: The codes of the ``connect`` kind's outcomes: not yet (the ready check: not running yet; a stop or a
+#: resume: 409, the worker is rebalancing), asked again until its timeout; failed (a FAILED connector or task,
+#: any other HTTP error), at once.
+NOT_YET, FAILED = 1, 2
+#: The REST verb of each action of the ``connect`` kind (``ready`` reads ``status``).
+CONNECT_VERBS = {"stop": "stop", "start": "resume"}
+
+
+@dataclass(frozen=True, repr=False)
+class ConnectDriver(ActionDriver):
+    """Stop and start a Kafka Connect connector through its worker's REST API (Connect 3.5 and later):
+    ``PUT /connectors/NAME/stop`` (not ``pause``: paused tasks stay in the group), ``PUT .../resume``, and
+    ``GET .../status`` polled until the connector and every task, at least one, are RUNNING (right after a
+    resume the connector shows RUNNING with no task yet); a FAILED connector or task fails the check at once.
+
+    :param url: the worker's REST base URL (``http://connect:8083``: any worker of its cluster). ``$VARS`` of
+        the worker's environment are expanded at each call; a ``user:password@`` is sent as basic auth and
+        never logged (nor shown in the plan's line).
+    :param connector: the connector's name (a sink connector's consumer group is ``connect-<connector>``).
+    :param timeout: seconds each call may take, and the ready check may keep failing.
+    :param name: shown in the plan (``connect <name>``; the connector when empty).
+    """
+
+    kind: ClassVar[DriverKind] = DriverKind.CONNECT
+    leave_words: ClassVar[str] = "connector stop (REST)"
+    back_words: ClassVar[str] = "connector resume (REST)"
+    url: str = ""
+    connector: str = ""
+    timeout: float = DEFAULT_COMMAND_TIMEOUT
+
+    def __post_init__(self) -> None:
+        label = self.name or self.connector or "?"
+        for what in ("url", "connector"):
+            if not str(getattr(self, what)).strip():
+                raise InvalidDriverError(f"connect driver {label!r} needs a {what}")
+        scheme = urllib.parse.urlsplit(self.url).scheme
+        if not self.url.startswith("$") and scheme not in ("http", "https"):
+            raise InvalidDriverError(
+                f"connect driver {label!r}: url must start with http:// or https://, got {redacted(self.url)!r}"
+            )
+        _timeout(label, self.timeout)
+
+    def __repr__(self) -> str:
+        return f"ConnectDriver(name={self.name!r}, url={redacted(self.url)!r}, connector={self.connector!r})"
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.name or self.connector}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {**super().to_dict(), "url": self.url, "connector": self.connector}
+        if self.timeout != DEFAULT_COMMAND_TIMEOUT:
+            out["timeout"] = self.timeout
+        return out
+
+    def run(self, action: str, env: Mapping[str, str], runner: CommandRunner) -> Outcome:
+        """``stop`` / ``start``: a PUT (any 2xx is done: Connect answers 202 or 204; asked again while a
+        rebalancing worker answers 409); ``ready``: the status polled until it runs, or at once its FAILED
+        part. Each within ``timeout``; ``env`` and ``runner`` are not used."""
+        attempt = self._ready_once if action == "ready" else self._put(CONNECT_VERBS[action])
+        return poll(attempt, self.timeout, settled=lambda code: code != NOT_YET)
+
+    def _put(self, verb: str) -> Callable[[float], Outcome]:
+        def attempt(seconds: float) -> Outcome:
+            status, _body, said = self._call("PUT", verb, min(seconds, self.timeout))
+            if status is None or 200 <= status < 300:
+                return (None if status is None else 0), said
+            return (NOT_YET if status == 409 else FAILED), said
+
+        return attempt
+
+    def _ready_once(self, seconds: float) -> Outcome:
+        status, body, said = self._call("GET", "status", min(seconds, self.timeout))
+        if status != 200 or not isinstance(body, Mapping):
+            return NOT_YET, said
+        return readiness(self.connector, body)
+
+    def _call(self, method: str, verb: str, timeout: float) -> tuple[int | None, Any, str]:
+        """``method`` on ``/connectors/<connector>/<verb>``: (the HTTP status, 0 when nothing answered, None
+        when out of time; the JSON body; what to log, without credentials)."""
+        base, headers = endpoint(os.path.expandvars(self.url))
+        target = f"{base.rstrip('/')}/connectors/{urllib.parse.quote(self.connector, safe='')}/{verb}"
+        shown = f"{method} {target}"
+        request = urllib.request.Request(target, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 - http(s) checked
+                return answer.status, _json(answer.read()), f"{shown}: HTTP {answer.status}"
+        except urllib.error.HTTPError as exc:
+            body = _json(exc.read())
+            message = body.get("message", "") if isinstance(body, Mapping) else body or ""
+            return exc.code, body, f"{shown}: HTTP {exc.code} {message}".strip()
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            if isinstance(reason, TimeoutError):
+                return None, None, f"{shown}: no answer within {timeout:g} s"
+            return 0, None, f"{shown}: no answer ({reason})"
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any], label: str) -> Driver:
+        _known(data, label, "url", "connector", "timeout")
+        for what, meaning in (("url", "the worker's REST base URL"), ("connector", "the connector's name")):
+            if not isinstance(data.get(what), str) or not data[what].strip():
+                raise InvalidDriverError(f"driver {label!r}: a connect driver needs {what!r} ({meaning})")
+        return cls(
+            name=label,
+            url=str(data["url"]).strip(),
+            connector=str(data["connector"]).strip(),
+            timeout=_timeout(label, data.get("timeout", DEFAULT_COMMAND_TIMEOUT)),
+        )
+
+
+def _known(data: Mapping[str, Any], label: str, *fields: str) -> None:
+    """Refuse a dict form with a field its kind does not read, naming the fields."""
+    unknown = sorted(set(data) - {"kind", "name", *fields})
+    if unknown:
+        raise InvalidDriverError(f"driver {label!r}: unknown fields {unknown}")
+
+
+def readiness(connector: str, status: Mapping[str, Any]) -> Outcome:
+    """What a connector's status (``GET /connectors/NAME/status``) says: ``(0, ...)`` when it and every task,
+    at least one, are RUNNING; ``(FAILED, ...)`` naming the connector and the first line of the failed part's
+    trace; else ``(NOT_YET, its states)``."""
+    tasks = [t for t in status.get("tasks") or [] if isinstance(t, Mapping)]
+    own = status.get("connector")
+    parts = [("connector", own if isinstance(own, Mapping) else {})]
+    parts += [(f"task {t.get('id', '?')}", t) for t in tasks]
+    for what, part in parts:
+        if part.get("state") == "FAILED":
+            trace = (str(part.get("trace") or "").strip().splitlines() or ["no trace"])[0]
+            worker = part.get("worker_id", "?")
+            return FAILED, f"connector {connector!r}: {what} FAILED on {worker}: {trace}"
+    states = ", ".join(f"{what} {part.get('state', '?')}" for what, part in parts)
+    if tasks and all(part.get("state") == "RUNNING" for _, part in parts):
+        return 0, f"connector {connector!r}: {states}"
+    return NOT_YET, f"connector {connector!r}: {states}" + ("" if tasks else ", no task yet")
+
+
+def endpoint(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without its ``user:password@``, and the headers that send them (basic auth)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return url, {}
+    secret = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+    return redacted(url), {"Authorization": "Basic " + base64.b64encode(secret.encode()).decode()}
+
+
+def redacted(url: str) -> str:
+    """``url`` without the ``user:password@`` of its authority: what a log or an error may show."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def _json(raw: bytes) -> Any:
+    text = raw.decode("utf-8", "replace")
+    try:
+        return json.loads(text) if text.strip() else None
+    except json.JSONDecodeError:
+        return text[-OUTPUT_TAIL:]
+
+
+def poll(
+    attempt: Callable[[float], Outcome],
+    timeout: float,
+    settled: Callable[[int | None], bool] = lambda c: c == 0,
+) -> Outcome:
+    """Call ``attempt(seconds left)`` until it gives 0 (or a code ``settled`` accepts) or ``timeout`` has
+    passed, every 0.2 s for 2 s, then every second; return its last outcome."""
+    started = time.monotonic()
+    deadline = started + timeout
+    while True:
+        code, output = attempt(max(1.0, deadline - time.monotonic()))
+        if code == 0 or settled(code) or time.monotonic() >= deadline:
+            return code, output
+        time.sleep(0.2 if time.monotonic() - started < 2.0 else 1.0)
 
 
 CONTROL = ControlDriver()
@@ -320,7 +552,7 @@ class CommandResult:
 class CommandRunner(Protocol):
     """Runs one command of a driver (:class:`ShellRunner`; tests give a fake)."""
 
-    def run(self, command: str, timeout: float, env: Mapping[str, str]) -> tuple[int | None, str]:
+    def run(self, command: str, timeout: float, env: Mapping[str, str]) -> Outcome:
         """Run ``command`` with ``env`` added; return ``(exit code or None when killed at timeout, output)``."""
         ...
 
@@ -359,7 +591,8 @@ def _tail(out: bytes | None) -> str:
 
 @dataclass
 class CommandPairs:
-    """Runs the command pairs of a plan's drivers, concurrently, and keeps what each did.
+    """Runs the actions of a plan's drivers (:class:`ActionDriver`: command pairs, connectors' REST calls),
+    concurrently, and keeps what each did.
 
     :param topic: the topic of the run (``KSTATE_TOPIC``).
     :param log: the task's logger.
@@ -370,9 +603,9 @@ class CommandPairs:
     log: Any
     runner: CommandRunner = field(default_factory=ShellRunner)
 
-    def run(self, action: str, drivers: Mapping[str, CommandDriver], kind: str) -> list[CommandResult]:
-        """Run ``action`` (``stop``, ``start`` or ``ready``) of every driver at once; log each; return the
-        results in ``drivers`` order.
+    def run(self, action: str, drivers: Mapping[str, ActionDriver], kind: str) -> list[CommandResult]:
+        """Perform ``action`` (``stop``, ``start`` or ``ready``) of every driver at once; log each; return
+        the results in ``drivers`` order.
 
         :param kind: ``group`` or ``producer``: what the names are (``KSTATE_GROUP`` / ``KSTATE_PRODUCER``).
         """
@@ -382,32 +615,16 @@ class CommandPairs:
             futures = [pool.submit(self._one, action, name, d, kind) for name, d in drivers.items()]
             return [f.result() for f in futures]
 
-    def _one(self, action: str, target: str, driver: CommandDriver, kind: str) -> CommandResult:
+    def _one(self, action: str, target: str, driver: ActionDriver, kind: str) -> CommandResult:
         env = {"KSTATE_TOPIC": self.topic, "KSTATE_ACTION": action, f"KSTATE_{kind.upper()}": target}
         started = time.monotonic()
-        if action == "ready":
-            code, output = self._poll_ready(driver, env)
-        else:
-            code, output = self.runner.run(driver.command(action), driver.timeout, env)
+        code, output = driver.run(action, env, self.runner)
         result = CommandResult(f"{kind} {target}", action, code, round(time.monotonic() - started, 3), output)
         log = self.log.info if result.ok else self.log.error
         log("DRIVER %s (%s): %s", result.describe(), driver.describe(), _quote(output))
         return result
 
-    def _poll_ready(self, driver: CommandDriver, env: Mapping[str, str]) -> tuple[int | None, str]:
-        """Poll ``ready`` until it exits 0 (every 0.2 s for 2 s, then every second) or ``timeout``; a
-        driver without a ready check is ready at once."""
-        if not driver.ready:
-            return 0, ""
-        started = time.monotonic()
-        deadline = started + driver.timeout
-        while True:
-            code, output = self.runner.run(driver.ready, max(1.0, deadline - time.monotonic()), env)
-            if code == 0 or time.monotonic() >= deadline:
-                return code, output
-            time.sleep(0.2 if time.monotonic() - started < 2.0 else 1.0)
-
-    def start(self, drivers: Mapping[str, CommandDriver], kind: str) -> list[CommandResult]:
+    def start(self, drivers: Mapping[str, ActionDriver], kind: str) -> list[CommandResult]:
         """Start every service, then wait for each started one's readiness (concurrently); return the
         failures (logged; the broker's view of the group decides what follows)."""
         started = self.run("start", drivers, kind)
@@ -415,7 +632,7 @@ class CommandPairs:
         ready = self.run("ready", {n: d for n, d in drivers.items() if n in ok}, kind)
         return [r for r in started + ready if not r.ok]
 
-    def stop(self, drivers: Mapping[str, CommandDriver], kind: str) -> None:
+    def stop(self, drivers: Mapping[str, ActionDriver], kind: str) -> None:
         """Stop every service at once; raise :class:`DriverCommandError` naming every stop that failed."""
         failed = [r for r in self.run("stop", drivers, kind) if not r.ok]
         if failed:

@@ -12,7 +12,7 @@ from airflow_provider_kstate.errors import InvalidDriverError, UndrivableGroupEr
 from airflow_provider_kstate.increase.drivers import (
     CONTROL,
     TASK,
-    CommandDriver,
+    ActionDriver,
     Driver,
     as_driver,
     as_registry,
@@ -127,9 +127,10 @@ def check_drivable(plan: Plan) -> None:
     raise UndrivableGroupError(
         " ".join(lines) + f" The run would pause every group, wait for these to leave, and time out with the "
         f"others out of their groups: nothing was paused or changed. Three ways out for each: (1) give it a "
-        f"driver, a stop/start command pair (kubectl scale, systemctl, docker, Kafka Connect's stop/resume: "
-        f"README 'Drivers'), e.g. group_drivers={{{first!r}: CommandDriver(stop=..., start=..., ready=...)}} "
-        f"or a driver of the kstate_drivers registry by name in the DAG's group_drivers param; (2) exclude "
+        f"driver, a stop/start command pair (kubectl scale, systemctl, docker: the drivers guide), e.g. "
+        f"group_drivers={{{first!r}: CommandDriver(stop=..., start=..., ready=...)}}, or for a Kafka Connect "
+        f"sink ConnectDriver(url=..., connector=...), or a driver of the kstate_drivers registry by name in "
+        f"the DAG's group_drivers param; (2) exclude "
         f"it with exclude_groups=[{first!r}] (RISK ACCEPTED: not paused, not seeded: its latest-reset "
         "consumers may skip what producers write to the new partitions); (3) adopt the client piece in its "
         "services (ControlledConsumer, or an implementation of docs/control-protocol.md such as clients/node)."
@@ -137,8 +138,9 @@ def check_drivable(plan: Plan) -> None:
 
 
 def commanded_live(plan: Plan, among: Iterable[str] | None = None) -> list[str]:
-    """The seeded groups with live members at plan time (class ``active``) whose driver the run runs
-    commands for (it stops them first and starts them), in plan order; only those of ``among`` when given."""
+    """The seeded groups with live members at plan time (class ``active``) whose driver's actions the run
+    performs (an :class:`~airflow_provider_kstate.increase.drivers.ActionDriver`: a command pair, a Connect
+    connector; it stops them first and starts them), in plan order; only those of ``among`` when given."""
     wanted = None if among is None else set(among)
     return [
         g
@@ -149,11 +151,12 @@ def commanded_live(plan: Plan, among: Iterable[str] | None = None) -> list[str]:
     ]
 
 
-def commands_of(plan: Plan, groups: list[str]) -> dict[str, CommandDriver]:
-    """``{group: its command pair}`` of those ``groups`` the run runs commands for."""
+def commands_of(plan: Plan, groups: list[str]) -> dict[str, ActionDriver]:
+    """``{group: its action driver}`` of those ``groups`` whose driver's actions the run performs."""
     return {g: c for g in groups if (c := plan.groups[g].driver.commands()) is not None}
 
 
-def producer_commands(plan: Plan) -> dict[str, CommandDriver]:
-    """``{service: command pair}`` of the producer services the run stops by commands."""
+def producer_commands(plan: Plan) -> dict[str, ActionDriver]:
+    """``{service: action driver}`` of the producer services the run stops itself (commands, a Connect
+    source connector)."""
     return {s: c for s, d in plan.producers.items() if (c := d.commands()) is not None}

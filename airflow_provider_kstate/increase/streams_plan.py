@@ -35,7 +35,7 @@ from airflow_provider_kstate.errors import (
     KStateConfigError,
     UnknownGroupError,
 )
-from airflow_provider_kstate.increase.drivers import CommandDriver, Driver, as_driver, as_registry
+from airflow_provider_kstate.increase.drivers import ActionDriver, Driver, as_driver, as_registry
 from airflow_provider_kstate.increase.plan import Plan
 from airflow_provider_kstate.increase.planner import plan_increase
 from airflow_provider_kstate.increase.ports import AdminPort, ControlPort
@@ -61,8 +61,8 @@ class ResizeArgs:
     app_id: str
     replacer: ReplacerKind
     #: The application's command pair, and its producers' (``{service: driver}``).
-    driver: CommandDriver
-    producers: dict[str, CommandDriver] = field(default_factory=dict)
+    driver: ActionDriver
+    producers: dict[str, ActionDriver] = field(default_factory=dict)
     #: ``{group: driver}`` of the other readers not driven by the control protocol.
     group_drivers: dict[str, Driver] = field(default_factory=dict)
     exclude_groups: tuple[str, ...] = ()
@@ -166,7 +166,7 @@ def spark_arguments(args: Any) -> tuple[str, ...]:
     return tuple(str(a) for a in args or ())
 
 
-def command_driver(what: str, value: Any, registry: Mapping[str, Driver]) -> CommandDriver:
+def command_driver(what: str, value: Any, registry: Mapping[str, Driver]) -> ActionDriver:
     """``value`` as a command driver: a CommandDriver, its dict form, or a name in ``registry``; raise
     :class:`InvalidDriverError` for an unknown or non-command one."""
     if isinstance(value, Mapping):
@@ -185,8 +185,8 @@ def resize_request(
     topic: str,
     target: int,
     app_id: str,
-    driver: CommandDriver,
-    producers: Mapping[str, CommandDriver],
+    driver: ActionDriver,
+    producers: Mapping[str, ActionDriver],
     group_drivers: Mapping[str, Driver] | None = None,
     exclude_groups: Iterable[str] = (),
 ) -> PlanRequest:

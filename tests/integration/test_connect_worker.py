@@ -289,3 +289,77 @@ def test_the_provider_drives_a_connect_sink_by_its_rest_recipe_and_loses_nothing
     assert downtime <= max(2 * plain, plain + 1.5), (
         f"out of its group {downtime:.2f} s, a plain stop/resume {plain:.2f} s"
     )
+
+
+def test_the_provider_drives_a_connect_sink_by_the_connect_driver_and_loses_nothing(
+    connect: ConnectWorker,
+    admin: Any,
+    kafka_config: dict[str, Any],
+    make_topic: Any,
+    run_dag: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same increase, 2 -> 4 under the same traffic, of a latest-reset sink connector's group, now driven
+    by the ``connect`` driver kind (issue 40, item 3): the run itself calls the worker's REST API (``PUT
+    stop``, ``PUT resume``, the status polled until the connector and its tasks run), in the place the
+    command recipe took; every delivered record is in the sink's files."""
+    topic = make_topic("connect-kind", partitions=2)
+    name = f"kind-{topic.rsplit('-', 1)[1]}"
+    group = f"connect-{name}"
+    file = _sink(connect, admin, name, topic, 2, **{"consumer.override.auto.offset.reset": "latest"})
+    monkeypatch.setenv(
+        "AIRFLOW_VAR_KSTATE_DRIVERS",
+        json.dumps({"sink-rest": {"kind": "connect", "url": connect.url, "connector": name, "timeout": 60}}),
+    )
+    producer = SeqProducer(kafka_config, topic, rate=RATE)
+    watcher = GroupWatcher(kafka_config, group, topic, interval=0.05)
+    producer.start()
+    watcher.start()
+    try:
+        since = _warm_up(producer, [file])
+        began = time.monotonic()
+        dr = run_dag(
+            DAG_ID,
+            {
+                "topic": topic,
+                "partitions": 4,
+                "consumer_groups": [group],
+                "group_drivers": {group: "sink-rest"},
+                "key_order": "relax",
+            },
+        )
+        assert dr.state == "success", states(dr)
+        wait_group(admin, group, "STABLE", 2, timeout=30)
+        time.sleep(2.0)  # traffic on the four partitions, read by the resumed connector
+    finally:
+        producer.stop()
+        watcher.stop()
+    assert not producer.errors, producer.errors[:5]
+    lost = _lost(producer, file, since)
+    counted = len([s for s in producer.produced if s >= since])
+    new = {s for s, p in producer.placed.items() if s >= since and p >= 2}
+    window = xcom(dr, "pause_window")
+    progress = json.loads((Path(window["topics"][topic]["report_uri"]).parent / "progress.json").read_text())
+    mine = progress["groups"][group]
+    status = connect.status(name)
+    print("connect driver run:", _timeline(watcher, began))
+    print(
+        f"connect driver 2 -> 4: lost {len(lost)} of {counted} delivered ({len(new)} to the new partitions); "
+        f"out of its group {_out(watcher, began, 4)} s; timings {window['timings']}"
+    )
+    connect.delete(name)
+
+    plan = xcom(dr, "plan")["groups"][group]
+    rest = {"kind": "connect", "name": "sink-rest", "url": connect.url, "connector": name, "timeout": 60}
+    assert plan["driver"] == rest, plan
+    assert window["drivers"]["stopped_groups"] == [group], window["drivers"]
+    assert window["drivers"]["started_groups"] == [group], window["drivers"]
+    assert window["drivers"]["start_failures"] == [], window["drivers"]
+    assert mine["driver"] == "connect sink-rest", mine
+    assert _out(watcher, began, 4) is not None, (
+        f"the group never left on the stop: {_timeline(watcher, began)}"
+    )
+    assert status["connector"]["state"] == "RUNNING" and len(status["tasks"]) == 2, status
+    assert all(t["state"] == "RUNNING" for t in status["tasks"]), status
+    assert new and new <= _seqs(file), "records of the new partitions not in the sink"
+    assert not lost, f"lost {len(lost)} of {counted}: {_by_partition(lost)}"

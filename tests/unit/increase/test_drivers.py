@@ -20,6 +20,7 @@ from airflow_provider_kstate.increase.drivers import (
     CONTROL,
     CommandDriver,
     CommandPairs,
+    ConnectDriver,
     ControlDriver,
     Driver,
     DriverKind,
@@ -72,7 +73,9 @@ def test_driver_forms_round_trip_and_bad_ones_name_the_problem() -> None:
     assert short.describe() == "command x-svc" and CONTROL.describe() == "control"
     with pytest.raises(InvalidDriverError, match="needs both a stop and a start"):
         Driver.from_dict({"kind": "command", "stop": "docker stop x"}, "x")
-    with pytest.raises(InvalidDriverError, match="kind must be one of control, command, task, got 'k8s'"):
+    with pytest.raises(
+        InvalidDriverError, match="kind must be one of control, command, connect, task, got 'k8s'"
+    ):
         Driver.from_dict({"kind": "k8s"}, "x")
     with pytest.raises(InvalidDriverError, match=r"unknown fields \['stpo'\]"):
         Driver.from_dict({"kind": "command", "stop": "a", "start": "b", "stpo": "c"}, "x")
@@ -91,6 +94,7 @@ def test_each_driver_kind_is_one_class_that_carries_its_behaviour() -> None:
         "control": ControlDriver,
         "task": TaskDriver,
         "command": CommandDriver,
+        "connect": ConnectDriver,
     }
     assert K8S.commands() is K8S and CONTROL.commands() is None and TaskDriver().commands() is None
     assert CONTROL.needs_client_piece and not K8S.needs_client_piece and not TaskDriver.needs_client_piece
