@@ -116,6 +116,7 @@ def test_admin_clients_refresh_their_controller_every_two_seconds_unless_the_con
     assert admin_module.admin_settings({"bootstrap.servers": "b:1"}) == {
         "bootstrap.servers": "b:1",
         "topic.metadata.refresh.interval.ms": 2000,
+        "allow.auto.create.topics": False,  # always (test_admin_attempts)
     }
     own = {"bootstrap.servers": "b:1", "topic.metadata.refresh.interval.ms": 60000}
-    assert admin_module.admin_settings(own) == own
+    assert admin_module.admin_settings(own) == {**own, "allow.auto.create.topics": False}
