@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import time
 from typing import Any
@@ -32,8 +33,18 @@ def commit(admin: Any, group: str, topic: str, offsets: dict[int, int]) -> None:
         while True:
             # The answer says per partition whether the offset was taken: a fresh broker's first commit comes
             # back COORDINATOR_LOAD_IN_PROGRESS on every partition, without raising.
-            done = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group]
-            refused = {tp.partition: tp.error for tp in done.result(timeout=30).topic_partitions if tp.error}
+            # A request can also go unanswered while a fresh broker creates ``__consumer_offsets`` under load
+            # (seen once: 30 s, the test's first commit): asked again with a shorter bound.
+            done = admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, tps)], request_timeout=10
+            )[group]
+            try:
+                answer = done.result(timeout=15)
+            except concurrent.futures.TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+                continue
+            refused = {tp.partition: tp.error for tp in answer.topic_partitions if tp.error}
             if not refused:
                 break
             if time.monotonic() > deadline:
