@@ -338,21 +338,23 @@ class Connection:
         return b"".join(chunks)
 
     def authenticate(self) -> None:
-        """Authenticate a SASL listener with the PLAIN mechanism (others: :class:`WireUnavailable`)."""
+        """Authenticate a SASL listener with the PLAIN mechanism (others, a refused handshake or
+        authentication: :class:`WireUnsupported`, the listener's settings; a broker that stops answering:
+        :class:`WireUnavailable`)."""
         if not self.protocol.startswith("SASL"):
             return
         mechanism = str(
             self.config.get("sasl.mechanism", self.config.get("sasl.mechanisms", "GSSAPI"))
         ).upper()
         if mechanism != "PLAIN":
-            raise WireUnavailable(f"SASL mechanism {mechanism} is not supported by the wire client")
+            raise WireUnsupported(f"SASL mechanism {mechanism} is not supported by the wire client")
         answer = Reader(self.call(API_SASL_HANDSHAKE, 1, _string("PLAIN")))
         if answer.take(">h"):
-            raise WireUnavailable("the broker refused the SASL PLAIN handshake")
+            raise WireUnsupported("the broker refused the SASL PLAIN handshake")
         token = f"\0{self.config.get('sasl.username', '')}\0{self.config.get('sasl.password', '')}".encode()
         answer = Reader(self.call(API_SASL_AUTHENTICATE, 0, struct.pack(">i", len(token)) + token))
         if answer.take(">h"):
-            raise WireUnavailable("SASL PLAIN authentication failed")  # never echo the credentials
+            raise WireUnsupported("SASL PLAIN authentication failed")  # never echo the credentials
 
 
 def _connections(config: dict[str, Any], timeout: float) -> Iterator[Connection]:
@@ -1037,7 +1039,11 @@ def usable(config: dict[str, Any], timeout: float = 10.0) -> None:
             parse_api_versions(conn.call(API_VERSIONS, 0))
             conn.authenticate()
             return
-        except (WireUnavailable, ValueError) as exc:
+        except WireUnsupported:
+            raise
+        except WireUnavailable as exc:  # it stopped answering (killed mid-request): not its settings
+            errors.append(str(exc))
+        except ValueError as exc:
             raise WireUnsupported(str(exc)) from exc
         finally:
             conn.close()

@@ -193,3 +193,41 @@ def test_kstate_plan_and_the_cluster_package_import_no_airflow() -> None:
     )
     done = python_without(code)
     assert done.returncode == 0 and "kstate plan" in done.stdout, done.stderr
+
+
+def test_a_broker_that_dies_mid_request_is_not_an_unsupported_listener() -> None:
+    """``usable`` tells a listener the wire client cannot use (the client from then on, whose
+    ``describe_consumer_groups`` can abort the process when a coordinator dies) from a broker that stopped
+    answering mid-request (a node killed as a task starts): the next bootstrap broker is asked, and with none
+    left it is unavailable now, asked again next time."""
+    import socket
+    import threading
+
+    def dying_broker() -> tuple[socket.socket, int]:
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+
+        def serve() -> None:
+            while True:
+                try:
+                    conn, _ = server.accept()
+                except OSError:
+                    return
+                conn.recv(1024)  # the ApiVersions request, then the connection dies without an answer
+                conn.close()
+
+        threading.Thread(target=serve, daemon=True).start()
+        return server, server.getsockname()[1]
+
+    server, port = dying_broker()
+    try:
+        with pytest.raises(wire.WireUnavailable) as raised:
+            wire.usable({"bootstrap.servers": f"127.0.0.1:{port}"}, timeout=2.0)
+        assert not isinstance(raised.value, wire.WireUnsupported), raised.value
+    finally:
+        server.close()
+    with pytest.raises(wire.WireUnsupported, match="SCRAM"):
+        conn = wire.Connection.__new__(wire.Connection)
+        conn.protocol, conn.config = "SASL_PLAINTEXT", {"sasl.mechanism": "SCRAM-SHA-512"}
+        conn.authenticate()
