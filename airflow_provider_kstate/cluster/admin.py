@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicCollection,
@@ -991,41 +990,108 @@ class ClusterAdmin:
         self.seed_offsets_many(topic, {group: offsets})
 
     def seed_offsets_many(self, topic: str, offsets: Mapping[str, Mapping[int, int]]) -> None:
-        """Commit ``{group: {partition: offset}}`` on ``topic``: every group's requests go out at once
-        (bounded), each split into requests of :data:`OFFSETS_CHUNK` partitions.
+        """Commit ``{group: {partition: offset}}`` on ``topic``, each group through a consumer of it that never
+        joins: an OffsetCommit with generation -1 (the request ``AdminClient.alter_consumer_group_offsets``
+        sends; the broker accepts it only while the group is EMPTY), not through the AdminClient: librdkafka
+        2.16 aborts the process in ``alter_consumer_group_offsets`` when a group's coordinator dies (upstream
+        issue 4605: 31 aborts in 6,016 calls with the coordinator SIGKILLed every 40 s, 0 in 7,357 commits
+        through a consumer; ``docs/measurements/issue41/admin-aborts.json``). :data:`COMMITTED_READERS`
+        groups at once; a group's requests of :data:`OFFSETS_CHUNK` partitions all in flight together; a
+        coordinator loading or moving is asked again until the request timeout.
 
         :raises SeedError: naming each group and partition the broker refused (the others are committed).
+        :raises BrokerUnavailableError: a commit was not answered within the request timeout.
         """
-
-        def request(group: str, chunk: list[int]) -> Callable[[], Any]:
-            request = ConsumerGroupTopicPartitions(
-                group, [TopicPartition(topic, p, offsets[group][p]) for p in chunk]
-            )
-            return lambda: self.client.alter_consumer_group_offsets([request], request_timeout=self.timeout)
-
-        deadline = time.monotonic() + self.timeout
-        pending: Mapping[str, Iterable[int]] = offsets
-        while True:
-            calls = (
-                (group, request(group, chunk))
-                for group, wanted in pending.items()
-                for chunk in _chunks(sorted(wanted), OFFSETS_CHUNK)
-            )
-            refused: dict[str, dict[int, Any]] = {}
-            for group, futures in self._bounded(calls, f"commit offsets on {topic!r}"):
-                result = _result(futures[group], self.timeout, f"commit offsets of group {group!r}")
-                for tp in result.topic_partitions:
-                    if tp.error is not None:
-                        refused.setdefault(group, {})[tp.partition] = tp.error
-            moving = {g: list(errs) for g, errs in refused.items() if _coordinator_moving(errs.values())}
-            if not refused or len(moving) < len(refused) or time.monotonic() >= deadline:
-                break
-            # A coordinator still loading (a new __consumer_offsets partition) or just moved: ask it again.
-            pending = moving
-            time.sleep(0.2)
+        wanted = {g: dict(o) for g, o in offsets.items() if o}
+        if not wanted:
+            return
+        refused: dict[str, dict[int, str]] = {}
+        with ThreadPoolExecutor(min(COMMITTED_READERS, len(wanted)), "kstate-seed") as pool:
+            seeds = {pool.submit(self._seed_group, g, topic, o): g for g, o in wanted.items()}
+            for done in as_completed(seeds):
+                errors = done.result()
+                if errors:
+                    refused[seeds[done]] = errors
         if refused:
-            described = {g: {p: e.str() for p, e in errs.items()} for g, errs in refused.items()}
-            raise SeedError(f"on {topic!r} the broker refused offsets: {_describe_refused(described)}")
+            raise SeedError(f"on {topic!r} the broker refused offsets: {_describe_refused(refused)}")
+
+    def _seed_group(self, group: str, topic: str, offsets: Mapping[int, int]) -> dict[int, str]:
+        """Commit one group's ``offsets`` (asynchronous commits, answered through ``poll``); return
+        ``{partition: error}`` of those the broker refused."""
+        answers: SimpleQueue[tuple[Any, list[Any]]] = SimpleQueue()
+        seeder = self.consumer(
+            {
+                "client.id": READER_CLIENT_ID,
+                **self.config,
+                **READER_SETTINGS,
+                "group.id": group,
+                "on_commit": lambda err, parts: answers.put((err, list(parts or []))),
+            }
+        )
+        try:
+            remaining = dict(offsets)
+            deadline = time.monotonic() + self.timeout
+            while True:
+                chunks = list(_chunks(sorted(remaining), OFFSETS_CHUNK))
+                for chunk in chunks:
+                    seeder.commit(
+                        offsets=[TopicPartition(topic, p, remaining[p]) for p in chunk], asynchronous=True
+                    )
+                moving, refused = _sorted_answers(
+                    _commit_answers(seeder, answers, len(chunks), deadline, group)
+                )
+                if not moving or time.monotonic() >= deadline:
+                    return {**refused, **{p: e.str() for p, e in moving.items()}}
+                # A coordinator still loading (a new __consumer_offsets partition) or just moved: ask it again.
+                remaining = {p: offsets[p] for p in moving}
+                time.sleep(0.2)
+        finally:
+            seeder.close()
+
+
+def _sorted_answers(results: list[tuple[Any, list[Any]]]) -> tuple[dict[int, Any], dict[int, str]]:
+    """Split commit answers into ``({partition: error}`` to ask again (:func:`_asked_again`),
+    ``{partition: error text}`` refused``)``; a request-level error counts for each of its partitions."""
+    moving: dict[int, Any] = {}
+    refused: dict[int, str] = {}
+    for err, parts in results:
+        failed = {tp.partition: tp.error for tp in parts if tp.error is not None}
+        if err is not None and not failed:
+            failed = {tp.partition: err for tp in parts} or {-1: err}
+        if failed and -1 not in failed and _asked_again(failed.values()):
+            moving.update(failed)
+        else:
+            refused.update({p: e.str() for p, e in failed.items()})
+    return moving, refused
+
+
+def _asked_again(errors: Iterable[Any]) -> bool:
+    """Whether a commit answered only with ``errors`` is sent again: its coordinator loading or moving, or no
+    answer (the coordinator died with the request in flight: the consumer finds the next one)."""
+    return all(getattr(e, "name", lambda: "")() in (*COORDINATOR_MOVING, *UNREACHABLE) for e in errors)
+
+
+def _commit_answers(
+    seeder: Any, answers: SimpleQueue[tuple[Any, list[Any]]], count: int, deadline: float, group: str
+) -> list[tuple[Any, list[Any]]]:
+    """The answers of ``count`` asynchronous commits, served by ``seeder.poll`` until ``deadline``.
+
+    :raises BrokerUnavailableError: not all answered in time.
+    """
+    out: list[tuple[Any, list[Any]]] = []
+    while len(out) < count:
+        try:
+            out.append(answers.get_nowait())
+            continue
+        except Empty:
+            pass
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise BrokerUnavailableError(
+                f"commit offsets of group {group!r}: {count - len(out)} of {count} requests not answered in time"
+            )
+        seeder.poll(min(0.05, left))
+    return out
 
 
 class _OffsetsAttempt:

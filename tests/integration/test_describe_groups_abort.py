@@ -1,6 +1,7 @@
-"""Issue 40: librdkafka 2.16 aborts a process in ``AdminClient.describe_consumer_groups``
-(``rd_kafka_enq_once_del_source_return: Assertion 'eonce->refcnt > 0' failed``, SIGABRT; upstream
-issue 4605, open) and the provider's group descriptions no longer call it.
+"""Issue 40: librdkafka 2.16 aborts a process in ``AdminClient.describe_consumer_groups`` and in
+``AdminClient.alter_consumer_group_offsets`` (``rd_kafka_enq_once_del_source_return: Assertion 'eonce->refcnt
+> 0' failed``, SIGABRT; upstream issue 4605, open); the provider's group descriptions and its seed no longer
+call them (the seed commits through a consumer of the group that never joins: the same OffsetCommit).
 
 On a three-node Apache Kafka cluster, two consumers join a new group every 4 s while a node is SIGKILLed every
 15 s and started again (the coordinators move). Two processes describe the groups every 0.1 s with a 1 s request
@@ -28,8 +29,9 @@ from kstate_support import apache_kafka, broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
-#: Describes the groups named in a file every 0.1 s, forever; prints each call made ("client": confluent-
-#: kafka's call, "provider": ClusterAdmin.describe_groups). A provider error (a broker down) is no abort.
+#: Describes (or seeds) the groups named in a file every 0.1 s, forever; prints each call made ("client":
+#: confluent-kafka's call, "provider": ClusterAdmin.describe_groups or seed_offsets; the seeded groups never
+#: have members). A provider error (a broker down) is no abort.
 DESCRIBER = textwrap.dedent(
     """
     import sys, time
@@ -38,18 +40,31 @@ DESCRIBER = textwrap.dedent(
     from airflow_provider_kstate.cluster.admin import ClusterAdmin
     from airflow_provider_kstate.errors import KStateError
 
-    kind, bootstrap, groups_file = sys.argv[1:4]
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    kind, call, bootstrap, groups_file, topic = sys.argv[1:6]
     config = {"bootstrap.servers": bootstrap, "log_level": 0}
     client, cluster = AdminClient(config), ClusterAdmin(config, timeout=1.0)
     while True:
         groups = open(groups_file).read().split()
+        if call == "seed":
+            groups = [f"{topic}-seed-{i}" for i in range(6)]  # never joined: EMPTY, on every coordinator
         if groups:
             try:
-                if kind == "client":
+                if kind == "client" and call == "describe":
                     for future in client.describe_consumer_groups(groups, request_timeout=1.0).values():
                         future.exception()
-                else:
+                elif kind == "client":
+                    asked = [ConsumerGroupTopicPartitions(g, [TopicPartition(topic, 0, 0)]) for g in groups]
+                    for request in asked:
+                        for future in client.alter_consumer_group_offsets(
+                            [request], request_timeout=1.0
+                        ).values():
+                            future.exception()
+                elif call == "describe":
                     cluster.describe_groups(groups, "t")
+                else:
+                    cluster.seed_offsets_many(topic, {g: {0: 0} for g in groups})
             except (KafkaException, KStateError):
                 pass
             print("call", flush=True)
@@ -61,8 +76,8 @@ DESCRIBER = textwrap.dedent(
 class Describer:
     """One describing process, started again each time it dies; counts its calls and its deaths."""
 
-    def __init__(self, kind: str, bootstrap: str, groups_file: Path) -> None:
-        self.argv = [sys.executable, "-c", DESCRIBER, kind, bootstrap, str(groups_file)]
+    def __init__(self, kind: str, call: str, bootstrap: str, groups_file: Path, topic: str) -> None:
+        self.argv = [sys.executable, "-c", DESCRIBER, kind, call, bootstrap, str(groups_file), topic]
         self.calls = 0
         self.deaths: list[tuple[int, str]] = []
         self.proc = self._start()
@@ -112,8 +127,9 @@ def _join(bootstrap: str, group: str, topic: str, seconds: float) -> None:
     consumer.close()
 
 
-def test_describing_groups_while_coordinators_die_never_aborts(
-    three_nodes: tuple[Path, str], tmp_path: Path
+@pytest.mark.parametrize("call", ["describe", "seed"])
+def test_describing_and_seeding_groups_while_coordinators_die_never_aborts(
+    three_nodes: tuple[Path, str], tmp_path: Path, call: str
 ) -> None:
     data_dir, bootstrap = three_nodes
     topic = f"abort-{uuid.uuid4().hex[:6]}"
@@ -121,8 +137,8 @@ def test_describing_groups_while_coordinators_die_never_aborts(
     admin.create_topics([NewTopic(topic, 6, 3)])[topic].result(30)
     groups_file = tmp_path / "groups"
     groups_file.write_text("")
-    client = Describer("client", bootstrap, groups_file)
-    provider = Describer("provider", bootstrap, groups_file)
+    client = Describer("client", call, bootstrap, groups_file, topic)
+    provider = Describer("provider", call, bootstrap, groups_file, topic)
     nodes = [n.node_id for n in apache_kafka.nodes_of(apache_kafka.read_layout(data_dir) or {})]
     kills = 0
     deadline = time.monotonic() + 300
@@ -152,6 +168,7 @@ def test_describing_groups_while_coordinators_die_never_aborts(
         provider.stop()
     print(
         {
+            "call": call,
             "kills": kills,
             "client": (client.calls, client.deaths),
             "provider": (provider.calls, provider.deaths),
