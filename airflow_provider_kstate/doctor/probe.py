@@ -16,7 +16,6 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     TIMESTAMP_LOG_APPEND_TIME,
     Consumer,
-    ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -345,14 +344,12 @@ class Probe:
     def check_offset_readback(self) -> CheckResult:
         """Commit offset 3 for a group with no members, then read it back."""
         group = f"kstate-doctor-seed-{self.nonce}"
-        request = ConsumerGroupTopicPartitions(group, [TopicPartition(self.topic, 0, 3)])
-        self.admin.alter_consumer_group_offsets([request], request_timeout=self.timeout)[group].result(
-            timeout=self.timeout
-        )
-        # read back as the provider reads offsets: a consumer of the group that never joins (the AdminClient's
-        # OffsetFetch crashes librdkafka 2.16 when a moving coordinator answers it: librdkafka issue 5040)
+        # committed and read back as the provider seeds and reads offsets: a consumer of the group that never
+        # joins (an OffsetCommit with generation -1; the AdminClient's offset calls abort or crash librdkafka
+        # 2.16 when a moving coordinator answers them: librdkafka issues 4605 and 5040)
         reader = Consumer({**self.config, "group.id": group, "enable.auto.commit": False})
         try:
+            reader.commit(offsets=[TopicPartition(self.topic, 0, 3)], asynchronous=False)
             listed = reader.committed([TopicPartition(self.topic, 0)], timeout=self.timeout)
         finally:
             reader.close()
