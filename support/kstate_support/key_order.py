@@ -149,6 +149,8 @@ class SlowFleet:
     record; each stores the offset after processing, and reports to ``checker``.
 
     :param work: seconds of processing per record, one entry per member.
+    :param partition_work: seconds per record of these partitions, whichever member holds them (at least
+        the member's own): the backlog stays on them when another member takes them over for a while.
     """
 
     def __init__(
@@ -159,7 +161,9 @@ class SlowFleet:
         work: list[float],
         checker: OrderChecker,
         control_topic: str = DEFAULT_CONTROL_TOPIC,
+        partition_work: dict[int, float] | None = None,
     ) -> None:
+        self.partition_work = partition_work or {}
         self.control_topic = control_topic
         self.topic, self.group, self.checker = topic, group, checker
         self.work = work
@@ -196,7 +200,7 @@ class SlowFleet:
                 msg = consumer.poll(0.05)
                 if msg is None or msg.error():
                     continue
-                time.sleep(self.work[i])
+                time.sleep(max(self.work[i], self.partition_work.get(msg.partition() or 0, 0.0)))
                 record = json.loads(msg.value())
                 self.checker.record(record["key"], record["seq"])
                 consumer.store_offsets(message=msg)
