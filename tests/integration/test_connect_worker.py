@@ -203,27 +203,31 @@ def _timeline(watcher: GroupWatcher, after: float) -> list[tuple[float, str, int
     return out
 
 
-def test_the_provider_drives_a_connect_sink_by_its_rest_recipe_and_loses_nothing(
+@pytest.mark.parametrize("kind", ["command", "connect"])
+def test_the_provider_drives_a_connect_sink_and_loses_nothing(
     connect: ConnectWorker,
     admin: Any,
     kafka_config: dict[str, Any],
     make_topic: Any,
     run_dag: Any,
     monkeypatch: pytest.MonkeyPatch,
+    kind: str,
 ) -> None:
     """The provider's increase, 2 -> 4 under the same traffic, of a latest-reset sink connector's group driven
-    by the REST recipe: the stop makes its tasks leave (the group EMPTY), the new partitions are seeded while
-    it is, the resume brings them back: every delivered record is in the sink's files, those of the new
-    partitions included; its time out of its group is compared with a plain stop/resume by the same commands."""
-    topic = make_topic("connect-safe", partitions=2)
+    by the REST recipe as a command pair, or by the ``connect`` driver kind (issue 40, item 3: the run itself
+    calls ``PUT stop``, ``PUT resume`` and polls the status): the stop makes its tasks leave (the group
+    EMPTY), the new partitions are seeded while it is, the resume brings them back: every delivered record is
+    in the sink's files, those of the new partitions included; its time out of its group is compared with a
+    plain stop/resume by the same REST calls."""
+    topic = make_topic(f"connect-{kind}", partitions=2)
     name = f"safe-{topic.rsplit('-', 1)[1]}"
     group = f"connect-{name}"
     file = _sink(connect, admin, name, topic, 2, **{"consumer.override.auto.offset.reset": "latest"})
-    pair = connect.commands(name)
-    monkeypatch.setenv(
-        "AIRFLOW_VAR_KSTATE_DRIVERS",
-        json.dumps({"connect": {"kind": "command", **asdict(pair), "timeout": 60}}),
-    )
+    drivers = {
+        "command": {"kind": "command", **asdict(connect.commands(name)), "timeout": 60},
+        "connect": {"kind": "connect", "url": connect.url, "connector": name, "timeout": 60},
+    }
+    monkeypatch.setenv("AIRFLOW_VAR_KSTATE_DRIVERS", json.dumps({"sink": drivers[kind]}))
     producer = SeqProducer(kafka_config, topic, rate=RATE)
     watcher = GroupWatcher(kafka_config, group, topic, interval=0.05)
     producer.start()
@@ -238,7 +242,7 @@ def test_the_provider_drives_a_connect_sink_by_its_rest_recipe_and_loses_nothing
                 "topic": topic,
                 "partitions": 4,
                 "consumer_groups": [group],
-                "group_drivers": {group: "connect"},
+                "group_drivers": {group: "sink"},
                 "key_order": "relax",
             },
         )
@@ -267,9 +271,9 @@ def test_the_provider_drives_a_connect_sink_by_its_rest_recipe_and_loses_nothing
     mine = progress["groups"][group]
     asked = (mine["back_at"] - mine["out_since"]) / 1000.0
     status = connect.status(name)
-    print("connect safe run:", _timeline(watcher, began))
+    print(f"connect {kind} run:", _timeline(watcher, began))
     print(
-        f"connect safe 2 -> 4: lost {len(lost)} of {counted} delivered ({len(new)} to the new partitions); "
+        f"connect {kind} 2 -> 4: lost {len(lost)} of {counted} delivered ({len(new)} to the new partitions); "
         f"group out of its group {downtime:.2f} s (broker view: first sample not STABLE to STABLE for good; "
         f"a plain stop/resume by the same commands {before:.2f} / {after:.2f} s), "
         f"stop asked to resume asked {asked:.2f} s; dag.test() {ended - began:.1f} s; timings {window['timings']}"
@@ -277,10 +281,11 @@ def test_the_provider_drives_a_connect_sink_by_its_rest_recipe_and_loses_nothing
     connect.delete(name)
 
     plan = xcom(dr, "plan")["groups"][group]
-    assert plan["driver"]["name"] == "connect" and plan["driver"]["kind"] == "command", plan
+    assert plan["driver"] == {"name": "sink", **drivers[kind]}, plan
     assert window["drivers"]["stopped_groups"] == [group], window["drivers"]
     assert window["drivers"]["started_groups"] == [group], window["drivers"]
-    assert mine["driver"] == "command connect", mine
+    assert window["drivers"]["start_failures"] == [], window["drivers"]
+    assert mine["driver"] == f"{kind} sink", mine
     assert status["connector"]["state"] == "RUNNING" and len(status["tasks"]) == 2, status
     assert all(t["state"] == "RUNNING" for t in status["tasks"]), status
     assert new and new <= written, f"{len(new - written)} records of the new partitions not in the sink"
@@ -289,77 +294,3 @@ def test_the_provider_drives_a_connect_sink_by_its_rest_recipe_and_loses_nothing
     assert downtime <= max(2 * plain, plain + 1.5), (
         f"out of its group {downtime:.2f} s, a plain stop/resume {plain:.2f} s"
     )
-
-
-def test_the_provider_drives_a_connect_sink_by_the_connect_driver_and_loses_nothing(
-    connect: ConnectWorker,
-    admin: Any,
-    kafka_config: dict[str, Any],
-    make_topic: Any,
-    run_dag: Any,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The same increase, 2 -> 4 under the same traffic, of a latest-reset sink connector's group, now driven
-    by the ``connect`` driver kind (issue 40, item 3): the run itself calls the worker's REST API (``PUT
-    stop``, ``PUT resume``, the status polled until the connector and its tasks run), in the place the
-    command recipe took; every delivered record is in the sink's files."""
-    topic = make_topic("connect-kind", partitions=2)
-    name = f"kind-{topic.rsplit('-', 1)[1]}"
-    group = f"connect-{name}"
-    file = _sink(connect, admin, name, topic, 2, **{"consumer.override.auto.offset.reset": "latest"})
-    monkeypatch.setenv(
-        "AIRFLOW_VAR_KSTATE_DRIVERS",
-        json.dumps({"sink-rest": {"kind": "connect", "url": connect.url, "connector": name, "timeout": 60}}),
-    )
-    producer = SeqProducer(kafka_config, topic, rate=RATE)
-    watcher = GroupWatcher(kafka_config, group, topic, interval=0.05)
-    producer.start()
-    watcher.start()
-    try:
-        since = _warm_up(producer, [file])
-        began = time.monotonic()
-        dr = run_dag(
-            DAG_ID,
-            {
-                "topic": topic,
-                "partitions": 4,
-                "consumer_groups": [group],
-                "group_drivers": {group: "sink-rest"},
-                "key_order": "relax",
-            },
-        )
-        assert dr.state == "success", states(dr)
-        wait_group(admin, group, "STABLE", 2, timeout=30)
-        time.sleep(2.0)  # traffic on the four partitions, read by the resumed connector
-    finally:
-        producer.stop()
-        watcher.stop()
-    assert not producer.errors, producer.errors[:5]
-    lost = _lost(producer, file, since)
-    counted = len([s for s in producer.produced if s >= since])
-    new = {s for s, p in producer.placed.items() if s >= since and p >= 2}
-    window = xcom(dr, "pause_window")
-    progress = json.loads((Path(window["topics"][topic]["report_uri"]).parent / "progress.json").read_text())
-    mine = progress["groups"][group]
-    status = connect.status(name)
-    print("connect driver run:", _timeline(watcher, began))
-    print(
-        f"connect driver 2 -> 4: lost {len(lost)} of {counted} delivered ({len(new)} to the new partitions); "
-        f"out of its group {_out(watcher, began, 4)} s; timings {window['timings']}"
-    )
-    connect.delete(name)
-
-    plan = xcom(dr, "plan")["groups"][group]
-    rest = {"kind": "connect", "name": "sink-rest", "url": connect.url, "connector": name, "timeout": 60}
-    assert plan["driver"] == rest, plan
-    assert window["drivers"]["stopped_groups"] == [group], window["drivers"]
-    assert window["drivers"]["started_groups"] == [group], window["drivers"]
-    assert window["drivers"]["start_failures"] == [], window["drivers"]
-    assert mine["driver"] == "connect sink-rest", mine
-    assert _out(watcher, began, 4) is not None, (
-        f"the group never left on the stop: {_timeline(watcher, began)}"
-    )
-    assert status["connector"]["state"] == "RUNNING" and len(status["tasks"]) == 2, status
-    assert all(t["state"] == "RUNNING" for t in status["tasks"]), status
-    assert new and new <= _seqs(file), "records of the new partitions not in the sink"
-    assert not lost, f"lost {len(lost)} of {counted}: {_by_partition(lost)}"
