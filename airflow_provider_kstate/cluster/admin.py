@@ -766,10 +766,13 @@ class ClusterAdmin:
         finally:
             reader.close()
 
-    def _reader(self, group: str) -> Any:
-        """A consumer of ``group`` that only reads its committed offsets (it never subscribes)."""
+    def _reader(self, group: str, **callbacks: Any) -> Any:
+        """A consumer of ``group`` that only reads or commits its offsets (it never subscribes).
+
+        :param callbacks: librdkafka callbacks (``on_commit``: the seed's asynchronous commits).
+        """
         return self.consumer(
-            {"client.id": READER_CLIENT_ID, **self.config, **READER_SETTINGS, "group.id": group}
+            {"client.id": READER_CLIENT_ID, **self.config, **READER_SETTINGS, "group.id": group, **callbacks}
         )
 
     def group_topics(self, group: str, topics: Iterable[str]) -> set[str]:
@@ -1019,15 +1022,7 @@ class ClusterAdmin:
         """Commit one group's ``offsets`` (asynchronous commits, answered through ``poll``); return
         ``{partition: error}`` of those the broker refused."""
         answers: SimpleQueue[tuple[Any, list[Any]]] = SimpleQueue()
-        seeder = self.consumer(
-            {
-                "client.id": READER_CLIENT_ID,
-                **self.config,
-                **READER_SETTINGS,
-                "group.id": group,
-                "on_commit": lambda err, parts: answers.put((err, list(parts or []))),
-            }
-        )
+        seeder = self._reader(group, on_commit=lambda err, parts: answers.put((err, list(parts or []))))
         try:
             remaining = dict(offsets)
             deadline = time.monotonic() + self.timeout
