@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 from array import array
+from collections import ChainMap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
@@ -159,6 +160,9 @@ class TopicSteps(RunPorts):
     created_from: int | None = None
     #: Per group, the partition count on which the broker acknowledged an offset for every partition.
     known: dict[str, int] = field(default_factory=dict)
+    #: Per group seeded by this task, its committed offsets once seeded (what it held, then the gaps' log
+    #: starts), as a view: what the group holds when it is asked back (EMPTY until then, nobody commits).
+    held: dict[str, Mapping[int, int]] = field(default_factory=dict)
     #: The most partitions this run has seen the topic have (see :meth:`partition_count`).
     partitions_seen: int = 0
     #: Set by :meth:`increase` when the create got no answer: it may be applied later (see there).
@@ -323,6 +327,7 @@ class TopicSteps(RunPorts):
         for group in groups:
             result.groups[group] = self._record(group, before[group], gaps[group], starts, exceptions, report)
             self.known[group] = result.partitions
+            self.held[group] = ChainMap(before[group], starts)  # before wins: the gaps are the rest
         exceptions.close(self.plan.report_uri or "of this step")
         self.events.groups(groups, GroupState.SEEDED)
         return result

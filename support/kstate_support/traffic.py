@@ -36,6 +36,8 @@ class SeqProducer(threading.Thread):
         self.rate = rate
         self.placed: dict[int, int] = {}
         self.errors: list[str] = []
+        #: ``time.monotonic()`` of each acknowledgement (a trace of when writes went through).
+        self.acked_at: list[float] = []
         self._halt = threading.Event()
         settings = {**config, "linger.ms": 5, "topic.metadata.refresh.interval.ms": PRODUCER_METADATA_MS}
         self.producer: Any = (
@@ -49,6 +51,7 @@ class SeqProducer(threading.Thread):
             self.errors.append(str(err))
         else:
             self.placed[int(msg.value())] = msg.partition()
+            self.acked_at.append(time.monotonic())
 
     def run(self) -> None:
         seq = 0

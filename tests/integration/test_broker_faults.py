@@ -340,6 +340,50 @@ def _record_timing(kill: KillAndRestart | None, outcome: dict[str, Any], load: l
     _write_timings()
 
 
+def _trace(
+    case: str,
+    started: float,
+    ended: float,
+    kill: KillAndRestart | None,
+    faults: Faults,
+    fleet: ConsumerFleet,
+    producer: SeqProducer,
+) -> None:
+    """With ``KSTATE_FAULT_TRACE`` set to a folder, write the case's timeline there (``<case>.json``, seconds
+    from the run's start): the kill, the node back, the consumers' states and rebalances, their messages and
+    the producer's acknowledgements per 0.5 s. Where the seconds of a fault go (issue 41, item 5)."""
+    folder = os.environ.get("KSTATE_FAULT_TRACE")
+    if not folder:
+        return
+
+    def rel(t: float | None) -> float | None:
+        return None if t is None else round(t - started, 3)
+
+    def per_bin(times: list[float]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in times:
+            if started <= t <= ended + 30:
+                key = f"{(t - started) // 0.5 * 0.5:.1f}"
+                out[key] = out.get(key, 0) + 1
+        return out
+
+    with fleet._lock:
+        arrivals = list(fleet.arrivals)
+    trace = {
+        "case": case,
+        "run_s": round(ended - started, 3),
+        "killed_at": rel(faults.kills[0].at) if faults.kills else None,
+        "restart_s": kill.restart_s if kill else None,
+        "failover_s": kill.failover_s if kill else None,
+        "states": [(rel(t), s) for t, s in fleet.events if t >= started],
+        "rebalances": [(rel(t), m, k, sorted(p)) for t, m, k, p in fleet.timeline.events if t >= started],
+        "messages": {m: per_bin([t for t, i in arrivals if i == n]) for n, m in enumerate(fleet.members)},
+        "acknowledged": per_bin(list(producer.acked_at)),
+    }
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    (Path(folder) / f"{case}.json").write_text(json.dumps(trace, indent=1))
+
+
 def _all_paused(fleet: ConsumerFleet, since: float, at: float) -> bool:
     """Whether every consumer of the fleet was paused at ``at`` (its consumer closed, its LeaveGroup sent):
     members the group still lists then are ghosts, not consumers. A coordinator SIGKILLed right after
@@ -543,6 +587,7 @@ def _case(
             OUTCOMES.append(outcome)
             _write_outcomes()  # after each case: a crash of the process keeps what ran
         _record_timing(kill, outcome, load)
+        _trace(case, started, ended, kill, faults, fleet, producer)
         with capfd.disabled():
             print(f"\n{case}: {json.dumps({k: v for k, v in outcome.items() if k != 'partitions'})}")
         unsafe = [v for v in watcher.violations if not _all_paused(fleet, started, v[0])]

@@ -69,6 +69,8 @@ def test_partitions_this_run_created_are_seeded_at_0_without_asking() -> None:
     assert admin.asked == [{1}], "only the old partition's gap is asked its log start"
     assert admin.seeded == {"billing": {1: 50, 4: 0, 5: 0, 6: 0, 7: 0}}
     assert result.groups["billing"]["seeded"] == 5
+    # what the group holds once seeded, for the services' watch (not read again): kept, then seeded
+    assert dict(steps.held["billing"]) == {0: 70, 2: 70, 3: 70, 1: 50, 4: 0, 5: 0, 6: 0, 7: 0}
 
 
 def test_partitions_created_before_this_run_are_asked() -> None:

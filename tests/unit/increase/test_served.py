@@ -111,12 +111,13 @@ def test_a_watch_that_cannot_start_never_fails_the_resume() -> None:
     warnings: list[str] = []
     log = SimpleNamespace(warning=lambda msg, *args: warnings.append(msg % args), info=LOG.info)
     plan = SimpleNamespace(groups={"billing": SimpleNamespace(cls=GroupClass.ACTIVE)}, where=lambda _: [])
-    steps = SimpleNamespace(topic="orders", plan=SimpleNamespace(target_partitions=4))
+    steps = SimpleNamespace(topic="orders", plan=SimpleNamespace(target_partitions=4), held={})
     run = SimpleNamespace(
         plan=plan,
         admin=Refusing({"billing": 0}, {"billing": 0}, ends={0: 1, 1: 1, 2: 0, 3: 0}),
         log=log,
         paused_at=None,
+        resumed_at=None,
         stop_s=None,
         topics=[steps],
         of=lambda s, groups: list(groups),
@@ -124,3 +125,36 @@ def test_a_watch_that_cannot_start_never_fails_the_resume() -> None:
     watched = served.watch(run, ["billing"])  # type: ignore[arg-type]
     assert watched is not None and watched.result()["billing"].held_at is None
     assert warnings and "not watched" in warnings[0] and "NOT_LEADER_FOR_PARTITION" in warnings[0]
+
+
+def test_the_offsets_the_seed_left_are_not_read_again_and_the_ends_wait_for_the_ask_back() -> None:
+    """The run's seed knows what each group holds when it is asked back: the watch reads no committed offsets
+    of those groups before the resume, and the log ends only once the run asked them back (at 4,096 x 100
+    those reads beside the resume held its last metadata read up to 1 s)."""
+    import threading
+
+    cluster = Cluster(
+        {"billing": 1, "idle": 1}, {"billing": 10**6, "idle": 10**6}, ends={0: 9, 1: 5, 2: 0, 3: 0}
+    )
+    ends_read: list[bool] = []
+    asked = threading.Event()
+    loaded_ends = cluster.loaded_ends
+
+    def ends_after_ask(topic: str, partitions: Iterable[int]) -> dict[int, int]:
+        ends_read.append(asked.is_set())
+        return loaded_ends(topic, partitions)
+
+    cluster.loaded_ends = ends_after_ask  # type: ignore[method-assign]
+    known = {("orders", "billing"): {0: 5, 1: 5, 2: 0, 3: 0}, ("orders", "idle"): {0: 9, 1: 5, 2: 0, 3: 0}}
+    watch = ServiceWatch(
+        cluster, {"orders": (4, ["billing", "idle"])}, LOG, within=1.0, poll=0.01, offsets_poll=0.01,
+        known=known, asked=asked.is_set,
+    )  # fmt: skip
+    watch.start(dict.fromkeys(["billing", "idle"], 1_000))
+    threading.Timer(0.1, asked.set).start()
+    found = watch.result()
+    assert ends_read == [True]  # once, after the ask back
+    assert found["idle"].processing_at == found["idle"].held_at is not None  # nothing waited for it
+    # billing had records waiting (9 > 5 on partition 0) and its offsets never moved: held, not processing
+    assert found["billing"].held_at is not None and found["billing"].processing_at is None
+    assert cluster.reads.get("idle", 0) == 0  # the known offsets were never read
