@@ -22,6 +22,8 @@ DEFAULT_CACHE_TOPIC = "_kstate_doctor"
 DEFAULT_TTL = 24 * 3600.0
 #: Seconds an approval request waits for an answer by default.
 DEFAULT_APPROVAL_TIMEOUT = 3600.0
+#: Earlier runs of the topic whose progress documents the approval prompt reads, at most (the newest).
+DEFAULT_HISTORY_RUNS = 20
 #: Seconds between two progress lines of a Spark application unless told otherwise (``--progress-interval``).
 DEFAULT_INTERVAL = 10.0
 #: How many snapshot versions a rebuild keeps (the current one included) unless told otherwise.

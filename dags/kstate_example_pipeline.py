@@ -42,7 +42,7 @@ from airflow.sdk import DAG, Param
 
 from airflow_provider_kstate.doctor.promises import Needs
 from airflow_provider_kstate.operators.doctor import KStateBrokerDoctorOperator
-from airflow_provider_kstate.operators.snapshot import KStateSparkApplicationOperator
+from airflow_provider_kstate.operators.spark_app import KStateSparkApplicationOperator
 
 APPLICATION = str(Path(__file__).resolve().parent / "pipelines" / "running_totals.py")
 

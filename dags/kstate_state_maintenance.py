@@ -46,17 +46,15 @@ from airflow.sdk import DAG, Param
 from airflow_provider_kstate.assets import snapshot_alias
 from airflow_provider_kstate.doctor.promises import Needs
 from airflow_provider_kstate.operators.assets import KStateSnapshotEventOperator
+from airflow_provider_kstate.operators.deep_check import KStateDeepCheckOperator
 from airflow_provider_kstate.operators.doctor import KStateBrokerDoctorOperator
+from airflow_provider_kstate.operators.fast_check import KStateFastCheckOperator
 from airflow_provider_kstate.operators.maintenance import (
     KStateChooseDeepCheckOperator,
     KStateStoreBadOperator,
     KStateStoreVerdictOperator,
 )
-from airflow_provider_kstate.operators.snapshot import (
-    KStateDeepCheckOperator,
-    KStateFastCheckOperator,
-    KStateRebuildOperator,
-)
+from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 
 KAFKA_CONN_ID = "kafka_default"
 SPARK_CONN_ID = "spark_default"

@@ -24,7 +24,7 @@ from airflow_provider_kstate.client_piece.protocol import now_ms
 from airflow_provider_kstate.documents import Document
 from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import ReportError
-from airflow_provider_kstate.increase.report import LOCAL
+from airflow_provider_kstate.increase.report import LOCAL, progress_location
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -255,6 +255,12 @@ class ProgressFile:
         self.storage = storage or LOCAL
         self.uri = uri
         self.progress = self._load(plan, run)
+
+    @classmethod
+    def of_run(cls, storage: ReportStorage | None, plan: Plan, run: str) -> list[ProgressFile]:
+        """The run's progress documents: ``progress.json`` in the run's report folder of each of the plan's
+        topics (the same document in each, for a run of several)."""
+        return [cls(storage, progress_location(plan.report_uri, t, run), plan, run) for t in plan.topic_names]
 
     def _load(self, plan: Plan, run: str) -> RunProgress:
         try:

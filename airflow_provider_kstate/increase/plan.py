@@ -510,6 +510,17 @@ class Plan(_PlanModel):
         return {g: e.driver_problem for g, e in self.groups.items() if e.driver_problem}
 
 
+def parsed_plan(task: Any) -> Plan:
+    """Return ``task.plan`` parsed (:meth:`Plan.from_dict`), parsing it again only when the attribute now
+    holds another object (a re-render): every later read in the task (an operator's or a sensor's
+    ``typed_plan``) is a dictionary lookup."""
+    cached = task.__dict__.get("_parsed_plan")
+    if cached is None or cached[0] is not task.plan:
+        cached = (task.plan, Plan.from_dict(task.plan))
+        task.__dict__["_parsed_plan"] = cached
+    return cached[1]
+
+
 @dataclass(frozen=True)
 class Seen:
     """What the cluster says of one group reading the topic, as the reader kinds judge it.

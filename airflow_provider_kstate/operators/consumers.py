@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate.defaults import PRESERVE
-from airflow_provider_kstate.operators.base import KStateStepOperator
+from airflow_provider_kstate.operators.step import KStateStepOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

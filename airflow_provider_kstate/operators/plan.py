@@ -1,17 +1,13 @@
-"""Step 1 of the safe partition increase: validate, discover and classify groups, take the topic's lease."""
+"""Step 1 of the safe partition increase: validate, discover and classify groups, take the topics' leases."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-
-from airflow_provider_kstate.compat import AirflowSkipException
 from airflow_provider_kstate.defaults import DEFAULT_SPARK_PREFIXES, PRESERVE
-from airflow_provider_kstate.operators.base import KStateIncreaseOperator, run_events
+from airflow_provider_kstate.operators.base import KStateIncreaseOperator
 from airflow_provider_kstate.operators.doctor import broker_verdict
 from airflow_provider_kstate.params import as_bool
-from airflow_provider_kstate.task_edge import TranslatesDomainErrors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -20,76 +16,50 @@ if TYPE_CHECKING:
 class KStatePlanOperator(KStateIncreaseOperator):
     """Plan a partition increase (or a repair) and push the plan to XCom; with ``dry_run`` nothing else happens.
 
-    The plan is the one planner's (:func:`~airflow_provider_kstate.increase.planner.plan_increase`), and what
-    the step does with it is :class:`~airflow_provider_kstate.increase.plan_step.PlanStep`'s. A target equal
-    to the current count is a **repair**: the run seeds every gap and creates nothing. Discovery always
-    runs; with ``consumer_groups`` named, a discovered group that is not named fails the plan unless it is
-    in ``exclude_groups``, and a named group unknown to the cluster fails it unless ``allow_unknown_groups``.
-    Unless ``dry_run``, the run takes the topic's lease (:class:`LeaseHeldError` while another run holds
-    it, unless that run has ended); a rerun of this task in the same DAG run continues the plan it stored
-    there. **Several co-partitioned topics** (``topics``) grow to the one target in one run, under every
-    topic's lease. The rules, step by step: ``docs/guides/partition-increase.md`` and
-    ``docs/guides/topic-sets.md``; the shared parameters (``dry_run``, ``key_order``, the connection,
-    ``storage_conn_id``, ``lease_ttl``): ``docs/reference/parameters.md``.
+    The plan is the one planner's (:func:`~airflow_provider_kstate.increase.planner.plan_increase`), what
+    the step does with it :class:`~airflow_provider_kstate.increase.plan_step.PlanStep`'s: a target equal to
+    the current count is a repair; unless ``dry_run`` it takes the topics' leases, and a rerun in the same
+    DAG run continues the plan it stored. The rules: ``docs/guides/partition-increase.md``,
+    ``docs/guides/topic-sets.md``; the shared parameters: ``docs/reference/parameters.md``.
 
     :param topic: the topic to grow (or the first of the set; may be empty when ``topics`` is given).
-    :param topics: more co-partitioned topics to grow with ``topic`` to the same count, in one run
-        (templated).
-    :param partitions: the target partition count (the current count: repair).
-    :param consumer_groups: groups to protect; empty or None means every group at risk.
-    :param exclude_groups: groups at risk to leave alone (a risk accepted explicitly).
-    :param allow_unknown_groups: accept named groups the cluster does not know.
+    :param topics: more co-partitioned topics to grow with ``topic`` to the same count in one run. (templated)
+    :param partitions: the target partition count (the current count: repair). (templated)
+    :param consumer_groups: groups to protect; empty or None: every group at risk (a discovered group not
+        named fails the plan unless excluded). (templated)
+    :param exclude_groups: groups at risk to leave alone (a risk accepted explicitly). (templated)
+    :param allow_unknown_groups: accept named groups the cluster does not know. (templated)
     :param acknowledge_streams_groups: Kafka Streams applications the run may pause and seed (otherwise a
-        Streams group on the topic fails the plan, saying why).
-    :param allow_broker_deviation: broken broker promises to accept by name (logged as RISK ACCEPTED); the
-        plan refuses, before anything is paused, a broker that breaks a promise the increase needs.
-    :param key_order: ``preserve``, ``drain`` or ``relax``: the plan marks each protected group ``barrier``,
-        ``drained``, ``relaxed`` (with the reason; logged) or ``offline`` (templated).
-    :param group_drivers: ``{group: driver}``: how each group is stopped and started when it is not by the
-        control protocol: a :class:`~airflow_provider_kstate.increase.drivers.CommandDriver`, or the name
-        of a driver in ``drivers`` (a DAG run's params name drivers; they never carry commands). A live
-        group whose members do not run the client piece and that has no driver fails the plan, naming the
-        ways out (templated).
+        Streams group on the topic fails the plan). (templated)
+    :param allow_broker_deviation: broken broker promises the increase needs to accept by name (logged as
+        RISK ACCEPTED; ``docs/guides/broker-doctor.md``). (templated)
+    :param key_order: ``preserve``, ``drain`` or ``relax`` (``docs/guides/key-order.md``). (templated)
+    :param group_drivers: ``{group: driver}`` for groups not stopped and started by the control protocol: a
+        :class:`~airflow_provider_kstate.increase.drivers.CommandDriver` or a name in ``drivers``
+        (``docs/guides/drivers.md``). (templated)
     :param producer_drivers: ``{service: driver}`` (or a list of driver names): the producer services the
-        run may stop for a drain; ``control`` stands for the ControlledProducers (templated).
-    :param drivers: the named drivers (``{name: driver}``, a driver as a
-        :class:`~airflow_provider_kstate.increase.drivers.Driver` or its dict form), e.g. an Airflow
-        Variable rendered as JSON (templated).
-    :param consumers_stay: ``never`` (default), ``auto`` or ``always``: whether live groups stay in their
-        groups while the topics grow (``docs/guides/zero-downtime.md``; templated).
-    :param committing_groups: groups whose consumers commit the position of every partition they are
-        assigned (Java ``enable.auto.commit=true``): evidence that lets them stay (templated).
-    :param own_tasks: your own pause and resume tasks drive every group without a driver (the per-step
-        layout's ``pause_consumers=``; the factory sets it).
-    :param dry_run: plan only: take no lease and change nothing.
-    :param report_uri: where the per-group, per-partition reports go: a local folder or any URI Airflow's
-        ``ObjectStoragePath`` reaches (``s3://bucket/kstate``); empty: ``$AIRFLOW_HOME/kstate-reports``.
+        run may stop for a drain; ``control``: the ControlledProducers. (templated)
+    :param drivers: the named drivers (``{name: driver}``), e.g. an Airflow Variable rendered as JSON.
+        (templated)
+    :param consumers_stay: ``never`` (default), ``auto`` or ``always`` (``docs/guides/zero-downtime.md``).
+        (templated)
+    :param committing_groups: groups whose consumers commit every assigned partition's position (Java
+        ``enable.auto.commit=true``): evidence that lets them stay. (templated)
+    :param own_tasks: your own pause and resume tasks drive every group without a driver (factory-set).
+    :param dry_run: plan only: take no lease and change nothing. (templated)
+    :param report_uri: where the reports go: a local folder or an ``ObjectStoragePath`` URI; empty:
+        ``$AIRFLOW_HOME/kstate-reports``. (templated)
     :param spark_group_prefixes: group-id prefixes of Spark Structured Streaming sources (left alone).
-    :param kwargs: the connection, the topics, ``storage_conn_id`` and the timeouts of
-        :class:`~airflow_provider_kstate.operators.base.KStateIncreaseOperator`.
+    :param kwargs: those of :class:`~airflow_provider_kstate.operators.base.KStateIncreaseOperator`.
     """
 
     template_fields: tuple[str, ...] = (
-        "topic",
-        "topics",
-        "partitions",
-        "consumer_groups",
-        "exclude_groups",
-        "allow_unknown_groups",
-        "acknowledge_streams_groups",
-        "allow_broker_deviation",
-        "key_order",
-        "group_drivers",
-        "producer_drivers",
-        "drivers",
-        "consumers_stay",
-        "committing_groups",
-        "plan_only",
-        "report_uri",
+        *("topic", "topics", "partitions", "consumer_groups", "exclude_groups", "allow_unknown_groups"),
+        *("acknowledge_streams_groups", "allow_broker_deviation", "key_order", "group_drivers"),
+        *("producer_drivers", "drivers", "consumers_stay", "committing_groups", "plan_only", "report_uri"),
     )
     ui_color = "#e3f2fd"
-    #: The plan reads the topic (:func:`airflow_provider_kstate.lineage.increase_lineage`).
-    lineage_kind = "plan"
+    lineage_kind = "plan"  # the plan reads the topics (airflow_provider_kstate.lineage.increase_lineage)
 
     def __init__(
         self,
@@ -130,8 +100,7 @@ class KStatePlanOperator(KStateIncreaseOperator):
         self.consumers_stay = consumers_stay
         self.committing_groups = committing_groups
         self.own_tasks = own_tasks
-        # BaseOperator already has a dry_run() method: keep the flag under another attribute name.
-        self.plan_only = dry_run
+        self.plan_only = dry_run  # BaseOperator has a dry_run() method: the flag goes by another name
         self.report_uri = report_uri
         self.spark_group_prefixes = spark_group_prefixes
 
@@ -141,10 +110,8 @@ class KStatePlanOperator(KStateIncreaseOperator):
         from airflow_provider_kstate.lease_rules import LeaseSet
 
         request, dry_run = plan_request(self), as_bool("dry_run", self.plan_only)
-        admin = self.lease.admin  # the lease hook has the connection's admin hook: the plan is built with it
-        # A wrong password, an unknown CA or an expired certificate fails here, named, before anything else.
-        admin.check_connection()
-        # The leases of the request's topics (a topic is a set of one), and where the run writes.
+        admin = self.lease.admin  # the lease hook's admin hook: the plan is built with it
+        admin.check_connection()  # a wrong password, CA or certificate fails here, named, before all else
         keeper = LeaseSet.for_topics(self.lease, request.topics, context, self.lease_ttl, self.log)
         connection, report_uri = (self.kafka_config_id, admin.cluster.config), str(self.report_uri or "")
         place = RunPlace(*connection, self.control_topic, self.lease_topic, report_uri)
@@ -155,27 +122,5 @@ class KStatePlanOperator(KStateIncreaseOperator):
         step = PlanStep(keeper, admin.partition_count, self.log)
         plan = step.plan(admin, request, self.control.client_piece_clients, place, trust, dry_run)
         if not dry_run:  # the run's progress document starts: the kstate page shows the run from here on
-            run_events(self.report_storage, plan, keeper.owner, self.log).step("planned")
+            self.run_events(plan, keeper.owner).step("planned")
         return plan.to_dict()
-
-
-class KStateDryRunGateOperator(TranslatesDomainErrors, BaseOperator):
-    """Stop the run after the plan when it was a dry run: this task is skipped, and so is everything after it.
-
-    :param plan: the plan (XCom of :class:`KStatePlanOperator`).
-    """
-
-    template_fields: tuple[str, ...] = ("plan",)
-    ui_color = "#e3f2fd"
-
-    def __init__(self, *, plan: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.plan = plan
-
-    def execute(self, context: Context) -> None:
-        from airflow_provider_kstate.increase.plan import Plan
-
-        plan = Plan.from_dict(self.plan)
-        if plan.dry_run:
-            raise AirflowSkipException("dry run: the plan is in XCom; nothing was changed")
-        self.log.info("PLAN not a dry run: proceeding with %s", plan.topic)

@@ -1,6 +1,5 @@
-"""The base of the provider's Spark operators: the Spark provider's ``SparkSubmitOperator`` that hands the
-application the Kafka connection's config in a private file and reads back the application's report. What a
-run adds to ``spark-submit``, the report and the errors are :mod:`airflow_provider_kstate.store.submission`'s.
+"""The base of the provider's Spark operators: ``SparkSubmitOperator`` handing the application the Kafka
+config in a private file and reading back its report (:mod:`airflow_provider_kstate.store.submission`).
 """
 
 from __future__ import annotations
@@ -11,45 +10,38 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_provider_kstate.errors import KStateConfigError, SparkApplicationError
+from airflow_provider_kstate.errors import KStateConfigError
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 from airflow_provider_kstate.store import submission
-from airflow_provider_kstate.store.submission import APP_ERRORS, app_error
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
 
-__all__ = ["APP_ERRORS", "KStateSparkApplicationOperator", "SparkApplicationError", "app_error"]
-
 
 class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
     """Submit a PySpark application that reads the Kafka config from a file and writes a JSON report.
 
     The application is called as ``APP --kafka-config-file CFG --report-file R [application_args]``; the
-    config file (mode 0600) holds the ``kafka`` connection's librdkafka settings, SASL secrets included,
-    and is removed afterwards. The report is pushed to XCom. Being a ``SparkSubmitOperator``, it takes and
-    templates every parameter of it (``conf``, ``jars``, ``deploy_mode``, ``py_files`` ...), kills
-    ``spark-submit`` (or the cluster's driver) in ``on_kill``, and injects OpenLineage's parent job.
-    ``kafka_config_id`` and ``request_timeout`` (the worker's own requests): see ``docs/reference/parameters.md``.
+    config file (mode 0600, removed afterwards) holds the ``kafka`` connection's librdkafka settings. The
+    report is pushed to XCom. It takes and templates every parameter of ``SparkSubmitOperator``; what a
+    cluster needs: ``docs/spark-cluster.md``; ``kafka_config_id``, ``request_timeout``:
+    ``docs/reference/parameters.md``.
 
     :param spark_conn_id: the Spark connection (conn type ``spark``); same as ``conn_id``.
     :param spark_conf: extra Spark properties, merged over
         :data:`~airflow_provider_kstate.store.submission.DEFAULT_SPARK_CONF` (``conf`` wins). (templated)
     :param spark_name: the Spark application name (default ``kstate-<task_id>``); same as ``name``.
     :param report_dir: where the application writes its report: None for a private local temporary
-        directory (client deploy mode), or a directory URI on cluster storage a cluster-mode driver reaches
-        (``hdfs://``, ``s3://`` ...). (templated)
-    :param ship_kafka_config: also ship the config file with ``--files`` (for a driver in cluster deploy
-        mode, which finds it by name in its working directory). None: when ``deploy_mode`` is ``cluster``.
+        directory (client mode), or a directory on cluster storage a cluster-mode driver reaches. (templated)
+    :param ship_kafka_config: also ship the config file with ``--files`` (for a cluster-mode driver); None:
+        when ``deploy_mode`` is ``cluster``.
     :param ship_provider: ship this package to the executors as a zip on ``py_files``, built per run.
-    :param python_env_archive: a packed Python environment (``python -m airflow_provider_kstate.store.pack
-        env``) for the executors: shipped as ``archives=ARCHIVE#env`` with
-        ``spark.pyspark.python=./env/bin/python``. (templated)
+    :param python_env_archive: a packed Python environment for the executors (``python -m
+        airflow_provider_kstate.store.pack env``), shipped as ``archives=ARCHIVE#env``. (templated)
     :param kill_grace: seconds ``on_kill`` gives ``spark-submit``'s children between SIGTERM and SIGKILL.
-    :param archives: as ``SparkSubmitOperator``'s; given to ``spark-submit`` as ``spark.archives`` together
-        with ``python_env_archive``'s.
+    :param archives: as ``SparkSubmitOperator``'s; given as ``spark.archives`` with ``python_env_archive``'s.
     """
 
     template_fields = (*SparkSubmitOperator.template_fields, "spark_conf", "report_dir", "python_env_archive")
@@ -102,13 +94,9 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
     def submit(
         self, hook: KStateSnapshotHook, context: Context | None = None, args: list[str] | None = None
     ) -> dict[str, Any]:
-        """Run the application with spark-submit and return its report; a failure it reported fails the task
-        with its error (:func:`~airflow_provider_kstate.store.submission.submit`). Once per operator
-        instance (one task try): the Spark operator keeps the hook of its first ``execute``.
-
-        :param hook: gives the Kafka config file.
-        :param context: the task's context (for OpenLineage's parent job).
-        :param args: the application's own arguments; default :meth:`app_args`.
+        """Run the application with spark-submit, once per task try, and return its report
+        (:func:`~airflow_provider_kstate.store.submission.submit`); ``hook`` gives the Kafka config file,
+        ``context`` OpenLineage's parent job, ``args`` the application's arguments (default :meth:`app_args`).
         """
         app, args = self.app_path(), self.app_args() if args is None else args
         with hook.kafka_config_file() as cfg:
@@ -117,10 +105,8 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
             return submission.submit(self, cfg, app, args, spark_submit)
 
     def on_kill(self) -> None:
-        """Kill ``spark-submit`` and what survives of the process tree the submission started
-        (:func:`~airflow_provider_kstate.store.submission.kill_tree`): SIGTERM, then SIGKILL after
-        :attr:`kill_grace` seconds (short: Airflow escalates to SIGKILL of the task itself soon after).
-        """
+        """Kill ``spark-submit`` and what survives of its process tree: SIGTERM, then SIGKILL after
+        :attr:`kill_grace` seconds (:func:`~airflow_provider_kstate.store.submission.kill_tree`)."""
         ended = submission.kill_tree(self._children_before, super().on_kill, self.kill_grace)
         if any(ended):
             self.log.info(

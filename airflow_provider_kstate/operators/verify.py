@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_kstate.defaults import PRESERVE
 from airflow_provider_kstate.errors import VerificationError
 from airflow_provider_kstate.failpoints import failpoint
-from airflow_provider_kstate.operators.base import KStateStepOperator
+from airflow_provider_kstate.operators.step import KStateStepOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -10,7 +10,6 @@ from airflow.sdk import BaseSensorOperator
 
 from airflow_provider_kstate import errors
 from airflow_provider_kstate.compat import AirflowSensorTimeout, conf
-from airflow_provider_kstate.operators.base import parsed_plan
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
 
 if TYPE_CHECKING:
@@ -57,6 +56,8 @@ class KStateConditionSensor(KStateKafkaOperator, BaseSensorOperator):
     @property
     def typed_plan(self) -> Plan:
         """The plan, read from its (rendered) XCom once per task: the one place a sensor parses it."""
+        from airflow_provider_kstate.increase.plan import parsed_plan
+
         return parsed_plan(self)
 
     def check_arguments(self) -> dict[str, Any]:

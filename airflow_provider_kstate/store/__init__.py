@@ -12,8 +12,8 @@
   their report, the task error of each failure code;
 * :mod:`.tasks` - the state tasks' decisions: their inputs, the applications' arguments, the verdicts.
 
-The Airflow side (``hooks/snapshot.py``, ``operators/snapshot.py``, ``operators/maintenance.py``) and the Spark applications
-(``spark_apps/``) both build on it; neither imports the other. Every document written here is a typed
-:class:`~airflow_provider_kstate.documents.Document` with a version field and a JSON Schema under
-``docs/schemas/store/``.
+The Airflow side (``hooks/snapshot.py``, ``operators/fast_check.py``, ``deep_check.py``, ``rebuild.py``,
+``maintenance.py``) and the Spark applications (``spark_apps/``) both build on it; neither imports the other.
+Every document written here is a typed :class:`~airflow_provider_kstate.documents.Document` with a version
+field and a JSON Schema under ``docs/schemas/store/``.
 """

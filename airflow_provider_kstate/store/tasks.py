@@ -2,9 +2,9 @@
 are acceptable, the Spark applications' arguments, and the verdict on what a check or a rebuild reported;
 and those of the state-maintenance flow: whether a bad store is rebuilt, and which partitions (:func:`verdict`).
 
-The operators (``operators/snapshot.py``, ``operators/maintenance.py``) gather the inputs (templated
-parameters, the checks' reports, the cluster's partition count, the snapshot's manifest), call these, and
-log and raise what they return.
+The operators (``operators/fast_check.py``, ``deep_check.py``, ``rebuild.py``, ``maintenance.py``) gather
+the inputs (templated parameters, the checks' reports, the cluster's partition count, the snapshot's
+manifest), call these, and log and raise what they return.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def store_args(
 
 class ChangelogRead(Protocol):
     """How a Spark state task (the deep check, the rebuild) reads the changelog: its (rendered) parameters
-    (``operators/snapshot.py`` documents each)."""
+    (:class:`~airflow_provider_kstate.operators.store_spark.KStateStoreSparkOperator` documents each)."""
 
     @property
     def topic(self) -> str: ...

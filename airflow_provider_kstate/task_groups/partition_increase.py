@@ -14,9 +14,10 @@ from airflow_provider_kstate.operators.consumers import (
     KStateResumeConsumersOperator,
 )
 from airflow_provider_kstate.operators.doctor import KStateBrokerDoctorOperator
+from airflow_provider_kstate.operators.dry_run_gate import KStateDryRunGateOperator
 from airflow_provider_kstate.operators.guard import KStateFailureGuardOperator
 from airflow_provider_kstate.operators.partitions import KStateIncreasePartitionsOperator
-from airflow_provider_kstate.operators.plan import KStateDryRunGateOperator, KStatePlanOperator
+from airflow_provider_kstate.operators.plan import KStatePlanOperator
 from airflow_provider_kstate.operators.producers import (
     KStateScaleProducersOperator,
     KStateStartProducersOperator,

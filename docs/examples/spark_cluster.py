@@ -9,7 +9,8 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG
 
-from airflow_provider_kstate.operators.snapshot import KStateDeepCheckOperator, KStateRebuildOperator
+from airflow_provider_kstate.operators.deep_check import KStateDeepCheckOperator
+from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 
 with DAG("stores_on_a_cluster", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
     # [START yarn]

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from airflow_provider_kstate.errors import SnapshotLeaseHeldError
 from airflow_provider_kstate.hooks.lease import KStateLeaseHook
-from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
+from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 from airflow_provider_kstate.spark_apps.read_progress import PROGRESS_NAME
 from airflow_provider_kstate.store import fast_check, layout
 from airflow_provider_kstate.store.manifest import MANIFEST_NAME

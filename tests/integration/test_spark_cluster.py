@@ -97,7 +97,7 @@ def _secret_connection(monkeypatch: pytest.MonkeyPatch, kafka_config: dict[str, 
 
 def _rebuild_locally(uri: str, **common: Any) -> dict[str, Any]:
     """The same rebuild on ``local[2]``: what the cluster's must equal."""
-    from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
+    from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 
     return KStateRebuildOperator(task_id="rl", snapshot_uri=uri, conf=dict(SMALL), **common).execute(
         _context()
@@ -154,7 +154,8 @@ def test_rebuild_and_deep_check_on_the_cluster_match_local(
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    from airflow_provider_kstate.operators.snapshot import KStateDeepCheckOperator, KStateRebuildOperator
+    from airflow_provider_kstate.operators.deep_check import KStateDeepCheckOperator
+    from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 
     _secret_connection(monkeypatch, kafka_config)
     local_uri, cluster_uri = str(tmp_path / "local"), str(tmp_path / "cluster")
@@ -196,7 +197,7 @@ def test_without_the_archive_the_bare_executors_cannot_run_the_apps(
     cluster: tuple[StandaloneCluster, str], env_archive: str, store_topic: str, tmp_path: Path
 ) -> None:
     from airflow_provider_kstate.errors import SparkApplicationError
-    from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
+    from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 
     kwargs = {**_cluster_kwargs(cluster, env_archive, tmp_path), "kafka_config_id": "kafka_default"}
     kwargs.pop("python_env_archive")
@@ -221,7 +222,7 @@ def test_pyspark_cluster_deploy_mode_is_refused_by_the_standalone_master(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """Standalone masters run only JVM drivers in cluster mode: spark-submit refuses a Python one."""
-    from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
+    from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 
     kwargs = {**_cluster_kwargs(cluster, env_archive, tmp_path), "kafka_config_id": "kafka_default"}
     op = KStateRebuildOperator(
@@ -248,7 +249,7 @@ def test_the_rebuild_through_sparks_kafka_source_on_the_cluster_matches_local(
     reader on ``local[2]``."""
     from kstate_support import spark_kafka
 
-    from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
+    from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 
     # the plain connection: the Spark reader refuses SASL settings without a mechanism (the secret one above)
     monkeypatch.setenv(

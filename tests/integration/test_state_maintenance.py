@@ -470,11 +470,9 @@ def test_bad_input_gives_clear_errors_and_keeps_the_snapshot(
 ) -> None:
     from airflow_provider_kstate.compat import AirflowFailException
     from airflow_provider_kstate.errors import KStateConfigError, SnapshotError, TopicNotFoundError
-    from airflow_provider_kstate.operators.snapshot import (
-        KStateDeepCheckOperator,
-        KStateFastCheckOperator,
-        KStateRebuildOperator,
-    )
+    from airflow_provider_kstate.operators.deep_check import KStateDeepCheckOperator
+    from airflow_provider_kstate.operators.fast_check import KStateFastCheckOperator
+    from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 
     files = sorted((p, p.stat().st_mtime_ns) for p in Path(store.uri).rglob("*"))
     missing = f"{store.log}-missing"

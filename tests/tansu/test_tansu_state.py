@@ -93,7 +93,7 @@ def test_maintenance_refuses_to_publish_state_from_aborted_records(
     assert not uri.exists(), sorted(p.name for p in uri.iterdir())  # nothing was published
     # Called on its own, past the DAG's doctor step, the rebuild refuses too (its own check, before Spark).
     from airflow_provider_kstate.errors import BrokerDeviationError
-    from airflow_provider_kstate.operators.snapshot import KStateRebuildOperator
+    from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 
     rebuild = KStateRebuildOperator(task_id="rebuild", topic=topic, snapshot_uri=str(uri))
     with pytest.raises(BrokerDeviationError, match="read_committed"):

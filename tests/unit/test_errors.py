@@ -17,7 +17,7 @@ import pytest
 from airflow_provider_kstate import errors
 from airflow_provider_kstate.compat import AirflowFailException
 from airflow_provider_kstate.increase.plan import InvalidPlanError
-from airflow_provider_kstate.operators.base import KStateStepOperator
+from airflow_provider_kstate.operators.step import KStateStepOperator
 from airflow_provider_kstate.task_edge import TASK_METHODS, TranslatesDomainErrors, task_edge
 
 PACKAGE = Path(errors.__file__).parent

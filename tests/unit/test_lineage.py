@@ -10,12 +10,10 @@ import pytest
 from airflow_provider_kstate import lineage
 from airflow_provider_kstate.assets import snapshot_asset, topic_asset
 from airflow_provider_kstate.operators.consumers import KStatePauseConsumersOperator
+from airflow_provider_kstate.operators.deep_check import KStateDeepCheckOperator
+from airflow_provider_kstate.operators.fast_check import KStateFastCheckOperator
 from airflow_provider_kstate.operators.partitions import KStateIncreasePartitionsOperator
-from airflow_provider_kstate.operators.snapshot import (
-    KStateDeepCheckOperator,
-    KStateFastCheckOperator,
-    KStateRebuildOperator,
-)
+from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 from airflow_provider_kstate.operators.verify import KStateVerifyOperator
 from airflow_provider_kstate.store.results import CheckReport
 

@@ -14,7 +14,9 @@ from airflow_provider_kstate.operators.consumers import (
     KStatePauseConsumersOperator,
     KStateResumeConsumersOperator,
 )
+from airflow_provider_kstate.operators.deep_check import KStateDeepCheckOperator
 from airflow_provider_kstate.operators.doctor import KStateBrokerDoctorOperator
+from airflow_provider_kstate.operators.fast_check import KStateFastCheckOperator
 from airflow_provider_kstate.operators.guard import KStateFailureGuardOperator
 from airflow_provider_kstate.operators.kafka import DEFAULT_REQUEST_TIMEOUT, KStateKafkaOperator
 from airflow_provider_kstate.operators.partitions import KStateIncreasePartitionsOperator
@@ -23,13 +25,9 @@ from airflow_provider_kstate.operators.producers import (
     KStateScaleProducersOperator,
     KStateStartProducersOperator,
 )
+from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 from airflow_provider_kstate.operators.seed import KStateSeedOffsetsOperator
-from airflow_provider_kstate.operators.snapshot import (
-    KStateDeepCheckOperator,
-    KStateFastCheckOperator,
-    KStateRebuildOperator,
-    KStateSparkApplicationOperator,
-)
+from airflow_provider_kstate.operators.spark_app import KStateSparkApplicationOperator
 from airflow_provider_kstate.operators.streams_resize import KStateStreamsResizeOperator
 from airflow_provider_kstate.operators.verify import KStateVerifyOperator
 from airflow_provider_kstate.operators.window import KStatePauseWindowOperator

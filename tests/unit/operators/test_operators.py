@@ -41,7 +41,7 @@ def test_the_dry_run_gate_reads_the_plan_from_its_xcom() -> None:
     from kstate_support.fakes import PLAN
 
     from airflow_provider_kstate.compat import AirflowSkipException
-    from airflow_provider_kstate.operators.plan import KStateDryRunGateOperator
+    from airflow_provider_kstate.operators.dry_run_gate import KStateDryRunGateOperator
 
     assert KStateDryRunGateOperator(task_id="g", plan=PLAN).execute({}) is None
     with pytest.raises(AirflowSkipException, match="dry run"):

@@ -19,13 +19,10 @@ from airflow_provider_kstate.errors import (
 )
 from airflow_provider_kstate.hooks import snapshot as state_hook
 from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook, check_uri, load_manifest
-from airflow_provider_kstate.operators.snapshot import (
-    KStateDeepCheckOperator,
-    KStateFastCheckOperator,
-    KStateRebuildOperator,
-    KStateSparkApplicationOperator,
-    spark_app_path,
-)
+from airflow_provider_kstate.operators.deep_check import KStateDeepCheckOperator
+from airflow_provider_kstate.operators.fast_check import KStateFastCheckOperator
+from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
+from airflow_provider_kstate.operators.spark_app import KStateSparkApplicationOperator
 from airflow_provider_kstate.params import as_optional_count, as_partitions
 from airflow_provider_kstate.store import tasks
 from airflow_provider_kstate.store.manifest import (
@@ -35,6 +32,7 @@ from airflow_provider_kstate.store.manifest import (
     write_manifest,
 )
 from airflow_provider_kstate.store.results import CHECK_FORMAT
+from airflow_provider_kstate.store.submission import spark_app_path
 
 TOPIC = "orders-changelog"
 
@@ -414,7 +412,7 @@ def test_spark_application_error_carries_the_reported_error(
 ) -> None:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-    from airflow_provider_kstate.operators import spark_app as ops
+    from airflow_provider_kstate.errors import SparkApplicationError
 
     def failing_submit(hook: Any, application: str = "", **kwargs: Any) -> None:
         """The Spark provider's hook in client mode, spark-submit exiting 2 after the app wrote its report."""
@@ -427,7 +425,7 @@ def test_spark_application_error_carries_the_reported_error(
     monkeypatch.setattr(KStateSnapshotHook, "kafka_config_file", _fake_cfg_file)
     monkeypatch.setattr(SparkSubmitHook, "submit", failing_submit)
     op = KStateSparkApplicationOperator(task_id="a", application=str(tmp_path / "app.py"))
-    with pytest.raises(ops.SparkApplicationError, match="app.py failed: topic 'x' is not compacted"):
+    with pytest.raises(SparkApplicationError, match="app.py failed: topic 'x' is not compacted"):
         op.execute({})
 
 

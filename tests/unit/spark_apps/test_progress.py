@@ -191,7 +191,8 @@ def test_a_report_with_another_token_is_dropped_and_off_reports_nothing() -> Non
 
 def test_operators_pass_the_interval_and_refuse_a_negative_one() -> None:
     from airflow_provider_kstate.errors import KStateConfigError
-    from airflow_provider_kstate.operators.snapshot import KStateDeepCheckOperator, KStateRebuildOperator
+    from airflow_provider_kstate.operators.deep_check import KStateDeepCheckOperator
+    from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
     from airflow_provider_kstate.store import tasks
 
     common = {"topic": "orders", "snapshot_uri": "/tmp/kstate-progress-unit"}

@@ -19,7 +19,8 @@ from airflow_provider_kstate.errors import BrokerDeviationError, KStateConfigErr
 from airflow_provider_kstate.hooks.doctor import KStateDoctorHook
 from airflow_provider_kstate.hooks.snapshot import KStateSnapshotHook
 from airflow_provider_kstate.operators import spark_app
-from airflow_provider_kstate.operators.snapshot import KStateDeepCheckOperator, KStateRebuildOperator
+from airflow_provider_kstate.operators.deep_check import KStateDeepCheckOperator
+from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 from airflow_provider_kstate.spark_apps import deep_check, kafka_io, rebuild
 from airflow_provider_kstate.store import contract
 

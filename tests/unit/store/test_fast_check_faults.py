@@ -215,7 +215,8 @@ def test_framing_problem() -> None:
 
 def test_the_compaction_refusal_is_fatal_and_acknowledged_by_a_parameter() -> None:
     from airflow_provider_kstate.errors import NotCompactedChangelogError
-    from airflow_provider_kstate.operators.snapshot import KStateDeepCheckOperator, KStateRebuildOperator
+    from airflow_provider_kstate.operators.deep_check import KStateDeepCheckOperator
+    from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
     from airflow_provider_kstate.store import tasks
     from airflow_provider_kstate.store.contract import NOT_COMPACTED, app_parser
 

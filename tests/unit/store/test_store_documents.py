@@ -372,7 +372,7 @@ def test_the_page_shows_an_invalid_progress_document_as_unreadable(tmp_path: Pat
 
 def test_the_operators_map_each_error_code_in_one_table() -> None:
     from airflow_provider_kstate import errors
-    from airflow_provider_kstate.operators.spark_app import APP_ERRORS, app_error
+    from airflow_provider_kstate.store.submission import APP_ERRORS, app_error
 
     faces = {
         ErrorCode.NOT_COMPACTED: errors.NotCompactedChangelogError,

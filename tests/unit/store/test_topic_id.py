@@ -199,7 +199,7 @@ def test_a_missing_snapshot_reports_the_topic_id_now(tmp_path: Path) -> None:
 def test_a_refused_resume_is_reported_by_code_and_fails_the_task_without_retries(
     tmp_path: Path, error: KStateError, code: str, task_error: type
 ) -> None:
-    from airflow_provider_kstate.operators.spark_app import app_error
+    from airflow_provider_kstate.store.submission import app_error
 
     path = str(tmp_path / "report.json")
     assert contract.fail(path, str(error), lambda line: None, "app", contract.error_code(error)) == 2
