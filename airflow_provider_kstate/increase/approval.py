@@ -32,6 +32,7 @@ from airflow_provider_kstate.defaults import (  # re-exported: the value lives t
 from airflow_provider_kstate.errors import PlanChangedError, ReportError
 from airflow_provider_kstate.increase.events import RunProgress
 from airflow_provider_kstate.increase.plan import (
+    LEFT_ALONE,
     UNSUPPORTED,
     GroupClass,
     GroupPlan,
@@ -57,12 +58,8 @@ PROMPT_ROWS = 25
 AT_RISK = (GroupClass.ACTIVE, GroupClass.EMPTY, *UNSUPPORTED)
 #: How the prompt orders groups: live groups first, then the risks accepted, then the rest.
 _RANK = {GroupClass.ACTIVE: 0, GroupClass.EXCLUDED: 1, GroupClass.EMPTY: 2}
-_ALONE = {
-    GroupClass.SPARK: "left alone: Spark reads new partitions from earliest",
-    GroupClass.SHARE_SAFE: "left alone: a share group that reads new partitions from their first record",
-    GroupClass.EXCLUDED: "left alone: **RISK ACCEPTED** (excluded)",
-    GroupClass.ABSENT: "left alone: unknown to the cluster, nothing to protect",
-}
+#: What the prompt says of each group the run leaves alone: the reader kinds' words, and the risk accepted.
+_ALONE = {**LEFT_ALONE, GroupClass.EXCLUDED: "left alone: **RISK ACCEPTED** (excluded)"}
 
 
 class _Verdict(Protocol):

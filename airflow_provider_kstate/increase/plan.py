@@ -538,9 +538,16 @@ class Seen:
 class ReaderKind:
     """A kind of reader of the topics: whether a group is one (:meth:`claims`, from what the cluster says of
     it) and its plan (:meth:`plan`: its class, and whether the run pauses, seeds and waits for it). The kinds
-    are tried in the order of :data:`READER_KINDS`; adding a kind is one subclass and its place there."""
+    are tried in the order of :data:`READER_KINDS`; adding a kind is one subclass and its place there (and
+    its :class:`GroupClass` value)."""
 
     cls: ClassVar[GroupClass]
+    #: What the approval prompt says of a group of this kind that the run leaves alone, by class (a kind may
+    #: plan more than one class: a share group is refused, or left alone when the broker starts it right).
+    words: ClassVar[Mapping[GroupClass, str]] = {}
+    #: Whether a plan that names its groups (``consumer_groups``) lets a group of this kind go unnamed: one
+    #: the run leaves alone by nature, or refuses with a message of its own.
+    unnamed_ok: ClassVar[bool] = False
 
     def claims(self, seen: Seen) -> bool:
         raise NotImplementedError
@@ -554,6 +561,8 @@ class SparkQuery(ReaderKind):
     """A Spark Structured Streaming source (its group id's prefix): it reads new partitions from earliest."""
 
     cls = GroupClass.SPARK
+    words = {GroupClass.SPARK: "left alone: Spark reads new partitions from earliest"}
+    unnamed_ok = True
 
     def claims(self, seen: Seen) -> bool:
         return seen.info.group.startswith(seen.spark_prefixes)
@@ -564,6 +573,7 @@ class AbsentGroup(ReaderKind):
     broker describes DEAD (some brokers describe a never-seen group as EMPTY)."""
 
     cls = GroupClass.ABSENT
+    words = {GroupClass.ABSENT: "left alone: unknown to the cluster, nothing to protect"}
 
     def claims(self, seen: Seen) -> bool:
         unknown = not seen.listed if seen.listed is not None else seen.info.state == DEAD
@@ -575,6 +585,7 @@ class UndescribedGroup(ReaderKind):
     way, members and all. Its members cannot be seen, so it cannot be paused safely (refused)."""
 
     cls = GroupClass.UNDESCRIBED
+    unnamed_ok = True  # refused by check_group_types, saying why
 
     def claims(self, seen: Seen) -> bool:
         return seen.info.state == DEAD and not seen.info.members
@@ -585,6 +596,10 @@ class ShareGroup(ReaderKind):
     (:func:`share_plan`, once its ``share.auto.offset.reset`` is read)."""
 
     cls = GroupClass.SHARE
+    words = {
+        GroupClass.SHARE_SAFE: "left alone: a share group that reads new partitions from their first record"
+    }
+    unnamed_ok = True  # left alone, or refused by check_group_types, saying why
 
     def claims(self, seen: Seen) -> bool:
         return seen.group_type == SHARE
@@ -594,6 +609,7 @@ class UntypedGroup(ReaderKind):
     """A group whose type the client cannot tell (ListGroups v5 not readable): refused unless excluded."""
 
     cls = GroupClass.UNKNOWN_TYPE
+    unnamed_ok = True  # refused by check_group_types, saying why
 
     def claims(self, seen: Seen) -> bool:
         return seen.group_type == UNKNOWN_TYPE
@@ -632,6 +648,10 @@ READER_KINDS: tuple[ReaderKind, ...] = (
     StreamsApplication(),
     ConsumerGroup(),
 )
+#: The classes a plan that names its groups does not ask to be named (:attr:`ReaderKind.unnamed_ok`).
+UNNAMED_OK = frozenset(c for k in READER_KINDS if k.unnamed_ok for c in (k.cls, *k.words))
+#: What the approval prompt says of each class the run leaves alone (:attr:`ReaderKind.words`).
+LEFT_ALONE = {c: text for k in READER_KINDS for c, text in k.words.items()}
 
 
 def classify(
@@ -864,20 +884,9 @@ def _check_named(
         )
     if not named:
         return
-    # Spark groups are left alone; share and untyped groups get their own message (check_group_types).
+    # Kinds left alone by nature, or refused with their own message (check_group_types), need no naming.
     unprotected = [
-        g
-        for g in discovered
-        if g not in named
-        and g not in excluded
-        and plans[g].cls
-        not in (
-            GroupClass.SPARK,
-            GroupClass.SHARE,
-            GroupClass.SHARE_SAFE,
-            GroupClass.UNKNOWN_TYPE,
-            GroupClass.UNDESCRIBED,
-        )
+        g for g in discovered if g not in named and g not in excluded and plans[g].cls not in UNNAMED_OK
     ]
     if unprotected:
         raise UnprotectedGroupError(

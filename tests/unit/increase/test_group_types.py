@@ -189,3 +189,20 @@ def test_a_reader_kind_is_one_class_and_its_place_in_the_registry(monkeypatch: p
     flink = plans.classify(info, ())
     assert flink.cls == plans.GroupClass.EXCLUDED and not (flink.pause or flink.seed or flink.wait)
     assert plans.classify(group_info("billing", "STABLE", 1, (0,)), ()).cls == plans.GroupClass.ACTIVE
+
+
+def test_what_a_named_plan_and_the_prompt_say_of_a_kind_comes_from_the_kind() -> None:
+    """A reader kind carries what a plan that names its groups and the approval prompt make of it: adding a
+    kind that the run leaves alone is its class, not a list elsewhere to keep in step."""
+    from airflow_provider_kstate.increase.plan import LEFT_ALONE, READER_KINDS, UNNAMED_OK, GroupClass
+
+    assert UNNAMED_OK == {
+        GroupClass.SPARK,
+        GroupClass.UNDESCRIBED,
+        GroupClass.SHARE,
+        GroupClass.SHARE_SAFE,
+        GroupClass.UNKNOWN_TYPE,
+    }
+    assert set(LEFT_ALONE) == {GroupClass.SPARK, GroupClass.ABSENT, GroupClass.SHARE_SAFE}
+    assert all(text.startswith("left alone: ") for text in LEFT_ALONE.values())
+    assert {k.cls for k in READER_KINDS} >= UNNAMED_OK - {GroupClass.SHARE_SAFE}
