@@ -363,3 +363,54 @@ def test_librdkafka_murmur2_random_matches_partition_for(
     placed = {m.key(): m.partition() for m in msgs}
     assert placed == {k: partition_for(k, 7) for k in keys}
     assert len(set(placed.values())) == 7
+
+
+def test_an_idle_cooperative_member_leaves_its_group_at_once_when_paused(
+    kafka_config: dict[str, Any],
+    admin: Any,
+    make_topic: Callable[..., str],
+    unique: Callable[[str], str],
+    control: Any,
+) -> None:
+    """librdkafka 2.16 sends no LeaveGroup when a classic member with a cooperative assignor closes owning no
+    partition: the broker keeps it until its session times out. Proven first with plain consumers (two on one
+    partition: one is idle); then the client piece's pause, which unsubscribes such a member before it closes,
+    makes the group EMPTY at once."""
+    topic = make_topic("idle", partitions=1)
+    settings = {"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 10000}
+
+    def joined(group: str, members: list[Any], step: Callable[[], Any]) -> None:
+        wait_until(lambda: group_state(admin, group) == (ConsumerGroupState.STABLE, 2), step=step)
+        wait_until(lambda: sum(len(m.assignment() or []) for m in members) == 1, step=step)
+
+    plain_group = unique("idle-plain")
+    plain = [Consumer({**consumer_config(kafka_config, plain_group), **settings}) for _ in range(2)]
+    for consumer in plain:
+        consumer.subscribe([topic])
+    joined(plain_group, plain, lambda: [c.poll(0.05) for c in plain])
+    for consumer in plain:
+        consumer.close()
+    started = time.monotonic()
+    wait_until(lambda: group_state(admin, plain_group)[0] == ConsumerGroupState.EMPTY, timeout=30)
+    assert time.monotonic() - started > 7.0, (
+        "the scenario: the idle member stays until its session (10 s) ends"
+    )
+
+    group = unique("idle-piece")
+    cfg = {**consumer_config(kafka_config, group), **settings}
+    apps = [
+        App(ControlledConsumer(cfg, [topic], control_topic=control.topic, client_id=f"i{i}"))
+        for i in range(2)
+    ]
+
+    def step_all() -> None:
+        for app in apps:
+            app.step(0.05)
+
+    joined(group, [app.consumer for app in apps], step_all)
+    control.publish(Command(group=group, command="pause", epoch=now_ms(), topic=topic))
+    took = wait_until(lambda: group_state(admin, group)[0] == ConsumerGroupState.EMPTY, step=step_all)
+    # timeout contract: both see the pause within their check_interval (0.2 s) and leave, not after 10 s
+    assert took < 5.0, f"EMPTY {took:.2f}s after the pause: the idle member waited for its session"
+    for app in apps:
+        app.consumer.close()

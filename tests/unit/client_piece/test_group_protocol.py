@@ -41,3 +41,34 @@ def test_the_consumer_protocol_assigns_incrementally_and_helpers_do_not_inherit_
     assert incremental_assignment({"partition.assignment.strategy": "cooperative-sticky"})
     assert not incremental_assignment({"partition.assignment.strategy": "range"})
     assert "group.protocol" not in connection_config(KIP848)
+
+
+def test_only_an_idle_classic_cooperative_member_unsubscribes_before_it_closes() -> None:
+    """librdkafka 2.16 sends no LeaveGroup when a classic cooperative member owning nothing closes: such a
+    member unsubscribes first; every other member just closes (mocks only here)."""
+    from airflow_provider_kstate.client_piece.consumer import close_and_leave
+
+    class Inner:
+        def __init__(self, owned: list[int]) -> None:
+            self.owned, self.calls = owned, []  # type: ignore[var-annotated]
+
+        def assignment(self) -> list[int]:
+            return self.owned
+
+        def unsubscribe(self) -> None:
+            self.calls.append("unsubscribe")
+
+        def close(self) -> None:
+            self.calls.append("close")
+
+    cooperative = {"partition.assignment.strategy": "cooperative-sticky"}
+    cases = [
+        (cooperative, [], ["unsubscribe", "close"]),
+        (cooperative, [0], ["close"]),
+        ({"partition.assignment.strategy": "range,roundrobin"}, [], ["close"]),
+        ({"group.protocol": "consumer"}, [], ["close"]),
+    ]
+    for config, owned, expected in cases:
+        inner = Inner(owned)
+        close_and_leave(inner, config)  # type: ignore[arg-type]
+        assert inner.calls == expected, (config, owned)
