@@ -870,6 +870,22 @@ class ClusterAdmin:
             infos.update(self._describe_by_client(missing, topic))
         return infos
 
+    def leave_members(self, group: str, member_ids: list[str], reason: str) -> dict[str, int]:
+        """Remove ``member_ids`` from the classic ``group`` at its coordinator, as their own LeaveGroup would
+        (Kafka's admin ``removeMembersFromConsumerGroup``; librdkafka has no such call): the wire client's
+        LeaveGroup v5, ``reason`` in the broker's log. Returns ``{member id: error code}`` (0 removed, 25
+        already gone); ``{}`` when the wire client cannot use this listener.
+
+        :raises BrokerUnavailableError: the coordinator did not answer, or is moving.
+        :raises KafkaRequestRefusedError: the coordinator refused (no permission on the group).
+        """
+        if not member_ids or not self.wire_usable():
+            return {}
+        try:
+            return wire.leave_members(self.config, group, member_ids, reason, min(self.timeout, 10.0))
+        except wire.WireRefused as exc:
+            raise KafkaRequestRefusedError(f"remove members of group {group!r}: {exc}") from exc
+
     def wire_usable(self) -> bool:
         """Whether the wire client (:mod:`~airflow_provider_kstate.doctor.wire`) can talk to this listener:
         asked once (a bootstrap broker's ApiVersions and this connection's authentication), then remembered.

@@ -1099,3 +1099,60 @@ def describe_streams_groups(
     :raises WireUnavailable: as :func:`_describe_at_coordinators`.
     """
     return _describe_at_coordinators(config, groups, timeout, [STREAMS_STEP])
+
+
+API_LEAVE_GROUP = 13
+
+
+def leave_group_v5_body(group: str, member_ids: list[str], reason: str) -> bytes:
+    """A LeaveGroup v5 request body (KIP-345's batch leave): ``member_ids`` of ``group``, dynamic members."""
+    members = b"".join(
+        _compact_string(m) + _uvarint(0) + _compact_string(reason) + b"\x00" for m in member_ids
+    )
+    return _compact_string(group) + _uvarint(len(member_ids) + 1) + members + b"\x00"
+
+
+def parse_leave_group_v5(body: bytes) -> tuple[int, dict[str, int]]:
+    """``(top-level error code, {member id: its error code})`` of a LeaveGroup v5 response body."""
+    reader = Reader(body)
+    reader.take(">i")  # throttle_time_ms
+    error = reader.take(">h")
+    members: dict[str, int] = {}
+    for _ in range(reader.uvarint() - 1):
+        member = reader.compact_string()
+        _nullable_compact_string(reader)  # group_instance_id
+        members[member] = reader.take(">h")
+        reader.skip_tags()
+    reader.skip_tags()
+    return error, members
+
+
+def leave_members(
+    config: dict[str, Any], group: str, member_ids: list[str], reason: str, timeout: float = 10.0
+) -> dict[str, int]:
+    """Remove ``member_ids`` from the classic ``group`` at its coordinator (what a member's own LeaveGroup
+    does; Kafka's admin ``removeMembersFromConsumerGroup``); return ``{member id: error code}`` (0: removed;
+    25 UNKNOWN_MEMBER_ID: already gone).
+
+    :raises WireRefused: the coordinator refused the request (GROUP_AUTHORIZATION_FAILED ...).
+    :raises WireUnsupported: the coordinator serves no LeaveGroup v5 (Kafka 2.4+), or its answer cannot be read.
+    :raises WireUnavailable: the coordinator cannot be reached or is moving.
+    """
+    address = _coordinators(config, [group], timeout)[group]
+    conn = Connection(config, address, timeout)
+    try:
+        versions = parse_api_versions(conn.call(API_VERSIONS, 0))
+        if versions.get(API_LEAVE_GROUP, (0, -1))[1] < 5:
+            raise WireUnsupported("the coordinator serves no LeaveGroup v5 (Kafka 2.4+)")
+        conn.authenticate()
+        body = conn.call(API_LEAVE_GROUP, 5, leave_group_v5_body(group, member_ids, reason), flexible=True)
+        error, members = parse_leave_group_v5(body)
+    except ValueError as exc:
+        raise WireUnsupported(f"malformed LeaveGroup answer: {exc}") from exc
+    finally:
+        conn.close()
+    if error in COORDINATOR_MOVING_CODES:
+        raise WireUnavailable(f"the coordinator of {group!r} is moving (code {error})")
+    if error:
+        raise WireRefused(f"LeaveGroup of {group!r} answered error code {error}", {group: error})
+    return members

@@ -177,6 +177,10 @@ class KStateAdminHook(KafkaBaseHook):
         """Describe ``groups``, keeping of each member only its partitions of ``topic``."""
         return self.cluster.describe_groups(groups, topic)
 
+    def leave_members(self, group: str, member_ids: list[str], reason: str) -> dict[str, int]:
+        """Remove members from a classic group (their LeaveGroup): ``{member id: error code}``."""
+        return self.cluster.leave_members(group, member_ids, reason)
+
     def seed_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
         """Commit ``offsets`` for ``group`` on ``topic`` (only while the group is EMPTY)."""
         self.cluster.seed_offsets(group, topic, offsets)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from typing import IO, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 from airflow_provider_kstate.increase.model import GroupInfo, TopicReplicas
+
+if TYPE_CHECKING:
+    from airflow_provider_kstate.client_piece.protocol import Ack
 
 
 class AdminPort(Protocol):
@@ -74,6 +77,11 @@ class AdminPort(Protocol):
         """Return each group's state and members on ``topic``."""
         ...
 
+    def leave_members(self, group: str, member_ids: list[str], reason: str) -> dict[str, int]:
+        """Remove members from a classic group (their LeaveGroup); return ``{member id: error code}``
+        (``{}``: the cluster cannot be asked that way)."""
+        ...
+
     def seed_offsets_many(self, topic: str, offsets: Mapping[str, Mapping[int, int]]) -> None:
         """Commit ``{group: {partition: offset}}``."""
         ...
@@ -81,6 +89,10 @@ class AdminPort(Protocol):
 
 class ControlPort(Protocol):
     """The control channel's verbs: pause and resume consumers, tell producers the layout."""
+
+    def acks(self, epoch: int, group: str = "", topic: str = "") -> list[Ack]:
+        """Return the acknowledgements of ``epoch`` by consumers of ``group`` or producers of ``topic``."""
+        ...
 
     def pause(self, groups: list[str], topic: str, issuer: str) -> int:
         """Ask the services of ``groups`` to leave their groups; return the epoch."""

@@ -291,3 +291,20 @@ def test_a_coordinator_that_stays_down_is_named_within_the_timeout(monkeypatch: 
     monkeypatch.setattr(wire, "_coordinators", lambda config, groups, timeout: {g: ("c", 1) for g in groups})
     with pytest.raises(wire.WireUnavailable, match="did not answer for 0.6s: cannot connect to c:1"):
         wire.describe_any_groups({"bootstrap.servers": "c:1"}, ["g"], timeout=0.6)
+
+
+def test_leave_group_v5_request_and_answer() -> None:
+    """The batch LeaveGroup the run sends for members whose LeaveGroup was lost (KIP-345's v3+; v5 with a
+    reason the broker logs), and its answer per member."""
+    import struct
+
+    from airflow_provider_kstate.doctor import wire
+
+    body = wire.leave_group_v5_body("g", ["m0", "m1"], "why")
+    expected = (
+        b"\x02g" + b"\x03" + b"".join(b"\x03m" + d + b"\x00" + b"\x04why" + b"\x00" for d in (b"0", b"1"))
+    )
+    assert body == expected + b"\x00"
+    answer = struct.pack(">ih", 0, 0) + b"\x03" + b"\x03m0\x00" + struct.pack(">h", 0) + b"\x00"
+    answer += b"\x03m1\x00" + struct.pack(">h", 25) + b"\x00" + b"\x00"
+    assert wire.parse_leave_group_v5(answer) == (0, {"m0": 0, "m1": 25})

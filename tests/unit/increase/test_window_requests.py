@@ -219,3 +219,84 @@ def test_the_create_is_validated_before_anyone_leaves_and_not_again_after() -> N
     assert fake.validated == [("orders", 8), ("pause record", 2)], "validated before the pause record"
     run.increase(timeout=5)
     assert fake.validated == [("orders", 8), ("pause record", 2)] and fake.count == 8
+
+
+class Ghosts(Admin):
+    """A live group whose coordinator keeps listing its members (their LeaveGroup lost) until the run removes
+    them; ``others``: members of clients that did not acknowledge the pause."""
+
+    def __init__(self, others: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.listed = {"m0": "c0", "m1": "c1", **{f"x{i}": c for i, c in enumerate(others)}}
+        self.removed: list[tuple[str, list[str], str]] = []
+
+    def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
+        members = tuple(Member(m, c, "h", ()) for m, c in self.listed.items())
+        return {
+            g: GroupInfo(g, "STABLE" if g == "live" and members else "EMPTY", "CLASSIC", "consumer",
+                         members if g == "live" else ())
+            for g in groups
+        }  # fmt: skip
+
+    def leave_members(self, group: str, member_ids: list[str], reason: str) -> dict[str, int]:
+        self.removed.append((group, sorted(member_ids), reason))
+        for member in member_ids:
+            self.listed.pop(member, None)
+        return dict.fromkeys(member_ids, 0)
+
+
+class Acking:
+    """The control channel: the pause's epoch and the clients that acknowledged it ``paused``."""
+
+    def __init__(self, paused: tuple[str, ...]) -> None:
+        self.paused = paused
+
+    def pause(self, groups: list[str], topic: str, issuer: str) -> int:
+        return 7
+
+    def set_layout(self, topic: str, partitions: int, issuer: str) -> int:
+        return 8
+
+    def acks(self, epoch: int, group: str = "", topic: str = "") -> list[Any]:
+        from airflow_provider_kstate.client_piece.protocol import Ack
+
+        return (
+            [Ack(client=c, epoch=epoch, state="paused", group=group) for c in self.paused]
+            if epoch == 7
+            else []
+        )
+
+
+def _ghost_run(fake: Ghosts, paused: tuple[str, ...]) -> IncreaseRun:
+    plan = _plan("live", "idle", live=("live",))
+    return IncreaseRun(plan, fake, Acking(paused), LOG, "run-1", key_order="relax")  # type: ignore[arg-type]
+
+
+def test_members_whose_clients_acknowledged_the_pause_are_removed_when_the_coordinator_keeps_them() -> None:
+    """A LeaveGroup lost in a broker fault: the coordinator lists both members until their session ends
+    (6 s to 45 s) though both clients closed and acknowledged. The wait removes them, once."""
+    fake = Ghosts()
+    run = _ghost_run(fake, paused=("c0", "c1"))
+    run.pause()
+    run.wait_empty(timeout=10)
+    assert fake.removed == [
+        ("live", ["m0", "m1"], "kstate: its client acknowledged the pause and closed its consumer")
+    ]
+    assert run.ghosts_removed == ["m0", "m1"]
+
+
+def test_a_member_of_a_client_that_did_not_acknowledge_is_waited_for_not_removed() -> None:
+    fake = Ghosts(others=("stranger",))
+    run = _ghost_run(fake, paused=("c0", "c1"))
+    run.pause()
+    with pytest.raises(GroupNotEmptyError):
+        run.wait_empty(timeout=1.5)
+    assert fake.removed == [] and "m0" in fake.listed
+
+
+def test_nothing_is_removed_without_the_run_s_pause() -> None:
+    fake = Ghosts()
+    run = _ghost_run(fake, paused=("c0", "c1"))  # no pause sent by this run: no epoch to read acks of
+    with pytest.raises(GroupNotEmptyError):
+        run.wait_empty(timeout=1.5)
+    assert fake.removed == []
