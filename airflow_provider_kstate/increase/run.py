@@ -50,6 +50,8 @@ T = TypeVar("T")
 GHOST_AFTER = 1.0
 #: The reason a ghost's removal gives (the broker logs it: "client reason: ...").
 GHOST_REASON = "kstate: its client acknowledged the pause and closed its consumer"
+#: LeaveGroup's answers for a member no longer listed: removed (0), UNKNOWN_MEMBER_ID (25).
+GONE = (0, 25)
 
 
 @dataclass
@@ -275,7 +277,8 @@ class IncreaseRun(RunPorts):
         if len(ghosts) != len(listed) or set(ghosts) <= set(self.ghosts_removed):
             return
         answer = self.admin.leave_members(group, ghosts, GHOST_REASON)
-        self.ghosts_removed += ghosts
+        # removed, or already gone; another answer is asked again at the next look ({}: cannot be asked)
+        self.ghosts_removed += [m for m in ghosts if not answer or answer.get(m) in GONE]
         self.log.info(
             "WAIT group %s: removed %s member(s) %s that the coordinator still listed although their clients "
             "acknowledged the pause (a LeaveGroup lost in a broker fault): %s",

@@ -16,7 +16,7 @@ import pytest
 from airflow_provider_kstate.errors import GroupNotEmptyError, UnsafeResumeError
 from airflow_provider_kstate.increase.model import GroupInfo, Member
 from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, Plan
-from airflow_provider_kstate.increase.run import IncreaseRun
+from airflow_provider_kstate.increase.run import GHOST_REASON, IncreaseRun
 from airflow_provider_kstate.increase.steps import TopicSteps, together
 from tests.unit.increase.test_seed_created import Admin
 
@@ -300,3 +300,18 @@ def test_nothing_is_removed_without_the_run_s_pause() -> None:
     with pytest.raises(GroupNotEmptyError):
         run.wait_empty(timeout=1.5)
     assert fake.removed == []
+
+
+def test_a_removal_the_coordinator_refuses_is_asked_again_at_the_next_look() -> None:
+    class Refusing(Ghosts):
+        def leave_members(self, group: str, member_ids: list[str], reason: str) -> dict[str, int]:
+            if not self.removed:  # the first answer: the coordinator could not write the removal yet
+                self.removed.append((group, sorted(member_ids), "refused"))
+                return dict.fromkeys(member_ids, 19)  # NOT_ENOUGH_REPLICAS
+            return super().leave_members(group, member_ids, reason)
+
+    fake = Refusing()
+    run = _ghost_run(fake, paused=("c0", "c1"))
+    run.pause()
+    run.wait_empty(timeout=10)
+    assert [r[2] for r in fake.removed] == ["refused", GHOST_REASON] and run.ghosts_removed == ["m0", "m1"]
