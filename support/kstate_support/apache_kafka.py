@@ -349,6 +349,42 @@ def start(
         node's port of each is in :func:`read_layout` (``Node.listeners``).
     """
     data_dir.mkdir(parents=True, exist_ok=True)
+    # One start at a time per cluster: a node's restart thread and a test's restore() once both found the
+    # same node dead and started two JVMs; the second failed to bind, and its pid, saved in the layout, was
+    # the one later signalled (a SIGSTOP of an exited process's group left the real broker running).
+    with _start_lock(data_dir):
+        return _start_locked(data_dir, nodes, port, release, timeout, secured)
+
+
+@contextlib.contextmanager
+def _start_lock(data_dir: Path) -> Any:
+    import fcntl
+
+    with (data_dir / ".start.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def running_pid(data_dir: Path, node: Node) -> int:
+    """The pid of the JVM that runs ``node`` now, found by its command line (0: none): the layout's pid may
+    be stale when the node was started by another process."""
+    config = str(_node_dir(data_dir, node) / "server.properties").encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            cmdline = (entry / "cmdline").read_bytes()
+            if b"kafka.Kafka" in cmdline and config in cmdline.split(b"\0") and alive(int(entry.name)):
+                return int(entry.name)
+    return 0
+
+
+def _start_locked(
+    data_dir: Path, nodes: int, port: int | None, release: str | None, timeout: float, secured: Secured | None
+) -> str:
     layout = read_layout(data_dir)
     if layout is None:
         release = release or version()
@@ -374,7 +410,7 @@ def start(
         secured = secured_of(layout)
     for node in members:
         if not alive(node.pid):
-            node.pid = start_node(data_dir, node, release, len(members))
+            node.pid = running_pid(data_dir, node) or start_node(data_dir, node, release, len(members))
     _save_layout(data_dir, release, cid, members, secured)
     bootstrap = bootstrap_of(members)
     wait_ready(bootstrap, len(members), timeout, [n.pid for n in members])
@@ -403,11 +439,18 @@ def stop_node(data_dir: Path, node_id: int, kill: bool = False, timeout: float =
     if layout is None:
         return
     for node in nodes_of(layout):
-        if node.node_id == node_id and alive(node.pid):
-            _signal(node.pid, signal.SIGKILL if kill else signal.SIGTERM)
-            if not _reap(node.pid, timeout):
-                _signal(node.pid, signal.SIGKILL)
-                _reap(node.pid, 10)
+        pid = node_pid(data_dir, node) if node.node_id == node_id else 0
+        if pid:
+            _signal(pid, signal.SIGKILL if kill else signal.SIGTERM)
+            if not _reap(pid, timeout):
+                _signal(pid, signal.SIGKILL)
+                _reap(pid, 10)
+
+
+def node_pid(data_dir: Path, node: Node) -> int:
+    """The pid of the JVM running ``node`` now: the layout's, or the one found by its command line when the
+    layout's is gone (0: the node does not run)."""
+    return node.pid if alive(node.pid) else running_pid(data_dir, node)
 
 
 def kill_node(data_dir: Path, node_id: int) -> None:
@@ -420,13 +463,13 @@ def stop(data_dir: Path, timeout: float = 30.0) -> None:
     layout = read_layout(data_dir)
     if layout is None:
         return
-    members = [n for n in nodes_of(layout) if alive(n.pid)]
-    for node in members:
-        _signal(node.pid, signal.SIGTERM)
-    for node in members:
-        if not _reap(node.pid, timeout):
-            _signal(node.pid, signal.SIGKILL)
-            _reap(node.pid, 10)
+    running = [pid for pid in (node_pid(data_dir, n) for n in nodes_of(layout)) if pid]
+    for pid in running:
+        _signal(pid, signal.SIGTERM)
+    for pid in running:
+        if not _reap(pid, timeout):
+            _signal(pid, signal.SIGKILL)
+            _reap(pid, 10)
 
 
 def pids(data_dir: Path) -> list[int]:

@@ -653,9 +653,20 @@ def test_a_hung_broker_costs_a_metadata_read_an_attempt_not_the_timeout(cluster:
     victim = meta.orig_broker_id
     layout = apache_kafka.read_layout(cluster.data_dir)
     assert layout is not None
-    pid = next(n.pid for n in apache_kafka.nodes_of(layout) if n.node_id == victim)
+    pid = next(
+        apache_kafka.node_pid(cluster.data_dir, n)
+        for n in apache_kafka.nodes_of(layout)
+        if n.node_id == victim
+    )
     os.killpg(pid, signal.SIGSTOP)
     try:
+        # the scenario: the victim's JVM is stopped (a stale pid once left the broker running: answered in 0.08 s)
+        def state() -> str:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+        assert wait_until(lambda: state() == "T", 5), (
+            f"node {victim}'s JVM (pid {pid}) is not stopped: {state()}"
+        )
         started = time.monotonic()
         again = admin.metadata()
         took = time.monotonic() - started
