@@ -115,6 +115,9 @@ LEADER_ERRORS = frozenset(
         "FENCED_LEADER_EPOCH",
         "UNKNOWN_LEADER_EPOCH",
         "_UNKNOWN_PARTITION",
+        # librdkafka's own "Failed to query partition leaders: No leaders found": its metadata of a topic just
+        # created names no leader yet (Apache Kafka 4.4, 3 nodes: a watermarks read right after the create)
+        "_NOENT",
     }
 )
 #: Partition errors of a ListOffsets attempt that mean its answer was missed, not refused: no answer in time

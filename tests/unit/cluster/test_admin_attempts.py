@@ -166,6 +166,15 @@ def test_a_lost_connection_is_asked_again_and_so_is_a_partition_without_a_leader
 
 
 @pytest.mark.usefixtures("short_attempts")
+def test_partitions_whose_leaders_the_client_does_not_know_yet_are_asked_again() -> None:
+    """librdkafka answers "Failed to query partition leaders: No leaders found" (_NOENT) for a topic whose
+    metadata names no leader yet (right after its create on 3 Apache Kafka 4.4 nodes): asked again."""
+    client = Client({0: KafkaError._NOENT, 1: KafkaError._NOENT}, "answer")
+    assert admin_of(client).log_starts(TOPIC, [0, 1]) == {0: 100, 1: 101}
+    assert [asked for asked, _bound in client.offsets_asked] == [[0, 1], [0, 1]]
+
+
+@pytest.mark.usefixtures("short_attempts")
 def test_watermarks_both_passes_go_in_attempts() -> None:
     client = Client("hang", "hang")
     assert admin_of(client).watermarks(TOPIC, [0, 1]) == {0: (100, 100), 1: (101, 101)}
