@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +10,7 @@ from airflow_provider_kstate.increase.model import DEAD, EMPTY, STABLE
 from airflow_provider_kstate.increase.report import ranges
 
 if TYPE_CHECKING:
+    from airflow_provider_kstate.increase.model import GroupInfo
     from airflow_provider_kstate.increase.ports import AdminPort
 
 
@@ -23,8 +24,13 @@ class CheckResult:
 
 def groups_empty(hook: AdminPort, topic: str, groups: list[str]) -> CheckResult:
     """Hold when every group is EMPTY (or unknown to the broker); name the members still present."""
+    return empty_of(hook.describe_groups(groups, topic))
+
+
+def empty_of(described: Mapping[str, GroupInfo]) -> CheckResult:
+    """:func:`groups_empty` of groups already described (``{group: GroupInfo}``)."""
     blockers: dict[str, Any] = {}
-    for group, info in hook.describe_groups(groups, topic).items():
+    for group, info in described.items():
         if info.state not in (EMPTY, DEAD) or info.members:
             blockers[group] = {
                 "state": info.state,

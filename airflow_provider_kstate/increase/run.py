@@ -19,13 +19,13 @@ start of the producers, verify, lineage) read that one shape.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_provider_kstate.client_piece.protocol import STATE_PAUSED
 from airflow_provider_kstate.errors import KStateError, PositionsTimeoutError, TopicChangedError
-from airflow_provider_kstate.increase.checks import groups_drained, groups_empty
+from airflow_provider_kstate.increase.checks import empty_of, groups_drained
 from airflow_provider_kstate.increase.drivers import CommandPairs, CommandResult
 from airflow_provider_kstate.increase.events import GroupState, ProducerState
 from airflow_provider_kstate.increase.fleet import commanded_live, commands_of, producer_commands
@@ -43,6 +43,7 @@ from airflow_provider_kstate.increase.steps import (
 )
 
 if TYPE_CHECKING:
+    from airflow_provider_kstate.increase.model import GroupInfo
     from airflow_provider_kstate.increase.report import ReportWriter
 
 T = TypeVar("T")
@@ -237,7 +238,8 @@ class IncreaseRun(RunPorts):
         interval = FAST_POLL
         pending = list(groups)
         while True:
-            result = groups_empty(self.admin, self.plan.topic, pending)
+            described = self.admin.describe_groups(pending, self.plan.topic)
+            result = empty_of(described)
             pending = [g for g in pending if g in result.detail]
             if result.ok:
                 waited = set(self.plan.where("wait"))
@@ -247,23 +249,23 @@ class IncreaseRun(RunPorts):
             if time.monotonic() > deadline:
                 raise not_empty_error(self.plan, result.detail, timeout)
             if time.monotonic() - started > GHOST_AFTER:
-                self._remove_ghosts(pending)
+                self._remove_ghosts(described)
             time.sleep(interval)
             if time.monotonic() - started > 2.0:
                 interval = min(max_interval, interval * 2)
 
-    def _remove_ghosts(self, groups: list[str]) -> None:
-        """Remove from each classic group of ``groups`` the members the coordinator still lists although
+    def _remove_ghosts(self, described: Mapping[str, GroupInfo]) -> None:
+        """Remove from each classic group ``described`` the members the coordinator still lists although
         every one of their clients acknowledged this run's pause (it acknowledges once its consumer is
         closed): their LeaveGroup was lost in a broker fault, and the coordinator would keep them until their
         session times out (6 s to 45 s). Measured on 3 Apache Kafka 4.4 nodes, a node SIGKILLed right after
-        the pause: both members of the group removed "on heartbeat expiration" 6 s after their consumers
-        closed, in 3 of 4 kill roles. A group with any other member is left to the wait; a look that fails
-        is a look missed."""
+        the pause: both members of the group removed "on heartbeat expiration" about 6 s after their
+        consumers closed, whichever role the killed node held. A group with any other member is left to the
+        wait; a look that fails is a look missed."""
         if self.pause_epoch is None:
             return
         try:
-            for group, info in self.admin.describe_groups(groups, self.plan.topic).items():
+            for group, info in described.items():
                 if info.members and info.type.lower() in ("", "classic"):
                     self._remove_ghosts_of(group, info.members)
         except Exception as exc:  # noqa: BLE001 - never fails the wait: the session timeout ends ghosts too
