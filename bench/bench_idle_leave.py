@@ -4,9 +4,10 @@ python bench/bench_idle_leave.py --mode proxy|loopback --partitions 1 --client p
 (broker: started here, in --data-dir; proxy mode = bench/_delay_proxy.delayed_broker)
 
 Written to find the 6 s EMPTY wait of bench_stay's 8 x 1 window (issue 41, item 7): librdkafka 2.16 sends no
-LeaveGroup when a classic cooperative member that owns no partition closes. ``controlled:patched`` is the
-ControlledConsumer with its leave patched to unsubscribe such a member first: what ``close_and_leave`` in
-``airflow_provider_kstate/client_piece/consumer.py`` does since 09f6025, so ``controlled`` measures the fix now.
+LeaveGroup when a classic cooperative member that owns no partition closes. The results' ``controlled:patched``
+rows were the ControlledConsumer with its leave patched in this script to unsubscribe such a member first:
+what ``close_and_leave`` in ``airflow_provider_kstate/client_piece/consumer.py`` does since 09f6025 (the patch
+is gone: ``controlled`` measures the fix now; ``plain:unsub-idle`` the same on a plain consumer).
 Results: docs/measurements/issue41/idle-leave.{md,json}.
 """
 
@@ -242,46 +243,6 @@ def round_controlled(config, admin, control, topic, group, assignor):
         fleet.stop()
 
 
-_ORIGINAL_LEAVE = None
-
-
-def patch_leave(enable: bool) -> None:
-    """The proposed client-piece fix, applied in this process only: an idle member (empty assignment)
-    unsubscribes before close() (librdkafka's classic cooperative close sends no LeaveGroup for it)."""
-    from airflow_provider_kstate.client_piece import consumer as mod
-
-    global _ORIGINAL_LEAVE
-    if _ORIGINAL_LEAVE is None:
-        _ORIGINAL_LEAVE = mod.ControlledConsumer._leave
-    if not enable:
-        mod.ControlledConsumer._leave = _ORIGINAL_LEAVE
-        return
-
-    def _leave(self) -> None:
-        inner = self._inner
-        assert inner is not None
-        if self._on_pause is not None:
-            self._on_pause(self)
-        positions = self._returned_positions(inner)
-        committed = self._commit_returned(inner)
-        self._set_inner(None)
-        self._barriers.forget_all()
-        self._positions.forget_all()
-        try:
-            if not inner.assignment():
-                inner.unsubscribe()  # the fix: LeaveGroup for a member that holds nothing
-        except mod.KafkaException:
-            pass
-        inner.close()
-        if not committed and positions:
-            self._pending = mod._PendingCommit(self.config, positions, mod._monotonic() + self._timeout)
-            self._retry_pending()
-        self._follower.hurry(mod.PAUSED_FAST_SECONDS)
-        self._notify(mod.PAUSED)
-
-    mod.ControlledConsumer._leave = _leave
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=["proxy", "loopback"], required=True)
@@ -324,7 +285,6 @@ def main() -> int:
                                 config, admin, topic, group, args.assignor, args.debug_log, leave
                             )
                         else:
-                            patch_leave(client == "controlled:patched")
                             res = round_controlled(config, admin, control, topic, group, args.assignor)
                         res.update(mode=args.mode, partitions=parts, client=client, round=r)
                         results.append(res)
