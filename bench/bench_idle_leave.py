@@ -25,8 +25,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from kstate_support.traffic import SeqProducer
 
 SETTINGS = {
     "auto.offset.reset": "latest",
@@ -67,25 +68,6 @@ def broker(mode: str, data_dir: Path, one_way_ms: float):
             yield {"bootstrap.servers": bootstrap}
         finally:
             subprocess.run([*helper, "down", "--data-dir", str(data_dir)], check=False, timeout=120)
-
-
-class Traffic(threading.Thread):
-    def __init__(self, config: dict[str, Any], topic: str, rate: float = 200.0) -> None:
-        super().__init__(daemon=True)
-        self.p = Producer({**config, "linger.ms": 5})
-        self.topic, self.rate = topic, rate
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        seq, start = 0, time.monotonic()
-        while not self.halt.is_set():
-            self.p.produce(self.topic, value=str(seq).encode(), key=f"key-{seq}".encode())
-            self.p.poll(0)
-            seq += 1
-            d = start + seq / self.rate - time.monotonic()
-            if d > 0:
-                time.sleep(d)
-        self.p.flush(10)
 
 
 def describe(admin: AdminClient, group: str) -> tuple[str, int]:
@@ -272,7 +254,7 @@ def main() -> int:
         for parts in [int(p) for p in args.partitions.split(",")]:
             topic = f"probe{parts}-{uuid.uuid4().hex[:6]}"
             admin.create_topics([NewTopic(topic, parts, 1)])[topic].result()
-            traffic = Traffic(config, topic)
+            traffic = SeqProducer(config, topic, rate=200.0)  # the tests' keyed traffic
             traffic.start()
             time.sleep(1.0)
             try:
@@ -292,8 +274,7 @@ def main() -> int:
                         args.out.write_text(json.dumps(results, indent=1))
                         time.sleep(0.5)
             finally:
-                traffic.halt.set()
-                traffic.join(15)
+                traffic.stop()
         if control is not None:
             control.close()
         # keep the broker's log
