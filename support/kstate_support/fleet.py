@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
+
 from kstate_support.key_order import OrderChecker
 
 #: The npm folder of the foreign services.
@@ -317,9 +319,30 @@ def _flags(options: dict[str, Any]) -> dict[str, Any]:
     return {k.replace("_", "-"): v for k, v in options.items()}
 
 
+#: What a group's coordinator answers while it loads (a fresh broker's ``__consumer_offsets``).
+COORDINATOR_LOADING = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+)
+
+
+def describe_group(admin: Any, group: str, attempts: int = 50) -> Any:
+    """``group``'s description from the broker; a coordinator still loading (``NOT_COORDINATOR`` on a fresh
+    broker) is asked again, every 0.2 s, ``attempts`` times."""
+    for _ in range(attempts):
+        try:
+            return admin.describe_consumer_groups([group])[group].result(timeout=10)
+        except KafkaException as exc:
+            if exc.args[0].code() not in COORDINATOR_LOADING:
+                raise
+            time.sleep(0.2)
+    return admin.describe_consumer_groups([group])[group].result(timeout=10)
+
+
 def group_state(admin: Any, group: str) -> tuple[str, int]:
     """The broker's view of ``group``: its state name (``EMPTY``, ``STABLE`` ...) and member count."""
-    desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    desc = describe_group(admin, group)
     return desc.state.name, len(desc.members)
 
 

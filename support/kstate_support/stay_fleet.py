@@ -19,11 +19,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, TopicPartition
 
 from airflow_provider_kstate.client_piece.protocol import DEFAULT_CONTROL_TOPIC
 from kstate_support import ROOT
-from kstate_support.fleet import read_lines, start_group
+from kstate_support.fleet import COORDINATOR_LOADING, read_lines, start_group
 from kstate_support.java_services import JavaFleet
 from kstate_support.traffic import CONSUMER_METADATA_MS
 
@@ -34,14 +34,6 @@ OLD = 4
 CLASSIC_METADATA_MS = 1000
 #: The Java cooperative-sticky assignor of the classic cells.
 COOPERATIVE = "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
-#: What a group's coordinator answers while it loads (a fresh broker's ``__consumer_offsets``).
-COORDINATOR_LOADING = (
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-)
-
-
 #: The producer, in a process of its own (``python -c PRODUCER CONFIG TOPIC OUT KIND METADATA_MS``): a
 #: ControlledProducer (``controlled``: the client piece, pinned and switched by the run) or a plain
 #: confluent-kafka producer (``plain``: murmur2 over the partitions its metadata shows, for the naive increase)

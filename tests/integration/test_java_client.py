@@ -25,10 +25,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 from kstate_support import kafka as kfacts
 from kstate_support.fixtures import wait_until as shared_wait_until
+from kstate_support.fleet import describe_group as describe
 from kstate_support.java_client import build, consumers, java_ready, producer, unit_test_results
 from kstate_support.key_order import OrderChecker
 
@@ -66,26 +67,6 @@ def test_java_unit_tests_pass(java_client: None) -> None:
 
 def brokers(kafka_config: dict[str, Any]) -> str:
     return str(kafka_config["bootstrap.servers"])
-
-
-#: What a group's coordinator answers while it loads (a fresh broker's ``__consumer_offsets``).
-COORDINATOR_LOADING = (
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-)
-
-
-def describe(admin: Any, group: str) -> Any:
-    """The group's description; a coordinator still loading is asked again."""
-    for _ in range(50):
-        try:
-            return admin.describe_consumer_groups([group])[group].result(timeout=10)
-        except KafkaException as exc:
-            if exc.args[0].code() not in COORDINATOR_LOADING:
-                raise
-            time.sleep(0.2)
-    return admin.describe_consumer_groups([group])[group].result(timeout=10)
 
 
 def group_is(admin: Any, group: str, state: ConsumerGroupState, members: int) -> bool:

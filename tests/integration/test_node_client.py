@@ -22,12 +22,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 from jsonschema import Draft202012Validator
 from kstate_support import ROOT
 from kstate_support import kafka as kfacts
 from kstate_support.fixtures import wait_until as shared_wait_until
+from kstate_support.fleet import describe_group as describe
 from kstate_support.key_order import OrderChecker
 from kstate_support.node import NODE_CLIENT, consumers, node_ready, producer
 
@@ -46,26 +47,6 @@ DAG_ID = "kstate_partition_increase"
 
 #: The shared bounded wait (:func:`kstate_support.fixtures.wait_until`), up to ``WAIT`` unless told otherwise.
 wait_until = functools.partial(shared_wait_until, timeout=WAIT)
-
-
-#: What a group's coordinator answers while it loads (a fresh broker's ``__consumer_offsets``).
-COORDINATOR_LOADING = (
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-)
-
-
-def describe(admin: Any, group: str) -> Any:
-    """The group's description; a coordinator still loading (NOT_COORDINATOR on a fresh broker) is asked again."""
-    for _ in range(50):
-        try:
-            return admin.describe_consumer_groups([group])[group].result(timeout=10)
-        except KafkaException as exc:
-            if exc.args[0].code() not in COORDINATOR_LOADING:
-                raise
-            time.sleep(0.2)
-    return admin.describe_consumer_groups([group])[group].result(timeout=10)
 
 
 def group_is(admin: Any, group: str, state: ConsumerGroupState, members: int) -> bool:
