@@ -6,12 +6,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_kstate.increase.ghosts import GhostRemoval
 from airflow_provider_kstate.increase.model import DEAD, EMPTY, STABLE
 from airflow_provider_kstate.increase.report import ranges
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.increase.model import GroupInfo
-    from airflow_provider_kstate.increase.ports import AdminPort
+    from airflow_provider_kstate.increase.ports import AdminPort, ControlPort
 
 
 @dataclass(frozen=True)
@@ -22,9 +23,32 @@ class CheckResult:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def groups_empty(hook: AdminPort, topic: str, groups: list[str]) -> CheckResult:
-    """Hold when every group is EMPTY (or unknown to the broker); name the members still present."""
-    return empty_of(hook.describe_groups(groups, topic))
+def groups_empty(
+    hook: AdminPort,
+    topic: str,
+    groups: list[str],
+    pause_epoch: int | None = None,
+    *,
+    control: ControlPort | None = None,
+) -> CheckResult:
+    """Hold when every group is EMPTY (or unknown to the broker); name the members still present. With the
+    pause's epoch and the control channel, remove the ghosts of the groups still listed with members
+    (:mod:`~airflow_provider_kstate.increase.ghosts`, the rule the pause window's wait follows too), named
+    under ``ghosts_removed``: the next look finds their group EMPTY.
+
+    :param topic: the topic whose assignments are described.
+    :param groups: the groups waited for.
+    :param pause_epoch: the pause record's epoch (None: no ghost is removed).
+    :param control: the control channel the pause's acknowledgements are read from (None: none removed).
+    """
+    described = hook.describe_groups(groups, topic)
+    result = empty_of(described)
+    if result.ok or pause_epoch is None or control is None:
+        return result
+    removed = GhostRemoval(hook, control, pause_epoch).remove(described)
+    for group, members in removed.items():
+        result.detail[group]["ghosts_removed"] = members
+    return result
 
 
 def empty_of(described: Mapping[str, GroupInfo]) -> CheckResult:

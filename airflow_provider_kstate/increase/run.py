@@ -23,12 +23,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow_provider_kstate.client_piece.protocol import STATE_PAUSED
 from airflow_provider_kstate.errors import KStateError, PositionsTimeoutError, TopicChangedError
 from airflow_provider_kstate.increase.checks import empty_of, groups_drained
 from airflow_provider_kstate.increase.drivers import CommandPairs, CommandResult
 from airflow_provider_kstate.increase.events import GroupState, ProducerState
 from airflow_provider_kstate.increase.fleet import commanded_live, commands_of, producer_commands
+from airflow_provider_kstate.increase.ghosts import GhostRemoval
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, drain_of
 from airflow_provider_kstate.increase.plan import GroupClass, Plan, PlanMode
 from airflow_provider_kstate.increase.safety import describe_missing
@@ -47,12 +47,6 @@ if TYPE_CHECKING:
     from airflow_provider_kstate.increase.report import ReportWriter
 
 T = TypeVar("T")
-#: Seconds a paused group may be listed with members before the wait asks whether they are ghosts.
-GHOST_AFTER = 1.0
-#: The reason a ghost's removal gives (the broker logs it: "client reason: ...").
-GHOST_REASON = "kstate: its client acknowledged the pause and closed its consumer"
-#: LeaveGroup's answers for a member no longer listed: removed (0), UNKNOWN_MEMBER_ID (25).
-GONE = (0, 25)
 
 
 @dataclass
@@ -248,47 +242,17 @@ class IncreaseRun(RunPorts):
                 return {"groups": len(groups)}
             if time.monotonic() > deadline:
                 raise not_empty_error(self.plan, result.detail, timeout)
-            if time.monotonic() - started > GHOST_AFTER:
-                self._remove_ghosts(described)
+            self._remove_ghosts(described)
             time.sleep(interval)
             if time.monotonic() - started > 2.0:
                 interval = min(max_interval, interval * 2)
 
     def _remove_ghosts(self, described: Mapping[str, GroupInfo]) -> None:
-        """Remove from each classic group ``described`` the members the coordinator still lists although
-        every one of their clients acknowledged this run's pause (it acknowledges once its consumer is
-        closed): their LeaveGroup was lost in a broker fault, and the coordinator would keep them until their
-        session times out (6 s to 45 s). Measured on 3 Apache Kafka 4.4 nodes, a node SIGKILLed right after
-        the pause: both members of the group removed "on heartbeat expiration" about 6 s after their
-        consumers closed, whichever role the killed node held. A group with any other member is left to the
-        wait; a look that fails is a look missed."""
-        if self.pause_epoch is None:
-            return
-        try:
-            for group, info in described.items():
-                if info.members and info.type.lower() in ("", "classic"):
-                    self._remove_ghosts_of(group, info.members)
-        except Exception as exc:  # noqa: BLE001 - never fails the wait: the session timeout ends ghosts too
-            self.log.info("WAIT ghost members not removed (%s: %s)", type(exc).__name__, exc)
-
-    def _remove_ghosts_of(self, group: str, members: Iterable[Any]) -> None:
-        acks = self.control.acks(self.pause_epoch or 0, group)
-        left = {a.client for a in acks if a.state == STATE_PAUSED}
-        listed = list(members)
-        ghosts = [m.member_id for m in listed if m.client_id in left]
-        if len(ghosts) != len(listed) or set(ghosts) <= set(self.ghosts_removed):
-            return
-        answer = self.admin.leave_members(group, ghosts, GHOST_REASON)
-        # removed, or already gone; another answer is asked again at the next look ({}: cannot be asked)
-        self.ghosts_removed += [m for m in ghosts if not answer or answer.get(m) in GONE]
-        self.log.info(
-            "WAIT group %s: removed %s member(s) %s that the coordinator still listed although their clients "
-            "acknowledged the pause (a LeaveGroup lost in a broker fault): %s",
-            group,
-            len(ghosts),
-            sorted({m.client_id for m in listed}),
-            answer or "not asked (the wire client cannot use this listener)",
-        )
+        """Remove the ghosts of the groups ``described`` (:mod:`~airflow_provider_kstate.increase.ghosts`: the
+        members the coordinator still lists although every one of their clients acknowledged this run's
+        pause); never raises."""
+        ghosts = GhostRemoval(self.admin, self.control, self.pause_epoch, self.log, self.ghosts_removed)
+        ghosts.remove(described)
 
     # -- producers, for a drain --------------------------------------------------------------------------
 

@@ -35,6 +35,8 @@ class KStateConditionSensor(KStateKafkaOperator, BaseSensorOperator):
     """
 
     check_name = ""
+    #: The control topic, for a check that reads the control channel too (None: the check gets none).
+    control_topic: str | None = None
     template_fields: tuple[str, ...] = ("plan",)
     ui_color = "#e8f4fd"
     default_request_timeout = 10.0
@@ -70,11 +72,15 @@ class KStateConditionSensor(KStateKafkaOperator, BaseSensorOperator):
         raise NotImplementedError
 
     def poke(self, context: Context) -> bool:
-        from airflow_provider_kstate.hooks.admin import KStateAdminHook
-        from airflow_provider_kstate.increase.checks import CHECKS
+        from airflow_provider_kstate.triggers.groups import run_check
 
-        hook = KStateAdminHook(kafka_config_id=self.kafka_config_id, request_timeout=self.request_timeout)
-        self._last = CHECKS[self.check_name](hook, **self.check_arguments())
+        self._last = run_check(
+            self.check_name,
+            self.kafka_config_id,
+            self.check_arguments(),
+            control_topic=self.control_topic,
+            request_timeout=self.request_timeout,
+        )
         if not self._last.ok:
             self.log.info("%s: still waiting for %s", self.check_name, self._last.detail)
         return self._last.ok
@@ -96,6 +102,7 @@ class KStateConditionSensor(KStateKafkaOperator, BaseSensorOperator):
                     arguments=self.check_arguments(),
                     poke_interval=float(self.poke_interval),
                     deadline=time.time() + float(self.timeout),
+                    control_topic=self.control_topic,
                 ),
                 method_name="execute_complete",
                 timeout=timedelta(seconds=float(self.timeout) + 60),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kstate import errors
+from airflow_provider_kstate.defaults import DEFAULT_CONTROL_TOPIC
 from airflow_provider_kstate.sensors.base import KStateConditionSensor
 
 if TYPE_CHECKING:
@@ -16,13 +17,36 @@ class KStateGroupsEmptySensor(KStateConditionSensor):
     groups that stay in their groups are not waited for).
 
     On timeout it fails with :class:`GroupNotEmptyError` naming each member still present.
+
+    Given the pause step's XCom, it removes ghosts as the pause window does
+    (:mod:`~airflow_provider_kstate.increase.ghosts`): the members the coordinator still lists although every
+    one of their clients acknowledged that pause on the control topic (their LeaveGroup lost in a broker
+    fault), instead of waiting out their session (6 s to 45 s).
+
+    :param pause: the XCom of the pause step (its ``epoch``: the pause record's); None, or an XCom without
+        one (your own pause task): no ghost is removed.
+    :param control_topic: the control topic the pause's acknowledgements are read from.
     """
 
     check_name = "groups_empty"
+    template_fields: tuple[str, ...] = ("plan", "pause")
+
+    def __init__(
+        self, *, pause: Any = None, control_topic: str = DEFAULT_CONTROL_TOPIC, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.pause = pause
+        self.control_topic = control_topic
 
     def check_arguments(self) -> dict[str, Any]:
+        from airflow_provider_kstate.increase.ghosts import pause_epoch_of
+
         plan = self.typed_plan
-        return {"topic": plan.topic, "groups": plan.seeded_by_run()}
+        out: dict[str, Any] = {"topic": plan.topic, "groups": plan.seeded_by_run()}
+        epoch = pause_epoch_of(self.pause)
+        if epoch is not None:
+            out["pause_epoch"] = epoch
+        return out
 
     def timeout_error(self, detail: dict[str, Any]) -> errors.GroupNotEmptyError:
         from airflow_provider_kstate.increase.steps import not_empty_error

@@ -305,19 +305,22 @@ def _per_step(options: IncreaseOptions, plan: BaseOperator) -> tuple[list[BaseOp
     """Pause .. resume one task per step (your own tasks in place of the built-in signals); returns the
     steps, the seed report's XCom and the switch's XCom (the built-in scale step's; None with your own)."""
     common, custom, key_order = _common(options), options.steps, options.ordering.key_order
+    pause = custom.pause_consumers or KStatePauseConsumersOperator(
+        task_id="pause_consumers",
+        plan=plan.output,
+        key_order=key_order,
+        empty_timeout=options.waits.empty_timeout,
+        drain_timeout=options.waits.drain_timeout,
+        **common,
+    )
     steps: list[BaseOperator] = [
-        custom.pause_consumers
-        or KStatePauseConsumersOperator(
-            task_id="pause_consumers",
-            plan=plan.output,
-            key_order=key_order,
-            empty_timeout=options.waits.empty_timeout,
-            drain_timeout=options.waits.drain_timeout,
-            **common,
-        ),
+        pause,
         KStateGroupsEmptySensor(
             task_id="wait_groups_empty",
             plan=plan.output,
+            # the pause record's epoch: its acknowledgements tell the ghosts (your own pause task has none)
+            pause=None if custom.pause_consumers else pause.output,
+            control_topic=options.connection.control_topic,
             timeout=options.waits.empty_timeout,
             **_sensing(options),
         ),

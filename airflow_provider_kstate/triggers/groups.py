@@ -11,18 +11,35 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
 from airflow_provider_kstate.hooks.admin import KStateAdminHook
+from airflow_provider_kstate.hooks.control import KStateControlHook
 from airflow_provider_kstate.increase.checks import CHECKS, CheckResult
 
 
-def run_check(name: str, kafka_config_id: str, arguments: dict[str, Any]) -> CheckResult:
-    """Run the named check with a fresh hook (in a thread of the triggerer, off the event loop).
+def run_check(
+    name: str,
+    kafka_config_id: str,
+    arguments: dict[str, Any],
+    control_topic: str | None = None,
+    request_timeout: float = 10.0,
+) -> CheckResult:
+    """Run the named check with a fresh hook: the one place a sensor's poke and the trigger's poll (in a
+    thread of the triggerer, off the event loop) run a check.
 
     :param name: a key of :data:`~airflow_provider_kstate.increase.checks.CHECKS`.
     :param kafka_config_id: the Airflow connection id (``kafka`` type).
     :param arguments: the check's keyword arguments.
+    :param control_topic: the control topic, for a check that reads the control channel too (its
+        ``control``: the EMPTY check's ghosts); None: the check gets none.
+    :param request_timeout: seconds each request may take.
     """
-    hook = KStateAdminHook(kafka_config_id=kafka_config_id, request_timeout=10.0)
-    return CHECKS[name](hook, **arguments)
+    if control_topic is None:
+        hook = KStateAdminHook(kafka_config_id=kafka_config_id, request_timeout=request_timeout)
+        return CHECKS[name](hook, **arguments)
+    channel = KStateControlHook(kafka_config_id, control_topic=control_topic, request_timeout=request_timeout)
+    try:
+        return CHECKS[name](channel.admin, **arguments, control=channel.get_conn)
+    finally:
+        channel.get_conn.close()
 
 
 class KStateConditionTrigger(BaseTrigger):
@@ -38,6 +55,8 @@ class KStateConditionTrigger(BaseTrigger):
     :param arguments: JSON-safe keyword arguments of the check.
     :param poke_interval: seconds between polls.
     :param deadline: unix time after which the trigger gives up with ``{"status": "timeout"}``.
+    :param control_topic: the control topic, for a check that reads the control channel too (see
+        :func:`run_check`); None: none.
     """
 
     def __init__(
@@ -48,6 +67,7 @@ class KStateConditionTrigger(BaseTrigger):
         arguments: dict[str, Any],
         poke_interval: float,
         deadline: float,
+        control_topic: str | None = None,
     ) -> None:
         super().__init__()
         if check not in CHECKS:
@@ -57,6 +77,7 @@ class KStateConditionTrigger(BaseTrigger):
         self.arguments = arguments
         self.poke_interval = poke_interval
         self.deadline = deadline
+        self.control_topic = control_topic
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -67,6 +88,7 @@ class KStateConditionTrigger(BaseTrigger):
                 "arguments": self.arguments,
                 "poke_interval": self.poke_interval,
                 "deadline": self.deadline,
+                "control_topic": self.control_topic,
             },
         )
 
@@ -76,7 +98,7 @@ class KStateConditionTrigger(BaseTrigger):
         while True:
             polls += 1
             try:
-                result = await poll(self.check, self.kafka_config_id, self.arguments)
+                result = await poll(self.check, self.kafka_config_id, self.arguments, self.control_topic)
             except Exception as exc:  # noqa: BLE001 - reported to the task, which raises it
                 yield TriggerEvent(
                     {"status": "error", "check": self.check, "message": f"{type(exc).__name__}: {exc}"}

@@ -95,3 +95,60 @@ def plan_request(topic: str, target: int | None = None, groups: Any = (), **choi
     the other :class:`~airflow_provider_kstate.increase.request.PlanRequest` fields as keywords, for
     :func:`~airflow_provider_kstate.increase.plan.build_plan`."""
     return PlanRequest(topics=(topic,), partitions=target, consumer_groups=groups, **choices)
+
+
+class GhostHook(FakeHook):
+    """A cluster whose coordinator keeps listing the members of group ``live`` (their LeaveGroup lost in a
+    broker fault) until they are removed: ``m0`` of client ``c0``, ``m1`` of ``c1`` and, in ``others``, members
+    ``x<i>`` of clients that did not acknowledge the pause; ``fail``: what every removal raises.
+
+    :param kind: the group's type as ListGroups names it (``CLASSIC``, ``CONSUMER``, ...).
+    """
+
+    def __init__(self, others: tuple[str, ...] = (), kind: str = "CLASSIC", fail: Exception | None = None):
+        super().__init__()
+        self.listed = {"m0": "c0", "m1": "c1", **{f"x{i}": c for i, c in enumerate(others)}}
+        self.kind = kind
+        self.fail = fail
+        #: ``(group, member ids, reason)`` of every removal asked.
+        self.removed: list[tuple[str, list[str], str]] = []
+
+    def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
+        members = tuple(Member(m, c, "/10.0.0.1", (0,)) for m, c in self.listed.items())
+        out = {g: GroupInfo(g, "EMPTY", "CLASSIC", "consumer") for g in groups}
+        if "live" in out:
+            out["live"] = GroupInfo("live", "STABLE" if members else "EMPTY", self.kind, "consumer", members)
+        return out
+
+    def leave_members(self, group: str, member_ids: list[str], reason: str) -> dict[str, int]:
+        self.removed.append((group, sorted(member_ids), reason))
+        if self.fail is not None:
+            raise self.fail
+        for member in member_ids:
+            self.listed.pop(member, None)
+        return dict.fromkeys(member_ids, 0)
+
+
+class PauseAcks:
+    """The control channel: the clients that acknowledged the pause of epoch :attr:`EPOCH` ``paused``
+    (``fail``: what reading the acknowledgements raises)."""
+
+    #: The pause record's epoch: long past, so its ghosts are due at once.
+    EPOCH = 1_700_000_000_000
+
+    def __init__(self, paused: tuple[str, ...] = ("c0", "c1"), fail: Exception | None = None) -> None:
+        self.paused = paused
+        self.fail = fail
+        self.closed = False
+
+    def acks(self, epoch: int, group: str = "", topic: str = "") -> list[Any]:
+        from airflow_provider_kstate.client_piece.protocol import Ack
+
+        if self.fail is not None:
+            raise self.fail
+        if epoch != self.EPOCH:
+            return []
+        return [Ack(client=c, epoch=epoch, state="paused", group=group) for c in self.paused]
+
+    def close(self) -> None:
+        self.closed = True

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from airflow_provider_kstate.errors import GroupNotEmptyError, UnsafeResumeError
+from airflow_provider_kstate.increase.ghosts import GHOST_REASON
 from airflow_provider_kstate.increase.model import GroupInfo, Member
 from airflow_provider_kstate.increase.plan import GroupClass, GroupPlan, Plan
-from airflow_provider_kstate.increase.run import GHOST_REASON, IncreaseRun
+from airflow_provider_kstate.increase.run import IncreaseRun
 from airflow_provider_kstate.increase.steps import TopicSteps, together
 from tests.unit.increase.test_seed_created import Admin
 

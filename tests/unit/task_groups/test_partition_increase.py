@@ -255,3 +255,34 @@ def test_several_topics_go_to_the_plan_in_either_layout_but_not_with_wait_for_wr
             )
         with pytest.raises(KStateConfigError, match="needs topic, or topics"):
             safe_partition_increase(partitions=8, group_id="none")
+
+
+def test_the_per_step_empty_sensor_reads_the_pause_step_s_epoch_and_the_control_topic() -> None:
+    """Its ghosts are told by the built-in pause step's acknowledgements (its XCom's ``epoch``, on the
+    connection's control topic); after your own pause task it has no epoch and removes none."""
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import DAG
+
+    from airflow_provider_kstate.task_groups.partition_increase import (
+        ConnectionConfig,
+        StepsConfig,
+        safe_partition_increase,
+    )
+
+    with DAG("unit_ghosts", schedule=None):
+        built_in = safe_partition_increase(
+            topic="t",
+            partitions=3,
+            group_id="built_in",
+            connection=ConnectionConfig(control_topic="_ctl"),
+            steps=StepsConfig(single_window=False),
+        )
+        own = safe_partition_increase(
+            topic="t",
+            partitions=3,
+            group_id="own",
+            steps=StepsConfig(single_window=False, pause_consumers=EmptyOperator(task_id="scale_to_zero")),
+        )
+    sensor = built_in.children["built_in.wait_groups_empty"]
+    assert sensor.pause.operator.task_id == "built_in.pause_consumers" and sensor.control_topic == "_ctl"
+    assert own.children["own.wait_groups_empty"].pause is None
