@@ -874,7 +874,8 @@ class ClusterAdmin:
         return infos
 
     def leave_members(self, group: str, member_ids: list[str], reason: str) -> dict[str, int]:
-        """Remove ``member_ids`` from the classic ``group`` at its coordinator, as their own LeaveGroup would
+        """Remove ``member_ids`` from the classic ``group`` (or KIP-848 consumer group: Kafka 4.0+ fences such
+        a member, KAFKA-18188; before, UNKNOWN_MEMBER_ID) at its coordinator, as their own LeaveGroup would
         (Kafka's admin ``removeMembersFromConsumerGroup``; librdkafka has no such call): the wire client's
         LeaveGroup v5, ``reason`` in the broker's log. Returns ``{member id: error code}`` (0 removed, 25
         already gone); ``{}`` when the wire client cannot use this listener.

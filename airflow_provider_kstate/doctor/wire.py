@@ -1130,9 +1130,9 @@ def parse_leave_group_v5(body: bytes) -> tuple[int, dict[str, int]]:
 def leave_members(
     config: dict[str, Any], group: str, member_ids: list[str], reason: str, timeout: float = 10.0
 ) -> dict[str, int]:
-    """Remove ``member_ids`` from the classic ``group`` at its coordinator (what a member's own LeaveGroup
-    does; Kafka's admin ``removeMembersFromConsumerGroup``); return ``{member id: error code}`` (0: removed;
-    25 UNKNOWN_MEMBER_ID: already gone).
+    """Remove ``member_ids`` from the classic ``group`` (or KIP-848 consumer group, Kafka 4.0+) at its
+    coordinator (what a member's own LeaveGroup does; Kafka's admin ``removeMembersFromConsumerGroup``);
+    return ``{member id: error code}`` (0: removed; 25 UNKNOWN_MEMBER_ID: already gone).
 
     :raises WireRefused: the coordinator refused the request (GROUP_AUTHORIZATION_FAILED ...).
     :raises WireUnsupported: the coordinator serves no LeaveGroup v5 (Kafka 2.4+), or its answer cannot be read.

@@ -178,7 +178,8 @@ class KStateAdminHook(KafkaBaseHook):
         return self.cluster.describe_groups(groups, topic)
 
     def leave_members(self, group: str, member_ids: list[str], reason: str) -> dict[str, int]:
-        """Remove members from a classic group (their LeaveGroup): ``{member id: error code}``."""
+        """Remove members from a classic group, or a KIP-848 consumer group on Kafka 4.0+ (their LeaveGroup):
+        ``{member id: error code}``."""
         return self.cluster.leave_members(group, member_ids, reason)
 
     def seed_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:

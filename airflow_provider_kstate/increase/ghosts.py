@@ -34,8 +34,11 @@ GHOST_AFTER = 1.0
 GHOST_REASON = "kstate: its client acknowledged the pause and closed its consumer"
 #: LeaveGroup's answers for a member no longer listed: removed (0), UNKNOWN_MEMBER_ID (25).
 GONE = (0, 25)
-#: Group types (lower case; ``""``: not told) whose members an admin's LeaveGroup removes: classic groups.
-REMOVABLE_TYPES = ("", "classic")
+#: Group types (lower case; ``""``: not told) whose members an admin's LeaveGroup removes: classic groups,
+#: and KIP-848 consumer groups on Kafka 4.0+ (KAFKA-18188: the coordinator fences any member of a consumer
+#: group named in a LeaveGroup; before 4.0 it answers UNKNOWN_MEMBER_ID for a consumer-protocol member,
+#: which changes nothing). Share and streams groups answer UNKNOWN_MEMBER_ID ("group not found").
+REMOVABLE_TYPES = ("", "classic", "consumer")
 
 _log = logging.getLogger(__name__)
 

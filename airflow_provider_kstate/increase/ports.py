@@ -78,7 +78,8 @@ class AdminPort(Protocol):
         ...
 
     def leave_members(self, group: str, member_ids: list[str], reason: str) -> dict[str, int]:
-        """Remove members from a classic group (their LeaveGroup); return ``{member id: error code}``
+        """Remove members from a classic group, or a KIP-848 consumer group on Kafka 4.0+ (their LeaveGroup);
+        return ``{member id: error code}``
         (``{}``: the cluster cannot be asked that way)."""
         ...
 

@@ -1,7 +1,7 @@
 """A member the coordinator keeps after its client is gone (a ghost: its LeaveGroup lost, or its process
 killed) is removed by the run's LeaveGroup (:meth:`ClusterAdmin.leave_members`) at once, instead of after its
 session (issue 41, item 5). On the real broker: the scenario first (a consumer process SIGKILLed stays listed),
-then the removal."""
+then the removal. Classic members, and KIP-848 consumer-protocol members (Kafka 4.0+, KAFKA-18188)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,13 @@ MEMBER = textwrap.dedent(
 )
 
 
+#: The same member on KIP-848's protocol (``group.protocol=consumer``: the broker's
+#: ``group.consumer.session.timeout.ms``, 45 s by default, ends it; the client sets no session).
+MEMBER_848 = MEMBER.replace(
+    '"session.timeout.ms": 45000, "heartbeat.interval.ms": 1000', '"group.protocol": "consumer"'
+)
+
+
 def test_a_killed_member_stays_until_its_session_ends_unless_the_run_removes_it(
     kafka_config: dict[str, Any], make_topic: Callable[..., str], unique: Callable[[str], str]
 ) -> None:
@@ -60,6 +67,44 @@ def test_a_killed_member_stays_until_its_session_ends_unless_the_run_removes_it(
         # a timeout contract: removed at once, not after its 45 s session
         took = wait_until(lambda: not admin.describe_groups([group], topic)[group].members, timeout=10)
         assert took < 10
+        assert admin.leave_members(group, [info.members[0].member_id], "again") == {
+            info.members[0].member_id: 25
+        }, "a member already gone is answered UNKNOWN_MEMBER_ID"
+    finally:
+        if member.poll() is None:
+            member.kill()
+
+
+def test_a_killed_kip_848_member_is_removed_by_the_run_s_leave_group_too(
+    kafka_config: dict[str, Any], make_topic: Callable[..., str], unique: Callable[[str], str]
+) -> None:
+    """NOT RUN YET (written 2026-11-29 while ``make chaos`` held the machine): the proof that the ghost rule
+    may cover KIP-848 consumer groups (``increase/ghosts.py``'s ``REMOVABLE_TYPES``). Kafka 4.0+'s
+    ``GroupMetadataManager.classicGroupLeaveToConsumerGroup`` fences any member named in a LeaveGroup (3.7 to
+    3.9 answered UNKNOWN_MEMBER_ID for a member not on the classic protocol)."""
+    assert "consumer" in MEMBER_848
+    topic = make_topic("ghost848", partitions=2)
+    group = unique("ghost848")
+    member = subprocess.Popen(
+        [sys.executable, "-c", MEMBER_848, kafka_config["bootstrap.servers"], group, topic],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    admin = ClusterAdmin(kafka_config, timeout=10.0)
+    try:
+        assert member.stdout is not None and member.stdout.readline().strip() == "joined"
+        member.send_signal(signal.SIGKILL)
+        member.wait(10)
+        time.sleep(2.0)
+        (info,) = admin.describe_groups([group], topic).values()
+        assert info.type == "CONSUMER", "a KIP-848 consumer group"
+        assert [m.client_id for m in info.members] == ["ghost-1"], "the scenario: the killed member stays"
+        answer = admin.leave_members(group, [m.member_id for m in info.members], "kstate: test")
+        assert list(answer.values()) == [0], "fenced by the coordinator (Kafka 4.0+)"
+        # a timeout contract: removed at once, not after the broker's 45 s session
+        took = wait_until(lambda: not admin.describe_groups([group], topic)[group].members, timeout=10)
+        assert took < 10
+        assert admin.describe_groups([group], topic)[group].state == "EMPTY"
         assert admin.leave_members(group, [info.members[0].member_id], "again") == {
             info.members[0].member_id: 25
         }, "a member already gone is answered UNKNOWN_MEMBER_ID"

@@ -68,9 +68,13 @@ def test_a_pause_younger_than_ghost_after_is_not_asked_yet() -> None:
     assert not _check(hook, PauseAcks(), epoch=now_ms()).ok and hook.removed == []
 
 
-@pytest.mark.parametrize(("kind", "removed"), [("CLASSIC", True), ("", True), ("CONSUMER", False),
+@pytest.mark.parametrize(("kind", "removed"), [("CLASSIC", True), ("CONSUMER", True), ("", True),
                                               ("STREAMS", False), ("SHARE", False)])  # fmt: skip
-def test_only_classic_groups_have_their_ghosts_removed(kind: str, removed: bool) -> None:
+def test_classic_and_kip_848_consumer_groups_have_their_ghosts_removed_not_streams_or_share(
+    kind: str, removed: bool
+) -> None:
+    """Kafka 4.0+ (KAFKA-18188) removes a consumer-protocol member named in a LeaveGroup; streams and share
+    groups answer UNKNOWN_MEMBER_ID."""
     hook = GhostHook(kind=kind)
     _check(hook, PauseAcks())
     assert bool(hook.removed) is removed
