@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kstate_support import apache_kafka, broker
 from kstate_support.traffic import wait_until
@@ -33,14 +33,22 @@ def three_nodes(tmp_path: Path) -> Iterator[tuple[Path, str]]:
         broker.down(data_dir)
 
 
+def _partitions(admin: AdminClient, topic: str) -> dict[int, Any]:
+    """The topic's partitions' metadata; ``{}`` when the read times out (with nodes down the client may ask a
+    dead one first: a chaos run once timed out here while two of three were killed), so a wait looks again."""
+    try:
+        return dict(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+    except KafkaException:
+        return {}
+
+
 def _isr(admin: AdminClient, topic: str) -> list[list[int]]:
-    meta = admin.list_topics(topic, timeout=10).topics[topic]
-    return [sorted(meta.partitions[p].isrs) for p in sorted(meta.partitions)]
+    partitions = _partitions(admin, topic)
+    return [sorted(partitions[p].isrs) for p in sorted(partitions)]
 
 
 def _leaders(admin: AdminClient, topic: str) -> set[int]:
-    meta = admin.list_topics(topic, timeout=10).topics[topic]
-    return {meta.partitions[p].leader for p in meta.partitions}
+    return {p.leader for p in _partitions(admin, topic).values()}
 
 
 def _produce(bootstrap: str, topic: str, count: int) -> int:

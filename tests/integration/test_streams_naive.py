@@ -48,6 +48,8 @@ OBSERVE_S = 20.0
 #: The most the app gets, after the traffic stops, to write what it will (its output stops growing).
 SETTLE_S = 45.0
 WINDOW_MS = 2000
+#: Seconds before the increase after which records may still be in the app's open transaction when it stops.
+SETTLED_S = 2.0
 RATE = 50.0  # records per second and input topic
 KEYS = 40
 
@@ -146,9 +148,12 @@ def _before(
     created: float,
     inputs: list[str],
 ) -> dict[str, Any]:
-    """What the app had right before the increase: the records written until then, and how many results of
-    those alone it is missing (0: it was exact until the increase)."""
-    early = [r for r in records if r.ts / 1000 < created]
+    """What the app had right before the increase: the records written until :data:`SETTLED_S` before it,
+    and how many results of those alone it is missing (0: it was exact until the increase). The last moments
+    before the increase are left out: under exactly-once their results sit in the app's open transaction
+    (committed every 200 ms, behind its processing lag), aborted when the rebalance the increase starts stops
+    the app (a chaos run once: 13 join results of the last records missing)."""
+    early = [r for r in records if r.ts / 1000 < created - SETTLED_S]
     if shape == "count":
         last: dict[str, int] = {}
         for key, value, _ in out:

@@ -276,7 +276,10 @@ def test_a_producer_left_writing_is_refused(
     print(json.dumps({"state": str(dr.state), "run_s": run_s, "verdict": verdict}, indent=1))
     assert str(getattr(dr.state, "value", dr.state)) == "failed"
     assert ClusterAdmin(kafka_config).partition_count(inputs[0]) == 2, "nothing grew"
-    assert sum(1 for e in app.events() if e["ev"] == "start") == 1, "the app was never stopped"
+    # refused at the drain (the app never stopped: one start) or, when the app caught up with the traffic at
+    # one look of the drain, once stopped, by the records still in flight (started again: two starts)
+    starts = sum(1 for e in app.events() if e["ev"] == "start")
+    assert starts in (1, 2), f"the app started {starts} times"
     assert (_inputs_lost(kafka_config, records, inputs), verdict["lost"], verdict["wrong"]) == (0, 0, 0)
     # timeout contract: refused within its drain timeout (15 s); 30 s more for the run's other steps and a
     # loaded machine (3x the bound)
