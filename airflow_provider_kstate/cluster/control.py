@@ -40,6 +40,7 @@ class Controller:
         self.control_topic = control_topic
         self.timeout = admin.timeout
         self._channel: ControlChannel | None = None
+        self._acks: ControlWatch | None = None
 
     def channel(self) -> ControlChannel:
         """Return the control channel, creating the control topic on first use."""
@@ -150,13 +151,24 @@ class Controller:
         return {r.group: r for r in state.values() if isinstance(r, Command)}
 
     def acks(self, epoch: int, group: str = "", topic: str = "") -> list[Ack]:
-        """Return the acknowledgements of ``epoch`` by consumers of ``group`` or producers of ``topic``."""
+        """Return the acknowledgements of ``epoch`` by consumers of ``group`` or producers of ``topic``.
+
+        Read through a follower of the control topic this controller keeps: the first call reads the topic
+        to its end, each later one only what came since (one end-offset request when nothing is new). The
+        wait for EMPTY asks once a look while a group stays listed (the ghost rule): a new reader each time
+        reads the whole topic again, and during a broker fault its start costs seconds."""
         prefix = f"ack/{group}/" if group else f"ack-layout/{topic}/"
-        state = self.channel().snapshot(prefix, timeout=self.timeout)
-        return [r for r in state.values() if isinstance(r, Ack) and r.epoch == epoch]
+        if self._acks is None:
+            self._acks = self.watch()
+        else:
+            self._acks.refresh()
+        return self._acks.acks(prefix, epoch)
 
     def close(self) -> None:
-        """Flush the control producer."""
+        """Flush the control producer; stop following the acknowledgements."""
+        if self._acks is not None:
+            self._acks.close()
+            self._acks = None
         if self._channel is not None:
             self._channel.close()
 

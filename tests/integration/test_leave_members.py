@@ -78,8 +78,8 @@ def test_a_killed_member_stays_until_its_session_ends_unless_the_run_removes_it(
 def test_a_killed_kip_848_member_is_removed_by_the_run_s_leave_group_too(
     kafka_config: dict[str, Any], make_topic: Callable[..., str], unique: Callable[[str], str]
 ) -> None:
-    """NOT RUN YET (written 2026-11-29 while ``make chaos`` held the machine): the proof that the ghost rule
-    may cover KIP-848 consumer groups (``increase/ghosts.py``'s ``REMOVABLE_TYPES``). Kafka 4.0+'s
+    """The proof that the ghost rule may cover KIP-848 consumer groups (``increase/ghosts.py``'s
+    ``REMOVABLE_TYPES``; passed on Apache Kafka 4.4). Kafka 4.0+'s
     ``GroupMetadataManager.classicGroupLeaveToConsumerGroup`` fences any member named in a LeaveGroup (3.7 to
     3.9 answered UNKNOWN_MEMBER_ID for a member not on the classic protocol)."""
     assert "consumer" in MEMBER_848
