@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import KStateConfigError, SnapshotError, StateCheckFailed
 from airflow_provider_kstate.params import as_choice, as_optional_count, as_partitions
-from airflow_provider_kstate.store import results
-from airflow_provider_kstate.store.results import CheckReport, RebuildReport
 from airflow_provider_kstate.store.submission import BOUND_DEVIATIONS
+
+if TYPE_CHECKING:
+    # the reports are pydantic models (about 50 ms to import): the operators import this module at parse
+    from airflow_provider_kstate.store.results import CheckReport, RebuildReport
 
 #: How the changelog is read when the task does not say (the faster, ``bench/results/changelog_reader.json``).
 DEFAULT_CHANGELOG_READER = "confluent"
@@ -248,11 +250,13 @@ def check_failure(kind: str, snapshot_uri: str, topic: str, report: CheckReport)
 
     :param kind: ``fast`` or ``deep``, as the error names the check.
     """
+    from airflow_provider_kstate.store.results import summary
+
     if report.ok:
         return None
     return StateCheckFailed(
         f"{kind} check of {snapshot_uri!r} against {topic!r} failed "
-        f"(partitions {report.failed_partitions}): {results.summary(report)}"
+        f"(partitions {report.failed_partitions}): {summary(report)}"
     )
 
 
@@ -266,6 +270,8 @@ def rebuilt(written: Mapping[str, Any], snapshot_uri: str, topic: str) -> Rebuil
             f"rebuild of {snapshot_uri!r} from {topic!r} reported failure: "
             f"{written.get('error') or written}; the previous snapshot is unchanged"
         )
+    from airflow_provider_kstate.store.results import RebuildReport
+
     return RebuildReport.from_dict(written)
 
 
@@ -287,6 +293,8 @@ def check_report(xcom: Any, check: str = "deep") -> CheckReport | None:
 
     :param check: ``fast`` or ``deep``, when the report does not say.
     """
+    from airflow_provider_kstate.store.results import CheckReport
+
     return CheckReport.read(xcom, check=check) if xcom else None
 
 
