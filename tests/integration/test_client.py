@@ -368,6 +368,9 @@ def test_librdkafka_murmur2_random_matches_partition_for(
 
 #: The idle-member proof's group: one partition, so all members but one are idle.
 MEMBERS = 4
+#: Seconds the plain group must stay STABLE before its members close (cooperative-sticky's follow-up rebalance
+#: starts within a few hundred milliseconds of the first assignment).
+SETTLED_S = 2.0
 
 
 def test_an_idle_cooperative_member_leaves_its_group_at_once_when_paused(
@@ -378,10 +381,13 @@ def test_an_idle_cooperative_member_leaves_its_group_at_once_when_paused(
     control: Any,
 ) -> None:
     """librdkafka 2.16 sends no LeaveGroup when a classic member with a cooperative assignor closes owning no
-    partition: the broker keeps it until its session times out. Proven first with plain consumers (four on one
-    partition: three are idle; now and then one idle member does send its LeaveGroup, never all three in the runs
-    here); then the client piece's pause, which unsubscribes such a member before it closes, makes the group
-    EMPTY at once."""
+    partition in a settled group: the broker keeps it until its session times out. (``rdkafka_cgrp.c``: the close
+    revokes nothing, and ``rd_kafka_cgrp_assignment_done`` in join-state STEADY falls through to
+    ``rd_kafka_cgrp_try_terminate`` without ``rd_kafka_cgrp_leave_maybe``; only a member with a rejoin pending, or
+    one still in a rebalance, goes through ``rd_kafka_cgrp_rejoin`` and leaves.) Proven first with plain consumers
+    (four on one partition: three are idle), closed only once the group has stayed STABLE for a while: CI twice
+    closed them during cooperative-sticky's follow-up rebalance and saw every one leave. Then the client piece's
+    pause, which unsubscribes such a member before it closes, makes the group EMPTY at once."""
     topic = make_topic("idle", partitions=1)
     settings = {"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 10000}
 
@@ -389,11 +395,26 @@ def test_an_idle_cooperative_member_leaves_its_group_at_once_when_paused(
         wait_until(lambda: group_state(admin, group) == (ConsumerGroupState.STABLE, MEMBERS), step=step)
         wait_until(lambda: sum(len(m.assignment() or []) for m in members) == 1, step=step)
 
+    def settled(group: str, members: list[Any], step: Callable[[], Any]) -> None:
+        """Joined, then STABLE with one owner at every look for ``SETTLED_S`` (a follow-up rebalance restarts it)."""
+        joined(group, members, step)
+        since = time.monotonic()
+
+        def quiet() -> bool:
+            nonlocal since
+            if group_state(admin, group) != (ConsumerGroupState.STABLE, MEMBERS) or (
+                sum(len(m.assignment() or []) for m in members) != 1
+            ):
+                since = time.monotonic()
+            return time.monotonic() - since >= SETTLED_S
+
+        wait_until(quiet, step=step)
+
     plain_group = unique("idle-plain")
     plain = [Consumer({**consumer_config(kafka_config, plain_group), **settings}) for _ in range(MEMBERS)]
     for consumer in plain:
         consumer.subscribe([topic])
-    joined(plain_group, plain, lambda: [c.poll(0.05) for c in plain])
+    settled(plain_group, plain, lambda: [c.poll(0.05) for c in plain])
     # the idle members close first, while the group is stable: closed after the owner, they could see the owner's
     # leave start a rebalance and leave from that state (CI once saw a group of two EMPTY at once)
     for consumer in sorted(plain, key=lambda c: len(c.assignment() or [])):
