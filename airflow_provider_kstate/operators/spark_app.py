@@ -12,7 +12,6 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_provider_kstate.errors import KStateConfigError
 from airflow_provider_kstate.operators.kafka import KStateKafkaOperator
-from airflow_provider_kstate.store import submission
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -98,6 +97,10 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
         (:func:`~airflow_provider_kstate.store.submission.submit`); ``hook`` gives the Kafka config file,
         ``context`` OpenLineage's parent job, ``args`` the application's arguments (default :meth:`app_args`).
         """
+        from airflow_provider_kstate.store import (
+            submission,  # pydantic's contract: where it runs, not at parse
+        )
+
         app, args = self.app_path(), self.app_args() if args is None else args
         with hook.kafka_config_file() as cfg:
             self._children_before = submission.child_pids()
@@ -107,6 +110,8 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
     def on_kill(self) -> None:
         """Kill ``spark-submit`` and what survives of its process tree: SIGTERM, then SIGKILL after
         :attr:`kill_grace` seconds (:func:`~airflow_provider_kstate.store.submission.kill_tree`)."""
+        from airflow_provider_kstate.store import submission
+
         ended = submission.kill_tree(self._children_before, super().on_kill, self.kill_grace)
         if any(ended):
             self.log.info(

@@ -8,8 +8,8 @@ from typing import Any
 from airflow_provider_kstate import defaults
 from airflow_provider_kstate.operators.spark_app import KStateSparkApplicationOperator
 from airflow_provider_kstate.operators.store_task import KStateStoreTask
+from airflow_provider_kstate.spark_apps import app_file, package_app
 from airflow_provider_kstate.store import tasks
-from airflow_provider_kstate.store.submission import app_file, package_app
 
 
 class KStateStoreSparkOperator(KStateStoreTask, KStateSparkApplicationOperator):

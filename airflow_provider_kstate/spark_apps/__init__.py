@@ -17,4 +17,31 @@ The manifest and the digest, the layout and the apps' command-line contract are 
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from airflow_provider_kstate.errors import KStateConfigError
+
 APP_VERSION = "0.1.0"
+
+
+def app_file(name: str) -> str:
+    """Return where the package's Spark application ``name`` lives (this folder)."""
+    return str(Path(__file__).resolve().parent / name)
+
+
+def spark_app_path(name: str) -> str:
+    """Return the path of one of the package's Spark applications (``rebuild.py``, ``deep_check.py``).
+
+    :param name: the application's file name in ``airflow_provider_kstate/spark_apps``.
+    :raises KStateConfigError: when it is missing.
+    """
+    path = Path(app_file(name))
+    if not path.is_file():
+        raise KStateConfigError(f"the package's Spark application {name!r} is missing at {path}")
+    return str(path)
+
+
+def package_app(application: str | None, name: str) -> str:
+    """Return the application to submit: the package's ``name`` (checked to exist) when ``application`` is
+    its default, else ``application`` as given."""
+    return spark_app_path(name) if application == app_file(name) else str(application)

@@ -21,7 +21,6 @@ from typing import Any, Protocol
 
 from airflow_provider_kstate.errors import (
     BrokerDeviationError,
-    KStateConfigError,
     KStateError,
     NotCompactedChangelogError,
     SnapshotError,
@@ -31,13 +30,10 @@ from airflow_provider_kstate.errors import (
 )
 from airflow_provider_kstate.store import contract
 from airflow_provider_kstate.store import uri as uris
+from airflow_provider_kstate.store.tasks import BOUND_DEVIATIONS
 
 #: Spark settings every kstate application gets unless the caller overrides them.
 DEFAULT_SPARK_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
-#: The promises that let a deviating broker's reads be bounded by where its fetches end instead of by
-#: its ListOffsets (passed on to the Spark applications when both are accepted).
-BOUND_DEVIATIONS = ("latest_offset", "last_stable_offset")
-
 #: How a failed application fails the task, by its report's error code: the error and its message
 #: (``{app}``: the application's file, ``{error}``: its error line, ``{task}``: the task id). The one place
 #: that maps codes; a code not here fails with :class:`SparkApplicationError` (retried).
@@ -89,29 +85,6 @@ def reported_failure(report: str, app: str, task: str) -> Iterator[None]:
         if error is None:
             raise
         raise error from exc
-
-
-def app_file(name: str) -> str:
-    """Return where the package's Spark application ``name`` lives (``airflow_provider_kstate/spark_apps``)."""
-    return str(Path(__file__).resolve().parents[1] / "spark_apps" / name)
-
-
-def spark_app_path(name: str) -> str:
-    """Return the path of one of the package's Spark applications (``rebuild.py``, ``deep_check.py``).
-
-    :param name: the application's file name in ``airflow_provider_kstate/spark_apps``.
-    :raises KStateConfigError: when it is missing.
-    """
-    path = Path(app_file(name))
-    if not path.is_file():
-        raise KStateConfigError(f"the package's Spark application {name!r} is missing at {path}")
-    return str(path)
-
-
-def package_app(application: str | None, name: str) -> str:
-    """Return the application to submit: the package's ``name`` (checked to exist) when ``application`` is
-    its default, else ``application`` as given."""
-    return spark_app_path(name) if application == app_file(name) else str(application)
 
 
 def joined(*parts: str | None) -> str | None:

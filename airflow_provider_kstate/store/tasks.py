@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from airflow_provider_kstate.enums import StrEnum
 from airflow_provider_kstate.errors import KStateConfigError, SnapshotError, StateCheckFailed
 from airflow_provider_kstate.params import as_choice, as_optional_count, as_partitions
-from airflow_provider_kstate.store.submission import BOUND_DEVIATIONS
 
 if TYPE_CHECKING:
     # the reports are pydantic models (about 50 ms to import): the operators import this module at parse
@@ -24,6 +23,10 @@ if TYPE_CHECKING:
 
 #: How the changelog is read when the task does not say (the faster, ``bench/results/changelog_reader.json``).
 DEFAULT_CHANGELOG_READER = "confluent"
+
+#: The promises that let a deviating broker's reads be bounded by where its fetches end instead of by
+#: its ListOffsets (passed on to the Spark applications when both are accepted).
+BOUND_DEVIATIONS = ("latest_offset", "last_stable_offset")
 
 
 def progress_seconds(value: Any) -> float:
@@ -59,7 +62,7 @@ def store_args(
     :mod:`~airflow_provider_kstate.store.contract`).
 
     :param accepted: the broker's broken promises the task accepts; those the application can bound its
-        reads by (:data:`~airflow_provider_kstate.store.submission.BOUND_DEVIATIONS`) are passed on.
+        reads by (:data:`BOUND_DEVIATIONS`) are passed on.
     :param allow_non_compacted: let the application read a non-compacted changelog whose log moved.
     """
     args = ["--topic", topic, "--snapshot-uri", snapshot_uri]

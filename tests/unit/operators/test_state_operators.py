@@ -32,7 +32,7 @@ from airflow_provider_kstate.store.manifest import (
     write_manifest,
 )
 from airflow_provider_kstate.store.results import CHECK_FORMAT
-from airflow_provider_kstate.store.submission import spark_app_path
+from airflow_provider_kstate.spark_apps import spark_app_path
 
 TOPIC = "orders-changelog"
 

@@ -216,11 +216,3 @@ def test_a_failure_report_picks_the_tasks_error(tmp_path: Path) -> None:
     )
     contract.fail(report, "boom", lambda text: None, "kstate-rebuild", contract.ErrorCode.INTERNAL)
     assert isinstance(submission.failure_error(report, "/a/rebuild.py", "rebuild"), SparkApplicationError)
-
-
-def test_the_packages_applications() -> None:
-    rebuild = submission.app_file("rebuild.py")
-    assert submission.package_app(rebuild, "rebuild.py") == submission.spark_app_path("rebuild.py") == rebuild
-    assert submission.package_app("/mine.py", "rebuild.py") == "/mine.py"
-    with pytest.raises(KStateConfigError, match="'nope.py' is missing"):
-        submission.package_app(submission.app_file("nope.py"), "nope.py")
