@@ -21,9 +21,10 @@ import json
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
 from airflow_provider_kstate.client_piece.producer import ControlledProducer
@@ -153,6 +154,9 @@ class SlowFleet:
         the member's own): the backlog stays on them when another member takes them over for a while.
     """
 
+    #: What each member's config adds to the group's (a short session: a stopped member leaves quickly).
+    member_settings: dict[str, Any] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+
     def __init__(
         self,
         config: dict[str, Any],
@@ -176,17 +180,14 @@ class SlowFleet:
             "auto.offset.reset": "earliest",
             "enable.auto.offset.store": False,
             "auto.commit.interval.ms": 200,
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
+            **self.member_settings,
         }
         self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(len(work))]
         for thread in self._threads:
             thread.start()
 
-    def _run(self, i: int) -> None:
-        def on_assign(_c: Any, parts: list[Any]) -> None:
-            self.assigned[i] = {tp.partition for tp in parts}
-
+    def _member(self, i: int, on_assign: Callable[[Any, list[Any]], None]) -> Any:
+        """Member ``i``: a ControlledConsumer subscribed with ``on_assign``."""
         consumer = ControlledConsumer(
             {**self._settings, "client.id": f"{self.group}-{i}"},
             [self.topic],
@@ -195,6 +196,13 @@ class SlowFleet:
             control_topic=self.control_topic,
         )
         self.consumers[i] = consumer
+        return consumer
+
+    def _run(self, i: int) -> None:
+        def on_assign(_c: Any, parts: list[Any]) -> None:
+            self.assigned[i] = {tp.partition for tp in parts}
+
+        consumer = self._member(i, on_assign)
         try:
             while not self._halt.is_set():
                 msg = consumer.poll(0.05)
@@ -214,3 +222,16 @@ class SlowFleet:
         self._halt.set()
         for thread in self._threads:
             thread.join(60)
+
+
+class PlainFleet(SlowFleet):
+    """Plain confluent-kafka members of one group (no client piece), otherwise a :class:`SlowFleet`; they
+    see new partitions within a second (metadata refresh 1 s, librdkafka's default is 5 min), which favours
+    the naive increase: nothing waits."""
+
+    member_settings = {"topic.metadata.refresh.interval.ms": 1000}
+
+    def _member(self, i: int, on_assign: Callable[[Any, list[Any]], None]) -> Any:
+        consumer = Consumer({**self._settings, "client.id": f"plain-{i}"})
+        consumer.subscribe([self.topic], on_assign=on_assign)
+        return consumer

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import NewPartitions
 from kstate_support.kafka import commit
-from kstate_support.key_order import KeyedProducer, OrderChecker, SlowFleet
+from kstate_support.key_order import KeyedProducer, OrderChecker, PlainFleet, SlowFleet
 from kstate_support.traffic import wait_until
 
 from airflow_provider_kstate.client_piece.consumer import ControlledConsumer
@@ -200,60 +200,6 @@ def test_the_plan_refuses_a_group_it_cannot_drive_and_names_each_group_s_driver_
     assert groups[idle]["key_order"] == "offline", groups[idle]
     assert plans["drained"][plain]["key_order"] == "drained", plans["drained"][plain]
     assert plans["drained"][held]["key_order"] == "barrier"
-
-
-class PlainFleet:
-    """Plain confluent-kafka members of one group (no client piece), each with its own processing time per
-    record, storing the offset after processing; they see new partitions within a second (metadata
-    refresh 1 s, librdkafka's default is 5 min), which favours the naive increase: nothing waits."""
-
-    def __init__(
-        self,
-        config: dict[str, Any],
-        topic: str,
-        group: str,
-        work: list[float],
-        checker: OrderChecker,
-        partition_work: dict[int, float] | None = None,
-    ):
-        self.topic, self.work, self.checker = topic, work, checker
-        self.partition_work = partition_work or {}
-        self.assigned: list[set[int]] = [set() for _ in work]
-        self._halt = threading.Event()
-        self._settings = {
-            **config,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.offset.store": False,
-            "auto.commit.interval.ms": 200,
-            "topic.metadata.refresh.interval.ms": 1000,
-        }
-        self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(len(work))]
-        for thread in self._threads:
-            thread.start()
-
-    def _run(self, i: int) -> None:
-        def on_assign(_c: Any, parts: list[Any]) -> None:
-            self.assigned[i] = {tp.partition for tp in parts}
-
-        consumer = Consumer({**self._settings, "client.id": f"plain-{i}"})
-        consumer.subscribe([self.topic], on_assign=on_assign)
-        try:
-            while not self._halt.is_set():
-                msg = consumer.poll(0.05)
-                if msg is None or msg.error():
-                    continue
-                time.sleep(max(self.work[i], self.partition_work.get(msg.partition() or 0, 0.0)))
-                record = json.loads(msg.value())
-                self.checker.record(record["key"], record["seq"])
-                consumer.store_offsets(message=msg)
-        finally:
-            consumer.close()
-
-    def stop(self) -> None:
-        self._halt.set()
-        for thread in self._threads:
-            thread.join(60)
 
 
 def run_naive(
