@@ -843,7 +843,7 @@ def _measure_one(
     round_: int,
 ) -> Any:
     """One cell at one revision, with the load average when it started."""
-    name = f"{mode}-{cell}" if code == "checkout" else f"{mode}-{code}-{cell}-r{round_}"
+    name = f"{mode}-{cell}-r{round_}" if code == "checkout" else f"{mode}-{code}-{cell}-r{round_}"
     homes = {"cell": base / name, "db": db, "broker": broker_dir(mode), "code": tree, "alone": args.alone}
     progress(f"[{mode}{'' if code == 'checkout' else ' ' + code}] {cell}")
     load = os.getloadavg()
