@@ -17,12 +17,9 @@ import json
 import sys
 import time
 import uuid
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import bench_key_order as b  # noqa: E402
-from kstate_support import bench  # noqa: E402
+import bench_key_order as b  # the script's folder is on sys.path
+from kstate_support import bench
 
 EVENTS: list[tuple[str, float, object]] = []
 PRODUCERS: list[object] = []
