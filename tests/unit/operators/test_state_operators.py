@@ -24,6 +24,7 @@ from airflow_provider_kstate.operators.fast_check import KStateFastCheckOperator
 from airflow_provider_kstate.operators.rebuild import KStateRebuildOperator
 from airflow_provider_kstate.operators.spark_app import KStateSparkApplicationOperator
 from airflow_provider_kstate.params import as_optional_count, as_partitions
+from airflow_provider_kstate.spark_apps import spark_app_path
 from airflow_provider_kstate.store import tasks
 from airflow_provider_kstate.store.manifest import (
     MANIFEST_NAME,
@@ -32,7 +33,6 @@ from airflow_provider_kstate.store.manifest import (
     write_manifest,
 )
 from airflow_provider_kstate.store.results import CHECK_FORMAT
-from airflow_provider_kstate.spark_apps import spark_app_path
 
 TOPIC = "orders-changelog"
 
