@@ -843,9 +843,10 @@ def _measure_one(
     round_: int,
 ) -> Any:
     """One cell at one revision, with the load average when it started."""
-    name = f"{mode}-{cell}-r{round_}" if code == "checkout" else f"{mode}-{code}-{cell}-r{round_}"
+    revision = "" if code == "checkout" else code
+    name = "-".join(part for part in (mode, revision, cell, f"r{round_}") if part)
     homes = {"cell": base / name, "db": db, "broker": broker_dir(mode), "code": tree, "alone": args.alone}
-    progress(f"[{mode}{'' if code == 'checkout' else ' ' + code}] {cell}")
+    progress(f"[{' '.join(part for part in (mode, revision) if part)}] {cell}")
     load = os.getloadavg()
     row = _measure_or_fail(config, mode, cell, homes, args.timeout)
     row["round"] = round_

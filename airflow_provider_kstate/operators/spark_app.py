@@ -97,9 +97,8 @@ class KStateSparkApplicationOperator(KStateKafkaOperator, SparkSubmitOperator):
         (:func:`~airflow_provider_kstate.store.submission.submit`); ``hook`` gives the Kafka config file,
         ``context`` OpenLineage's parent job, ``args`` the application's arguments (default :meth:`app_args`).
         """
-        from airflow_provider_kstate.store import (
-            submission,  # pydantic's contract: where it runs, not at parse
-        )
+        # imported where it runs, not at parse: it brings the Spark apps' pydantic contract
+        from airflow_provider_kstate.store import submission
 
         app, args = self.app_path(), self.app_args() if args is None else args
         with hook.kafka_config_file() as cfg:
