@@ -61,6 +61,7 @@ from airflow_provider_kstate.client_piece.protocol import (
     DEFAULT_CONTROL_TOPIC,
     PAUSE,
     STATE_BARRIER,
+    STATE_LEFT,
     STATE_PAUSED,
     STATE_PENDING,
     STATE_RELEASED,
@@ -318,8 +319,10 @@ class ControlledConsumer:
         if command.command == PAUSE:
             if self._inner is not None:
                 self._leave()
-            if self._pending is None:
-                self._ack(STATE_PAUSED)
+            # out of the group either way: with its commit still to land (once EMPTY), ``left`` lets the
+            # controller remove this member should the coordinator still list it (its LeaveGroup lost in a
+            # broker fault), instead of the commit and the group waiting for each other until its session ends
+            self._ack(STATE_PAUSED if self._pending is None else STATE_LEFT)
         else:
             if self._pending is not None:
                 self._retry_pending(last=True)

@@ -90,6 +90,9 @@ RESUME = "resume"
 COMMANDS = (PAUSE, RESUME)
 
 STATE_PAUSED = "paused"
+#: A consumer closed its consumer (its LeaveGroup sent) but its commit before leaving failed: it commits
+#: without membership once the group is EMPTY, then acknowledges ``paused`` (control protocol, rule 4.3).
+STATE_LEFT = "left"
 STATE_RUNNING = "running"
 STATE_LAYOUT = "layout"
 STATE_HELD = "held"
@@ -103,6 +106,7 @@ BARRIER_OFF = "off"
 BARRIER_STATES = (BARRIER_PENDING, BARRIER_HOLD, BARRIER_OFF)
 ACK_STATES = (
     STATE_PAUSED,
+    STATE_LEFT,
     STATE_RUNNING,
     STATE_PENDING,
     STATE_BARRIER,

@@ -3,7 +3,8 @@
 (:func:`~airflow_provider_kstate.increase.checks.groups_empty`, poked or polled by the trigger).
 
 A ghost is a member the group coordinator still lists although its client acknowledged the pause (the
-client piece acknowledges ``paused`` once its consumer is closed): its LeaveGroup was lost in a broker
+client piece acknowledges ``paused`` once its consumer is closed and its commit done, ``left`` when the
+commit is still to land: both say its consumer is closed): its LeaveGroup was lost in a broker
 fault, and the coordinator would keep it until its session times out (6 s to 45 s). Measured on 3 Apache
 Kafka 4.4 nodes, a node SIGKILLed right after the pause: both members of the group removed "on heartbeat
 expiration" about 6 s after their consumers closed, whichever role the killed node held.
@@ -21,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kstate.client_piece.protocol import STATE_PAUSED, now_ms
+from airflow_provider_kstate.client_piece.protocol import STATE_LEFT, STATE_PAUSED, now_ms
 
 if TYPE_CHECKING:
     from airflow_provider_kstate.client_piece.protocol import Ack
@@ -64,16 +65,25 @@ def due(epoch: int, now: int | None = None) -> bool:
 
 def ghosts_of(members: Iterable[Member], acks: Iterable[Ack]) -> list[str]:
     """The member ids of ``members`` when every one of them belongs to a client that acknowledged the pause
-    ``paused``; ``[]`` when any does not (that group is left to the wait).
+    (``paused`` or ``left``); ``[]`` when any does not (that group is left to the wait).
 
     :param members: the members the coordinator lists in one group.
     :param acks: the acknowledgements of the pause by that group's clients.
     """
-    left = {a.client for a in acks if a.state == STATE_PAUSED}
+    left = {a.client for a in acks if a.state in (STATE_PAUSED, STATE_LEFT)}
     listed = list(members)
     if not listed or any(m.client_id not in left for m in listed):
         return []
     return [m.member_id for m in listed]
+
+
+def committing(acks: Iterable[Ack]) -> list[str]:
+    """The clients among ``acks`` (of one pause, one group) that left their group but whose commit has not
+    landed yet (``left``, not ``paused`` yet): each commits without membership once the group is EMPTY.
+
+    :param acks: the acknowledgements of the pause by that group's clients (the latest per client).
+    """
+    return sorted(a.client for a in acks if a.state == STATE_LEFT)
 
 
 @dataclass

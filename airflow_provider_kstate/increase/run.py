@@ -28,7 +28,7 @@ from airflow_provider_kstate.increase.checks import empty_of, groups_drained
 from airflow_provider_kstate.increase.drivers import CommandPairs, CommandResult
 from airflow_provider_kstate.increase.events import GroupState, ProducerState
 from airflow_provider_kstate.increase.fleet import commanded_live, commands_of, producer_commands
-from airflow_provider_kstate.increase.ghosts import GhostRemoval
+from airflow_provider_kstate.increase.ghosts import GhostRemoval, committing
 from airflow_provider_kstate.increase.key_order import ORDER_DRAINED, drain_of
 from airflow_provider_kstate.increase.plan import GroupClass, Plan, PlanMode
 from airflow_provider_kstate.increase.safety import describe_missing
@@ -48,6 +48,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+#: Seconds the resume waits for clients that left their group to land their commit (a consumer gives its
+#: own up after its request timeout, 30 s by default, and acknowledges ``paused`` all the same).
+COMMITS_WITHIN = 10.0
+
 
 @dataclass
 class IncreaseRun(RunPorts):
@@ -58,6 +62,8 @@ class IncreaseRun(RunPorts):
     empty_timeout: float = 600.0
     #: Runs the command pairs of the plan's drivers.
     pairs: CommandPairs | None = None
+    #: Seconds the resume waits for clients that left their group to land their commit (:meth:`wait_commits`).
+    commits_within: float = COMMITS_WITHIN
     #: What this run stopped (for :meth:`undo_before_create`): command-driven groups and producer services.
     stopped_groups: list[str] = field(default_factory=list)
     producers_stopped: dict[str, Any] | None = None
@@ -363,6 +369,32 @@ class IncreaseRun(RunPorts):
         for steps in self.topics:
             steps.require_offsets(self.of(steps, wanted))
 
+    def wait_commits(self, groups: list[str]) -> None:
+        """Wait until no client of ``groups`` is still committing after leaving (acknowledged this run's
+        pause ``left``, not ``paused`` yet), up to :attr:`commits_within` seconds. Its commit lands once the group is
+        EMPTY, as it is now; resumed first, another member could rejoin before it, and the broker would refuse
+        it (the records since its last commit delivered again: never lost). On time out the clients are
+        named and the groups resumed all the same."""
+        if self.pause_epoch is None:
+            return
+        deadline = time.monotonic() + self.commits_within
+        pending = list(groups)
+        while True:
+            left = {g: c for g in pending if (c := committing(self.control.acks(self.pause_epoch, g)))}
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                self.log.warning(
+                    "RESUME groups %s: clients %s still commit after leaving after %.0f s; resuming "
+                    "(records since their last commit are delivered again)",
+                    names(list(left)),
+                    left,
+                    self.commits_within,
+                )
+                return
+            pending = list(left)
+            time.sleep(FAST_POLL)
+
     def resume(self, groups: list[str] | None = None) -> dict[str, Any]:
         """Resume ``groups`` (default: every group the plan pauses) once, when each holds an offset on every
         partition of every topic it reads. Groups this run seeded are known to (the broker acknowledged
@@ -371,6 +403,7 @@ class IncreaseRun(RunPorts):
         if not groups:
             return {"epoch": None, "groups": 0}
         self.require_offsets(groups)
+        self.wait_commits(groups)
         self.events.step("resume")
         epoch = self.control.resume(groups, self.plan.topic, issuer=self.owner)
         self.log.info(

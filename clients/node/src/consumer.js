@@ -360,7 +360,13 @@ class ControlledConsumer {
       this._seeding.clear()
       this.barriers.forgetHeld()
       await inner.disconnect().catch(e => this.log('warn', `group ${this.group}: disconnect: ${e.message}`))
-      if (leftover.length) await this._commitAfterLeaving(leftover)
+      if (leftover.length) {
+        // out of the group, the commit still to land (once EMPTY): 'left' lets the controller remove a member
+        // the coordinator still lists (its LeaveGroup lost in a broker fault) instead of the commit and the
+        // group waiting for each other until the session ends (rule 4.3)
+        if (pausing) await this._ack('left')
+        await this._commitAfterLeaving(leftover)
+      }
     } finally {
       this._leaving = false
     }

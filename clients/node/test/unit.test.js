@@ -47,6 +47,7 @@ test('every acknowledgement the consumer and the producer write validates', asyn
   const ack = ControlledConsumer.prototype._ack
   await ack.call(consumer, 'running') // presence, before any command
   consumer.epoch = 1700000000001
+  await ack.call(consumer, 'left') // closed, its commit still to land (once EMPTY)
   await ack.call(consumer, 'paused')
   await ack.call(consumer, 'running')
   for (const state of ['pending', 'barrier', 'released']) await ack.call(consumer, state, 1700000000002, 'orders')
@@ -55,6 +56,7 @@ test('every acknowledgement the consumer and the producer write validates', asyn
   for (const state of ['layout', 'held']) await ControlledProducer.prototype._ack.call(producer, layout, state)
   assert.deepEqual(channel.records.map(r => [protocol.recordKey(r), r.state, r.epoch]), [
     ['ack/g1/svc-0', 'running', 0],
+    ['ack/g1/svc-0', 'left', 1700000000001],
     ['ack/g1/svc-0', 'paused', 1700000000001],
     ['ack/g1/svc-0', 'running', 1700000000001],
     ['ack-barrier/orders/g1/svc-0', 'pending', 1700000000002],

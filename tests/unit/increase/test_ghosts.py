@@ -89,6 +89,16 @@ def test_the_rule_needs_every_listed_member_acknowledged_paused() -> None:
     assert ghosts.ghosts_of([], paused) == []
 
 
+def test_a_client_that_left_with_its_commit_still_to_land_counts_as_closed() -> None:
+    """``left``: the consumer is closed (its LeaveGroup sent), its commit waits for EMPTY; a ghost of it is
+    removed all the same, or the commit and the group would wait for each other until the session ends."""
+    members = [Member("m0", "c0", "h", ()), Member("m1", "c1", "h", ())]
+    acks = [Ack(client="c0", epoch=1, state="left"), Ack(client="c1", epoch=1, state="paused")]
+    assert ghosts.ghosts_of(members, acks) == ["m0", "m1"]
+    assert ghosts.committing(acks) == ["c0"]
+    assert ghosts.committing([Ack(client="c0", epoch=1, state="paused")]) == []
+
+
 def test_the_pause_epoch_is_read_from_the_pause_step_s_xcom() -> None:
     assert ghosts.pause_epoch_of({"epoch": EPOCH, "groups": 2}) == EPOCH
     for result in (None, {}, {"epoch": None}, {"epoch": "1"}, {"epoch": True}, "text", {"epoch": 0}):

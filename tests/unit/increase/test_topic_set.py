@@ -109,7 +109,19 @@ class Control:
         self.calls.append(("layout", topic, partitions))
         return 3
 
+    def acks(self, epoch: int, group: str = "", topic: str = "") -> list[Any]:
+        """The pause's acknowledgements: ``left`` for each client of :attr:`committing` until it has been
+        asked :attr:`looks` times, ``paused`` after."""
+        from airflow_provider_kstate.client_piece.protocol import Ack
+
+        self.calls.append(("acks", group))
+        looked = sum(1 for c in self.calls if c == ("acks", group))
+        state = "left" if looked <= self.looks else "paused"
+        return [Ack(client=c, epoch=epoch, state=state, group=group) for c in self.committing.get(group, [])]
+
     infos: dict[str, GroupInfo] = {}
+    committing: dict[str, list[str]] = {}
+    looks = 0
 
 
 def _cluster() -> Cluster:
@@ -254,6 +266,33 @@ def test_no_group_resumes_while_it_lacks_an_offset_on_any_topic() -> None:
     with pytest.raises(UnsafeResumeError, match="payments"):
         steps.resume(plan.where("seed"))
     assert [c for c in cluster.calls if c[0] == "resume"] == []
+
+
+@pytest.mark.parametrize(("looks", "within", "resumed_after"), [(3, 10.0, 4), (10**6, 0.05, None)])
+def test_the_resume_waits_for_the_commits_of_clients_that_left_before_committing(
+    looks: int, within: float, resumed_after: int | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client that acknowledged the pause ``left`` commits once the group is EMPTY: the resume waits for
+    its ``paused`` (another member rejoining first would make the broker refuse that commit), up to
+    ``COMMITS_WITHIN``; past it the clients are named and the groups resumed all the same."""
+    cluster = _cluster()
+    plan = _plan_set(cluster, ["orders", "payments"], 8)
+    steps = _set_steps(cluster, plan)
+    control: Any = steps.control
+    control.committing, control.looks = {"join": ["c0"]}, looks
+    steps.pause()
+    steps.increase(5)
+    live = plan.where("seed")
+    steps.seed(live, {})
+    steps.commits_within = within
+    steps.resume(live)
+    kinds = [c for c in cluster.calls if c[0] in ("acks", "resume")]
+    asked = [c for c in kinds if c == ("acks", "join")]
+    assert kinds[-1][0] == "resume", "resumed in the end either way"
+    if resumed_after is not None:
+        assert len(asked) == resumed_after and "still commit" not in caplog.text
+    else:
+        assert "clients {'join': ['c0']} still commit after leaving" in caplog.text
 
 
 def test_nothing_is_created_when_a_topic_changed_behind_the_run() -> None:

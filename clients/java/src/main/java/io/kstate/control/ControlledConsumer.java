@@ -43,7 +43,8 @@ import org.slf4j.LoggerFactory;
  *
  * <ul>
  *   <li><b>pause</b>: commit what was handed out, close the inner consumer (LeaveGroup), ack {@code paused};
- *       if that commit met a rebalance, commit the same offsets without membership once the group is EMPTY;
+ *       if that commit met a rebalance, ack {@code left}, commit the same offsets without membership once the
+ *       group is EMPTY, then ack {@code paused};
  *       {@code poll} returns nothing while paused;
  *   <li><b>resume</b>: a new inner consumer subscribes (joins) and the wrapper acks {@code running};
  *   <li><b>barrier</b>: no record at or past {@code B[p]} is handed out; the partition is paused (and the
@@ -584,6 +585,12 @@ public class ControlledConsumer<K, V> implements AutoCloseable {
                 LOG.warn("group {}: close: {}", group, ex.toString());
             }
             if (!leftover.isEmpty()) {
+                if (pausing) {
+                    // out of the group, the commit still to land (once EMPTY): "left" lets the controller remove
+                    // a member the coordinator still lists (its LeaveGroup lost in a broker fault) instead of
+                    // the commit and the group waiting for each other until the session ends (rule 4.3)
+                    ack("left", epoch, "");
+                }
                 commitWithoutMembership(leftover);
             }
         } finally {

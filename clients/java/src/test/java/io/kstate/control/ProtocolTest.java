@@ -54,6 +54,7 @@ class ProtocolTest {
     void everyAcknowledgementTheConsumerAndTheProducerWriteValidates() {
         List<Ack> written = List.of(
                 ControlledConsumer.ackRecord("svc-0", "g1", 0, "running", ""), // presence, before any command
+                ControlledConsumer.ackRecord("svc-0", "g1", 1700000000001L, "left", ""), // its commit once EMPTY
                 ControlledConsumer.ackRecord("svc-0", "g1", 1700000000001L, "paused", ""),
                 ControlledConsumer.ackRecord("svc-0", "g1", 1700000000001L, "running", ""),
                 ControlledConsumer.ackRecord("svc-0", "g1", 1700000000002L, "pending", "orders"),
@@ -68,6 +69,7 @@ class ProtocolTest {
         }
         assertEquals(List.of(
                 "ack/g1/svc-0 running 0",
+                "ack/g1/svc-0 left 1700000000001",
                 "ack/g1/svc-0 paused 1700000000001",
                 "ack/g1/svc-0 running 1700000000001",
                 "ack-barrier/orders/g1/svc-0 pending 1700000000002",
@@ -75,7 +77,7 @@ class ProtocolTest {
                 "ack-barrier/orders/g1/svc-0 released 1700000000002",
                 "ack-layout/orders/api-0 layout 1700000000003",
                 "ack-layout/orders/api-0 held 1700000000003"), keys);
-        assertEquals(4, written.get(7).partitions());
+        assertEquals(4, written.get(8).partitions());
     }
 
     @Test
