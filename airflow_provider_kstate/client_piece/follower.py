@@ -82,7 +82,9 @@ class ControlTail:
     def fetch_new(self) -> list[tuple[str, Record | None]]:
         """Return the records appended since the last call ([] after one cheap end-offset request)."""
         consumer = self._require()
-        high = consumer.get_watermark_offsets(self._tp, timeout=self.timeout)[1]
+        high = end_offset(
+            consumer, self.topic, self.timeout
+        )  # in attempts: a dead leader's successor answers
         if high <= self._position:
             return []
         consumer.assign([TopicPartition(self.topic, 0, self._position)])
