@@ -51,7 +51,7 @@ LEADER_GONE = frozenset(
     {"_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "_DESTROY_BROKER", "OFFSET_NOT_AVAILABLE"}
 )
 #: Seconds one end-offset request may take before the leader is looked up again (:func:`end_offset`).
-ATTEMPT_S = 1.0
+ATTEMPT_S = 0.5
 
 
 def end_offset(consumer: Consumer, topic: str, timeout: float, attempt: float = ATTEMPT_S) -> int:

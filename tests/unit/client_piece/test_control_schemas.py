@@ -74,6 +74,7 @@ def test_every_record_the_controller_hook_writes_validates() -> None:
     hook = KStateControlHook().get_conn  # the controller
     recorder = Recorder()
     hook._channel = recorder  # type: ignore[assignment]  # channel() returns it: no control topic needed
+    hook.watch = lambda: None  # type: ignore[assignment,method-assign]  # nor a follower of the acks
     hook.pause(["g1", "g2"], "orders", issuer="kstate/run-1")
     hook.resume(["g1"], "orders", issuer="kstate/run-1")
     hook.set_layout("orders", 4, issuer="kstate/run-1")
@@ -92,7 +93,7 @@ def test_every_ack_the_python_clients_write_validates() -> None:
     consumer = SimpleNamespace(
         client_id="svc-0", group="g1", _epoch=1700000000001, _channel=recorder, _timeout=1.0
     )
-    for state in ("running", "paused"):
+    for state in ("running", "left", "paused"):
         ControlledConsumer._ack(consumer, state)  # type: ignore[arg-type]
     for state in ("pending", "barrier", "released"):
         ControlledConsumer._ack(consumer, state, 1700000000002, "orders")  # type: ignore[arg-type]
@@ -104,6 +105,7 @@ def test_every_ack_the_python_clients_write_validates() -> None:
         ControlledProducer._ack(producer, layout, state)  # type: ignore[arg-type]
     assert [(r.key, r.state) for r in recorder.records] == [  # type: ignore[union-attr]
         ("ack/g1/svc-0", "running"),
+        ("ack/g1/svc-0", "left"),
         ("ack/g1/svc-0", "paused"),
         ("ack-barrier/orders/g1/svc-0", "pending"),
         ("ack-barrier/orders/g1/svc-0", "barrier"),

@@ -59,3 +59,18 @@ def test_acks_are_read_by_one_kept_follower_refreshed_each_look(monkeypatch: pyt
     assert FakeWatch.made == 1 and watches[0].refreshes == 1
     controller.close()
     assert watches[0].closed
+
+
+def test_the_follower_starts_before_the_pause_is_published(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its first read (the topic from its start) happens while the consumers still run, not while they are
+    out waiting for the run to see their acknowledgements."""
+    events: list[str] = []
+    controller = Controller(SimpleNamespace(timeout=1.0, config={}), "ctl")  # type: ignore[arg-type]
+    monkeypatch.setattr(Controller, "watch", lambda self: events.append("follow") or FakeWatch([]))
+    monkeypatch.setattr(
+        Controller, "send_commands", lambda self, groups, command, *a: events.append(command) or 1
+    )
+    controller.pause(["g"], "t", issuer="run")
+    controller.pause(["g"], "t", issuer="run")
+    controller.acks(1, group="g")
+    assert events == ["follow", "pause", "pause"], "one follower, started before the first pause"
