@@ -82,9 +82,8 @@ class ControlTail:
     def fetch_new(self) -> list[tuple[str, Record | None]]:
         """Return the records appended since the last call ([] after one cheap end-offset request)."""
         consumer = self._require()
-        high = end_offset(
-            consumer, self.topic, self.timeout
-        )  # in attempts: a dead leader's successor answers
+        # in attempts: after the leader's death its successor answers, not a retry on the dead node
+        high = end_offset(consumer, self.topic, self.timeout)
         if high <= self._position:
             return []
         consumer.assign([TopicPartition(self.topic, 0, self._position)])

@@ -166,17 +166,18 @@ class Controller:
         state = self.channel().snapshot("cmd/", timeout=self.timeout)
         return {r.group: r for r in state.values() if isinstance(r, Command)}
 
-    def acks(self, epoch: int, group: str = "", topic: str = "") -> list[Ack]:
+    def acks(self, epoch: int, group: str = "", topic: str = "", refresh: bool = True) -> list[Ack]:
         """Return the acknowledgements of ``epoch`` by consumers of ``group`` or producers of ``topic``.
 
         Read through a follower of the control topic this controller keeps: the first call reads the topic
-        to its end, each later one only what came since (one end-offset request when nothing is new). The
-        wait for EMPTY asks once a look while a group stays listed (the ghost rule): a new reader each time
-        reads the whole topic again, and during a broker fault its start costs seconds."""
+        to its end, each later one only what came since (one end-offset request when nothing is new; none
+        with ``refresh`` off, for the other groups of one look). The wait for EMPTY asks once a look while a
+        group stays listed (the ghost rule): a new reader each time reads the whole topic again, and during a
+        broker fault its start costs seconds."""
         prefix = f"ack/{group}/" if group else f"ack-layout/{topic}/"
         if self._acks is None:
             self._acks = self.watch()
-        else:
+        elif refresh:
             self._acks.refresh()
         return self._acks.acks(prefix, epoch)
 

@@ -91,8 +91,9 @@ class AdminPort(Protocol):
 class ControlPort(Protocol):
     """The control channel's verbs: pause and resume consumers, tell producers the layout."""
 
-    def acks(self, epoch: int, group: str = "", topic: str = "") -> list[Ack]:
-        """Return the acknowledgements of ``epoch`` by consumers of ``group`` or producers of ``topic``."""
+    def acks(self, epoch: int, group: str = "", topic: str = "", refresh: bool = True) -> list[Ack]:
+        """Return the acknowledgements of ``epoch`` by consumers of ``group`` or producers of ``topic``
+        (``refresh``: read what came since the last call first; else what that call read)."""
         ...
 
     def pause(self, groups: list[str], topic: str, issuer: str) -> int:

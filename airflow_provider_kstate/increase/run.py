@@ -376,29 +376,35 @@ class IncreaseRun(RunPorts):
 
     def wait_commits(self, groups: list[str]) -> None:
         """Wait until no client of ``groups`` is still committing after leaving (acknowledged this run's
-        pause ``left``, not ``paused`` yet), up to :attr:`commits_within` seconds. Its commit lands once the group is
-        EMPTY, as it is now; resumed first, another member could rejoin before it, and the broker would refuse
-        it (the records since its last commit delivered again: never lost). On time out the clients are
-        named and the groups resumed all the same."""
+        pause ``left``, not ``paused`` yet), up to :attr:`commits_within` seconds. Its commit lands once the
+        group is EMPTY, as it is now; resumed first, another member could rejoin before it, and the broker
+        would refuse it (the records since its last commit delivered again: never lost). On time out the
+        clients are named and the groups resumed all the same."""
         if self.pause_epoch is None:
             return
         deadline = time.monotonic() + self.commits_within
-        pending = list(groups)
-        while True:
-            left = {g: c for g in pending if (c := committing(self.control.acks(self.pause_epoch, g)))}
-            if not left:
-                return
-            if time.monotonic() > deadline:
-                self.log.warning(
-                    "RESUME groups %s: clients %s still commit after leaving after %.0f s; resuming "
-                    "(records since their last commit are delivered again)",
-                    names(list(left)),
-                    left,
-                    self.commits_within,
-                )
-                return
-            pending = list(left)
+        left = self._committing(self.pause_epoch, groups)
+        while left and time.monotonic() <= deadline:
             time.sleep(FAST_POLL)
+            left = self._committing(self.pause_epoch, list(left))
+        if left:
+            self.log.warning(
+                "RESUME groups %s: clients %s still commit after leaving after %.0f s; resuming "
+                "(records since their last commit are delivered again)",
+                names(list(left)),
+                left,
+                self.commits_within,
+            )
+
+    def _committing(self, epoch: int, groups: list[str]) -> dict[str, list[str]]:
+        """``{group: clients still committing after leaving}``, from one read of the control topic; ``{}``
+        when it cannot be read (never fails the resume: each consumer tries its commit once more first)."""
+        try:
+            read = [self.control.acks(epoch, g, refresh=i == 0) for i, g in enumerate(groups)]
+        except Exception as exc:  # noqa: BLE001 - the resume goes on; the consumers commit before they rejoin
+            self.log.info("RESUME acknowledgements not read (%s: %s): resuming", type(exc).__name__, exc)
+            return {}
+        return {g: c for g, acks in zip(groups, read, strict=True) if (c := committing(acks))}
 
     def resume(self, groups: list[str] | None = None) -> dict[str, Any]:
         """Resume ``groups`` (default: every group the plan pauses) once, when each holds an offset on every

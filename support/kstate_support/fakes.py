@@ -141,7 +141,7 @@ class PauseAcks:
         self.fail = fail
         self.closed = False
 
-    def acks(self, epoch: int, group: str = "", topic: str = "") -> list[Any]:
+    def acks(self, epoch: int, group: str = "", topic: str = "", refresh: bool = True) -> list[Any]:
         from airflow_provider_kstate.client_piece.protocol import Ack
 
         if self.fail is not None:

@@ -239,7 +239,7 @@ class FleetCluster:
         self.events.append(f"resume-record {sorted(groups)}")
         return 2
 
-    def acks(self, epoch: int, group: str = "", topic: str = "") -> list[Any]:
+    def acks(self, epoch: int, group: str = "", topic: str = "", refresh: bool = True) -> list[Any]:
         return []  # every client's commit landed before it left (none acked ``left``)
 
     def set_layout(self, topic: str, partitions: int, issuer: str) -> int:

@@ -258,7 +258,7 @@ class Acking:
     def set_layout(self, topic: str, partitions: int, issuer: str) -> int:
         return 8
 
-    def acks(self, epoch: int, group: str = "", topic: str = "") -> list[Any]:
+    def acks(self, epoch: int, group: str = "", topic: str = "", refresh: bool = True) -> list[Any]:
         from airflow_provider_kstate.client_piece.protocol import Ack
 
         return (
