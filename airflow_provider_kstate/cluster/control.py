@@ -62,19 +62,21 @@ class Controller:
             self.channel().publish(*records, timeout=self.timeout)
         return epoch
 
-    def pause(self, groups: list[str], topic: str, issuer: str) -> int:
-        """Ask the services of ``groups`` to leave their groups; return the epoch.
-
-        The acknowledgements are followed from before the pause (the control topic read to its end while
-        the consumers still run): the run reads them while the consumers are out (ghosts, the commits that
-        follow a leave), when a follower's first read (a new consumer, the topic from its start) may meet a
-        broker fault: 1.7 s between the seed and the resume with the control topic's leader just killed, 0.0
-        to 0.8 s with it started before the pause (3 Apache Kafka 4.4 nodes)."""
-        if groups and self._acks is None:
+    def follow(self) -> None:
+        """Start following the acknowledgements now, the control topic read to its end (nothing when
+        already following): before a pause, while the consumers still run. The run reads them while the
+        consumers are out (ghosts, the commits that follow a leave), when a follower's first read (a new
+        consumer, the topic from its start) may meet a broker fault: 1.7 s between the seed and the resume
+        with the control topic's leader just killed, 0.0 to 0.8 s with it started before the pause (3 Apache
+        Kafka 4.4 nodes). A read that fails here is made by the first look, as before."""
+        if self._acks is None:
             try:
                 self._acks = self.watch()
-            except KafkaException as exc:  # the first read of the acknowledgements makes it, as before
+            except KafkaException as exc:
                 log.info("CONTROL acknowledgements not followed before the pause (%s)", exc)
+
+    def pause(self, groups: list[str], topic: str, issuer: str) -> int:
+        """Ask the services of ``groups`` to leave their groups; return the epoch."""
         return self.send_commands(groups, PAUSE, topic, issuer)
 
     def resume(self, groups: list[str], topic: str, issuer: str) -> int:

@@ -96,6 +96,11 @@ class ControlPort(Protocol):
         (``refresh``: read what came since the last call first; else what that call read)."""
         ...
 
+    def follow(self) -> None:
+        """Start following the acknowledgements now (before a pause: the first read of the control topic
+        while the consumers still run); nothing when already following."""
+        ...
+
     def pause(self, groups: list[str], topic: str, issuer: str) -> int:
         """Ask the services of ``groups`` to leave their groups; return the epoch."""
         ...

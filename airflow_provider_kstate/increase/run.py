@@ -202,6 +202,8 @@ class IncreaseRun(RunPorts):
         if self.plan.staying():
             self.stop_services()
         self._stop_command_groups(groups)
+        if groups:
+            self.control.follow()  # while the consumers still run: their downtime starts below
         self.paused_at = time.monotonic()
         epoch = self.pause_epoch = self.control.pause(groups, self.plan.topic, issuer=self.owner)
         self.events.groups(

@@ -74,7 +74,6 @@ def test_every_record_the_controller_hook_writes_validates() -> None:
     hook = KStateControlHook().get_conn  # the controller
     recorder = Recorder()
     hook._channel = recorder  # type: ignore[assignment]  # channel() returns it: no control topic needed
-    hook.watch = lambda: None  # type: ignore[assignment,method-assign]  # nor a follower of the acks
     hook.pause(["g1", "g2"], "orders", issuer="kstate/run-1")
     hook.resume(["g1"], "orders", issuer="kstate/run-1")
     hook.set_layout("orders", 4, issuer="kstate/run-1")

@@ -61,16 +61,15 @@ def test_acks_are_read_by_one_kept_follower_refreshed_each_look(monkeypatch: pyt
     assert watches[0].closed
 
 
-def test_the_follower_starts_before_the_pause_is_published(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Its first read (the topic from its start) happens while the consumers still run, not while they are
-    out waiting for the run to see their acknowledgements."""
-    events: list[str] = []
+def test_following_starts_one_follower_the_later_reads_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run starts following before its pause (the first read, the topic from its start, while the
+    consumers still run); later looks refresh that follower, one read of the topic for several groups."""
+    made: list[FakeWatch] = []
     controller = Controller(SimpleNamespace(timeout=1.0, config={}), "ctl")  # type: ignore[arg-type]
-    monkeypatch.setattr(Controller, "watch", lambda self: events.append("follow") or FakeWatch([]))
-    monkeypatch.setattr(
-        Controller, "send_commands", lambda self, groups, command, *a: events.append(command) or 1
-    )
-    controller.pause(["g"], "t", issuer="run")
-    controller.pause(["g"], "t", issuer="run")
+    monkeypatch.setattr(Controller, "watch", lambda self: made.append(FakeWatch([ack("c0", 1)])) or made[-1])
+    controller.follow()
+    controller.follow()
+    assert len(made) == 1 and made[0].refreshes == 0
     controller.acks(1, group="g")
-    assert events == ["follow", "pause", "pause"], "one follower, started before the first pause"
+    controller.acks(1, group="h", refresh=False)
+    assert len(made) == 1 and made[0].refreshes == 1

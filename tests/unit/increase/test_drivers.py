@@ -228,6 +228,9 @@ class FleetCluster:
         assert validate_only, "the pause only has the create validated"
 
     # control
+    def follow(self) -> None:
+        pass
+
     def pause(self, groups: list[str], topic: str, issuer: str) -> int:
         self.events.append(f"pause-record {sorted(groups)}")
         for g in groups:

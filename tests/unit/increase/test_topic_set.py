@@ -95,6 +95,9 @@ class Control:
     def __init__(self, calls: list[tuple[str, Any]]) -> None:
         self.calls = calls
 
+    def follow(self) -> None:
+        self.calls.append(("follow",))
+
     def pause(self, groups: list[str], topic: str, issuer: str) -> int:
         self.calls.append(("pause", sorted(groups)))
         for g in groups:  # they leave
@@ -244,6 +247,7 @@ def test_one_window_pauses_once_creates_every_topic_seeds_each_group_where_it_re
     steps.scale(live)
     kinds = [c[0] for c in cluster.calls]
     assert kinds.count("pause") == 1 and kinds.count("resume") == 1, cluster.calls
+    assert kinds.index("follow") == kinds.index("pause") - 1, "the acks followed before the pause record"
     assert ("create", "orders") in cluster.calls and ("create", "payments") in cluster.calls
     assert ("seed", "orders", ["audit", "join"]) in cluster.calls
     assert ("seed", "payments", ["join"]) in cluster.calls, "audit reads only orders: not seeded on payments"

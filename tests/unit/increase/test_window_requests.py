@@ -193,6 +193,9 @@ class Control:
     def __init__(self, fake: Leaving) -> None:
         self.fake = fake
 
+    def follow(self) -> None:
+        pass
+
     def pause(self, groups: list[str], topic: str, issuer: str) -> int:
         self.fake.validated.append(("pause record", len(groups)))
         return 1
@@ -251,6 +254,9 @@ class Acking:
 
     def __init__(self, paused: tuple[str, ...]) -> None:
         self.paused = paused
+
+    def follow(self) -> None:
+        pass
 
     def pause(self, groups: list[str], topic: str, issuer: str) -> int:
         return 7
