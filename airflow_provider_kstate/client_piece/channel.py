@@ -102,8 +102,9 @@ class ControlChannel:
         """Create the control topic when it does not exist."""
         ensure_topic(AdminClient(self.config), self.topic, CONTROL_TOPIC_CONFIG, timeout)
 
-    def publish(self, *records: Record, timeout: float = 30.0) -> None:
-        """Write records and wait until the broker has them all."""
+    def publish(self, *records: Record, timeout: float = 30.0, wait: bool = True) -> None:
+        """Write records and wait until the broker has them all (``wait`` off: return once they are queued;
+        the next call that waits delivers them first, in order, and raises should one fail)."""
         if self._producer is None:
             self._producer = Producer(
                 {**self.config, "acks": "all", "linger.ms": 0, "max.in.flight.requests.per.connection": 1}
@@ -116,6 +117,9 @@ class ControlChannel:
 
         for record in records:
             self._producer.produce(self.topic, key=record.key, value=encode(record), on_delivery=_on_delivery)
+        if not wait:
+            self._producer.poll(0)
+            return
         remaining = self._producer.flush(timeout)
         if remaining or errors:
             raise KafkaException(f"control topic {self.topic}: {remaining} undelivered, errors: {errors}")

@@ -362,6 +362,11 @@ class ControlledConsumer:
             self._on_pause(self)
         positions = self._returned_positions(inner)
         committed = self._commit_returned(inner)
+        if not _assigned(inner):
+            # nothing assigned: idle, or rejoining after its session was lost (a coordinator that answered
+            # no heartbeat through a broker fault), when close() waits for the group's JoinGroup until the
+            # old members' sessions end. Said now, without waiting, so the controller may remove them.
+            self._ack(STATE_LEFT, wait=False)
         self._set_inner(None)
         self._barriers.forget_all()
         self._positions.forget_all()
@@ -449,7 +454,7 @@ class ControlledConsumer:
         for topic in {tp.topic for tp in partitions}:
             self._barriers.forget(topic, [tp.partition for tp in partitions if tp.topic == topic])
 
-    def _ack(self, state: str, epoch: int | None = None, topic: str = "") -> None:
+    def _ack(self, state: str, epoch: int | None = None, topic: str = "", wait: bool = True) -> None:
         ack = Ack(
             client=self.client_id,
             epoch=self._epoch if epoch is None else epoch,
@@ -458,7 +463,7 @@ class ControlledConsumer:
             topic=topic,
         )
         try:
-            self._channel.publish(ack, timeout=self._timeout)
+            self._channel.publish(ack, timeout=self._timeout, wait=wait)
         except KafkaException as exc:
             log.warning("group %s: could not acknowledge %s: %s", self.group, state, exc)
 
@@ -639,6 +644,14 @@ class ControlledConsumer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _assigned(inner: Consumer) -> bool:
+    """Whether ``inner`` holds any partition now."""
+    try:
+        return bool(inner.assignment())
+    except KafkaException:
+        return False
 
 
 def close_and_leave(inner: Consumer, config: dict[str, Any]) -> None:

@@ -90,8 +90,9 @@ RESUME = "resume"
 COMMANDS = (PAUSE, RESUME)
 
 STATE_PAUSED = "paused"
-#: A consumer closed its consumer (its LeaveGroup sent) but its commit before leaving failed: it commits
-#: without membership once the group is EMPTY, then acknowledges ``paused`` (control protocol, rule 4.3).
+#: A consumer out of its group before its ``paused``: its consumer closed but its commit before leaving
+#: failed (it commits without membership once the group is EMPTY), or closing with no partition assigned
+#: (a close that may wait for the group's JoinGroup); ``paused`` follows (control protocol, rule 4.3).
 STATE_LEFT = "left"
 STATE_RUNNING = "running"
 STATE_LAYOUT = "layout"

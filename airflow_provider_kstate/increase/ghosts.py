@@ -4,7 +4,7 @@
 
 A ghost is a member the group coordinator still lists although its client acknowledged the pause (the
 client piece acknowledges ``paused`` once its consumer is closed and its commit done, ``left`` when the
-commit is still to land: both say its consumer is closed): its LeaveGroup was lost in a broker
+commit is still to land or when it closes holding nothing: both say it processes nothing more): its LeaveGroup was lost in a broker
 fault, and the coordinator would keep it until its session times out (6 s to 45 s). Measured on 3 Apache
 Kafka 4.4 nodes, a node SIGKILLed right after the pause: both members of the group removed "on heartbeat
 expiration" about 6 s after their consumers closed, whichever role the killed node held.

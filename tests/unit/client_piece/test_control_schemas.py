@@ -54,7 +54,7 @@ class Recorder:
     def __init__(self) -> None:
         self.records: list[Record] = []
 
-    def publish(self, *records: Record, timeout: float = 30.0) -> None:
+    def publish(self, *records: Record, timeout: float = 30.0, wait: bool = True) -> None:
         self.records.extend(records)
 
 

@@ -20,6 +20,7 @@ class Inner:
 
     commit_error: int | None = None
     empty = False
+    partitions: list[int] = [0]
     committed_offsets: dict[int, int] = {}
 
     def __init__(self, config: dict[str, Any]) -> None:
@@ -30,7 +31,7 @@ class Inner:
         self.topics = topics
 
     def assignment(self) -> list[TopicPartition]:
-        return [TopicPartition("t", 0)]
+        return [TopicPartition("t", p) for p in Inner.partitions]
 
     def position(self, tps: list[TopicPartition]) -> list[TopicPartition]:
         return [TopicPartition(tp.topic, tp.partition, 7) for tp in tps]
@@ -42,6 +43,8 @@ class Inner:
         ]
 
     def commit(self, offsets: list[TopicPartition] | None = None, asynchronous: bool = True) -> None:
+        if offsets is None and not Inner.partitions:
+            raise KafkaException(KafkaError(KafkaError._NO_OFFSET))
         if offsets is None and Inner.commit_error is not None:  # the member's own commit before leaving
             raise KafkaException(KafkaError(Inner.commit_error))
         if offsets is not None and not Inner.empty:  # generation -1: only once the group is EMPTY
@@ -57,6 +60,7 @@ class Channel:
     """The control topic's producer side: what was published."""
 
     published: list[Any] = []
+    waited: list[bool] = []
 
     def __init__(self, config: dict[str, Any], topic: str) -> None:
         pass
@@ -64,8 +68,9 @@ class Channel:
     def ensure(self, timeout: float) -> None:
         pass
 
-    def publish(self, *records: Any, timeout: float = 30.0) -> None:
+    def publish(self, *records: Any, timeout: float = 30.0, wait: bool = True) -> None:
         Channel.published.extend(records)
+        Channel.waited.extend([wait] * len(records))
 
     def close(self) -> None:
         pass
@@ -109,8 +114,8 @@ def controlled(monkeypatch: pytest.MonkeyPatch) -> Any:
     for name, fake in (("Consumer", Inner), ("ControlChannel", Channel), ("ControlTail", Tail),
                        ("ControlFollower", Follower)):  # fmt: skip
         monkeypatch.setattr(consumer_mod, name, fake)
-    Inner.commit_error, Inner.empty, Inner.committed_offsets = None, False, {}
-    Channel.published, Follower.records = [], []
+    Inner.commit_error, Inner.empty, Inner.committed_offsets, Inner.partitions = None, False, {}, [0]
+    Channel.published, Channel.waited, Follower.records = [], [], []
     consumer = consumer_mod.ControlledConsumer({"group.id": "g", "client.id": "c0"}, ["t"])
     yield consumer
     consumer.close()
@@ -146,3 +151,13 @@ def test_a_pause_whose_commit_failed_is_acknowledged_left_then_paused_once_the_c
     controlled.check_control()
     assert _states() == ["running", "left", "paused"] and Inner.committed_offsets == {0: 7}
     assert {a.epoch for a in Channel.published if isinstance(a, Ack) and a.state != "running"} == {5}
+
+
+def test_a_member_holding_nothing_says_left_before_it_closes_without_waiting(controlled: Any) -> None:
+    """Idle, or rejoining after its session was lost in a broker fault: its close() waits for the group's
+    JoinGroup until the old members' sessions end, so ``left`` goes first (queued, not waited for) and the
+    controller may remove the members meanwhile; ``paused`` follows the close."""
+    Inner.partitions = []
+    _pause(controlled)
+    assert _states() == ["running", "left", "paused"]
+    assert Channel.waited[1:] == [False, True], "left queued before the close, paused delivered after"
