@@ -103,8 +103,8 @@ class ControlChannel:
         ensure_topic(AdminClient(self.config), self.topic, CONTROL_TOPIC_CONFIG, timeout)
 
     def publish(self, *records: Record, timeout: float = 30.0, wait: bool = True) -> None:
-        """Write records and wait until the broker has them all (``wait`` off: return once they are queued;
-        the next call that waits delivers them first, in order, and raises should one fail)."""
+        """Write records and wait until the broker has them all (``wait`` off: return once they are queued,
+        their delivery unchecked; a later call that waits delivers them first, in order)."""
         if self._producer is None:
             self._producer = Producer(
                 {**self.config, "acks": "all", "linger.ms": 0, "max.in.flight.requests.per.connection": 1}
