@@ -112,18 +112,20 @@ class GhostRemoval:
         if self.epoch is None or not due(self.epoch):
             return {}
         out: dict[str, list[str]] = {}
+        listed = {
+            g: i.members for g, i in described.items() if i.members and i.type.lower() in REMOVABLE_TYPES
+        }
         try:
-            for group, info in described.items():
-                if info.members and info.type.lower() in REMOVABLE_TYPES:
-                    gone = self._remove_of(group, info.members)
-                    if gone:
-                        out[group] = gone
+            for n, (group, members) in enumerate(listed.items()):
+                gone = self._remove_of(group, members, refresh=n == 0)  # one read of the topic a look
+                if gone:
+                    out[group] = gone
         except Exception as exc:  # noqa: BLE001 - never fails the wait: the session timeout ends ghosts too
             self.log.info("WAIT ghost members not removed (%s: %s)", type(exc).__name__, exc)
         return out
 
-    def _remove_of(self, group: str, members: tuple[Member, ...]) -> list[str]:
-        ghosts = ghosts_of(members, self.control.acks(self.epoch or 0, group))
+    def _remove_of(self, group: str, members: tuple[Member, ...], refresh: bool = True) -> list[str]:
+        ghosts = ghosts_of(members, self.control.acks(self.epoch or 0, group, refresh=refresh))
         if not ghosts or set(ghosts) <= set(self.removed):
             return []
         answer = self.admin.leave_members(group, ghosts, GHOST_REASON)

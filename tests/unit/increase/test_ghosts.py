@@ -14,7 +14,7 @@ from airflow_provider_kstate.client_piece.protocol import Ack, now_ms
 from airflow_provider_kstate.errors import BrokerUnavailableError
 from airflow_provider_kstate.increase import ghosts
 from airflow_provider_kstate.increase.checks import groups_empty
-from airflow_provider_kstate.increase.model import Member
+from airflow_provider_kstate.increase.model import GroupInfo, Member
 
 EPOCH = PauseAcks.EPOCH
 
@@ -103,3 +103,22 @@ def test_the_pause_epoch_is_read_from_the_pause_step_s_xcom() -> None:
     assert ghosts.pause_epoch_of({"epoch": EPOCH, "groups": 2}) == EPOCH
     for result in (None, {}, {"epoch": None}, {"epoch": "1"}, {"epoch": True}, "text", {"epoch": 0}):
         assert ghosts.pause_epoch_of(result) is None
+
+
+def test_one_look_reads_the_control_topic_once_however_many_groups_are_listed() -> None:
+    """The other groups of a look read what the first read brought (``refresh`` off)."""
+
+    class Recording(PauseAcks):
+        def __init__(self) -> None:
+            super().__init__(paused=())
+            self.refreshes: list[bool] = []
+
+        def acks(self, epoch: int, group: str = "", topic: str = "", refresh: bool = True) -> list[Any]:
+            self.refreshes.append(refresh)
+            return super().acks(epoch, group, topic, refresh)
+
+    control = Recording()
+    members = (Member("m0", "c0", "h", ()),)
+    described = {g: GroupInfo(g, "STABLE", "CLASSIC", "consumer", members) for g in ("a", "b", "c")}
+    ghosts.GhostRemoval(GhostHook(), control, EPOCH).remove(described)  # type: ignore[arg-type]
+    assert control.refreshes == [True, False, False]
