@@ -193,7 +193,11 @@ def test_node_consumers_pause_by_leaving_and_resume(
     states = written_by(kafka_config, controller.control_topic, set(clients))
     for c in clients:
         mine = [(v["state"], v["epoch"]) for v in states if v["client"] == c]
-        assert set(mine) <= {("running", 0), ("paused", epoch), ("running", resume)}, mine
+        # rule 4.3: a member whose commit before leaving met the rebalance of the other leaving first acks
+        # 'left', commits once the group is EMPTY, then acks 'paused'
+        assert set(mine) <= {("running", 0), ("left", epoch), ("paused", epoch), ("running", resume)}, mine
+        if ("left", epoch) in mine and ("paused", epoch) in mine:
+            assert mine.index(("left", epoch)) < mine.index(("paused", epoch)), mine
         assert mine[-1] == ("running", resume), mine
     print(f"node pause: EMPTY {left:.2f}s after the pause, STABLE {took:.2f}s after the resume")
 
