@@ -6,10 +6,18 @@ service works again: a consumer rejoins, waits for its assignment (a KIP-848 mem
 a classic one for the rebalance) and only then fetches. :class:`ServiceWatch` reads that from the broker,
 for every group the run asked back, in a thread beside the rest of the run:
 
-* **held**: the group is STABLE with every partition of every topic it reads assigned to a member;
-* **processing**: after it was held, its committed offsets moved past where they were when it was asked
-  back (a record processed and committed), or it had nothing to process then (committed at the log end of
-  every partition). A consumer commits on its own schedule (librdkafka and the Java client auto-commit every 5 s
+* **held**: the group is STABLE with every partition it held before it left assigned to a member again
+  (on every topic it reads). The partitions the run created are not waited for: they carry no record until
+  the producers' switch, which waits until their leaders serve them, and Apache Kafka's broker tells its
+  group coordinator of new partitions only once it has created them (``BrokerMetadataPublisher`` of 4.4.0:
+  ``ReplicaManager.applyDelta``, then ``GroupCoordinator.onMetadataUpdate``): at 64 -> 4,096 partitions a
+  KIP-848 group was given the new ones 23 s after the create, when their leaders served them, while it held
+  its old ones again after 1.9 s (``bench/probe_new_partitions.py``). When the group holds them too is
+  reported beside it (**all held**), when the watch sees it;
+* **processing**: its committed offsets moved past where they were when it was asked back (a record
+  processed and committed, held again or not: a classic member back first processes every partition while
+  its group waits, up to the others' next heartbeat, for them to rejoin), or, once held, it had nothing to
+  process then (committed at the log end of every partition). A consumer commits on its own schedule (librdkafka and the Java client auto-commit every 5 s
   by default): this moment is at most that interval late, the held one is not.
 
 Each group's figures are seconds from its leave (:class:`Served`); the run logs them, keeps them in XCom
@@ -44,6 +52,9 @@ ASKED_POLL = 0.02
 #: Seconds the watch goes on from the resume before it gives up on a group (the run's task waits
 #: for the watch at its end, after the producers' switch: nobody is held by it).
 WITHIN = 15.0
+#: Seconds the watch may go on past ``within`` once every group is processing, for the created partitions to
+#: be held too (:attr:`Served.all_held_at`; a run's task ends it sooner, at its end).
+ALL_HELD_WITHIN = 120.0
 
 
 @dataclass
@@ -54,14 +65,15 @@ class Served:
         not see it (the layout of one task per step: the pause ran in another task).
     :ivar asked_back: asked back (the resume record, or its start and readiness commands returned); None
         until the run did.
-    :ivar held_at: STABLE with every partition of every topic it reads assigned.
-    :ivar processing_at: held, and a record processed (its committed offsets moved) or nothing to process.
+    :ivar held_at: STABLE with every partition it held before it left assigned again.
+    :ivar processing_at: a record processed (its committed offsets moved), or held with nothing to process.
     """
 
     out_since: int | None
     asked_back: int | None = None
     held_at: int | None = None
     processing_at: int | None = None
+    all_held_at: int | None = None
 
     def seconds(self, at: int | None) -> float | None:
         """Seconds from the leave (or from the ask back when the leave is unknown) to ``at``."""
@@ -81,6 +93,7 @@ class Served:
             "asked_back_s": self.seconds(self.asked_back),
             "held_s": self.seconds(self.held_at),
             "processing_s": self.seconds(self.processing_at),
+            "all_held_s": self.seconds(self.all_held_at),
         }
 
 
@@ -89,12 +102,13 @@ class ServiceWatch:
     """Watch the groups a run asked back until each is held and processing, or ``within`` seconds passed.
 
     :param admin: the cluster (describe, committed offsets, log ends); called from the watch's thread.
-    :param topics: ``{topic: (partition count, the groups asked back that read it)}``.
+    :param topics: ``{topic: (partitions before the create, partitions now, the groups asked back that
+        read it)}``.
     :param log: the task's logger.
     """
 
     admin: AdminPort
-    topics: Mapping[str, tuple[int, list[str]]]
+    topics: Mapping[str, tuple[int, int, list[str]]]
     log: Any
     within: float = WITHIN
     poll: float = POLL
@@ -131,7 +145,7 @@ class ServiceWatch:
         read up to 1 s (5.6 ms more per round trip). Ends only grow: a group found then with records
         waiting had them, or has them now, and is processing once its committed offsets move."""
         self._baseline.update(self.known)
-        for topic, (count, groups) in self.topics.items():
+        for topic, (_before, count, groups) in self.topics.items():
             unread = [g for g in groups if (topic, g) not in self._baseline]
             for group, found in self._committed(unread, topic, count) if unread else ():
                 self._baseline[(topic, group)] = found
@@ -139,7 +153,7 @@ class ServiceWatch:
             if self._stop.wait(ASKED_POLL):
                 return
         busy: set[str] = set()
-        for topic, (count, groups) in self.topics.items():
+        for topic, (_before, count, groups) in self.topics.items():
             # one pass, 0 where no leader loaded the partition yet: right after a create thousands are not
             # (a ListOffsets of every partition answered NOT_LEADER_FOR_PARTITION there)
             ends = self.admin.loaded_ends(topic, range(count))
@@ -150,10 +164,14 @@ class ServiceWatch:
         self._idle = set(self.served) - busy
 
     def result(self) -> dict[str, Served]:
-        """Wait for the watch to end (at most what is left of ``within``) and return each group's figures."""
+        """Wait for the watch to end (at most what is left of ``within`` while a group is not processing
+        yet; a watch still waiting only for the created partitions to be held ends now) and return each
+        group's figures."""
         if self._thread is not None:
-            self._thread.join(self.within + 5 * self.poll)
+            if not self._processing():
+                self._thread.join(self.within + 5 * self.poll)
             self._stop.set()
+            self._thread.join(5 * self.poll)
         return dict(self.served)
 
     # -- the watch's thread ------------------------------------------------------------------------------
@@ -167,7 +185,11 @@ class ServiceWatch:
                 "SERVED not watched (%s: %s): the downtime counts to the ask back", type(exc).__name__, exc
             )
             return
-        while not self._stop.is_set() and time.monotonic() < deadline:
+        # past ``within`` only while every group is processing and the created partitions are not all held
+        # (until :meth:`result`, at the end of the run's task, or ALL_HELD_WITHIN)
+        while not self._stop.is_set() and time.monotonic() < deadline + (
+            ALL_HELD_WITHIN if self._processing() else 0.0
+        ):
             try:
                 if self._look():
                     return
@@ -175,48 +197,54 @@ class ServiceWatch:
                 self.log.info("SERVED look failed (%s): the next one in %.2f s", exc, self.poll)
             self._stop.wait(self.poll)
 
-    def _look(self) -> bool:
-        """One look at every group not yet processing; return whether none is left. A group that reads
-        several topics is held when it is held on each, processing when its committed offsets moved on one
-        of them, or once held when nothing waited for it on any when the watch began."""
-        at = now_ms()
-        waiting = {g for g, s in self.served.items() if s.processing_at is None}
-        held = self._on_every_topic(waiting, self._held)
-        for group in held:
-            self._mark(group, "held_at", at)
-        processing = held & self._idle
-        if held - processing and time.monotonic() - self._offsets_read >= self.offsets_poll:
-            self._offsets_read = time.monotonic()
-            processing |= self._moved(held - processing)
-        for group in processing:
-            self._mark(group, "processing_at", at)
+    def _processing(self) -> bool:
         return all(s.processing_at is not None for s in self.served.values())
 
-    def _on_every_topic(self, groups: set[str], test: Any) -> set[str]:
-        """The groups of ``groups`` for which ``test(topic, count, groups)`` holds on every topic they read."""
-        passed: dict[str, bool] = {}
-        for topic, (count, readers) in self.topics.items():
+    def _look(self) -> bool:
+        """One look at every group not yet processing or not yet holding every partition; return whether
+        none is left. A group that reads several topics is held when it is held on each, processing when
+        its committed offsets moved on one of them, or once held when nothing waited for it on any when the
+        watch began."""
+        at = now_ms()
+        waiting = {g for g, s in self.served.items() if s.processing_at is None or s.all_held_at is None}
+        held, whole = self._held(waiting)
+        for group in held:
+            self._mark(group, "held_at", at)
+        for group in whole:
+            self._mark(group, "all_held_at", at)
+        # a group's committed offsets that moved are records processed, held or not yet STABLE again (a
+        # classic member back first processes every partition while the group waits for the others' rejoin,
+        # up to their next heartbeat); a group with nothing to process is processing once held
+        unprocessed = {g for g, s in self.served.items() if s.processing_at is None}
+        processing = held & unprocessed & self._idle
+        if unprocessed - processing and time.monotonic() - self._offsets_read >= self.offsets_poll:
+            self._offsets_read = time.monotonic()
+            processing |= self._moved(unprocessed - processing - self._idle)
+        for group in processing:
+            self._mark(group, "processing_at", at)
+        return all(s.processing_at is not None and s.all_held_at is not None for s in self.served.values())
+
+    def _held(self, groups: set[str]) -> tuple[set[str], set[str]]:
+        """The groups of ``groups`` STABLE with every partition they held before assigned again, and those
+        with every partition assigned, on every topic they read (one describe per topic)."""
+        again: dict[str, bool] = {}
+        whole: dict[str, bool] = {}
+        for topic, (before, count, readers) in self.topics.items():
             asked = [g for g in readers if g in groups]
             if not asked:
                 continue
-            ok = test(topic, count, asked)
+            found = self.admin.describe_groups(asked, topic)
             for group in asked:
-                passed[group] = passed.get(group, True) and group in ok
-        return {g for g, ok in passed.items() if ok}
-
-    def _held(self, topic: str, count: int, groups: list[str]) -> set[str]:
-        """The groups of ``groups`` STABLE with every partition of ``topic`` assigned now."""
-        expected = set(range(count))
-        return {
-            g
-            for g, info in self.admin.describe_groups(groups, topic).items()
-            if info.state == STABLE and expected <= info.assigned()
-        }
+                info = found.get(group)
+                assigned = info.assigned() if info is not None and info.state == STABLE else set()
+                again[group] = again.get(group, True) and set(range(before)) <= assigned
+                whole[group] = whole.get(group, True) and set(range(count)) <= assigned
+        return {g for g, ok in again.items() if ok}, {g for g, ok in whole.items() if ok}
 
     def _moved(self, groups: set[str]) -> set[str]:
         """The groups of ``groups`` whose committed offsets moved on some topic since the watch began."""
         moved: set[str] = set()
-        for topic, (count, readers) in self.topics.items():
+        for topic, (_before, count, readers) in self.topics.items():
             asked = [g for g in readers if g in groups]
             for group, now in self._committed(asked, topic, count) if asked else ():
                 before = self._baseline.get((topic, group), {})
@@ -244,7 +272,9 @@ def watch(run: IncreaseRun, groups: list[str], within: float = WITHIN) -> Servic
     commanded = set(commanded_live(run.plan, live))
     paused = None if run.paused_at is None else epoch_ms(run.paused_at)
     stopped = None if paused is None else paused - round((run.stop_s or 0.0) * 1000)
-    topics = {s.topic: (s.plan.target_partitions, run.of(s, live)) for s in run.topics}
+    topics = {
+        s.topic: (s.plan.original_partitions, s.plan.target_partitions, run.of(s, live)) for s in run.topics
+    }
     out_since = {g: stopped if g in commanded else paused for g in live}
     known = {(s.topic, g): s.held[g] for s in run.topics for g in run.of(s, live) if g in s.held}
     try:
@@ -291,7 +321,8 @@ def describe(served: Mapping[str, Served]) -> str:
     """One line for the log: each group's downtime as its service saw it."""
     return "; ".join(
         f"{g} out {s.out_s:.3f} s (asked back after {_s(s.seconds(s.asked_back))}, held after "
-        f"{_s(s.seconds(s.held_at))}, processing after {_s(s.seconds(s.processing_at))})"
+        f"{_s(s.seconds(s.held_at))}, processing after {_s(s.seconds(s.processing_at))}; the created "
+        f"partitions held too after {_s(s.seconds(s.all_held_at))})"
         for g, s in sorted(served.items())
     )
 

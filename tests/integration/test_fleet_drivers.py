@@ -127,6 +127,12 @@ def test_kafkajs_services_driven_by_command_pairs_lose_nothing_relax_reorders_an
     assert drained["verify"]["groups"][drained["group"]]["plan"] == "drained", drained["verify"]
 
 
+#: The KafkaJS group's stop command's length in the mixed fleet: above the ControlledConsumer group's bound.
+SLOW_STOP_S = 6.0
+#: librdkafka's default heartbeat.interval.ms, in seconds.
+HEARTBEAT_S = 3.0
+
+
 def _restart(
     watcher: GroupWatcher,
     piece: ClientPieceGroup,
@@ -166,7 +172,7 @@ def _out_of_group(watcher: GroupWatcher, after: float, partitions: int) -> float
     return None if back is None else back - left
 
 
-@pytest.mark.chaos  # its downtime bound failed 1 run in 3 on Kafka (cc out 3.16 s after the window, restart 0.16 s)
+@pytest.mark.chaos  # its bound failed 1 run in 3 without the heartbeat (cc out 3.16-3.3 s, restart 0.16 s: two rounds)
 def test_a_mixed_fleet_each_group_by_its_driver_no_group_held_hostage(
     fleet: Fleet,
     admin: Any,
@@ -182,9 +188,10 @@ def test_a_mixed_fleet_each_group_by_its_driver_no_group_held_hostage(
        ControlledConsumer group never leaves.
     2. A driver whose stop does not stop: the window waits for the KafkaJS group alone, fails without a
        retry, and starts it again; the ControlledConsumer group never leaves.
-    3. A real driver, whose stop takes 3 s: the ControlledConsumer group is out of its group no longer than
-       a plain restart of it (the slower of two, before and after, measured the same way in the same test),
-       not for the KafkaJS group's slow stop; the KafkaJS group loses nothing.
+    3. A real driver, whose stop takes 6 s: the ControlledConsumer group is out of its group no longer than
+       a plain restart of it (the slower of two, before and after, measured the same way in the same test)
+       plus one heartbeat of the classic protocol, not for the KafkaJS group's slow stop; the KafkaJS group
+       loses nothing.
     """
     topic = make_topic("drive-mixed", partitions=2)
     kjs, cc = f"{topic}-kjs", f"{topic}-cc"
@@ -192,7 +199,7 @@ def test_a_mixed_fleet_each_group_by_its_driver_no_group_held_hostage(
         fleet.consumer(f"mix-m{i}", topic, kjs)
     fleet.producer("mix-p", topic, keys=100, rate=100)
     pair = fleet.group_commands(kjs)
-    slow = type(pair)(stop=f"sleep 3; {pair.stop}", start=pair.start, ready=pair.ready)
+    slow = type(pair)(stop=f"sleep {SLOW_STOP_S:g}; {pair.stop}", start=pair.start, ready=pair.ready)
     stuck = type(pair)(stop="true", start=pair.start, ready=pair.ready)
     _registry(monkeypatch, kjs=slow, stuck=stuck)
     start_group(fleet, admin, kjs)
@@ -247,7 +254,7 @@ def test_a_mixed_fleet_each_group_by_its_driver_no_group_held_hostage(
     assert stuck_ti.try_number == 1, "a wait that ran out for a member that never left was retried"
 
     assert done.state == "success", states(done)
-    assert window["drivers"]["stopped_groups"] == [kjs] and window["timings"]["command_stop_s"] >= 3.0
+    assert window["drivers"]["stopped_groups"] == [kjs] and window["timings"]["command_stop_s"] >= SLOW_STOP_S
     progress = json.loads(
         (Path(topic_entry(window, topic)["report_uri"]).parent / "progress.json").read_text()
     )
@@ -256,7 +263,9 @@ def test_a_mixed_fleet_each_group_by_its_driver_no_group_held_hostage(
     assert groups[kjs]["driver"] == "command kjs" and groups[cc]["driver"] == "control", groups
     assert groups[cc]["key_order"] == "barrier" and groups[cc]["state"] == "passed", groups[cc]
     asked = {g: (e["back_at"] - e["out_since"]) / 1000.0 for g, e in groups.items()}
-    assert asked[kjs] >= 3.0 > asked[cc], f"leave to ask back per group in the progress document: {asked}"
+    assert asked[kjs] >= SLOW_STOP_S > 3.0 > asked[cc], (
+        f"leave to ask back per group in the progress document: {asked}"
+    )
     # downtime as the services saw it (issue 41 item 6): from the stop command or the pause record to every
     # partition held again, read from the broker; never less than the ask back, and the figure the run logs
     ways = window["served"]
@@ -265,14 +274,20 @@ def test_a_mixed_fleet_each_group_by_its_driver_no_group_held_hostage(
     assert ways[kjs]["held_s"] is not None and ways[kjs]["held_s"] >= window["timings"]["command_stop_s"], (
         ways
     )
-    assert (
-        ways[cc]["held_s"] is not None and ways[cc]["out_s"] >= ways[cc]["held_s"] >= ways[cc]["asked_back_s"]
-    )
+    assert ways[cc]["held_s"] is not None and ways[cc]["held_s"] >= ways[cc]["asked_back_s"], ways
+    # the downtime runs to a record processed (its offsets moved), which may come before the group is STABLE
+    # again (a member back first processes every partition while the group waits for the other's rejoin)
+    assert ways[cc]["out_s"] == ways[cc]["processing_s"] >= ways[cc]["asked_back_s"], ways
     assert ways[cc]["held_s"] >= downtime - 0.5, f"cc held after {ways[cc]['held_s']} s, out {downtime:.3f} s"
     assert window["timings"]["services_out_s"] == max(w["out_s"] for w in ways.values())
+    # the created partitions, reported beside (not waited for: the producers' switch waits for their leaders)
+    assert all(w["all_held_s"] is not None and w["all_held_s"] >= w["held_s"] for w in ways.values()), ways
     assert all(groups[g]["held_at"] > groups[g]["out_since"] for g in (kjs, cc)), groups
     assert restart is not None and downtime is not None
-    assert downtime <= max(1.5 * restart, restart + 0.5), (
+    # out of STABLE: a restart's members join in one round; resumed members read the resume record at their
+    # own checks and may join in two, the first then rejoining at its next heartbeat (librdkafka's
+    # heartbeat.interval.ms, 3 s): at most that more, and below the KafkaJS group's 6 s stop it never waited for
+    assert downtime <= max(1.5 * restart, restart + 0.5) + HEARTBEAT_S, (
         f"the ControlledConsumer group was out {downtime:.3f} s, a plain restart {restart:.3f} s; the window "
         f"{window['timings']}; samples not STABLE after the window's start: "
         f"{[(round(t - window_start, 2), st, n) for t, st, n in watcher.samples if t > window_start and st != 'STABLE'][:12]}"

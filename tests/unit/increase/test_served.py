@@ -1,9 +1,10 @@
 """The services' way back (:mod:`airflow_provider_kstate.increase.served`): held when STABLE with every
-partition assigned, processing once its committed offsets moved or it is at the log end; mocks only here."""
+partition it held before assigned again, processing once its committed offsets moved or it is at the log end; mocks only here."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -47,7 +48,9 @@ class Cluster:
 
 
 def _watch(cluster: Any, groups: list[str], within: float = 5.0) -> dict[str, Served]:
-    watch = ServiceWatch(cluster, {"orders": (4, groups)}, LOG, within=within, poll=0.01, offsets_poll=0.01)
+    watch = ServiceWatch(
+        cluster, {"orders": (4, 4, groups)}, LOG, within=within, poll=0.01, offsets_poll=0.01
+    )
     watch.start(dict.fromkeys(groups, 1_000))
     for seen in watch.served.values():
         seen.asked_back = 1_500
@@ -111,7 +114,9 @@ def test_a_watch_that_cannot_start_never_fails_the_resume() -> None:
     warnings: list[str] = []
     log = SimpleNamespace(warning=lambda msg, *args: warnings.append(msg % args), info=LOG.info)
     plan = SimpleNamespace(groups={"billing": SimpleNamespace(cls=GroupClass.ACTIVE)}, where=lambda _: [])
-    steps = SimpleNamespace(topic="orders", plan=SimpleNamespace(target_partitions=4), held={})
+    steps = SimpleNamespace(
+        topic="orders", plan=SimpleNamespace(original_partitions=4, target_partitions=4), held={}
+    )
     run = SimpleNamespace(
         plan=plan,
         admin=Refusing({"billing": 0}, {"billing": 0}, ends={0: 1, 1: 1, 2: 0, 3: 0}),
@@ -147,7 +152,7 @@ def test_the_offsets_the_seed_left_are_not_read_again_and_the_ends_wait_for_the_
     cluster.loaded_ends = ends_after_ask  # type: ignore[method-assign]
     known = {("orders", "billing"): {0: 5, 1: 5, 2: 0, 3: 0}, ("orders", "idle"): {0: 9, 1: 5, 2: 0, 3: 0}}
     watch = ServiceWatch(
-        cluster, {"orders": (4, ["billing", "idle"])}, LOG, within=1.0, poll=0.01, offsets_poll=0.01,
+        cluster, {"orders": (4, 4, ["billing", "idle"])}, LOG, within=1.0, poll=0.01, offsets_poll=0.01,
         known=known, asked=asked.is_set,
     )  # fmt: skip
     watch.start(dict.fromkeys(["billing", "idle"], 1_000))
@@ -158,3 +163,66 @@ def test_the_offsets_the_seed_left_are_not_read_again_and_the_ends_wait_for_the_
     # billing had records waiting (9 > 5 on partition 0) and its offsets never moved: held, not processing
     assert found["billing"].held_at is not None and found["billing"].processing_at is None
     assert cluster.reads.get("idle", 0) == 0  # the known offsets were never read
+
+
+class Growing(Cluster):
+    """A topic grown 2 -> 4 partitions: the group holds its 2 old partitions after ``held_after`` looks and
+    the 2 new ones only after ``all_after`` (Apache Kafka's broker gives a KIP-848 group new partitions once
+    their leaders serve them)."""
+
+    def __init__(self, held_after: int, all_after: int) -> None:
+        super().__init__({"billing": held_after}, {"billing": 1}, ends={0: 9, 1: 9, 2: 0, 3: 0})
+        self.all_after = all_after
+
+    def describe_groups(self, groups: list[str], topic: str) -> dict[str, GroupInfo]:
+        out = {}
+        for group in groups:
+            self.looks[group] = self.looks.get(group, 0) + 1
+            n = self.looks[group]
+            parts = tuple(range(4)) if n > self.all_after else (0, 1) if n > self.held_after[group] else (0,)
+            members = (Member("m1", "c", "h", parts),)
+            out[group] = GroupInfo(group, "STABLE", "CONSUMER", "", members)
+        return out
+
+
+def test_a_group_is_held_once_it_holds_its_old_partitions_and_the_created_ones_are_reported_beside() -> None:
+    """Held counts the partitions the group held before it left; the created ones carry no record until
+    the producers' switch and are reported beside (``all_held_s``), even after the group is processing."""
+    cluster = Growing(held_after=2, all_after=12)
+    watch = ServiceWatch(
+        cluster, {"orders": (2, 4, ["billing"])}, LOG, within=5.0, poll=0.01, offsets_poll=0.01
+    )
+    watch.start({"billing": 1_000})
+    watch.served["billing"].asked_back = 1_500
+    time.sleep(0.5)  # the run's task goes on (its switch) while the watch looks
+    found = watch.result()["billing"]
+    assert found.held_at is not None and found.processing_at is not None and found.all_held_at is not None
+    assert found.held_at <= found.all_held_at and found.processing_at <= found.all_held_at
+    assert cluster.looks["billing"] >= 13  # held at the third look, every partition only at the thirteenth
+    assert found.out_s == found.seconds(found.processing_at)  # the downtime does not wait for the new ones
+    assert found.to_dict()["all_held_s"] == found.seconds(found.all_held_at)
+    assert "created partitions held too after" in served.describe({"billing": found})
+
+
+def test_a_watch_waiting_only_for_the_created_partitions_ends_with_the_run_s_task() -> None:
+    cluster = Growing(held_after=0, all_after=10**6)
+    watch = ServiceWatch(
+        cluster, {"orders": (2, 4, ["billing"])}, LOG, within=60.0, poll=0.01, offsets_poll=0.01
+    )
+    watch.start({"billing": 1_000})
+    time.sleep(0.2)
+    began = time.monotonic()
+    found = watch.result()["billing"]
+    # timeout contract: not the watch's 60 s, every group was processing already (half of it under load)
+    assert time.monotonic() - began < 30.0
+    assert found.processing_at is not None and found.all_held_at is None
+    assert "created partitions held too after not seen" in served.describe({"billing": found})
+
+
+def test_a_group_whose_offsets_move_before_it_is_stable_again_is_processing_then() -> None:
+    """A classic member back first processes every partition while its group waits for the others to rejoin
+    (PREPARING_REBALANCE up to their next heartbeat): its commits are the service working, held or not."""
+    cluster = Cluster({"billing": 10**6}, {"billing": 2}, ends={0: 9, 1: 9, 2: 0, 3: 0})
+    found = _watch(cluster, ["billing"], within=0.5)["billing"]
+    assert found.held_at is None and found.processing_at is not None
+    assert found.out_s == found.seconds(found.processing_at)
