@@ -535,15 +535,15 @@ class LiveGroups:
     def received(self) -> int:
         return sum(len(fleet.received) for fleet in self.fleets.values())
 
-    def window(self, after: float, partitions: int, timeout: float) -> dict[str, float]:
+    def window(self, after: float, partitions: int, timeout: float, each: bool = True) -> dict[str, float]:
         """The live groups' downtime after ``after``: earliest first stop -> latest moment a group holds all
-        ``partitions`` again (bounded wait)."""
+        ``partitions`` again (bounded wait; ``each``: :meth:`kstate_support.traffic.Timeline.window`)."""
         deadline = time.monotonic() + timeout
         found: dict[str, dict[str, float]] = {}
         while time.monotonic() < deadline and len(found) < len(self.groups):
             for group, fleet in self.fleets.items():
                 if group not in found:
-                    got = self.timelines[group].window(after, set(fleet.members), partitions)
+                    got = self.timelines[group].window(after, set(fleet.members), partitions, each)
                     if got is not None:
                         found[group] = got
             time.sleep(0.02)

@@ -107,10 +107,15 @@ class Timeline:
 
         return {"on_assign": on_assign, "on_revoke": on_revoke}
 
-    def window(self, after: float, members: set[str], partitions: int) -> dict[str, float] | None:
+    def window(
+        self, after: float, members: set[str], partitions: int, each: bool = True
+    ) -> dict[str, float] | None:
         """The downtime after ``after``: from the first ``stop`` to the first moment at which every one of
         ``members`` holds an assignment and together they hold all ``partitions`` partitions (the last
         ``assign`` callback of the rejoin). None while that moment has not come.
+
+        :param each: whether every member must hold a partition (False: only the union counts, for fewer
+            partitions than members).
 
         :return: ``{"window", "start", "end", "stopped", "subscribed"}``: seconds from the first stop to the
             end, the two instants, and seconds from the first stop to the last stop / the last subscribe.
@@ -128,7 +133,7 @@ class Timeline:
                 last_stop = t
             elif kind == "subscribe":
                 last_sub = t
-            elif start is not None and kind == "assign" and _covers(held, members, partitions):
+            elif start is not None and kind == "assign" and _covers(held, members, partitions, each):
                 return {
                     "window": t - start,
                     "start": start,
@@ -148,10 +153,10 @@ def _apply_event(held: dict[str, frozenset[int]], member: str, kind: str, parts:
         held[member] = frozenset()
 
 
-def _covers(held: dict[str, frozenset[int]], members: set[str], partitions: int) -> bool:
-    if not all(held.get(m) for m in members):
+def _covers(held: dict[str, frozenset[int]], members: set[str], partitions: int, each: bool = True) -> bool:
+    if each and not all(held.get(m) for m in members):
         return False
-    return frozenset().union(*(held[m] for m in members)) >= frozenset(range(partitions))
+    return frozenset().union(*(held.get(m, frozenset()) for m in members)) >= frozenset(range(partitions))
 
 
 class ConsumerFleet:
