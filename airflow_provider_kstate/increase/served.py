@@ -17,8 +17,9 @@ for every group the run asked back, in a thread beside the rest of the run:
 * **processing**: its committed offsets moved past where they were when it was asked back (a record
   processed and committed, held again or not: a classic member back first processes every partition while
   its group waits, up to the others' next heartbeat, for them to rejoin), or, once held, it had nothing to
-  process then (committed at the log end of every partition). A consumer commits on its own schedule (librdkafka and the Java client auto-commit every 5 s
-  by default): this moment is at most that interval late, the held one is not.
+  process then (committed at the log end of every partition). A consumer commits on its own schedule
+  (librdkafka and the Java client auto-commit every 5 s by default): this moment is at most that interval
+  late, the held one is not.
 
 Each group's figures are seconds from its leave (:class:`Served`); the run logs them, keeps them in XCom
 (``served``), in its progress document (:meth:`~airflow_provider_kstate.increase.events.RunEvents.served`),
