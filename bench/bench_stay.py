@@ -38,8 +38,8 @@ Measured per sample:
   from the run's start to the moment the live groups hold all ``N``. The two differ for the KIP-848 group:
   Apache Kafka's broker gives it the created partitions only once their leaders serve them, at 4,096
   partitions tens of seconds after the create (``probe_new_partitions.py``), while no record is written
-  there until the producers' switch, which waits for the same leaders. (Until session eleven the window
-  ran to all ``N``: at 4,096 x 100 it measured that wait, 24-52 s, not the consumers' downtime.);
+  there until the producers' switch, which waits for the same leaders (until session eleven the window
+  ran to all ``N``: at 4,096 x 100 it measured that wait, 24-52 s, not the consumers' downtime);
 * **producer hold** — from the ControlledProducer itself: its ``holds`` (each layout hold's length and the
   time ``produce()`` was blocked in it), and the longest time between two ``produce()`` calls returning in
   the producer thread (the producer's own gap; 5 ms nominal at 200 records/s); ``switched_after_s``: from the
@@ -615,7 +615,8 @@ def print_grid(grid: dict[str, Any]) -> None:
         title=(
             f"\n[{grid['mode']}] round trip of a trivial request {grid['round_trip_ms']:.2f} ms. Medians over the"
             " samples, seconds: gap = the live consumers' largest gap in processing (max over consumers);"
-            " window = first stop -> all partitions held again; prod gap = longest time between two produce()"
+            " window = first stop -> the partitions held before held again (all N in files before session"
+            " eleven); prod gap = longest time between two produce()"
             " returns; prod held / blocked = the ControlledProducer's holds (sum per run); run = dag.test() wall."
         ),
     )
